@@ -1,0 +1,192 @@
+"""`oakwatch bench`: the harness's speed as a ratio to the raw emulator, and its memory.
+
+On the bundled cartridge with the dry-run's inputs, one run measures:
+  (a)  raw PyBoy: the same frames and button presses, nothing else;
+  (a+) (a) plus SHA-256 of every captured frame;
+  (b)  (a+) plus one lossless PNG encode per decision, inline in one thread (the naive floor);
+  (c)  oakwatch's headless dry-run (trial loop, contract, probe, ladder, evidence on disk);
+  (d)  oakwatch's replay of (c)'s trial.
+Each figure is the median over --runs repetitions, timed from the restored start state to
+the last action (emulator construction excluded everywhere).
+Targets: (c) at least as fast as (b); (d) at least 0.9x (a+).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from engine.emulator import Timing
+from engine.events import FrameCaptured, TrialEnded, TrialStarted
+from engine.pyboy_backend import BUTTONS, PyBoyEmulator
+from sessions.assets import DEFAULT_MANIFEST
+from sessions.evidence import PNG_COMPRESS_LEVEL
+from sessions.experiment import create_folder, prepare
+from sessions.replay import load_trial, replay_records
+from sessions.runner import ExperimentRunner
+
+
+def _raw(rom: Path, state: bytes, actions: list[str], timing: Timing, hashing: bool, png: bool) -> float:
+    from PIL import Image
+
+    emu = PyBoyEmulator(rom)
+    pb = emu._pyboy  # the raw emulator, deliberately without our step()
+    try:
+        emu.restore(state)
+        t0 = time.perf_counter()
+        for action in actions:
+            if action != "NOOP":
+                pb.button_press(BUTTONS[action])
+                pb.tick(timing.press_frames, False, False)
+                pb.button_release(BUTTONS[action])
+            else:
+                pb.tick(timing.press_frames, False, False)
+            pb.tick(timing.settle_frames - 1, False, False)
+            pb.tick(1, True, False)
+            if hashing or png:
+                rgb = pb.screen.ndarray[:, :, :3].copy()
+                hashlib.sha256(rgb.data).hexdigest()
+                if png:
+                    Image.fromarray(rgb, "RGB").save(io.BytesIO(), format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+        return time.perf_counter() - t0
+    finally:
+        emu.close()
+
+
+class _Stopwatch:
+    """A sink timing a trial from its start (state restored) to its end."""
+
+    def __init__(self):
+        self.start = self.end = None
+
+    def handle(self, event) -> None:
+        if isinstance(event, TrialStarted):
+            self.start = time.perf_counter()
+        elif isinstance(event, TrialEnded):
+            self.end = time.perf_counter()
+
+
+def _harness_run(out: Path) -> tuple[float, Path, dict]:
+    prepared = prepare(DEFAULT_MANIFEST, out)
+    folder = create_folder(prepared, out)
+    watch = _Stopwatch()
+    runner = ExperimentRunner(prepared, folder, sinks=[watch])
+    runner.run()
+    trial = next((folder / "trials").iterdir())
+    return watch.end - watch.start, trial, runner.results[0]
+
+
+def _replay(trial: Path) -> float:
+    rom, state, game, trace, inputs, timing = load_trial(trial)
+    emu = PyBoyEmulator(rom)
+    try:
+        t0 = time.perf_counter()
+        replay_records(emu, state, game, trace, inputs, timing)
+        return time.perf_counter() - t0
+    finally:
+        emu.close()
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _MemorySampler:
+    def __init__(self, every: int):
+        self.every = every
+        self.samples: list[tuple[int, float]] = []
+        self.actions = 0
+
+    def handle(self, event) -> None:
+        if isinstance(event, FrameCaptured):
+            self.actions += 1
+            if self.actions % self.every == 0:
+                self.samples.append((self.actions, _rss_mb()))
+
+
+def memory_soak(actions: int, tmp: Path) -> dict:
+    """A random-policy trial of `actions` actions; RSS after the first 1,000 vs the peak after."""
+    import yaml
+
+    base = yaml.safe_load(DEFAULT_MANIFEST.read_text())
+    base["experiment_id"] = "memory-soak"
+    base["conditions"] = [{"id": "random", "policy": "random", "seed": 1, "memory_policy": "persistent"}]
+    base["budgets"] = {"accepted_actions": actions, "model_decisions": None, "wall_time_minutes": None,
+                       "unrecoverable_loop_repeats": None}
+    base["trials"] = {"per_condition": 1}
+    manifest = tmp / "soak.yaml"
+    manifest.write_text(yaml.safe_dump(base))
+    prepared = prepare(manifest, tmp / "soak")
+    folder = create_folder(prepared, tmp / "soak")
+    sampler = _MemorySampler(500)
+    runner = ExperimentRunner(prepared, folder, sinks=[sampler])
+    t0 = time.perf_counter()
+    asyncio.run(runner.run_async())
+    elapsed = time.perf_counter() - t0
+    after_1k = next(mb for n, mb in sampler.samples if n >= 1000)
+    peak = max(mb for n, mb in sampler.samples if n >= 1000)
+    return {"actions": sampler.actions, "rss_after_1000_mb": round(after_1k, 1), "rss_peak_mb": round(peak, 1),
+            "growth_mb": round(peak - after_1k, 1), "seconds": round(elapsed, 1),
+            "outcome": runner.results[0]["termination_reason"]}
+
+
+def run_bench(runs: int, memory_actions: int, console: bool) -> int:
+    prepared = prepare(DEFAULT_MANIFEST, None)
+    actions = next(iter(prepared.scripts.values()))
+    m = prepared.manifest
+    timing = Timing(m.emulator.press_frames, m.emulator.settle_frames)
+    rom, state = prepared.rom_path, prepared.start_state
+    print(f"oakwatch bench: {len(actions)} actions × {timing.frames_per_action} frames on {rom.name}, "
+          f"median of {runs} runs", flush=True)
+    times: dict[str, list[float]] = {k: [] for k in ("a", "a+", "b", "c", "d")}
+    with tempfile.TemporaryDirectory(prefix="oakwatch-bench-") as tmp:
+        tmp_path = Path(tmp)
+        for i in range(runs):
+            times["a"].append(_raw(rom, state, actions, timing, hashing=False, png=False))
+            times["a+"].append(_raw(rom, state, actions, timing, hashing=True, png=False))
+            times["b"].append(_raw(rom, state, actions, timing, hashing=True, png=True))
+            elapsed, trial, result = _harness_run(tmp_path / f"run-{i}")
+            if result["outcome"] != "success":
+                print(f"oakwatch bench: the dry-run did not succeed ({result['termination_reason']})", file=sys.stderr)
+                return 1
+            times["c"].append(elapsed)
+            times["d"].append(_replay(trial))
+            print(f"  run {i + 1}/{runs} done", flush=True)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        labels = {"a": "(a)  raw PyBoy", "a+": "(a+) raw PyBoy + frame SHA-256",
+                  "b": "(b)  naive floor: + inline PNG encode", "c": "(c)  oakwatch headless dry-run",
+                  "d": "(d)  oakwatch replay"}
+        print(f"{'measure':42} {'seconds':>8} {'actions/s':>10} {'speed vs (a)':>13}")
+        for k, label in labels.items():
+            print(f"{label:42} {med[k]:8.3f} {len(actions) / med[k]:10.0f} {med['a'] / med[k]:12.2f}x")
+        c_vs_b = med["b"] / med["c"]
+        d_vs_a_plus = med["a+"] / med["d"]
+        print(f"target (c) >= (b): (c) runs at {c_vs_b:.2f}x the speed of (b) -> {'met' if c_vs_b >= 1 else 'NOT met'}")
+        print(f"target (d) >= 0.9x (a+): {d_vs_a_plus:.2f}x -> {'met' if d_vs_a_plus >= 0.9 else 'NOT met'}")
+        report = {"actions": len(actions), "median_seconds": med, "c_vs_b": c_vs_b, "d_vs_a_plus": d_vs_a_plus}
+        if memory_actions:
+            print(f"memory soak: random policy, {memory_actions} actions …", flush=True)
+            soak = memory_soak(memory_actions, tmp_path)
+            report["memory"] = soak
+            print(f"memory: RSS {soak['rss_after_1000_mb']} MB after 1,000 actions, peak {soak['rss_peak_mb']} MB "
+                  f"after; growth {soak['growth_mb']} MB over {soak['actions']} actions in {soak['seconds']} s -> "
+                  f"{'met' if soak['growth_mb'] <= 50 else 'NOT met'} (target <= 50 MB)")
+        if console:
+            from app.bench_console import bench_console
+
+            figures = bench_console(runs)
+            report["console"] = figures
+            for key, value in figures.items():
+                print(f"console {key}: {value}")
+    print("json: " + json.dumps(report, default=str))
+    return 0

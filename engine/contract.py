@@ -1,0 +1,84 @@
+"""The action contract: the one response shape every policy must produce.
+
+Validated strictly (types, enums, lengths, ranges). A response with more actions than the
+manifest allows is rejected, never truncated.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.actions import Action
+
+Screen = Literal["overworld", "dialogue", "menu", "battle", "transition", "unknown"]
+FactKind = Literal["objective", "location", "event", "inventory", "warning"]
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Observed(_Strict):
+    screen: Screen
+    location_guess: Annotated[str, Field(max_length=200)]
+    objective_guess: Annotated[str, Field(max_length=300)]
+    certainty: Unit
+
+
+class MemoryWrite(_Strict):
+    kind: FactKind
+    value: Annotated[str, Field(min_length=1, max_length=200)]
+    confidence: Unit
+    evidence: Annotated[str, Field(max_length=300)]
+    # Optional structure for atomic facts; without it the fact is (player, kind, value).
+    subject: Annotated[str, Field(min_length=1, max_length=80)] | None = None
+    predicate: Annotated[str, Field(min_length=1, max_length=80)] | None = None
+    supersedes: Annotated[str, Field(max_length=40)] | None = None
+    status: Literal["active", "completed"] = "active"
+
+
+class AgentResponse(_Strict):
+    reasoning_summary: Annotated[str, Field(max_length=1000)]
+    observed: Observed
+    memory_read: Annotated[list[Annotated[str, Field(max_length=40)]], Field(max_length=32)]
+    memory_write: Annotated[list[MemoryWrite], Field(max_length=8)]
+    actions: Annotated[list[Action], Field(min_length=1)]
+
+
+class ContractError(ValueError):
+    """A response broke the contract; the message says how, for the log and the retry."""
+
+
+def parse_response(raw: str, max_actions: int, allowed: frozenset[str] | None = None) -> AgentResponse:
+    """Parse and validate one raw response; raise ContractError naming every problem."""
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ContractError(f"response is not a JSON object: {exc}") from None
+    if not isinstance(data, dict):
+        raise ContractError("response is not a JSON object")
+    try:
+        response = AgentResponse.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
+        raise ContractError(problems) from None
+    if len(response.actions) > max_actions:
+        raise ContractError(
+            f"actions: {len(response.actions)} actions given, at most {max_actions} allowed per decision")
+    if allowed is not None:
+        banned = [a for a in response.actions if a not in allowed]
+        if banned:
+            raise ContractError(f"actions: not allowed by the manifest: {', '.join(banned)}")
+    return response
+
+
+def response_json_schema(max_actions: int) -> dict:
+    schema = AgentResponse.model_json_schema()
+    schema["properties"]["actions"]["maxItems"] = max_actions
+    schema["title"] = "oakwatch agent response"
+    return schema

@@ -1,0 +1,130 @@
+"""Declarative game definitions: the RAM fields a probe reads and the milestone ladder.
+
+A definition is data (YAML under assets/games/); this module is its schema and the
+condition evaluator. Conditions are structured, never evaluated as code.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Sample = dict[str, "int | list[int]"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RamField(_Strict):
+    address: Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
+    kind: Literal["u8", "u16le", "u32le", "bytes"] = "u8"
+    length: Annotated[int, Field(ge=1, le=256)] = 1
+    source: str | None = None  # where the address comes from (disassembly symbol, our RAM.md)
+
+    @model_validator(mode="after")
+    def _length_matches_kind(self) -> RamField:
+        if self.kind != "bytes" and self.length != 1:
+            raise ValueError("length applies only to kind 'bytes'")
+        return self
+
+
+class Condition(_Strict):
+    """One test on one probed field; every key given must hold."""
+
+    field: str
+    eq: int | None = None
+    ne: int | None = None
+    ge: int | None = None
+    le: int | None = None
+    bit_set: Annotated[int, Field(ge=0, le=31)] | None = None
+    bit_clear: Annotated[int, Field(ge=0, le=31)] | None = None
+    contains: int | None = None
+    lacks: int | None = None
+
+    @model_validator(mode="after")
+    def _has_test(self) -> Condition:
+        tests = self.model_dump(exclude={"field"}, exclude_none=True)
+        if not tests:
+            raise ValueError(f"condition on {self.field!r} names no test (eq, ne, ge, le, bit_set, ...)")
+        return self
+
+    def holds(self, sample: Sample) -> bool:
+        value = sample[self.field]
+        if isinstance(value, list):
+            if self.contains is not None and self.contains not in value:
+                return False
+            if self.lacks is not None and self.lacks in value:
+                return False
+            return True
+        if self.eq is not None and value != self.eq:
+            return False
+        if self.ne is not None and value == self.ne:
+            return False
+        if self.ge is not None and value < self.ge:
+            return False
+        if self.le is not None and value > self.le:
+            return False
+        if self.bit_set is not None and not (value >> self.bit_set) & 1:
+            return False
+        if self.bit_clear is not None and (value >> self.bit_clear) & 1:
+            return False
+        return True
+
+
+class MilestoneDef(_Strict):
+    id: str
+    name: str
+    points: Annotated[int, Field(ge=0)]
+    all: Annotated[list[Condition], Field(min_length=1)]
+
+    def holds(self, sample: Sample) -> bool:
+        return all(c.holds(sample) for c in self.all)
+
+
+class Position(_Strict):
+    map: str
+    x: str
+    y: str
+
+
+class GameDefinition(_Strict):
+    id: str
+    title: str
+    platform: Literal["gb", "gbc", "gba"]
+    rom_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    fields: dict[str, RamField]
+    ready: list[Condition] = []  # probe results mean nothing until these hold (e.g. an init magic byte)
+    position: Position | None = None  # for route tracking
+    progress_fields: list[str] = []  # a change in any of these resets route-repetition tracking
+    milestones: Annotated[list[MilestoneDef], Field(min_length=1)]
+    final_milestone: str | None = None  # defaults to the last rung
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> GameDefinition:
+        known = set(self.fields)
+        refs = [c.field for c in self.ready] + list(self.progress_fields)
+        refs += [c.field for m in self.milestones for c in m.all]
+        if self.position:
+            refs += [self.position.map, self.position.x, self.position.y]
+        missing = sorted(set(refs) - known)
+        if missing:
+            raise ValueError(f"conditions refer to undefined fields: {', '.join(missing)}")
+        ids = [m.id for m in self.milestones]
+        if len(set(ids)) != len(ids):
+            raise ValueError("milestone ids must be unique")
+        if self.final_milestone is not None and self.final_milestone not in ids:
+            raise ValueError(f"final_milestone {self.final_milestone!r} is not a milestone id")
+        return self
+
+    @property
+    def final_id(self) -> str:
+        return self.final_milestone or self.milestones[-1].id
+
+    @property
+    def total_points(self) -> int:
+        return sum(m.points for m in self.milestones)
+
+    def is_ready(self, sample: Sample) -> bool:
+        return all(c.holds(sample) for c in self.ready)

@@ -1,0 +1,78 @@
+"""The milestone ladder: verified, once-only awards with evidence.
+
+Rules (seed 000 and the reference notes): a milestone is awarded once; only after two
+consecutive qualifying frames; never if it already held at the start of the trial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.gamedef import GameDefinition, Sample
+
+
+@dataclass(frozen=True)
+class Award:
+    milestone_id: str
+    name: str
+    points: int
+    decision_id: int
+    frame_index: int
+    frame_sha256: str
+    probe: Sample
+
+    def as_record(self) -> dict:
+        return {"id": self.milestone_id, "name": self.name, "points": self.points,
+                "decision_id": self.decision_id, "frame_index": self.frame_index,
+                "frame_sha256": self.frame_sha256, "probe": self.probe}
+
+
+@dataclass
+class Ladder:
+    game: GameDefinition
+    start_sample: Sample
+    awards: dict[str, Award] = field(default_factory=dict)
+    pre_satisfied: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        ready = self.game.is_ready(self.start_sample)
+        self.pre_satisfied = frozenset(
+            m.id for m in self.game.milestones if ready and m.holds(self.start_sample))
+
+    def update(self, previous: Sample, current: Sample, *, decision_id: int, frame_index: int,
+               frame_sha256: str) -> list[Award]:
+        """Check two consecutive frames' samples; return milestones newly verified."""
+        if not (self.game.is_ready(previous) and self.game.is_ready(current)):
+            return []
+        new: list[Award] = []
+        for m in self.game.milestones:
+            if m.id in self.awards or m.id in self.pre_satisfied:
+                continue
+            if m.holds(previous) and m.holds(current):
+                award = Award(m.id, m.name, m.points, decision_id, frame_index, frame_sha256, current)
+                self.awards[m.id] = award
+                new.append(award)
+        return new
+
+    @property
+    def reached(self) -> list[str]:
+        """Reached milestone ids in ladder order."""
+        return [m.id for m in self.game.milestones if m.id in self.awards]
+
+    @property
+    def points(self) -> int:
+        return sum(a.points for a in self.awards.values())
+
+    @property
+    def deepest(self) -> str | None:
+        """The deepest milestone reached with every earlier rung reached too."""
+        deepest = None
+        for m in self.game.milestones:
+            if m.id not in self.awards:
+                break
+            deepest = m.id
+        return deepest
+
+    @property
+    def final_reached(self) -> bool:
+        return self.game.final_id in self.awards

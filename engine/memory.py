@@ -1,0 +1,193 @@
+"""The agent's memory: working memory plus an episodic store of atomic facts.
+
+Rules (seed 000): facts are confirmed only with visible evidence; guesses carry lower
+confidence and never silently become facts; completed facts are marked, not deleted;
+contradictory active facts are returned together; retrieval is bounded by record count
+and size; every read, write, update and eviction is logged through `log`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from engine.contract import MemoryWrite
+
+MemoryPolicy = Literal["recent-window", "persistent"]
+
+CONFIRM_THRESHOLD = 0.7  # a write needs evidence and this confidence to count as confirmed
+GUESS_CAP = 0.5  # an unevidenced write is a guess; its confidence is capped here
+MULTI_VALUED = frozenset({"has_item", "happened", "warning"})
+DEFAULT_PREDICATE = {"objective": "current_objective", "location": "is_at", "event": "happened",
+                     "inventory": "has_item", "warning": "warning"}
+
+
+@dataclass
+class Fact:
+    fact_id: str
+    kind: str
+    subject: str
+    predicate: str
+    object: str
+    status: Literal["active", "superseded", "completed"]
+    confidence: float
+    confirmed: bool
+    first_seen_decision: int
+    last_confirmed_decision: int | None
+    evidence_frame_sha256: str | None
+    evidence: str
+    supersedes: str | None
+
+    def record(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WorkingMemory:
+    recent_actions: tuple[str, ...]
+    recent_observations: tuple[dict, ...]
+    current_objective: str | None
+
+
+class MemoryStore:
+    def __init__(self, policy: MemoryPolicy, *, log: Callable[[dict], None],
+                 recent_window: int = 12, max_facts: int = 256,
+                 retrieve_records: int = 24, retrieve_chars: int = 4000):
+        self.policy = policy
+        self._log = log
+        self.max_facts = max_facts
+        self.retrieve_records = retrieve_records
+        self.retrieve_chars = retrieve_chars
+        self.facts: dict[str, Fact] = {}
+        self._next_id = 1
+        self._actions: deque[str] = deque(maxlen=recent_window)
+        self._observations: deque[dict] = deque(maxlen=recent_window)
+        self._objective: str | None = None
+        self.last_read: tuple[str, ...] = ()
+
+    # -- working memory --------------------------------------------------------------
+    def working(self) -> WorkingMemory:
+        return WorkingMemory(tuple(self._actions), tuple(self._observations), self._objective)
+
+    def note_observation(self, decision_id: int, observed: dict) -> None:
+        self._observations.append({"decision_id": decision_id, **observed})
+        objective = observed.get("objective_guess")
+        if objective:
+            self._objective = objective
+
+    def note_action(self, action: str) -> None:
+        self._actions.append(action)
+
+    # -- episodic store ---------------------------------------------------------------
+    @property
+    def persistent(self) -> bool:
+        return self.policy == "persistent"
+
+    def contradictions(self) -> list[tuple[str, ...]]:
+        """Groups of active facts that cannot all be true."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for f in self.facts.values():
+            if f.status == "active" and f.predicate not in MULTI_VALUED:
+                groups.setdefault((f.subject, f.predicate), []).append(f.fact_id)
+        return [tuple(ids) for ids in groups.values()
+                if len({self.facts[i].object for i in ids}) > 1]
+
+    def retrieve(self, decision_id: int) -> tuple[dict, ...]:
+        """Facts offered to the agent: contradictions together, active before completed."""
+        if not self.persistent:
+            return ()
+        conflicted = {i for group in self.contradictions() for i in group}
+        order = sorted(self.facts.values(), key=lambda f: (
+            f.status != "active", f.fact_id not in conflicted, -(f.last_confirmed_decision or 0),
+            -f.first_seen_decision))
+        chosen: list[dict] = []
+        size = 0
+        for f in order:
+            if f.status == "superseded":
+                continue
+            view = {"fact_id": f.fact_id, "kind": f.kind, "subject": f.subject,
+                    "predicate": f.predicate, "object": f.object, "status": f.status,
+                    "confidence": f.confidence, "confirmed": f.confirmed,
+                    "last_confirmed_decision": f.last_confirmed_decision}
+            if f.fact_id in conflicted:
+                view["contradicted"] = True
+            cost = len(json.dumps(view))
+            if len(chosen) >= self.retrieve_records or size + cost > self.retrieve_chars:
+                break
+            chosen.append(view)
+            size += cost
+        self._log({"op": "retrieve", "decision_id": decision_id,
+                   "fact_ids": [v["fact_id"] for v in chosen], "chars": size})
+        return tuple(chosen)
+
+    def read(self, fact_ids: list[str], decision_id: int) -> None:
+        hits = [i for i in fact_ids if i in self.facts]
+        misses = [i for i in fact_ids if i not in self.facts]
+        self.last_read = tuple(hits)
+        self._log({"op": "read", "decision_id": decision_id, "fact_ids": hits, "missing": misses})
+
+    def write(self, item: MemoryWrite, decision_id: int, frame_sha256: str) -> str | None:
+        """Apply one write; return the affected fact id, or None if rejected."""
+        if not self.persistent:
+            return self._reject(item, decision_id, "memory policy recent-window keeps no episodic store")
+        subject = item.subject or "player"
+        predicate = item.predicate or DEFAULT_PREDICATE[item.kind]
+        confirmed = bool(item.evidence.strip()) and item.confidence >= CONFIRM_THRESHOLD
+        confidence = item.confidence if item.evidence.strip() else min(item.confidence, GUESS_CAP)
+
+        if item.supersedes is not None:
+            old = self.facts.get(item.supersedes)
+            if old is None:
+                return self._reject(item, decision_id, f"supersedes unknown fact {item.supersedes}")
+            if old.confirmed and not confirmed:
+                return self._reject(item, decision_id,
+                                    f"would overwrite confirmed {old.fact_id} with an unconfirmed guess")
+            old.status = "superseded"
+            self._log({"op": "supersede", "decision_id": decision_id, "fact_id": old.fact_id,
+                       "by": None, "fact": old.record()})
+
+        same = next((f for f in self.facts.values() if f.status == "active" and
+                     (f.subject, f.predicate, f.object) == (subject, predicate, item.value)), None)
+        if same is not None and item.supersedes is None:
+            if item.status == "completed":
+                same.status = "completed"
+            if confirmed:
+                same.confirmed = True
+                same.last_confirmed_decision = decision_id
+                same.evidence_frame_sha256 = frame_sha256
+                same.evidence = item.evidence
+            same.confidence = max(same.confidence, confidence) if confirmed else same.confidence
+            op = "complete" if item.status == "completed" else "update"
+            self._log({"op": op, "decision_id": decision_id, "fact_id": same.fact_id, "fact": same.record()})
+            return same.fact_id
+
+        fact = Fact(
+            fact_id=f"fact-{self._next_id:04d}", kind=item.kind, subject=subject, predicate=predicate,
+            object=item.value, status=item.status, confidence=confidence, confirmed=confirmed,
+            first_seen_decision=decision_id,
+            last_confirmed_decision=decision_id if confirmed else None,
+            evidence_frame_sha256=frame_sha256 if confirmed else None,
+            evidence=item.evidence, supersedes=item.supersedes)
+        self._next_id += 1
+        self.facts[fact.fact_id] = fact
+        self._log({"op": "write", "decision_id": decision_id, "fact_id": fact.fact_id, "fact": fact.record()})
+        self._evict(decision_id)
+        return fact.fact_id
+
+    def _reject(self, item: MemoryWrite, decision_id: int, reason: str) -> None:
+        self._log({"op": "reject", "decision_id": decision_id, "reason": reason,
+                   "write": item.model_dump()})
+        return None
+
+    def _evict(self, decision_id: int) -> None:
+        while len(self.facts) > self.max_facts:
+            rank = {"superseded": 0, "completed": 1, "active": 2}
+            victim = min(self.facts.values(), key=lambda f: (
+                rank[f.status], f.confirmed, f.confidence, f.last_confirmed_decision or 0,
+                f.first_seen_decision))
+            del self.facts[victim.fact_id]
+            self._log({"op": "evict", "decision_id": decision_id, "fact_id": victim.fact_id,
+                       "fact": victim.record()})

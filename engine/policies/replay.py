@@ -1,0 +1,29 @@
+"""Replay policy: feeds a recorded trial's raw responses back through the full loop.
+
+Every recorded attempt is replayed in order, invalid ones too, so the contract, memory
+rules and retries behave exactly as they did. Needs no model and makes no paid call.
+"""
+
+from __future__ import annotations
+
+from engine.policy import Observation, PolicyExhausted, PolicyReply
+
+
+class ReplayPolicy:
+    name = "replay"
+    model_id = None
+
+    def __init__(self, attempts: list[list[str]]):
+        """attempts: per decision, the raw texts of each attempt, in order."""
+        self._queue = [raw for decision in attempts for raw in decision]
+        self._pos = 0
+
+    async def decide(self, observation: Observation) -> PolicyReply:
+        if self._pos >= len(self._queue):
+            raise PolicyExhausted("the recorded trace has no responses left")
+        raw = self._queue[self._pos]
+        self._pos += 1
+        return PolicyReply(text=raw)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,30 @@
+"""Scripted policy: plays an input script, a fixed number of actions per decision."""
+
+from __future__ import annotations
+
+from engine.policies.base import contract_json
+from engine.policy import Observation, PolicyExhausted, PolicyReply
+
+
+class ScriptedPolicy:
+    name = "scripted"
+    model_id = None
+
+    def __init__(self, actions: list[str], actions_per_decision: int = 1):
+        if actions_per_decision < 1:
+            raise ValueError("actions_per_decision must be at least 1")
+        self._actions = list(actions)
+        self._per = actions_per_decision
+        self._pos = 0
+
+    async def decide(self, observation: Observation) -> PolicyReply:
+        if self._pos >= len(self._actions):
+            raise PolicyExhausted("the input script has no actions left")
+        take = min(self._per, observation.max_actions)
+        chunk = self._actions[self._pos:self._pos + take]
+        self._pos += len(chunk)
+        text = contract_json(chunk, summary=f"script step {self._pos}/{len(self._actions)}")
+        return PolicyReply(text=text)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,105 @@
+"""PyBoy (Game Boy / Game Boy Color) implementation of the emulator interface.
+
+Headless, sound off, no battery file: the agent cannot save or load anything; only the
+harness restores the canonical state, before a trial starts.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+from importlib.metadata import version as _dist_version
+from pathlib import Path
+
+import numpy as np
+
+from engine.emulator import EmulatorError, ProbeFn, StepResult, Timing, frame_sha256
+
+BUTTONS = {"UP": "up", "DOWN": "down", "LEFT": "left", "RIGHT": "right",
+           "A": "a", "B": "b", "START": "start", "SELECT": "select"}
+
+PYBOY_VERSION = _dist_version("pyboy")
+
+
+class PyBoyEmulator:
+    name = "pyboy"
+    version = PYBOY_VERSION
+    frame_size = (160, 144)
+
+    def __init__(self, rom_path: str | Path):
+        with warnings.catch_warnings():  # pysdl2-dll announces its bundled SDL on import
+            warnings.simplefilter("ignore", UserWarning)
+            from pyboy import PyBoy  # deferred: importing pyboy costs ~0.3 s
+
+        logging.getLogger("pyboy").setLevel(logging.ERROR)
+        rom_path = Path(rom_path)
+        try:
+            # An empty RAM file object keeps PyBoy from reading or writing a .ram beside the ROM.
+            self._pyboy = PyBoy(str(rom_path), window="null", sound_emulated=False,
+                                ram_file=io.BytesIO(), log_level="ERROR")
+        except Exception as exc:  # PyBoy raises bare Exceptions for bad cartridges
+            raise EmulatorError(f"{rom_path}: PyBoy cannot load this ROM ({exc})") from exc
+        self._pyboy.set_emulation_speed(0)
+        self._memory = self._pyboy.memory
+        self._screen = self._pyboy.screen
+
+    # -- state -----------------------------------------------------------------------
+    def boot(self, frames: int) -> None:
+        """Run from power-on with no input (used to make the canonical start state)."""
+        self._pyboy.tick(frames, True, False)
+
+    def save_state(self) -> bytes:
+        buf = io.BytesIO()
+        self._pyboy.save_state(buf)
+        return buf.getvalue()
+
+    def restore(self, state: bytes) -> None:
+        try:
+            self._pyboy.load_state(io.BytesIO(state))
+        except Exception as exc:
+            raise EmulatorError(f"cannot restore state ({exc})") from exc
+        # The screen buffer is not part of the state: render one frame's worth by re-running
+        # nothing; callers read frame() which PyBoy restores from the state's LCD snapshot.
+
+    # -- observation ---------------------------------------------------------------------
+    def frame(self) -> np.ndarray:
+        return self._screen.ndarray[:, :, :3].copy()
+
+    @property
+    def frame_index(self) -> int:
+        return int(self._pyboy.frame_count)
+
+    def read(self, address: int) -> int:
+        return self._memory[address]
+
+    # -- input -------------------------------------------------------------------------
+    def step(self, action: str, timing: Timing, probe: ProbeFn) -> StepResult:
+        """Hold one button for press_frames, settle, probe the last two frames, capture."""
+        pb = self._pyboy
+        press_frame = -1
+        try:
+            if action != "NOOP":
+                button = BUTTONS[action]
+                press_frame = pb.frame_count
+                pb.button_press(button)
+                pb.tick(timing.press_frames, False, False)
+                pb.button_release(button)
+            else:
+                pb.tick(timing.press_frames, False, False)
+            pb.tick(timing.settle_frames - 1, False, False)
+            before_last = probe(self.read)
+            pb.tick(1, True, False)
+        except KeyError:
+            raise EmulatorError(f"unknown action {action!r}") from None
+        except Exception as exc:
+            raise EmulatorError(f"emulator failed during {action}: {exc}") from exc
+        last = probe(self.read)
+        rgb = self._screen.ndarray[:, :, :3].copy()
+        return StepResult(rgb, frame_sha256(rgb), pb.frame_count, press_frame, before_last, last)
+
+    def close(self) -> None:
+        try:
+            self._pyboy.stop(save=False)
+        except Exception:  # closing a broken emulator must not mask the original error
+            pass

@@ -1,0 +1,46 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sessions.assets import DEFAULT_MANIFEST
+from sessions.experiment import create_folder, prepare
+from sessions.runner import ExperimentRunner
+
+
+def run_experiment(manifest: Path | None, out: Path, sinks=None):
+    prepared = prepare(manifest, out)
+    folder = create_folder(prepared, out)
+    runner = ExperimentRunner(prepared, folder, sinks=sinks or [])
+    summary = runner.run()
+    return folder, summary, runner.results
+
+
+def write_manifest(tmp: Path, **changes) -> Path:
+    """The bundled dry-run manifest with top-level sections replaced."""
+    data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
+    data.update(changes)
+    path = tmp / "manifest.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="session")
+def dry_run(tmp_path_factory):
+    """One bundled dry-run, shared read-only; copy it before changing anything."""
+    out = tmp_path_factory.mktemp("dry") / "exp"
+    folder, summary, results = run_experiment(None, out)
+    return folder, summary, results
+
+
+@pytest.fixture
+def dry_run_copy(dry_run, tmp_path):
+    dst = tmp_path / "copy"
+    shutil.copytree(dry_run[0], dst)
+    return dst
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]

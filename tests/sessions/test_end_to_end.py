@@ -1,0 +1,160 @@
+"""The vertical slice on the real cartridge in real PyBoy: run, verify, replay."""
+
+import json
+import subprocess
+import sys
+
+from sessions.replay import Divergence, replay_trial
+from sessions.verify import verify_experiment
+from tests.conftest import read_jsonl, run_experiment, write_manifest
+
+
+def test_dry_run_reaches_m8_with_evidence(dry_run):
+    folder, summary, results = dry_run
+    (r,) = results
+    assert r["outcome"] == "success" and r["termination_reason"] == "final-milestone"
+    assert r["milestones_reached"] == [f"M{i}" for i in range(1, 9)]
+    assert r["progress_points"] == 20 and r["deepest_milestone"] == "M8"
+    assert summary["all_succeeded"] and summary["success_rate"] == 1.0
+    trial = folder / "trials" / r["trial_key"]
+    trace = read_jsonl(trial / "trace.jsonl")
+    seed_fields = {"experiment_id", "condition_id", "trial_id", "decision_id", "timestamp_utc", "frame_sha256",
+                   "prompt_sha256", "model_id", "response_id", "input_tokens", "output_tokens", "cached_tokens",
+                   "provider_cost_usd", "latency_ms", "raw_response_path", "parsed_actions", "accepted_actions",
+                   "invalid_output", "memory_reads", "memory_writes", "milestones_before", "milestones_after",
+                   "termination_reason"}
+    assert seed_fields <= set(trace[0])
+    assert trace[0]["input_tokens"] is None and trace[0]["provider_cost_usd"] is None  # unmeasured, not zero
+    assert trace[-1]["termination_reason"] == "final-milestone"
+    assert len(list((trial / "frames").glob("*.png"))) == len(trace) + 1
+    for m in r["milestones"]:
+        assert trace[m["decision_id"] - 1]["milestones_after"][-1] == m["id"]
+    for name in ["manifest.yaml", "prompts/system.txt", "prompts/action-schema.json", "scoring/milestones.yaml",
+                 "scoring/memory-error-rubric.yaml", "summary.json", "SHA256SUMS"]:
+        assert (folder / name).is_file(), name
+    assert r["provenance"]["rom_sha256"] and r["provenance"]["emulator"]["name"] == "pyboy"
+
+
+def test_sha256sums_checks_with_coreutils(dry_run):
+    out = subprocess.run(["sha256sum", "--check", "--quiet", "SHA256SUMS"], cwd=dry_run[0],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SHA256SUMS" not in (dry_run[0] / "SHA256SUMS").read_text()
+
+
+def test_verify_and_replay_pass(dry_run):
+    folder, _, results = dry_run
+    assert verify_experiment(folder) == []
+    report = replay_trial(folder / "trials" / results[0]["trial_key"])
+    assert report["milestones"][-1] == "M8"
+
+
+def test_verify_catches_an_altered_frame(dry_run_copy):
+    frame = next((dry_run_copy / "trials").glob("*/frames/000010.png"))
+    frame.write_bytes(frame.read_bytes()[:-1] + b"\0")
+    problems = verify_experiment(dry_run_copy)
+    assert any("frames/000010.png: content differs" in p for p in problems)
+
+
+def test_verify_catches_an_altered_trace_line(dry_run_copy):
+    trace = next((dry_run_copy / "trials").glob("*/trace.jsonl"))
+    lines = trace.read_text().splitlines()
+    record = json.loads(lines[4])
+    record["parsed_actions"] = ["SELECT"]
+    lines[4] = json.dumps(record)
+    trace.write_text("\n".join(lines) + "\n")
+    problems = verify_experiment(dry_run_copy)
+    assert any("trace.jsonl: content differs" in p for p in problems)
+    assert any("decision 5: trace accepted ['SELECT']" in p for p in problems)
+
+
+def test_replay_names_the_first_divergence(dry_run_copy):
+    trial = next((dry_run_copy / "trials").iterdir())
+    inputs = read_jsonl(trial / "inputs.jsonl")
+    inputs[2]["action"] = "NOOP" if inputs[2]["action"] != "NOOP" else "A"
+    (trial / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in inputs))
+    try:
+        replay_trial(trial)
+    except Divergence as exc:
+        assert f"decision {inputs[2]['decision_id']}" in str(exc)
+    else:
+        raise AssertionError("replay did not notice the changed input")
+
+
+def test_random_policy_on_tiny_budget_is_game_failure(tmp_path):
+    manifest = write_manifest(tmp_path, conditions=[{"id": "rnd", "policy": "random", "seed": 3}],
+                              budgets={"accepted_actions": 12})
+    folder, summary, (r,) = run_experiment(manifest, tmp_path / "out")
+    assert r["outcome"] == "game-failure" and r["termination_reason"] == "budget:accepted_actions"
+    assert r["telemetry"]["accepted_actions"] == 12
+    assert summary["failed"] == 1 and summary["success_rate"] == 0.0
+    assert verify_experiment(folder) == []
+
+
+def test_counterbalanced_blinded_trials_each_start_fresh(tmp_path):
+    manifest = write_manifest(
+        tmp_path, conditions=[{"id": "alpha", "policy": "random", "seed": 1},
+                              {"id": "beta", "policy": "random", "seed": 2}],
+        budgets={"accepted_actions": 5}, trials={"per_condition": 2, "blinding_seed": 4})
+    folder, summary, results = run_experiment(manifest, tmp_path / "out")
+    order = json.loads((folder / "schedule.json").read_text())["order"]
+    assert [o[0] for o in order] == ["X", "Y", "Y", "X"] and [r["trial_key"] for r in results] == order
+    labels = json.loads((folder / "blinding.json").read_text())["labels"]
+    assert sorted(labels.values()) == ["alpha", "beta"]
+    assert "alpha" not in "".join(order) and all(r["condition"] in ("X", "Y") for r in results)
+    firsts = {read_jsonl(folder / "trials" / k / "trace.jsonl")[0]["frame_sha256"] for k in order}
+    assert len(firsts) == 1  # the canonical state restored before every trial
+    # Same seed, same condition, fresh policy: both trials of a condition press the same buttons.
+    x1, x2 = (read_jsonl(folder / "trials" / k / "inputs.jsonl") for k in ("X-01", "X-02"))
+    assert [r["action"] for r in x1] == [r["action"] for r in x2]
+    assert summary["completed"] == 4 and verify_experiment(folder) == []
+
+
+def _response(actions, valid=True):
+    if not valid:
+        return "I think I should press up"
+    return json.dumps({"reasoning_summary": "r", "observed": {"screen": "overworld", "location_guess": "room",
+                       "objective_guess": "leave", "certainty": 0.5}, "memory_read": [],
+                       "memory_write": [{"kind": "location", "value": "bedroom", "confidence": 0.9,
+                                         "evidence": "bed visible"}], "actions": actions})
+
+
+def test_invalid_outputs_logged_retried_and_counted(tmp_path):
+    recorded = tmp_path / "recorded"
+    (recorded / "responses").mkdir(parents=True)
+    decisions = [[_response(None, valid=False), _response(["DOWN"])],
+                 [_response(["UP"] * 5), _response(["UP"] * 6)],  # too many actions: rejected, never truncated
+                 [_response(["RIGHT", "LEFT"])]]
+    with open(recorded / "trace.jsonl", "w") as trace:
+        for i, attempts in enumerate(decisions, 1):
+            path = f"responses/{i:06d}.json"
+            (recorded / path).write_text(json.dumps({"attempts": [{"raw": a} for a in attempts]}))
+            trace.write(json.dumps({"decision_id": i, "raw_response_path": path}) + "\n")
+    manifest = write_manifest(tmp_path, conditions=[{"id": "rp", "policy": "replay", "replay_trace": str(recorded)}])
+    folder, _, (r,) = run_experiment(manifest, tmp_path / "out")
+    trial = folder / "trials" / r["trial_key"]
+    trace = read_jsonl(trial / "trace.jsonl")
+    assert [t["attempts"] for t in trace] == [2, 2, 1]
+    assert [t["invalid_output"] for t in trace] == [True, True, False]
+    assert [t["accepted_actions"] for t in trace] == [1, 0, 2]
+    t = r["telemetry"]
+    assert (t["model_calls"], t["invalid_outputs"], t["accepted_actions"]) == (5, 3, 3)
+    assert t["rejected_actions"] == 11
+    raw = json.loads((trial / "responses/000001.json").read_text())["attempts"][0]
+    assert raw["raw"] == "I think I should press up" and not raw["valid"] and "not a JSON object" in raw["error"]
+    memory_ops = [m["op"] for m in read_jsonl(trial / "memory.jsonl")]
+    assert "write" in memory_ops and "retrieve" in memory_ops
+    assert r["termination_reason"] == "policy-exhausted" and verify_experiment(folder) == []
+
+
+def test_cli_headless_dry_run(tmp_path):
+    out = tmp_path / "cli"
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "run", "--headless", "--output", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "M8 Dex received" in proc.stdout and "success" in proc.stdout
+    verify = subprocess.run([sys.executable, "-m", "app.cli", "verify", str(out)], capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stderr
+    trial = next((out / "trials").iterdir())
+    replay = subprocess.run([sys.executable, "-m", "app.cli", "replay", str(trial)], capture_output=True, text=True)
+    assert replay.returncode == 0 and "matches" in replay.stdout
