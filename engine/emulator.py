@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,14 +61,16 @@ class Emulator(Protocol):
 
     def read(self, address: int) -> int: ...
 
+    def read_range(self, address: int, length: int) -> Sequence[int]: ...
+
     def step(self, action: str, timing: Timing, probe: ProbeFn) -> StepResult: ...
 
     def close(self) -> None: ...
 
 
 class ProbeFn(Protocol):
-    def __call__(self, read: ReadFn) -> dict[str, int]: ...
+    def __call__(self, read_range: ReadRangeFn) -> dict[str, int]: ...
 
 
-class ReadFn(Protocol):
-    def __call__(self, address: int) -> int: ...
+class ReadRangeFn(Protocol):
+    def __call__(self, address: int, length: int) -> Sequence[int]: ...

@@ -6,6 +6,7 @@ condition evaluator. Conditions are structured, never evaluated as code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -50,6 +51,30 @@ class Condition(_Strict):
             raise ValueError(f"condition on {self.field!r} names no test (eq, ne, ge, le, bit_set, ...)")
         return self
 
+    def compile(self) -> Callable[[Sample], bool]:
+        """The same test as `holds`, as one closure with the dispatch decided once."""
+        f = self.field
+        tests: list[Callable[[int], bool]] = []
+        if self.contains is not None or self.lacks is not None:
+            contains, lacks = self.contains, self.lacks
+            return lambda s: (contains is None or contains in s[f]) and (lacks is None or lacks not in s[f])
+        if self.eq is not None:
+            tests.append(lambda v, x=self.eq: v == x)
+        if self.ne is not None:
+            tests.append(lambda v, x=self.ne: v != x)
+        if self.ge is not None:
+            tests.append(lambda v, x=self.ge: v >= x)
+        if self.le is not None:
+            tests.append(lambda v, x=self.le: v <= x)
+        if self.bit_set is not None:
+            tests.append(lambda v, m=1 << self.bit_set: bool(v & m))
+        if self.bit_clear is not None:
+            tests.append(lambda v, m=1 << self.bit_clear: not v & m)
+        if len(tests) == 1:
+            (test,) = tests
+            return lambda s: test(s[f])
+        return lambda s: all(t(s[f]) for t in tests)
+
     def holds(self, sample: Sample) -> bool:
         value = sample[self.field]
         if isinstance(value, list):
@@ -81,6 +106,12 @@ class MilestoneDef(_Strict):
 
     def holds(self, sample: Sample) -> bool:
         return all(c.holds(sample) for c in self.all)
+
+    def compile(self) -> Callable[[Sample], bool]:
+        tests = [c.compile() for c in self.all]
+        if len(tests) == 1:
+            return tests[0]
+        return lambda s: all(t(s) for t in tests)
 
 
 class Position(_Strict):

@@ -38,20 +38,24 @@ class Ladder:
         ready = self.game.is_ready(self.start_sample)
         self.pre_satisfied = frozenset(
             m.id for m in self.game.milestones if ready and m.holds(self.start_sample))
+        # Compiled once: the ladder runs after every action, in the trial loop and in replay.
+        ready_tests = [c.compile() for c in self.game.ready]
+        self._ready = lambda s: all(t(s) for t in ready_tests)
+        self._pending = [(m, m.compile()) for m in self.game.milestones if m.id not in self.pre_satisfied]
 
     def update(self, previous: Sample, current: Sample, *, decision_id: int, frame_index: int,
                frame_sha256: str) -> list[Award]:
         """Check two consecutive frames' samples; return milestones newly verified."""
-        if not (self.game.is_ready(previous) and self.game.is_ready(current)):
+        if not self._pending or not (self._ready(current) and self._ready(previous)):
             return []
         new: list[Award] = []
-        for m in self.game.milestones:
-            if m.id in self.awards or m.id in self.pre_satisfied:
-                continue
-            if m.holds(previous) and m.holds(current):
+        for m, holds in self._pending:
+            if holds(current) and holds(previous):
                 award = Award(m.id, m.name, m.points, decision_id, frame_index, frame_sha256, current)
                 self.awards[m.id] = award
                 new.append(award)
+        if new:
+            self._pending = [(m, h) for m, h in self._pending if m.id not in self.awards]
         return new
 
     @property

@@ -97,8 +97,8 @@ class MemoryStore:
 
     def retrieve(self, decision_id: int) -> tuple[dict, ...]:
         """Facts offered to the agent: contradictions together, active before completed."""
-        if not self.persistent:
-            return ()
+        if not self.persistent or not self.facts:
+            return ()  # nothing stored, nothing read: no log line
         conflicted = {i for group in self.contradictions() for i in group}
         order = sorted(self.facts.values(), key=lambda f: (
             f.status != "active", f.fact_id not in conflicted, -(f.last_confirmed_decision or 0),

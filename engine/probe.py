@@ -5,26 +5,44 @@ Its samples go to the ladder, route tracker and evidence; never into an observat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from engine.gamedef import GameDefinition, Sample
+
+ReadRange = Callable[[int, int], Sequence[int]]
+MAX_SPAN = 1024  # fields closer together than this are read in one call
+
+
+def _width(kind: str, length: int) -> int:
+    return {"u8": 1, "u16le": 2, "u32le": 4}.get(kind, length)
 
 
 class Probe:
     def __init__(self, game: GameDefinition):
-        # Precompute (name, address, kind, length) once: the probe runs twice per action.
-        self._plan = [(name, f.address, f.kind, f.length) for name, f in game.fields.items()]
-
-    def __call__(self, read: Callable[[int], int]) -> Sample:
-        sample: Sample = {}
-        for name, addr, kind, length in self._plan:
-            if kind == "u8":
-                sample[name] = read(addr)
-            elif kind == "u16le":
-                sample[name] = read(addr) | read(addr + 1) << 8
-            elif kind == "u32le":
-                sample[name] = (read(addr) | read(addr + 1) << 8 | read(addr + 2) << 16
-                                | read(addr + 3) << 24)
+        # Group fields into spans read in one call each: the probe runs twice per action.
+        fields = sorted(((f.address, name, f.kind, f.length) for name, f in game.fields.items()))
+        self._spans: list[tuple[int, int, list[tuple[str, int, str, int]]]] = []
+        for addr, name, kind, length in fields:
+            end = addr + _width(kind, length)
+            if self._spans and end - self._spans[-1][0] <= MAX_SPAN:
+                start, old_end, members = self._spans[-1]
+                self._spans[-1] = (start, max(old_end, end), members)
             else:
-                sample[name] = [read(addr + i) for i in range(length)]
+                self._spans.append((addr, end, []))
+                start = addr
+            self._spans[-1][2].append((name, addr - self._spans[-1][0], kind, length))
+
+    def __call__(self, read_range: ReadRange) -> Sample:
+        sample: Sample = {}
+        for start, end, members in self._spans:
+            data = read_range(start, end - start)
+            for name, off, kind, length in members:
+                if kind == "u8":
+                    sample[name] = data[off]
+                elif kind == "u16le":
+                    sample[name] = data[off] | data[off + 1] << 8
+                elif kind == "u32le":
+                    sample[name] = data[off] | data[off + 1] << 8 | data[off + 2] << 16 | data[off + 3] << 24
+                else:
+                    sample[name] = list(data[off:off + length])
         return sample

@@ -22,6 +22,15 @@ BUTTONS = {"UP": "up", "DOWN": "down", "LEFT": "left", "RIGHT": "right",
 PYBOY_VERSION = _dist_version("pyboy")
 
 
+def _rgb(rgba: np.ndarray) -> np.ndarray:
+    """A contiguous RGB copy of PyBoy's RGBA screen; per-channel copies are 4x faster than [:, :, :3].copy()."""
+    out = np.empty(rgba.shape[:2] + (3,), np.uint8)
+    out[..., 0] = rgba[..., 0]
+    out[..., 1] = rgba[..., 1]
+    out[..., 2] = rgba[..., 2]
+    return out
+
+
 class PyBoyEmulator:
     name = "pyboy"
     version = PYBOY_VERSION
@@ -64,7 +73,7 @@ class PyBoyEmulator:
 
     # -- observation ---------------------------------------------------------------------
     def frame(self) -> np.ndarray:
-        return self._screen.ndarray[:, :, :3].copy()
+        return _rgb(self._screen.ndarray)
 
     @property
     def frame_index(self) -> int:
@@ -72,6 +81,9 @@ class PyBoyEmulator:
 
     def read(self, address: int) -> int:
         return self._memory[address]
+
+    def read_range(self, address: int, length: int) -> list[int]:
+        return self._memory[address:address + length]
 
     # -- input -------------------------------------------------------------------------
     def step(self, action: str, timing: Timing, probe: ProbeFn) -> StepResult:
@@ -88,14 +100,14 @@ class PyBoyEmulator:
             else:
                 pb.tick(timing.press_frames, False, False)
             pb.tick(timing.settle_frames - 1, False, False)
-            before_last = probe(self.read)
+            before_last = probe(self.read_range)
             pb.tick(1, True, False)
         except KeyError:
             raise EmulatorError(f"unknown action {action!r}") from None
         except Exception as exc:
             raise EmulatorError(f"emulator failed during {action}: {exc}") from exc
-        last = probe(self.read)
-        rgb = self._screen.ndarray[:, :, :3].copy()
+        last = probe(self.read_range)
+        rgb = _rgb(self._screen.ndarray)
         return StepResult(rgb, frame_sha256(rgb), pb.frame_count, press_frame, before_last, last)
 
     def close(self) -> None:

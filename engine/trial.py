@@ -49,7 +49,9 @@ OUTCOME_BY_REASON = {
 
 
 def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    """ISO 8601 UTC with milliseconds, e.g. 2026-11-30T10:40:04.123Z."""
+    now = datetime.now(UTC)
+    return f"{now:%Y-%m-%dT%H:%M:%S}.{now.microsecond // 1000:03d}Z"
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ class Trial:
             raise EmulatorError(
                 f"canonical state restored to frame {self._frame_sha[:16]}…, expected "
                 f"{cfg.expected_first_frame_sha256[:16]}…: emulator or state differs")
-        sample = self.probe(self.emulator.read)
+        sample = self.probe(self.emulator.read_range)
         ladder = Ladder(self.game, sample)
         self.ladder = ladder
         self._emit(TrialStarted(cfg.trial_key, cfg.label, cfg.trial_number, cfg.trials_total, frame,

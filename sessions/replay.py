@@ -70,7 +70,7 @@ def replay_records(emulator, state, game, trace, inputs, timing, progress=None) 
     first = frame_sha256(emulator.frame())
     if trace and trace[0]["frame_sha256"] != first:
         raise Divergence(f"start state: first frame is {first}, the trace recorded {trace[0]['frame_sha256']}")
-    ladder = Ladder(game, probe(emulator.read))
+    ladder = Ladder(game, probe(emulator.read_range))
     actions = 0
     for t in trace:
         did = t["decision_id"]

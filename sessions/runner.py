@@ -121,36 +121,54 @@ class ExperimentRunner:
     def on_new_control(self, control: OperatorControl) -> None:
         """Hook for displays that hold the control (the console)."""
 
-    async def _run_trial(self, label: str, number: int) -> dict:
+    def build_trial(self, label: str, number: int) -> tuple[Trial, TrialWriter]:
+        """The trial and its evidence writer, ready to run (the bench times exactly this path)."""
         p = self.prepared
         config = trial_config(p, label, number)
-        folder = self.folder / "trials" / config.trial_key
-        writer = TrialWriter(folder)
+        writer = TrialWriter(self.folder / "trials" / config.trial_key)
         emulator = None
-        policy = None
         try:
             emulator = PyBoyEmulator(p.rom_path)
             policy = self._policy(p.condition(label))
-            trial = Trial(config, emulator, p.start_state, p.game, policy, [writer, *self.sinks],
-                          self.control, p.provenance())
-            return await trial.run()
-        except Exception as exc:  # could not even start: still leave a complete trial folder
-            from engine.events import TrialEnded
-            from engine.trial import utc_now
-
-            result = {"experiment_id": p.manifest.experiment_id, "condition": label, "trial": number,
-                      "trial_key": config.trial_key, "outcome": "harness-error",
-                      "termination_reason": "harness-error", "error": f"{type(exc).__name__}: {exc}",
-                      "started_utc": utc_now(), "ended_utc": utc_now(), "milestones": [],
-                      "milestones_reached": [], "pre_satisfied": [], "deepest_milestone": None,
-                      "progress_points": 0, "total_points": p.game.total_points,
-                      "telemetry": {"decisions": 0, "accepted_actions": 0, "cost_usd": None},
-                      "derived": {}, "provenance": p.provenance()}
-            for sink in [writer, *self.sinks]:
-                sink.handle(TrialEnded(result))
-            return result
-        finally:
-            if policy is not None:
-                policy.close()
+        except Exception:
             if emulator is not None:
                 emulator.close()
+            writer.close()
+            raise
+        trial = Trial(config, emulator, p.start_state, p.game, policy, [writer, *self.sinks],
+                      self.control, p.provenance())
+        return trial, writer
+
+    async def _run_trial(self, label: str, number: int) -> dict:
+        p = self.prepared
+        config = trial_config(p, label, number)
+        try:
+            trial, _ = self.build_trial(label, number)
+        except Exception as exc:  # could not even start: still leave a complete trial folder
+            return self._unstartable(config, exc)
+        try:
+            return await trial.run()
+        finally:
+            trial.policy.close()
+            trial.emulator.close()
+
+    def _unstartable(self, config: TrialConfig, exc: Exception) -> dict:
+        from engine.events import TrialEnded
+        from engine.trial import utc_now
+
+        p = self.prepared
+        result = {"experiment_id": p.manifest.experiment_id, "condition": config.label,
+                  "trial": config.trial_number, "trial_key": config.trial_key, "outcome": "harness-error",
+                  "termination_reason": "harness-error", "error": f"{type(exc).__name__}: {exc}",
+                  "started_utc": utc_now(), "ended_utc": utc_now(), "milestones": [],
+                  "milestones_reached": [], "pre_satisfied": [], "deepest_milestone": None,
+                  "progress_points": 0, "total_points": p.game.total_points,
+                  "telemetry": {"decisions": 0, "accepted_actions": 0, "cost_usd": None},
+                  "derived": {}, "provenance": p.provenance()}
+        folder = self.folder / "trials" / config.trial_key
+        if not folder.exists():
+            folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        for sink in self.sinks:
+            sink.handle(TrialEnded(result))
+        return result

@@ -128,3 +128,19 @@ def test_route_progress_resets_and_bumps_are_not_transitions():
         r.progress()
     assert not r.record((0, 1, 1), "UP", (0, 1, 1))  # a wall bump moves nothing
     assert r.transitions == []
+
+
+@pytest.mark.parametrize("cond", [
+    {"field": "v", "eq": 5}, {"field": "v", "ne": 5}, {"field": "v", "ge": 5}, {"field": "v", "le": 5},
+    {"field": "v", "bit_set": 2}, {"field": "v", "bit_clear": 2}, {"field": "v", "ge": 2, "bit_set": 0},
+    {"field": "b", "contains": 1}, {"field": "b", "lacks": 1},
+])
+def test_compiled_conditions_agree_with_holds(cond):
+    from engine.gamedef import Condition
+
+    c = Condition.model_validate(cond)
+    compiled = c.compile()
+    for v in range(9):
+        for bag in ([0, 0], [1, 0], [2, 1]):
+            sample = {"v": v, "b": bag}
+            assert compiled(sample) == c.holds(sample), (cond, sample)
