@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--headless", action="store_true", help="no console: plain progress lines (for CI)")
     run.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>)")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
-                     help="console pacing (default: 1 for the bundled dry-run, max otherwise)")
+                     help="console pacing (default: the manifest's emulator.speed_multiplier; "
+                          "the bundled dry-run says 1)")
     verify = sub.add_parser("verify", help="audit an evidence folder")
     verify.add_argument("folder", type=Path)
     replay = sub.add_parser("replay", help="re-run a trial's recorded inputs and check every frame hash")
@@ -82,8 +83,9 @@ def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: s
     pacing = {"1": 1.0, "2": 2.0, "4": 4.0, "max": None}
     if speed is not None:
         chosen = pacing[speed]
-    else:
-        chosen = 1.0 if manifest is None else None
+    else:  # the manifest's display pacing: the bundled dry-run opens at 1x, 0 means maximum
+        multiplier = prepared.manifest.emulator.speed_multiplier
+        chosen = multiplier or None
     return run_console(prepared, folder, speed=chosen)
 
 

@@ -195,11 +195,18 @@ class Trial:
         response: AgentResponse | None = None
         feedback = None
         replies = []
+        exhausted = False
         for _ in range(cfg.invalid_output_retries + 1):
             obs = Observation(did, frame, self._frame_sha, working.recent_actions,
                               working.recent_observations, working.current_objective, retrieved,
                               cfg.max_actions, cfg.allowed_actions, feedback)
-            reply = await self.policy.decide(obs)
+            try:
+                reply = await self.policy.decide(obs)
+            except PolicyExhausted:
+                if not attempts:
+                    raise  # nothing happened in this decision: it does not exist
+                exhausted = True  # a retry had nothing to give: record what was tried, then end
+                break
             replies.append(reply)
             self.budgets.add_call(reply.usage)
             self._account_usage(reply.usage)
@@ -270,9 +277,12 @@ class Trial:
         self._last_decision_frames = self.emulator.frame_index - frames_before
         self._t["frames"] += self._last_decision_frames
 
-        if end_reason is None and (exhausted := self.budgets.exhausted()) is not None \
-                and exhausted != "budget:wall_time":
-            end_reason = exhausted
+        if exhausted:
+            end_reason = (f"operator-terminate: {self.control.terminate_reason}"
+                          if self.control.terminate_reason is not None else "policy-exhausted")
+        elif end_reason is None and (budget := self.budgets.exhausted()) is not None \
+                and budget != "budget:wall_time":
+            end_reason = budget
         trace = self._trace_line(did, observed_sha, replies, attempts, response, inputs,
                                  memory_reads, memory_writes, milestones_before, ladder.reached, end_reason)
         self._emit(DecisionRecorded(trace, tuple(attempts), tuple(inputs), frame,

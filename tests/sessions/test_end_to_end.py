@@ -158,3 +158,20 @@ def test_cli_headless_dry_run(tmp_path):
     trial = next((out / "trials").iterdir())
     replay = subprocess.run([sys.executable, "-m", "app.cli", "replay", str(trial)], capture_output=True, text=True)
     assert replay.returncode == 0 and "matches" in replay.stdout
+
+
+def test_policy_running_out_on_a_retry_still_records_the_decision(tmp_path):
+    recorded = tmp_path / "recorded"
+    (recorded / "responses").mkdir(parents=True)
+    decisions = [[_response(["DOWN"])], [_response(None, valid=False)]]  # the retry has nothing left
+    with open(recorded / "trace.jsonl", "w") as trace:
+        for i, attempts in enumerate(decisions, 1):
+            path = f"responses/{i:06d}.json"
+            (recorded / path).write_text(json.dumps({"attempts": [{"raw": a} for a in attempts]}))
+            trace.write(json.dumps({"decision_id": i, "raw_response_path": path}) + "\n")
+    manifest = write_manifest(tmp_path, conditions=[{"id": "rp", "policy": "replay", "replay_trace": str(recorded)}])
+    folder, _, (r,) = run_experiment(manifest, tmp_path / "out")
+    trace = read_jsonl(folder / "trials" / r["trial_key"] / "trace.jsonl")
+    assert [t["attempts"] for t in trace] == [1, 1] and trace[-1]["invalid_output"]
+    assert trace[-1]["termination_reason"] == "policy-exhausted" == r["termination_reason"]
+    assert r["telemetry"]["invalid_outputs"] == 1 and verify_experiment(folder) == []

@@ -1,0 +1,420 @@
+"""The live operator console (Textual): panes over a running experiment, operator controls.
+
+The run loop is one thread worker owned by the App (`exit_on_error=False`). It publishes
+events into a ConsoleSink (thread-safe latest state plus a bounded trace buffer); every pane
+pulls from it on its own timer. Nothing is posted per frame and the run thread never waits
+on the UI. Operator commands go straight to the runner's current OperatorControl, which
+the loop obeys at decision boundaries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import yaml
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.theme import Theme
+from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
+
+from app.console_state import ConsoleSink
+from engine.control import SPEEDS, OperatorControl
+from engine.policies.human import HumanPolicy, key_queue, offer
+from panes.budgets import BudgetsPane
+from panes.dialogs import EndTrialDialog, TagDialog
+from panes.frame import FramePane
+from panes.ladder import LadderPane
+from panes.memory import MemoryPane
+from panes.status import StatusBar, speed_label
+from panes.trace import TracePane
+from themes import DEFAULT_THEME, TCSS, THEMES, load_config, save_config
+
+RUBRIC = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "memory-error-rubric.yaml"
+HUMAN_KEYS = {"up": "UP", "down": "DOWN", "left": "LEFT", "right": "RIGHT", "z": "A", "x": "B",
+              "enter": "START", "backspace": "SELECT"}
+
+
+def rubric_types() -> dict[str, str]:
+    try:
+        data = yaml.safe_load(RUBRIC.read_text(encoding="utf-8"))
+        types = {str(k): str(v) for k, v in data["types"].items()}
+        if types:
+            return types
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    keys = ("omission", "false-persistence", "fabrication", "contradiction", "duplicate-objective",
+            "context-substitution", "memory-use-failure", "unsupported-overwrite", "other")
+    return {k: "" for k in keys}
+
+
+def _make_runner(prepared, folder: Path, sinks: list, control: OperatorControl, policy_factories: dict,
+                 on_control: Callable[[OperatorControl], None]):
+    from sessions.runner import ExperimentRunner
+
+    class ConsoleRunner(ExperimentRunner):
+        def on_new_control(self, control: OperatorControl) -> None:
+            on_control(control)
+
+    return ConsoleRunner(prepared, folder, sinks=sinks, control=control, policy_factories=policy_factories)
+
+
+class OakwatchConsole(App[int]):
+    """The operator console. Without `prepared` it shows whatever is fed into `sink` (tests)."""
+
+    TITLE = "oakwatch"
+    CSS_PATH = TCSS
+    AUTO_FOCUS = None  # nothing focused at start: no table cursor, every key goes to the console
+    BINDINGS = [
+        Binding("p", "pause", "Pause/resume"),
+        Binding("s", "step", "Step"),
+        Binding("t", "tag", "Tag"),
+        Binding("x", "end_trial", "End trial"),
+        Binding("ctrl+x", "end_trial_human", "End trial"),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
+        Binding("minus", "slower", "Slower", key_display="-"),
+        Binding("q", "quit", "Quit"),
+        # Human play: active only while a human-policy trial runs and no dialog is open.
+        Binding("up", "human('UP')", "Up", show=False, priority=True),
+        Binding("down", "human('DOWN')", "Down", show=False, priority=True),
+        Binding("left", "human('LEFT')", "Left", show=False, priority=True),
+        Binding("right", "human('RIGHT')", "Right", show=False, priority=True),
+        Binding("z", "human('A')", "A", priority=True),
+        Binding("x", "human('B')", "B", priority=True),
+        Binding("enter", "human('START')", "START", key_display="⏎", priority=True),
+        Binding("backspace", "human('SELECT')", "SELECT", key_display="⌫", priority=True),
+    ]
+
+    def __init__(self, prepared=None, folder: Path | None = None, *, speed: float | None = 1.0,
+                 sink: ConsoleSink | None = None, start_run: bool = True,
+                 clock: Callable[[], float] = time.monotonic, frame_fps: float = 30.0,
+                 max_speed_fps: float = 5.0,
+                 human_labels: Iterable[str] | None = None, theme: str | None = None,
+                 policy_factories: dict | None = None):
+        super().__init__()
+        experiment_id = prepared.manifest.experiment_id if prepared is not None else ""
+        self.prepared = prepared
+        self.folder = folder
+        self.sink = sink or ConsoleSink(experiment_id, clock=clock)
+        if prepared is not None and sink is None:
+            self.sink.preset_ladder(tuple((m.id, m.name, m.points) for m in prepared.game.milestones))
+        self.speed = speed
+        self.frame_fps = frame_fps
+        # At maximum pace every screen update (~15 ms of Python, under the GIL the run shares) is
+        # time taken from the run, and no eye follows 1,000 actions a second: the console then
+        # refreshes 5 times a second (frame, trace and all). Paced runs get 30 fps, trace 10 Hz.
+        self.max_speed_fps = max_speed_fps
+        self.control = OperatorControl(speed)
+        self.human_keys = key_queue()
+        self.runner = None
+        self.summary: dict | None = None
+        self.run_error: str | None = None
+        self._quitting = False
+        self._run_worker: Worker | None = None
+        if human_labels is not None:
+            self.human_labels = frozenset(human_labels)
+        elif prepared is not None:
+            self.human_labels = frozenset(lab for cid, lab in prepared.labels.items()
+                                          if prepared.condition(lab).policy == "human")
+        else:
+            self.human_labels = frozenset()
+        self._human_active = False
+        self._step_from: int | None = None
+        self._errors_shown = 0
+        if prepared is not None and start_run:
+            factories = {"human": self._human_policy, **(policy_factories or {})}
+            self.runner = _make_runner(prepared, folder, [self.sink], self.control, factories,
+                                       self._on_new_control)
+        for t in THEMES.values():
+            self.register_theme(t)
+        chosen = theme or load_config().get("theme") or DEFAULT_THEME
+        self.theme = chosen if chosen in self.available_themes else DEFAULT_THEME
+        self._remember_theme = theme is None
+
+    # -- layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        sink = self.sink
+        # The panes pull from the sink; one console tick drives them all, so everything that
+        # changed lands in the same screen update (separate timers out of phase would cost a
+        # compositor pass each).
+        yield StatusBar(sink.status, extras=self._status_extras, interval=None, id="status")
+        with Horizontal(id="top"):
+            with Vertical(id="left"):
+                yield FramePane(sink.frame, fps=None, id="frame")
+            with Vertical(id="right"):
+                yield BudgetsPane(sink.budgets, interval=None, id="budgets")
+                yield LadderPane(sink.ladder, interval=None, id="ladder")
+                yield MemoryPane(sink.memory, interval=None, id="memory")
+        yield TracePane(sink.drain_trace, interval=None, id="trace")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self._panes = (self.query_one(FramePane), self.query_one(TracePane),
+                       (self.query_one(StatusBar), self.query_one(BudgetsPane), self.query_one(LadderPane),
+                        self.query_one(MemoryPane)))
+        self._last_fast = self._last_slow = 0.0
+        self._tick_timer = None
+        self._schedule_tick(self.speed)
+        if self.runner is not None:
+            # Start once the first screen is painted: the initial layout never competes with the run.
+            self.call_after_refresh(self._start_run)
+
+    def _start_run(self) -> None:
+        if self._run_worker is None and not self._quitting:
+            self._run_worker = self._run()
+
+    def _frame_rate(self, speed: float | None) -> float:
+        if self.runner is None:
+            return self.frame_fps
+        return self.frame_fps if speed is not None else min(self.frame_fps, self.max_speed_fps)
+
+    def _schedule_tick(self, speed: float | None) -> None:
+        rate = self._frame_rate(speed)
+        if self._tick_timer is not None:
+            if self._tick_rate == rate:
+                return
+            self._tick_timer.stop()
+        self._tick_rate = rate
+        self._tick_timer = self.set_interval(1 / rate, self._tick, name="console-tick")
+
+    def _tick(self) -> None:
+        """Frame at the tick rate (30 fps, fewer at max pace); trace ~10 Hz; the rest 4 Hz."""
+        frame, trace, slow = self._panes
+        frame.pull()
+        now = time.monotonic()
+        if now - self._last_fast >= 0.095:
+            self._last_fast = now
+            trace.pull()
+        if now - self._last_slow >= 0.245:
+            self._last_slow = now
+            for pane in slow:
+                pane.pull()
+            self._watch_mode()
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.height < 40, "-compact")
+
+    def _status_extras(self) -> dict:
+        return {"speed": self.control.speed, "human": self._human_active}
+
+    def _theme_changed(self, theme: Theme) -> None:
+        if self._remember_theme and theme.name in THEMES:
+            save_config({"theme": theme.name})
+
+    # -- the run ---------------------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, name="run", group="run", description="experiment run")
+    def _run(self) -> dict:
+        self.summary = self.runner.run()
+        return self.summary
+
+    def _on_new_control(self, control: OperatorControl) -> None:
+        """Runner hook (run thread): keep our reference to the control of the trial now starting."""
+        self.control = control
+
+    def _human_policy(self, condition) -> HumanPolicy:
+        def should_stop() -> str | None:
+            runner = self.runner
+            if runner is None:
+                return None
+            reason = runner.control.terminate_reason
+            if reason is None and runner.quit_requested:
+                return "operator quit"
+            return reason
+
+        return HumanPolicy(self.human_keys, should_stop)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker is not self._run_worker:
+            return
+        state = event.state
+        if state == WorkerState.SUCCESS:
+            last = self.sink.results[-1].get("termination_reason") if self.sink.results else None
+            detail = "operator quit" if self._quitting else "run complete"
+            self.sink.mark("finished", detail + (f" (last trial: {last})" if last else ""))
+        elif state == WorkerState.ERROR:
+            error = event.worker.error
+            self.run_error = f"{type(error).__name__}: {error}"
+            self.sink.mark("error", "the run failed", error=self.run_error)
+            self.sink.note("error", f"run failed: {self.run_error}")
+            self.notify(self.run_error, title="The run failed", severity="error", timeout=10)
+        elif state == WorkerState.CANCELLED:
+            self.sink.mark("finished", "cancelled")
+        else:
+            return
+        self.refresh_bindings()
+        if self._quitting:
+            self.exit(self.exit_status(), return_code=self.exit_status())
+
+    @property
+    def run_done(self) -> bool:
+        w = self._run_worker
+        if w is None:
+            return self.runner is None or self._quitting
+        return w.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED)
+
+    def exit_status(self) -> int:
+        if self.run_error is not None:
+            return 2
+        if self.summary is None:
+            return 0 if self.runner is None else 2
+        from sessions.summary import exit_status
+
+        return exit_status(self.summary)
+
+    def _watch_mode(self) -> None:
+        if len(self.sink.handle_errors) > self._errors_shown:
+            for error in self.sink.handle_errors[self._errors_shown:]:
+                self.sink.note("error", f"display: {error}")
+            self._errors_shown = len(self.sink.handle_errors)
+        status = self.sink.status()
+        if status.state == "stepping" and self._step_from is not None and status.decisions > self._step_from \
+                and self.control.paused:
+            self._step_from = None
+            self.sink.mark("paused")
+        human = status.label in self.human_labels and status.state not in ("ended", "finished", "error")
+        if human != self._human_active:
+            self._human_active = human
+            self.refresh_bindings()
+
+    # -- bindings --------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        modal = isinstance(self.screen, ModalScreen)
+        if action == "human":
+            return self._human_active and not modal
+        if action == "end_trial":  # x is the B button while a human plays ...
+            if self.runner is not None and self.run_done:
+                return None
+            return not self._human_active
+        if action == "end_trial_human":  # ... so ctrl+x ends the trial then
+            return self._human_active
+        if action in ("pause", "step", "tag", "faster", "slower") and self.runner is not None \
+                and self.run_done:
+            return None  # shown greyed once the run is over
+        return True
+
+    def action_pause(self) -> None:
+        control = self.control
+        control.toggle_pause()
+        if not control.paused:
+            self.sink.mark("running")
+
+    def action_step(self) -> None:
+        if not self.control.paused:
+            self.notify("Step works while paused (press p first).", timeout=3)
+            return
+        self._step_from = self.sink.status().decisions
+        self.control.step()
+
+    def action_tag(self) -> None:
+        if self.runner is None or self.run_done:
+            self.notify("No trial is running.", severity="warning", timeout=3)
+            return
+        status = self.sink.status()
+
+        def done(tag: dict | None) -> None:
+            if tag is None:
+                return
+            try:
+                self.control.tag(tag)
+            except RuntimeError as exc:
+                self.notify(f"Not tagged: {exc}", severity="error", timeout=5)
+            else:
+                self.notify(f"Tagged {tag['type']} ({tag['severity']})", timeout=3)
+
+        self.push_screen(TagDialog(rubric_types(), status.decisions), done)
+
+    def action_end_trial(self) -> None:
+        if self.runner is None or self.run_done:
+            self.notify("No trial is running.", severity="warning", timeout=3)
+            return
+        control = self.control
+        trial_key = self.sink.status().trial_key
+
+        def done(reason: str | None) -> None:
+            if reason:
+                control.terminate(reason)
+                self.notify(f"Ending trial {trial_key}: {reason}", timeout=4)
+
+        self.push_screen(EndTrialDialog(trial_key), done)
+
+    def action_end_trial_human(self) -> None:
+        self.action_end_trial()
+
+    def _set_speed(self, step: int) -> None:
+        i = SPEEDS.index(self.control.speed) if self.control.speed in SPEEDS else 0
+        speed = SPEEDS[max(0, min(len(SPEEDS) - 1, i + step))]
+        self.speed = speed
+        self.control.set_speed(speed)
+        self._schedule_tick(speed)
+        self.query_one(StatusBar).pull()
+        self.notify(f"Pace {speed_label(speed)}", timeout=1.5)
+
+    def action_faster(self) -> None:
+        self._set_speed(+1)
+
+    def action_slower(self) -> None:
+        self._set_speed(-1)
+
+    def action_human(self, action: str) -> None:
+        if not offer(self.human_keys, action):
+            self.bell()
+
+    async def action_quit(self) -> None:
+        """End the run cleanly (evidence complete), then exit once the worker has finished."""
+        if self.runner is None or self._run_worker is None or self.run_done:
+            self._quitting = True  # a run not started yet never starts
+            self.exit(self.exit_status(), return_code=self.exit_status())
+            return
+        if self._quitting:
+            return
+        self._quitting = True
+        self.request_stop("operator quit")
+        self.sink.mark("quitting", "ending the run cleanly…")
+
+    def request_stop(self, reason: str) -> None:
+        runner = self.runner
+        if runner is None:
+            return
+        runner.quit_requested = True
+        runner.control.terminate(reason)
+        if self.control is not runner.control:
+            self.control.terminate(reason)
+
+    async def on_unmount(self) -> None:
+        # However the app ends, never leave the run thread going (the process would hang).
+        if self.runner is not None and not self.run_done:
+            self.request_stop("console closed")
+
+    # -- command palette -------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Pause / resume", "Pause or resume at the next decision boundary (p)",
+                            self.action_pause)
+        yield SystemCommand("Step", "Run exactly one decision while paused (s)", self.action_step)
+        yield SystemCommand("Tag a memory error", "Annotate the current decision (t)", self.action_tag)
+        yield SystemCommand("End trial", "End the current trial with a reason (x, ctrl+x in human play)",
+                            self.action_end_trial)
+        yield SystemCommand("Faster", "Pace: 1× → 2× → 4× → max (+)", self.action_faster)
+        yield SystemCommand("Slower", "Pace: max → 4× → 2× → 1× (-)", self.action_slower)
+        yield SystemCommand("Quit oakwatch", "End the run cleanly and exit (q)", self.action_quit)
+        for name, label in (("gameboy", "Game Boy green"), ("firered", "FireRed red"),
+                            ("emerald", "Emerald green")):
+            yield SystemCommand(f"Theme: {label}", f"Switch to the {name} theme",
+                                lambda n=name: setattr(self, "theme", n))
+
+
+def run_console(prepared, folder: Path, speed: float | None = 1.0) -> int:
+    """Open the console on a prepared experiment; returns the exit status (as headless does)."""
+    app = OakwatchConsole(prepared, folder, speed=speed)
+    app.run()
+    if app.return_code not in (None, 0) and app.summary is None:
+        return app.return_code
+    status = app.exit_status()
+    print(f"evidence: {folder} (check with: oakwatch verify {folder})")
+    return status

@@ -1,0 +1,111 @@
+"""Budgets pane: one meter per budget, used / limit, coloured as it nears the limit.
+
+Unknown usage (None) reads "unknown", never 0; a budget without a limit reads "—".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.content import Content
+from textual.widgets import Static
+
+ROWS = (("accepted_actions", "actions"), ("model_decisions", "decisions"),
+        ("wall_time_minutes", "wall time"), ("total_cost_usd", "cost"), ("tokens", "tokens"))
+WARNING_AT = 0.75
+ERROR_AT = 0.90
+
+
+def level(used, limit) -> str:
+    """'error', 'warning', 'success', or 'unknown' for a used/limit pair."""
+    if used is None:
+        return "error" if limit is not None else "unknown"
+    if not limit:
+        return "success"
+    ratio = used / limit
+    if ratio > ERROR_AT:
+        return "error"
+    if ratio > WARNING_AT:
+        return "warning"
+    return "success"
+
+
+def fmt(key: str, value) -> str:
+    if value is None:
+        return "unknown"
+    if key == "total_cost_usd":
+        return f"${value:.4f}"
+    if key == "wall_time_minutes":
+        seconds = int(round(value * 60))
+        return f"{seconds // 60}:{seconds % 60:02d}"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.1f}"
+    return f"{int(value):,}"
+
+
+def meter_line(key: str, label: str, used, limit, width: int) -> Content:
+    lvl = level(used, limit)
+    used_s = fmt(key, used)
+    limit_s = "—" if limit is None else fmt(key, limit)
+    numbers = f"{used_s} / {limit_s}"
+    bar_w = max(4, width - 12 - 22 - 6)
+    if limit and used is not None:
+        ratio = min(1.0, used / limit)
+        filled = int(round(ratio * bar_w))
+        pct = f"{ratio * 100:3.0f}%"
+    else:
+        filled, pct = 0, "    "
+    style = {"unknown": "$text-muted", "success": "$success", "warning": "$warning", "error": "$error"}[lvl]
+    return Content.assemble(
+        (f"{label:<11}", "bold"),
+        ("█" * filled, style),
+        ("░" * (bar_w - filled), "$panel-lighten-2" if limit else "$text-disabled"),
+        " ",
+        (pct, style),
+        " ",
+        (f"{numbers:>22}", style if lvl != "success" else ""),
+    )
+
+
+class BudgetsPane(Static):
+    DEFAULT_CSS = """
+    BudgetsPane { height: auto; }  /* five lines, fixed */
+    """
+
+    def __init__(self, source: Callable[[], tuple[int, dict]] | None = None, *, interval: float | None = 0.25,
+                 id: str | None = None, classes: str | None = None):
+        super().__init__("", id=id, classes=classes)
+        self.source = source
+        self.interval = interval
+        self._version = -1
+        self._budgets: dict = {}
+        self._width = 0
+        self.border_title = "Budgets"
+
+    def on_mount(self) -> None:
+        self.show({})
+        if self.source is not None:
+            self.pull()
+            if self.interval:  # None: whoever holds the pane drives pull() (the console's tick)
+                self.set_interval(self.interval, self.pull, name="budgets-pull")
+
+    def on_resize(self) -> None:
+        if self.size.width != self._width:
+            self.show(self._budgets)
+
+    def pull(self) -> None:
+        if self.source is None:
+            return
+        version, budgets = self.source()
+        if version != self._version:
+            self._version = version
+            self.show(budgets)
+
+    def show(self, budgets: dict) -> None:
+        self._budgets = budgets
+        self._width = self.size.width or 60
+        lines = []
+        for key, label in ROWS:
+            entry = budgets.get(key, {"used": None, "limit": None})
+            lines.append(meter_line(key, label, entry.get("used"), entry.get("limit"), self._width))
+        self.update(Content("\n").join(lines), layout=False)  # always five lines

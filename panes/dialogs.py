@@ -1,0 +1,119 @@
+"""Operator dialogs: tag a memory error, confirm ending a trial."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select
+
+SEVERITIES = ("minor", "material", "critical")
+
+
+class TagDialog(ModalScreen[dict | None]):
+    """Memory-error type, severity, what it refers to, and a note. Dismisses with the tag or None."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, types: dict[str, str], decision_id: int | None = None):
+        super().__init__()
+        self.types = types
+        self.decision_id = decision_id
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="tag-dialog", classes="dialog"):
+            where = f" at decision {self.decision_id}" if self.decision_id is not None else ""
+            yield Label(f"Tag a memory error{where}", classes="dialog-title")
+            yield Label("Type")
+            yield Select([(key, key) for key in self.types], id="tag-type", allow_blank=False,
+                         value=next(iter(self.types)))
+            yield Label("", id="tag-help", classes="dialog-help")
+            yield Label("Severity")
+            yield Select([(s, s) for s in SEVERITIES], id="tag-severity", allow_blank=False, value="minor")
+            yield Label("Refers to (earlier fact id or decision, optional)")
+            yield Input(placeholder="fact-0003 or 42", id="tag-refers")
+            yield Label("Note")
+            yield Input(placeholder="what went wrong", id="tag-note")
+            yield Label("", id="tag-error", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Tag", variant="primary", id="tag-ok")
+                yield Button("Cancel", id="tag-cancel")
+
+    def on_mount(self) -> None:
+        self._describe(self.query_one("#tag-type", Select).value)
+        self.query_one("#tag-type", Select).focus()
+
+    def _describe(self, key) -> None:
+        self.query_one("#tag-help", Label).update(self.types.get(key, "") if isinstance(key, str) else "")
+
+    @on(Select.Changed, "#tag-type")
+    def _type_changed(self, event: Select.Changed) -> None:
+        self._describe(event.value)
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, "#tag-ok")
+    def _ok(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, "#tag-cancel")
+    def _cancel_button(self) -> None:
+        self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def _submit(self) -> None:
+        kind = self.query_one("#tag-type", Select).value
+        severity = self.query_one("#tag-severity", Select).value
+        refers = self.query_one("#tag-refers", Input).value.strip() or None
+        note = self.query_one("#tag-note", Input).value.strip()
+        if kind == "other" and not note:
+            self.query_one("#tag-error", Label).update("type 'other' needs a note saying what")
+            self.query_one("#tag-note", Input).focus()
+            return
+        self.dismiss({"type": kind, "severity": severity, "refers_to": refers, "note": note})
+
+
+class EndTrialDialog(ModalScreen[str | None]):
+    """Confirm ending the current trial; a typed reason is required."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, trial_key: str | None = None):
+        super().__init__()
+        self.trial_key = trial_key
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="end-dialog", classes="dialog"):
+            yield Label(f"End trial {self.trial_key or ''}?".replace("  ", " "), classes="dialog-title")
+            yield Label("It is recorded as operator-terminate with your reason.", classes="dialog-help")
+            yield Label("Reason")
+            yield Input(placeholder="why the trial is ended", id="end-reason")
+            yield Label("", id="end-error", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("End trial", variant="error", id="end-ok")
+                yield Button("Cancel", id="end-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#end-reason", Input).focus()
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#end-ok")
+    def _ok(self) -> None:
+        reason = self.query_one("#end-reason", Input).value.strip()
+        if not reason:
+            self.query_one("#end-error", Label).update("a reason is required")
+            return
+        self.dismiss(reason)
+
+    @on(Button.Pressed, "#end-cancel")
+    def _cancel_button(self) -> None:
+        self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

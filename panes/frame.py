@@ -1,0 +1,252 @@
+"""Frame pane: the live emulator frame, drawn with half blocks by our own Line API widget.
+
+Each terminal cell shows two pixels: "▀" with the top pixel as foreground and the bottom
+pixel as background. The frame is scaled (nearest neighbour, numpy) to fit the pane; each
+row pair is packed into int64 keys, diffed against the previous frame, and only changed
+rows are refreshed. Styles are cached in a bounded dict; equal neighbouring cells are merged
+into one segment. The pane pulls the latest frame on a timer (at most `fps`), so frames the
+run produces faster than that are dropped, never queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+from rich.color import Color
+from rich.segment import Segment
+from rich.style import Style
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+HALF = "▀"
+STYLE_CACHE_LIMIT = 4096
+
+
+class FrameLike(Protocol):
+    frame: np.ndarray
+    decision_id: int
+    frame_sha256: str
+    frame_index: int
+    version: int
+
+
+def pack_rgb(pixels: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 -> (H, W) int64 0xRRGGBB."""
+    p = pixels.astype(np.int64)
+    return (p[..., 0] << 16) | (p[..., 1] << 8) | p[..., 2]
+
+
+def fit_size(width: int, height: int, cells_w: int, cells_h: int) -> tuple[int, int]:
+    """Pixel size (w, h, h even) of a width x height frame scaled to fit cells_w x cells_h cells."""
+    if cells_w <= 0 or cells_h <= 0:
+        return 0, 0
+    scale = min(cells_w / width, (2 * cells_h) / height)
+    w = max(1, min(cells_w, int(width * scale)))
+    h = max(2, min(2 * cells_h, int(height * scale)))
+    return w, h - (h % 2)
+
+
+class FrameView(Widget):
+    """A half-block picture of an RGB numpy frame; only changed rows are repainted."""
+
+    DEFAULT_CSS = """
+    FrameView { width: 1fr; height: 1fr; }
+    """
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None):
+        super().__init__(name=name, id=id, classes=classes)
+        self._frame: np.ndarray | None = None
+        self._keys: np.ndarray | None = None  # (rows, w) int64: top << 24 | bottom
+        self._strips: list[Strip | None] = []
+        self._styles: dict[int, Style] = {}
+        self._index_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._layout_key: tuple = ()
+        self.frames_shown = 0  # frames converted and scheduled for painting
+        self.frames_painted = 0  # frames whose rows the compositor actually asked for
+        self.rows_refreshed = 0
+        self._painted_version = 0
+        self._pad_style: Style | None = None  # widget.rich_style is recomputed after every refresh
+
+    # -- data in ---------------------------------------------------------------------------
+    def show(self, frame: np.ndarray) -> None:
+        """Draw a new frame; rows identical to the previous frame are not repainted."""
+        self._frame = frame
+        self._convert(full=False)
+
+    def on_resize(self) -> None:
+        if self._frame is not None:
+            self._convert(full=True)
+
+    def _convert(self, full: bool) -> None:
+        frame = self._frame
+        cw, ch = self.size.width, self.size.height
+        if frame is None or cw <= 0 or ch <= 0:
+            return
+        fh, fw = frame.shape[:2]
+        tw, th = fit_size(fw, fh, cw, ch)
+        key = (fw, fh, tw, th)
+        idx = self._index_cache.get(key)
+        if idx is None:
+            if len(self._index_cache) > 16:
+                self._index_cache.clear()
+            idx = ((np.arange(th) * fh // th).astype(np.intp), (np.arange(tw) * fw // tw).astype(np.intp))
+            self._index_cache[key] = idx
+        rows, cols = idx
+        packed = pack_rgb(frame[rows][:, cols])
+        keys = (packed[0::2] << 24) | packed[1::2]
+        layout = (cw, ch, tw, th)
+        top = (ch - th // 2) // 2
+        if full or self._keys is None or self._layout_key != layout:
+            self._keys = keys
+            self._strips = [None] * keys.shape[0]
+            self._layout_key = layout
+            self.frames_shown += 1
+            self.refresh()
+            return
+        changed = np.flatnonzero((keys != self._keys).any(axis=1))
+        if changed.size == 0:
+            return
+        self._keys = keys
+        self.frames_shown += 1
+        self.rows_refreshed += int(changed.size)
+        regions = []
+        for y in changed.tolist():
+            self._strips[y] = None
+            regions.append(Region(0, top + y, cw, 1))
+        self.refresh(*regions)
+
+    # -- Line API --------------------------------------------------------------------------
+    def _style(self, key: int) -> Style:
+        style = self._styles.get(key)
+        if style is None:
+            if len(self._styles) >= STYLE_CACHE_LIMIT:
+                self._styles.clear()
+            t, b = key >> 24, key & 0xFFFFFF
+            style = Style(color=Color.from_rgb(t >> 16, (t >> 8) & 255, t & 255),
+                          bgcolor=Color.from_rgb(b >> 16, (b >> 8) & 255, b & 255))
+            self._styles[key] = style
+        return style
+
+    def _row_strip(self, y: int, width: int, pad: Style) -> Strip:
+        row = self._keys[y]
+        n = row.shape[0]
+        starts = np.concatenate(([0], np.flatnonzero(row[1:] != row[:-1]) + 1))
+        lengths = np.diff(np.concatenate((starts, [n])))
+        left = (width - n) // 2
+        segments = [Segment(" " * left, pad)] if left > 0 else []
+        values = row[starts].tolist()
+        for value, length in zip(values, lengths.tolist(), strict=True):
+            segments.append(Segment(HALF * length, self._style(value)))
+        right = width - n - left
+        if right > 0:
+            segments.append(Segment(" " * right, pad))
+        return Strip(segments, width)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        pad = self._pad_style
+        if pad is None:
+            pad = self._pad_style = self.rich_style
+        if self._keys is None:
+            return Strip.blank(width, pad)
+        rows = self._keys.shape[0]
+        top = (self.size.height - rows) // 2
+        r = y - top
+        if r < 0 or r >= rows:
+            return Strip.blank(width, pad)
+        if self._painted_version != self.frames_shown:
+            self._painted_version = self.frames_shown
+            self.frames_painted += 1
+        strip = self._strips[r]
+        if strip is None:
+            strip = self._strips[r] = self._row_strip(r, width, pad)
+        return strip
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips = [None] * len(self._strips)  # padding follows the theme
+        self._pad_style = None
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return container.width
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return container.height
+
+
+class Caption(Widget):
+    """One line of text that repaints without a layout pass (it changes with every frame)."""
+
+    DEFAULT_CSS = """
+    Caption { height: 1; width: 1fr; text-align: center; }
+    """
+
+    def __init__(self, text: str = "", *, id: str | None = None):
+        super().__init__(id=id)
+        self.text = text
+
+    def set(self, text: str) -> None:
+        if text != self.text:
+            self.text = text
+            self.refresh()
+
+    def render(self) -> Content:
+        return Content(self.text)
+
+
+class FramePane(Vertical):
+    """The frame, with its decision index and frame hash beneath it; pulls on a timer."""
+
+    DEFAULT_CSS = """
+    FramePane { height: 1fr; }
+    """
+
+    def __init__(self, source: Callable[[], FrameLike | None] | None = None, *, fps: float | None = 30.0,
+                 id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.source = source
+        self.fps = fps
+        self._version = -1
+        self.border_title = "Frame"
+
+    def compose(self) -> ComposeResult:
+        yield FrameView(id="frame-view")
+        yield Caption("waiting for the first frame…", id="frame-caption")
+
+    def on_mount(self) -> None:
+        self._timer = None
+        if self.source is not None:
+            self.pull()
+            if self.fps:  # None: whoever holds the pane drives pull() (the console's tick)
+                self._timer = self.set_interval(1 / self.fps, self.pull, name="frame-pull")
+
+    def set_fps(self, fps: float) -> None:
+        """Change the pull rate (the console lowers it while the run goes at maximum speed)."""
+        if fps == self.fps:
+            return
+        self.fps = fps
+        if getattr(self, "_timer", None) is not None:
+            self._timer.stop()
+            self._timer = self.set_interval(1 / fps, self.pull, name="frame-pull")
+
+    @property
+    def view(self) -> FrameView:
+        return self.query_one(FrameView)
+
+    def pull(self) -> None:
+        snap = self.source() if self.source else None
+        if snap is None or snap.version == self._version:
+            return
+        self.show(snap)
+
+    def show(self, snap: FrameLike) -> None:
+        self._version = snap.version
+        self.view.show(snap.frame)
+        self.query_one(Caption).set(
+            f"decision {snap.decision_id} · frame {snap.frame_index} · {snap.frame_sha256[:16]}")

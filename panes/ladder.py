@@ -1,0 +1,94 @@
+"""Milestone ladder pane: each rung with its points, the decision that reached it and the
+evidence frame hash; the deepest milestone and the points so far beneath."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from textual.content import Content
+from textual.widgets import Static
+
+
+class LadderLike(Protocol):
+    milestones: tuple[tuple[str, str, int], ...]
+    pre_satisfied: tuple[str, ...]
+    awards: dict[str, dict]
+    version: int
+
+
+def deepest(milestones, awards) -> str | None:
+    found = None
+    for mid, _, _ in milestones:
+        if mid not in awards:
+            break
+        found = mid
+    return found
+
+
+class LadderPane(Static):
+    DEFAULT_CSS = """
+    LadderPane { height: auto; }
+    """
+
+    def __init__(self, source: Callable[[], LadderLike] | None = None, *, interval: float | None = 0.25,
+                 id: str | None = None, classes: str | None = None):
+        super().__init__("", id=id, classes=classes)
+        self.source = source
+        self.interval = interval
+        self._version = -1
+        self._lines = -1
+        self.border_title = "Milestones"
+
+    def on_mount(self) -> None:
+        if self.source is not None:
+            self.pull()
+            if self.interval:  # None: whoever holds the pane drives pull() (the console's tick)
+                self.set_interval(self.interval, self.pull, name="ladder-pull")
+
+    def on_resize(self) -> None:
+        snap = getattr(self, "_snap", None)
+        if snap is not None and self.size.width != self._width:
+            self.show(snap)
+
+    def pull(self) -> None:
+        snap = self.source() if self.source else None
+        if snap is None or snap.version == self._version:
+            return
+        self.show(snap)
+
+    def show(self, snap: LadderLike) -> None:
+        self._version = snap.version
+        self._snap = snap
+        self._width = self.size.width
+        if not snap.milestones:
+            self.update(Content.styled("no trial yet", "$text-muted"))
+            self._lines = 1
+            self.border_subtitle = ""
+            return
+        name_w = max(len(name) for _, name, _ in snap.milestones)
+        room = (self.size.width or 80) - 2 - 4 - name_w - 1 - 3 - 8
+        hash_w = 12 if room >= 12 else max(0, room)
+        lines = []
+        for mid, name, points in snap.milestones:
+            award = snap.awards.get(mid)
+            if award is not None:
+                lines.append(Content.assemble(
+                    ("✓ ", "$success bold"), (f"{mid:<4}", "bold"), f"{name:<{name_w}} ",
+                    (f"+{points:<2}", "$success"),
+                    f" d{award['decision_id']:<5} ", (award["frame_sha256"][:hash_w], "$text-muted")))
+            elif mid in snap.pre_satisfied:
+                lines.append(Content.assemble(
+                    ("= ", "$text-muted"), (f"{mid:<4}", "$text-muted"), (f"{name:<{name_w}} ", "$text-muted"),
+                    (f" {points:<2}", "$text-muted"), (" held at start", "$text-muted")))
+            else:
+                lines.append(Content.assemble(
+                    ("· ", "$text-muted"), (f"{mid:<4}", ""), (f"{name:<{name_w}} ", "$text-muted"),
+                    (f" {points:<2}", "$text-muted")))
+        total = sum(p for _, _, p in snap.milestones)
+        got = sum(a["points"] for a in snap.awards.values())
+        deep = deepest(snap.milestones, snap.awards) or "none"
+        self.update(Content("\n").join(lines), layout=len(lines) != self._lines)
+        self._lines = len(lines)
+        self.border_subtitle = (f"deepest {deep} · {got}/{total} points · "
+                                f"{len(snap.awards)}/{len(snap.milestones)} reached")

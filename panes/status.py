@@ -1,0 +1,82 @@
+"""Status bar: experiment, blinded condition label, trial n of N, run state, elapsed time,
+pacing. Only the blinded label is shown: never a condition id or a model name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from textual.content import Content
+from textual.widgets import Static
+
+STATE_STYLE = {"running": "$success", "stepping": "$accent", "paused": "$warning", "ended": "$primary",
+               "finished": "$primary", "quitting": "$warning", "starting": "$text-muted", "error": "$error"}
+STATE_MARK = {"running": "▶", "stepping": "⏯", "paused": "‖", "ended": "■", "finished": "■", "quitting": "…",
+              "starting": "…", "error": "✗"}
+
+
+class StatusLike(Protocol):
+    experiment_id: str
+    label: str | None
+    trial_key: str | None
+    trial_number: int | None
+    trials_total: int | None
+    state: str
+    detail: str | None
+    decisions: int
+    elapsed: float
+    error: str | None
+
+
+def clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def speed_label(speed: float | None) -> str:
+    return "max" if speed is None else f"{speed:g}×"
+
+
+class StatusBar(Static):
+    DEFAULT_CSS = """
+    StatusBar { height: 1; dock: top; padding: 0 1; }
+    """
+
+    def __init__(self, source: Callable[[], StatusLike] | None = None, *,
+                 extras: Callable[[], dict] | None = None, interval: float | None = 0.25,
+                 id: str | None = None, classes: str | None = None):
+        super().__init__("", id=id, classes=classes)
+        self.source = source
+        self.extras = extras or (lambda: {})
+        self.interval = interval
+        self._last: Content | None = None
+
+    def on_mount(self) -> None:
+        if self.source is not None:
+            self.pull()
+            if self.interval:  # None: whoever holds the pane drives pull() (the console's tick)
+                self.set_interval(self.interval, self.pull, name="status-pull")
+
+    def pull(self) -> None:
+        if self.source is not None:
+            self.show(self.source(), **self.extras())
+
+    def show(self, s: StatusLike, *, speed: float | None = 1.0, human: bool = False) -> None:
+        state = s.state
+        detail = f": {s.detail}" if s.detail else ""
+        parts: list = [("oakwatch ", "bold $primary"), (s.experiment_id, "bold"), "  "]
+        parts += [("condition ", "$text-muted"), (s.label or "—", "bold"), "  "]
+        trial = f"{s.trial_number}/{s.trials_total}" if s.trial_number else "—"
+        parts += [("trial ", "$text-muted"), (trial, "bold"), "  "]
+        parts += [(f"{STATE_MARK.get(state, '·')} {state}{detail}", f"bold {STATE_STYLE.get(state, '')}"), "  "]
+        parts += [("decision ", "$text-muted"), (str(s.decisions), "bold"), "  "]
+        parts += [("elapsed ", "$text-muted"), (clock(s.elapsed), "bold"), "  "]
+        parts += [("pace ", "$text-muted"), (speed_label(speed), "bold")]
+        if human:
+            parts += ["  ", ("HUMAN ←↑↓→ z=A x=B ⏎=START ⌫=SELECT, ctrl+x ends trial", "bold $accent")]
+        if s.error:
+            parts += ["  ", ("✗ " + s.error, "bold $error")]
+        content = Content.assemble(*parts)
+        if content != self._last:
+            self._last = content
+            self.update(content, layout=False)
