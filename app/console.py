@@ -185,13 +185,21 @@ class OakwatchConsole(App[int]):
 
     def _tick(self) -> None:
         """Frame at the tick rate (30 fps, fewer at max pace); trace ~10 Hz; the rest 4 Hz."""
+        try:
+            self._pull_panes()
+        except Exception as exc:  # a display fault must never take the console (and the run) down
+            self.sink.note("error", f"display: {type(exc).__name__}: {exc}")
+
+    def _pull_panes(self) -> None:
         frame, trace, slow = self._panes
         frame.pull()
         now = time.monotonic()
         if now - self._last_fast >= 0.095:
             self._last_fast = now
             trace.pull()
-        if now - self._last_slow >= 0.245:
+        # Tables and meters: 4 Hz when paced; once a second at maximum pace, where each memory
+        # table re-render is ~10 ms of Python taken from the run (they share the GIL).
+        if now - self._last_slow >= (0.245 if self.control.speed is not None else 0.995):
             self._last_slow = now
             for pane in slow:
                 pane.pull()

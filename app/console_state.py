@@ -124,8 +124,9 @@ class ConsoleSink:
                 self._budgets_version += 1
             elif isinstance(event, MemoryChanged):
                 m = self._memory
-                self._memory = MemorySnapshot(event.facts, event.contradictions, event.last_read,
-                                              m.version + 1)
+                facts = m.facts if event.facts is None else event.facts  # None: a read, store unchanged
+                conflicts = m.contradictions if event.contradictions is None else event.contradictions
+                self._memory = MemorySnapshot(facts, conflicts, event.last_read, m.version + 1)
             elif isinstance(event, MilestoneReached):
                 record = event.award.as_record()
                 lad = self._ladder

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -77,9 +77,10 @@ class MilestoneReached:
 
 @dataclass(frozen=True)
 class MemoryChanged:
-    op: dict
-    facts: tuple[dict, ...] = field(default=())  # the whole store after the change, for displays
-    contradictions: tuple[tuple[str, ...], ...] = ()
+    op: dict  # the memory.jsonl line
+    # The whole store after the change, for displays; None when the op only read (unchanged).
+    facts: tuple[dict, ...] | None = None
+    contradictions: tuple[tuple[str, ...], ...] | None = None
     last_read: tuple[str, ...] = ()
 
 

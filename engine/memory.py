@@ -8,10 +8,9 @@ and size; every read, write, update and eviction is logged through `log`.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 from engine.contract import MemoryWrite
@@ -23,6 +22,11 @@ GUESS_CAP = 0.5  # an unevidenced write is a guess; its confidence is capped her
 MULTI_VALUED = frozenset({"has_item", "happened", "warning"})
 DEFAULT_PREDICATE = {"objective": "current_objective", "location": "is_at", "event": "happened",
                      "inventory": "has_item", "warning": "warning"}
+
+
+def _view_size(view: dict) -> int:
+    """Characters of a fact's view as compact JSON, estimated without encoding it (deterministic)."""
+    return 2 + sum(len(k) + len(str(v)) + 6 for k, v in view.items())
 
 
 @dataclass
@@ -42,7 +46,7 @@ class Fact:
     supersedes: str | None
 
     def record(self) -> dict:
-        return asdict(self)
+        return dict(self.__dict__)  # flat fields: a copy, ~20x cheaper than dataclasses.asdict
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ class MemoryStore:
                     "last_confirmed_decision": f.last_confirmed_decision}
             if f.fact_id in conflicted:
                 view["contradicted"] = True
-            cost = len(json.dumps(view))
+            cost = _view_size(view)
             if len(chosen) >= self.retrieve_records or size + cost > self.retrieve_chars:
                 break
             chosen.append(view)

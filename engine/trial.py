@@ -40,6 +40,8 @@ from engine.routes import RouteTracker
 
 GB_FPS = 4194304 / 70224  # frames per second of DMG/CGB hardware, for pacing
 
+STORE_CHANGING_OPS = frozenset({"write", "update", "supersede", "complete", "evict"})
+
 OUTCOME_BY_REASON = {
     "final-milestone": "success",
     "provider-failure": "invalid-provider",
@@ -111,9 +113,11 @@ class Trial:
 
     def _memory_log(self, op: dict) -> None:
         m = self.memory
-        self._emit(MemoryChanged({"timestamp_utc": utc_now(), **op},
-                                 tuple(f.record() for f in m.facts.values()),
-                                 tuple(m.contradictions()), m.last_read))
+        if op["op"] in STORE_CHANGING_OPS:  # displays get the store only when it changed
+            facts, conflicts = tuple(f.record() for f in m.facts.values()), tuple(m.contradictions())
+        else:
+            facts, conflicts = None, None
+        self._emit(MemoryChanged({"timestamp_utc": utc_now(), **op}, facts, conflicts, m.last_read))
 
     def _tag(self, annotation: dict) -> dict:
         record = {"timestamp_utc": utc_now(), "trial": self.config.trial_key,

@@ -246,7 +246,10 @@ class FramePane(Vertical):
         self.show(snap)
 
     def show(self, snap: FrameLike) -> None:
+        views, captions = self.query(FrameView), self.query(Caption)
+        if not views or not captions:
+            return  # not composed yet (a tick can come first): the next pull shows it
         self._version = snap.version
-        self.view.show(snap.frame)
-        self.query_one(Caption).set(
+        views.first().show(snap.frame)
+        captions.first().set(
             f"decision {snap.decision_id} · frame {snap.frame_index} · {snap.frame_sha256[:16]}")

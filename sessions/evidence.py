@@ -160,7 +160,7 @@ class TrialWriter:
         self.memory = JsonlWriter(folder / "memory.jsonl")
         self.annotations = JsonlWriter(folder / "annotations.jsonl")
         self.inputs = JsonlWriter(folder / "inputs.jsonl")
-        self.frames = WriterProcess(folder)
+        self.files = WriterProcess(folder)
         self.result: dict | None = None
 
     def handle(self, event: Event) -> None:
@@ -187,11 +187,11 @@ class TrialWriter:
             self._send_frame(0, event.frame)
 
     def _send_frame(self, decision_id: int, frame: np.ndarray) -> None:
-        self.frames.send_frame(frame_name(decision_id), frame)
+        self.files.send_frame(frame_name(decision_id), frame)
 
     def close(self) -> None:
         try:
-            self.frames.close()
+            self.files.close()
         finally:
             for w in (self.trace, self.memory, self.annotations, self.inputs):
                 w.close()

@@ -1,10 +1,16 @@
 """The frame-writer process: encodes decision frames as PNG, off the run's interpreter.
 
-Run as `python -m sessions.evidence_worker FOLDER`. It reads length-prefixed pickled
-messages on stdin, written only by oakwatch's own TrialWriter, and applies each in order:
+Run as `python -m sessions.evidence_worker FOLDER [RING_FD SLOTS SLOT_BYTES]`. It reads
+length-prefixed pickled messages on stdin, written only by oakwatch's own TrialWriter, and
+applies each in order:
 
     ("png", relpath, width, height, rgb)   encode raw RGB bytes as a lossless PNG
+    ("slot", relpath, width, height, n)    the same, the bytes in slot n of the shared ring
     ("sync",)                              answer b"ok\\n" once everything before is on disk
+
+The ring is an inherited memfd: an 8-byte count of frames encoded, then SLOTS slots. The
+parent copies a frame into a slot (a memcpy, where a pipe write costs a syscall per page) and
+reuses the slot only once the count shows the frame is encoded.
 
 PNG encoding is the one heavy piece of evidence (~0.3 ms a frame); in a separate process it
 has its own GIL and runs on the second core while the emulator runs on the first. At end of
@@ -96,7 +102,7 @@ def main() -> int:
     try:
         serve(Path(sys.argv[1]), sys.stdin.buffer, sys.stdout.buffer, ring, slot_bytes)
     except Exception as exc:
-        print(f"frame writer: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"evidence writer: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -23,6 +23,7 @@ from engine.script import ScriptError, load_script
 from sessions.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 from sessions.gamedefs import GameDefinitionError, load_game_definition
 from sessions.manifest import Condition, Manifest, ManifestError, load_manifest
+from sessions.notes import NotesError, load_notes
 from sessions.schedule import blind_labels, trial_order
 
 EMULATOR_FRAME_SIZES = {"pyboy": (160, 144)}
@@ -43,6 +44,7 @@ class Prepared:
     labels: dict[str, str]  # condition id -> blinded label
     schedule: list[tuple[str, int]]  # (label, trial number) in run order
     scripts: dict[str, list[str]] = field(default_factory=dict)  # condition id -> actions
+    notes: dict[str, dict[int, dict]] = field(default_factory=dict)  # condition id -> script notes
     replay_dirs: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -120,12 +122,15 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                              f"not the manifest's {g.rom_sha256}")
 
     scripts: dict[str, list[str]] = {}
+    notes: dict[str, dict[int, dict]] = {}
     replay_dirs: dict[str, Path] = {}
     for c in manifest.conditions:
         if c.policy == "scripted":
             try:
                 scripts[c.id] = load_script(resolve(c.script, base))
-            except ScriptError as exc:
+                if c.script_notes is not None:
+                    notes[c.id] = load_notes(resolve(c.script_notes, base))
+            except (ScriptError, NotesError) as exc:
                 raise PreflightError(f"condition {c.id}: {exc}") from None
         elif c.policy == "replay":
             trial_dir = resolve(c.replay_trace, base)
@@ -145,14 +150,14 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
     frozen.emulator.config_sha256 = computed
     # The frozen copy lives elsewhere: anchor relative file references to absolute paths.
     for section, key in [(frozen.game, "rom"), (frozen.game, "initial_state"), (frozen.game, "definition"),
-                         *[(c, k) for c in frozen.conditions for k in ("script", "replay_trace")]]:
+                         *[(c, k) for c in frozen.conditions for k in ("script", "script_notes", "replay_trace")]]:
         ref = getattr(section, key)
         if ref is not None and not ref.startswith(BUNDLED_PREFIX):
             setattr(section, key, str(resolve(ref, base).resolve()))
     if frozen.created_utc is None:
         frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
-                    scripts, replay_dirs)
+                    scripts, notes, replay_dirs)
 
 
 def default_output(experiment_id: str, root: Path = Path("runs")) -> Path:

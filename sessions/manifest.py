@@ -97,6 +97,7 @@ class Condition(_Strict):
     model: str | None = None
     memory_policy: Literal["recent-window", "persistent"] = "persistent"
     script: str | None = None  # scripted: input script path or bundled:NAME
+    script_notes: str | None = None  # scripted: observations and memory operations by decision
     seed: int | None = None  # random: generator seed
     replay_trace: str | None = None  # replay: a recorded trial folder
     actions_per_decision: Annotated[int, Field(ge=1)] = 1
@@ -107,6 +108,8 @@ class Condition(_Strict):
         key = needs.get(self.policy)
         if key and getattr(self, key) is None:
             raise ValueError(f"policy {self.policy!r} needs '{key}'")
+        if self.script_notes is not None and self.policy != "scripted":
+            raise ValueError("script_notes applies only to policy 'scripted'")
         return self
 
 

@@ -38,7 +38,8 @@ def recorded_attempts(trial_dir: Path) -> list[list[str]]:
 
 def make_policy(prepared: Prepared, condition: Condition) -> Policy:
     if condition.policy == "scripted":
-        return ScriptedPolicy(prepared.scripts[condition.id], condition.actions_per_decision)
+        return ScriptedPolicy(prepared.scripts[condition.id], condition.actions_per_decision,
+                              prepared.notes.get(condition.id))
     if condition.policy == "random":
         return RandomPolicy(condition.seed, condition.actions_per_decision)
     if condition.policy == "replay":

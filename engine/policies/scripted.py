@@ -1,4 +1,8 @@
-"""Scripted policy: plays an input script, a fixed number of actions per decision."""
+"""Scripted policy: plays an input script, a fixed number of actions per decision.
+
+Optional notes, keyed by decision number, add what the script "saw" and "remembered" there
+(an observation, memory reads and writes); an observation carries forward until the next.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,15 @@ class ScriptedPolicy:
     name = "scripted"
     model_id = None
 
-    def __init__(self, actions: list[str], actions_per_decision: int = 1):
+    def __init__(self, actions: list[str], actions_per_decision: int = 1, notes: dict[int, dict] | None = None):
         if actions_per_decision < 1:
             raise ValueError("actions_per_decision must be at least 1")
         self._actions = list(actions)
         self._per = actions_per_decision
         self._pos = 0
+        self._notes = notes or {}
+        self._decisions = 0
+        self._observed: dict | None = None
 
     async def decide(self, observation: Observation) -> PolicyReply:
         if self._pos >= len(self._actions):
@@ -23,7 +30,12 @@ class ScriptedPolicy:
         take = min(self._per, observation.max_actions)
         chunk = self._actions[self._pos:self._pos + take]
         self._pos += len(chunk)
-        text = contract_json(chunk, summary=f"script step {self._pos}/{len(self._actions)}")
+        self._decisions += 1
+        note = self._notes.get(self._decisions, {})
+        self._observed = note.get("observed", self._observed)
+        text = contract_json(chunk, summary=f"script step {self._pos}/{len(self._actions)}",
+                             observed=self._observed, memory_read=note.get("memory_read"),
+                             memory_write=note.get("memory_write"))
         return PolicyReply(text=text)
 
     def close(self) -> None:

@@ -175,3 +175,41 @@ def test_policy_running_out_on_a_retry_still_records_the_decision(tmp_path):
     assert [t["attempts"] for t in trace] == [1, 1] and trace[-1]["invalid_output"]
     assert trace[-1]["termination_reason"] == "policy-exhausted" == r["termination_reason"]
     assert r["telemetry"]["invalid_outputs"] == 1 and verify_experiment(folder) == []
+
+
+def test_dry_run_exercises_the_memory_store(dry_run):
+    folder, _, (r,) = dry_run
+    trial = folder / "trials" / r["trial_key"]
+    ops = read_jsonl(trial / "memory.jsonl")
+    assert {"write", "supersede", "complete", "read", "retrieve"} <= {o["op"] for o in ops}
+    assert not [o for o in ops if o["op"] == "reject"]
+    final: dict[str, dict] = {}
+    for o in ops:
+        if "fact" in o:
+            final[o["fact_id"]] = o["fact"]
+    parcel = next(f for f in final.values() if f["object"] == "PARCEL")
+    assert parcel["status"] == "superseded"  # delivered: possession is no longer active
+    delivered = next(f for f in final.values() if f["object"].startswith("delivered the PARCEL"))
+    assert delivered["supersedes"] == parcel["fact_id"] and delivered["evidence_frame_sha256"]
+    guess = next(f for f in final.values() if f["object"] == "head north out of town")
+    assert not guess["confirmed"] and guess["evidence_frame_sha256"] is None
+    trace = read_jsonl(trial / "trace.jsonl")
+    assert trace[120]["memory_reads"] == ["fact-0017", "fact-0018"]
+    assert trace[119]["observed"]["location_guess"] == "SHOP"
+
+
+def test_script_notes_are_validated(tmp_path):
+    from sessions.experiment import PreflightError, prepare
+
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("notes:\n  3:\n    observed: {screen: map, location_guess: x, objective_guess: y, certainty: 2}\n")
+    conditions = [{"id": "s", "policy": "scripted", "script": "bundled:walkthrough.txt",
+                   "script_notes": str(notes)}]
+    manifest = write_manifest(tmp_path, conditions=conditions)
+    try:
+        prepare(manifest, tmp_path / "out")
+    except PreflightError as exc:
+        assert "notes.yaml: notes.3.observed.screen" in str(exc)
+    else:
+        raise AssertionError("bad notes accepted")
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,48 @@
+"""Script notes: what a scripted policy reports alongside its actions (observations, memory).
+
+A YAML file keyed by decision number; validated with the action contract's own models, so a
+note can say nothing an agent's response could not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.contract import MemoryWrite, Observed
+
+
+class Note(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    observed: Observed | None = None
+    memory_read: Annotated[list[str], Field(max_length=32)] = []
+    memory_write: Annotated[list[MemoryWrite], Field(max_length=8)] = []
+
+
+class ScriptNotes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    notes: dict[Annotated[int, Field(ge=1)], Note]
+
+
+class NotesError(ValueError):
+    pass
+
+
+def load_notes(path: Path) -> dict[int, dict]:
+    """Notes as plain dicts by decision number; errors name the file and the field."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise NotesError(f"{path}: cannot read script notes ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise NotesError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    try:
+        notes = ScriptNotes.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        raise NotesError(f"{path}: {loc}: {e['msg']}") from None
+    return {n: note.model_dump(exclude_defaults=True) for n, note in notes.notes.items()}
