@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.actions import ACTIONS, Action
+from sessions.yamlfile import load_yaml_model, parse_yaml_model
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Positive = Annotated[int, Field(ge=1)]
@@ -143,33 +144,9 @@ class Manifest(_Strict):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
-def _describe(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown key"
-    more = len(exc.errors()) - 1
-    return f"{loc}: {msg}" + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
-
-
 def parse_manifest(text: str, source: str) -> Manifest:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise ManifestError(f"{source}: a manifest is a YAML mapping")
-    try:
-        return Manifest.model_validate(data)
-    except ValidationError as exc:
-        raise ManifestError(f"{source}: {_describe(exc)}") from None
+    return parse_yaml_model(text, source, Manifest, ManifestError, "a manifest")
 
 
 def load_manifest(path: str | Path) -> Manifest:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read manifest ({exc.strerror})") from None
-    return parse_manifest(text, str(path))
+    return load_yaml_model(path, Manifest, ManifestError, "manifest")

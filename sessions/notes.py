@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine.contract import MemoryWrite, Observed
+from sessions.yamlfile import load_yaml_model
 
 
 class Note(BaseModel):
@@ -33,16 +33,5 @@ class NotesError(ValueError):
 
 def load_notes(path: Path) -> dict[int, dict]:
     """Notes as plain dicts by decision number; errors name the file and the field."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise NotesError(f"{path}: cannot read script notes ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise NotesError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    try:
-        notes = ScriptNotes.model_validate(data)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        raise NotesError(f"{path}: {loc}: {e['msg']}") from None
+    notes = load_yaml_model(path, ScriptNotes, NotesError, "script notes")
     return {n: note.model_dump(exclude_defaults=True) for n, note in notes.notes.items()}

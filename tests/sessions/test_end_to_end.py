@@ -119,17 +119,23 @@ def _response(actions, valid=True):
                                          "evidence": "bed visible"}], "actions": actions})
 
 
-def test_invalid_outputs_logged_retried_and_counted(tmp_path):
+def _recorded_trial(tmp_path, decisions: list[list[str]]):
+    """A trial folder holding just what the replay policy reads: trace lines and raw responses."""
     recorded = tmp_path / "recorded"
     (recorded / "responses").mkdir(parents=True)
-    decisions = [[_response(None, valid=False), _response(["DOWN"])],
-                 [_response(["UP"] * 5), _response(["UP"] * 6)],  # too many actions: rejected, never truncated
-                 [_response(["RIGHT", "LEFT"])]]
     with open(recorded / "trace.jsonl", "w") as trace:
         for i, attempts in enumerate(decisions, 1):
             path = f"responses/{i:06d}.json"
             (recorded / path).write_text(json.dumps({"attempts": [{"raw": a} for a in attempts]}))
             trace.write(json.dumps({"decision_id": i, "raw_response_path": path}) + "\n")
+    return recorded
+
+
+def test_invalid_outputs_logged_retried_and_counted(tmp_path):
+    recorded = _recorded_trial(tmp_path, [
+        [_response(None, valid=False), _response(["DOWN"])],
+        [_response(["UP"] * 5), _response(["UP"] * 6)],  # too many actions: rejected, never truncated
+        [_response(["RIGHT", "LEFT"])]])
     manifest = write_manifest(tmp_path, conditions=[{"id": "rp", "policy": "replay", "replay_trace": str(recorded)}])
     folder, _, (r,) = run_experiment(manifest, tmp_path / "out")
     trial = folder / "trials" / r["trial_key"]
@@ -161,14 +167,8 @@ def test_cli_headless_dry_run(tmp_path):
 
 
 def test_policy_running_out_on_a_retry_still_records_the_decision(tmp_path):
-    recorded = tmp_path / "recorded"
-    (recorded / "responses").mkdir(parents=True)
-    decisions = [[_response(["DOWN"])], [_response(None, valid=False)]]  # the retry has nothing left
-    with open(recorded / "trace.jsonl", "w") as trace:
-        for i, attempts in enumerate(decisions, 1):
-            path = f"responses/{i:06d}.json"
-            (recorded / path).write_text(json.dumps({"attempts": [{"raw": a} for a in attempts]}))
-            trace.write(json.dumps({"decision_id": i, "raw_response_path": path}) + "\n")
+    # The second decision's retry has nothing left to replay.
+    recorded = _recorded_trial(tmp_path, [[_response(["DOWN"])], [_response(None, valid=False)]])
     manifest = write_manifest(tmp_path, conditions=[{"id": "rp", "policy": "replay", "replay_trace": str(recorded)}])
     folder, _, (r,) = run_experiment(manifest, tmp_path / "out")
     trace = read_jsonl(folder / "trials" / r["trial_key"] / "trace.jsonl")
