@@ -10,6 +10,8 @@ from collections.abc import Callable
 from textual.content import Content
 from textual.widgets import Static
 
+from panes.pulling import start_pulling
+
 ROWS = (("accepted_actions", "actions"), ("model_decisions", "decisions"),
         ("wall_time_minutes", "wall time"), ("total_cost_usd", "cost"), ("tokens", "tokens"))
 WARNING_AT = 0.75
@@ -84,10 +86,7 @@ class BudgetsPane(Static):
 
     def on_mount(self) -> None:
         self.show({})
-        if self.source is not None:
-            self.pull()
-            if self.interval:  # None: whoever holds the pane drives pull() (the console's tick)
-                self.set_interval(self.interval, self.pull, name="budgets-pull")
+        start_pulling(self, self.interval)
 
     def on_resize(self) -> None:
         if self.size.width != self._width:

@@ -9,6 +9,8 @@ from typing import Protocol
 from textual.content import Content
 from textual.widgets import Static
 
+from panes.pulling import start_pulling
+
 
 class LadderLike(Protocol):
     milestones: tuple[tuple[str, str, int], ...]
@@ -41,10 +43,7 @@ class LadderPane(Static):
         self.border_title = "Milestones"
 
     def on_mount(self) -> None:
-        if self.source is not None:
-            self.pull()
-            if self.interval:  # None: whoever holds the pane drives pull() (the console's tick)
-                self.set_interval(self.interval, self.pull, name="ladder-pull")
+        start_pulling(self, self.interval)
 
     def on_resize(self) -> None:
         snap = getattr(self, "_snap", None)

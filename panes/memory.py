@@ -17,6 +17,8 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.widgets import DataTable
 
+from panes.pulling import start_pulling
+
 COLUMNS = (("", "read"), ("id", "id"), ("kind", "kind"), ("subject / predicate / object", "fact"),
            ("status", "status"), ("conf", "conf"), ("last", "confirmed"))
 FACT_WIDTH = 32
@@ -66,10 +68,7 @@ class MemoryPane(DataTable):
     def on_mount(self) -> None:
         for label, key in COLUMNS:
             self.add_column(label, key=key, width=FACT_WIDTH if key == "fact" else None)
-        if self.source is not None:
-            self.pull()
-            if self.interval:  # None: whoever holds the pane drives pull() (the console's tick)
-                self.set_interval(self.interval, self.pull, name="memory-pull")
+        start_pulling(self, self.interval)
 
     def pull(self) -> None:
         snap = self.source() if self.source else None

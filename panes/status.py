@@ -9,6 +9,8 @@ from typing import Protocol
 from textual.content import Content
 from textual.widgets import Static
 
+from panes.pulling import start_pulling
+
 STATE_STYLE = {"running": "$success", "stepping": "$accent", "paused": "$warning", "ended": "$primary",
                "finished": "$primary", "quitting": "$warning", "starting": "$text-muted", "error": "$error"}
 STATE_MARK = {"running": "▶", "stepping": "⏯", "paused": "‖", "ended": "■", "finished": "■", "quitting": "…",
@@ -52,10 +54,7 @@ class StatusBar(Static):
         self._last: Content | None = None
 
     def on_mount(self) -> None:
-        if self.source is not None:
-            self.pull()
-            if self.interval:  # None: whoever holds the pane drives pull() (the console's tick)
-                self.set_interval(self.interval, self.pull, name="status-pull")
+        start_pulling(self, self.interval)
 
     def pull(self) -> None:
         if self.source is not None:

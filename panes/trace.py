@@ -15,6 +15,8 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.widgets import Log
 
+from panes.pulling import start_pulling
+
 MAX_LINES = 5_000
 
 MARKS = {"★": "milestone", "⚑": "tag", "✗": "error", "■": "ended", "▶": "trial", "‖": "state"}
@@ -149,10 +151,7 @@ class TracePane(Log):
         return self._style_cache[1]
 
     def on_mount(self) -> None:
-        if self.source is not None:
-            self.pull()
-            if self.interval:  # None: whoever holds the pane drives pull() (the console's tick)
-                self.set_interval(self.interval, self.pull, name="trace-pull")
+        start_pulling(self, self.interval)
 
     def on_resize(self) -> None:
         if self.auto_scroll:
