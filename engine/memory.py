@@ -71,6 +71,8 @@ class MemoryStore:
         self._observations: deque[dict] = deque(maxlen=recent_window)
         self._objective: str | None = None
         self.last_read: tuple[str, ...] = ()
+        self._version = 0  # bumped by every change to the store
+        self._retrieved: tuple[int, tuple[dict, ...], int] | None = None  # (version, facts, chars)
 
     # -- working memory --------------------------------------------------------------
     def working(self) -> WorkingMemory:
@@ -103,6 +105,15 @@ class MemoryStore:
         """Facts offered to the agent: contradictions together, active before completed."""
         if not self.persistent or not self.facts:
             return ()  # nothing stored, nothing read: no log line
+        if self._retrieved is None or self._retrieved[0] != self._version:
+            self._retrieved = (self._version, *self._select())
+        _, chosen, size = self._retrieved
+        self._log({"op": "retrieve", "decision_id": decision_id,
+                   "fact_ids": [v["fact_id"] for v in chosen], "chars": size})
+        return chosen
+
+    def _select(self) -> tuple[tuple[dict, ...], int]:
+        """The bounded retrieval; a pure function of the store, so cached until it changes."""
         conflicted = {i for group in self.contradictions() for i in group}
         order = sorted(self.facts.values(), key=lambda f: (
             f.status != "active", f.fact_id not in conflicted, -(f.last_confirmed_decision or 0),
@@ -123,9 +134,7 @@ class MemoryStore:
                 break
             chosen.append(view)
             size += cost
-        self._log({"op": "retrieve", "decision_id": decision_id,
-                   "fact_ids": [v["fact_id"] for v in chosen], "chars": size})
-        return tuple(chosen)
+        return tuple(chosen), size
 
     def read(self, fact_ids: list[str], decision_id: int) -> None:
         hits = [i for i in fact_ids if i in self.facts]
@@ -135,6 +144,7 @@ class MemoryStore:
 
     def write(self, item: MemoryWrite, decision_id: int, frame_sha256: str) -> str | None:
         """Apply one write; return the affected fact id, or None if rejected."""
+        self._version += 1  # conservatively: any write attempt may change the store
         if not self.persistent:
             return self._reject(item, decision_id, "memory policy recent-window keeps no episodic store")
         subject = item.subject or "player"

@@ -103,3 +103,15 @@ def test_recent_window_policy_keeps_no_store_but_logs():
     for a in ["UP", "UP", "LEFT", "A"]:
         s.note_action(a)
     assert s.working().recent_actions == ("UP", "LEFT", "A")
+
+
+def test_retrieval_follows_every_change_and_is_logged_every_time():
+    s, log = store()
+    a = s.write(w("ACORN TOWN", kind="location"), 1, "a" * 64)
+    assert [f["fact_id"] for f in s.retrieve(2)] == [a]
+    assert [f["fact_id"] for f in s.retrieve(3)] == [a]  # unchanged store, same answer
+    b = s.write(w("LAB", kind="location", supersedes=a), 4, "b" * 64)
+    assert [f["fact_id"] for f in s.retrieve(5)] == [b]
+    s.write(w("LAB", kind="location", status="completed"), 6, "c" * 64)
+    assert s.retrieve(7)[0]["status"] == "completed"
+    assert [e["decision_id"] for e in log if e["op"] == "retrieve"] == [2, 3, 5, 7]
