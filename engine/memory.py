@@ -101,16 +101,22 @@ class MemoryStore:
         return [tuple(ids) for ids in groups.values()
                 if len({self.facts[i].object for i in ids}) > 1]
 
-    def retrieve(self, decision_id: int) -> tuple[dict, ...]:
-        """Facts offered to the agent: contradictions together, active before completed."""
+    def retrieve(self) -> tuple[dict, ...]:
+        """Facts to offer the agent: contradictions together, active before completed.
+
+        Logged by `log_retrieval` once the decision is known to happen (a policy with nothing
+        left to play never sees them)."""
         if not self.persistent or not self.facts:
-            return ()  # nothing stored, nothing read: no log line
+            return ()
         if self._retrieved is None or self._retrieved[0] != self._version:
             self._retrieved = (self._version, *self._select())
-        _, chosen, size = self._retrieved
-        self._log({"op": "retrieve", "decision_id": decision_id,
-                   "fact_ids": [v["fact_id"] for v in chosen], "chars": size})
-        return chosen
+        return self._retrieved[1]
+
+    def log_retrieval(self, decision_id: int, retrieved: tuple[dict, ...]) -> None:
+        if retrieved:  # nothing stored, nothing read: no log line
+            self._log({"op": "retrieve", "decision_id": decision_id,
+                       "fact_ids": [v["fact_id"] for v in retrieved],
+                       "chars": sum(_view_size(v) for v in retrieved)})
 
     def _select(self) -> tuple[tuple[dict, ...], int]:
         """The bounded retrieval; a pure function of the store, so cached until it changes."""

@@ -194,7 +194,7 @@ class Trial:
         cfg = self.config
         did = self._decision_id
         working = self.memory.working()
-        retrieved = self.memory.retrieve(did)
+        retrieved = self.memory.retrieve()
         attempts: list[Attempt] = []
         response: AgentResponse | None = None
         feedback = None
@@ -211,6 +211,8 @@ class Trial:
                     raise  # nothing happened in this decision: it does not exist
                 exhausted = True  # a retry had nothing to give: record what was tried, then end
                 break
+            if not replies:
+                self.memory.log_retrieval(did, retrieved)  # the decision happens: its read is evidence
             replies.append(reply)
             self.budgets.add_call(reply.usage)
             self._account_usage(reply.usage)

@@ -36,7 +36,7 @@ def test_completed_is_marked_not_deleted():
     s.write(w("deliver the parcel", kind="objective", status="completed"), 9, "b" * 64)
     assert s.facts[fid].status == "completed"
     assert log[-1]["op"] == "complete"
-    assert any(f["fact_id"] == fid and f["status"] == "completed" for f in s.retrieve(10))
+    assert any(f["fact_id"] == fid and f["status"] == "completed" for f in s.retrieve())
 
 
 def test_supersede_marks_old_fact():
@@ -44,7 +44,7 @@ def test_supersede_marks_old_fact():
     old = s.write(w("ACORN TOWN", kind="location"), 1, "a" * 64)
     new = s.write(w("MAPLE CITY", kind="location", supersedes=old), 5, "b" * 64)
     assert s.facts[old].status == "superseded" and s.facts[new].supersedes == old
-    assert [f["fact_id"] for f in s.retrieve(6)] == [new]
+    assert [f["fact_id"] for f in s.retrieve()] == [new]
     assert "supersede" in [e["op"] for e in log]
 
 
@@ -62,7 +62,7 @@ def test_contradictory_active_facts_returned_together():
     a = s.write(w("holds parcel", kind="event", subject="parcel", predicate="status"), 6, "a" * 64)
     b = s.write(w("delivered", kind="event", subject="parcel", predicate="status"), 7, "a" * 64)
     assert s.contradictions() == [(a, b)]
-    got = s.retrieve(8)
+    got = s.retrieve()
     assert {f["fact_id"] for f in got} == {a, b} and all(f["contradicted"] for f in got)
 
 
@@ -70,13 +70,14 @@ def test_retrieval_bounded_by_count_and_size():
     s, log = store(retrieve_records=3)
     for i in range(10):
         s.write(w(f"item {i}"), i, "a" * 64)
-    assert len(s.retrieve(11)) == 3
+    got = s.retrieve()
+    assert len(got) == 3
+    s.log_retrieval(11, got)
+    assert log[-1]["op"] == "retrieve" and len(log[-1]["fact_ids"]) == 3 and log[-1]["decision_id"] == 11
     s2, _ = store(retrieve_chars=300)
     for i in range(10):
         s2.write(w(f"item {i}"), i, "a" * 64)
-    got = s2.retrieve(11)
-    assert 0 < len(got) < 10
-    assert log[-1]["op"] == "retrieve" and len(log[-1]["fact_ids"]) == 3
+    assert 0 < len(s2.retrieve()) < 10
 
 
 def test_eviction_logged_and_prefers_superseded():
@@ -99,19 +100,18 @@ def test_reads_logged_with_misses():
 def test_recent_window_policy_keeps_no_store_but_logs():
     s, log = store("recent-window", recent_window=3)
     assert s.write(w("PARCEL"), 1, "a" * 64) is None
-    assert log[-1]["op"] == "reject" and not s.facts and s.retrieve(2) == ()
+    assert log[-1]["op"] == "reject" and not s.facts and s.retrieve() == ()
     for a in ["UP", "UP", "LEFT", "A"]:
         s.note_action(a)
     assert s.working().recent_actions == ("UP", "LEFT", "A")
 
 
-def test_retrieval_follows_every_change_and_is_logged_every_time():
-    s, log = store()
+def test_retrieval_follows_every_change():
+    s, _ = store()
     a = s.write(w("ACORN TOWN", kind="location"), 1, "a" * 64)
-    assert [f["fact_id"] for f in s.retrieve(2)] == [a]
-    assert [f["fact_id"] for f in s.retrieve(3)] == [a]  # unchanged store, same answer
+    assert [f["fact_id"] for f in s.retrieve()] == [a]
+    assert [f["fact_id"] for f in s.retrieve()] == [a]  # unchanged store, same answer
     b = s.write(w("LAB", kind="location", supersedes=a), 4, "b" * 64)
-    assert [f["fact_id"] for f in s.retrieve(5)] == [b]
+    assert [f["fact_id"] for f in s.retrieve()] == [b]
     s.write(w("LAB", kind="location", status="completed"), 6, "c" * 64)
-    assert s.retrieve(7)[0]["status"] == "completed"
-    assert [e["decision_id"] for e in log if e["op"] == "retrieve"] == [2, 3, 5, 7]
+    assert s.retrieve()[0]["status"] == "completed"

@@ -213,3 +213,19 @@ def test_script_notes_are_validated(tmp_path):
     else:
         raise AssertionError("bad notes accepted")
     assert not (tmp_path / "out").exists()
+
+
+def test_every_logged_memory_operation_belongs_to_a_recorded_decision(dry_run_copy, tmp_path):
+    # A script that stops short: its last, never-made decision must leave no memory line.
+    trial = next((dry_run_copy / "trials").iterdir())
+    decided = {t["decision_id"] for t in read_jsonl(trial / "trace.jsonl")}
+    assert {m["decision_id"] for m in read_jsonl(trial / "memory.jsonl")} <= decided
+    script = tmp_path / "short.txt"
+    script.write_text("\n".join(["RIGHT"] * 6 + ["UP"] * 3 + ["DOWN"] * 12) + "\n")
+    conditions = [{"id": "s", "policy": "scripted", "script": str(script),
+                   "script_notes": "bundled:walkthrough-notes.yaml"}]
+    folder, _, (r,) = run_experiment(write_manifest(tmp_path, conditions=conditions), tmp_path / "out")
+    short = folder / "trials" / r["trial_key"]
+    assert r["termination_reason"] == "policy-exhausted"
+    decided = {t["decision_id"] for t in read_jsonl(short / "trace.jsonl")}
+    assert max(decided) == 21 and {m["decision_id"] for m in read_jsonl(short / "memory.jsonl")} <= decided
