@@ -49,7 +49,8 @@ async def test_pause_stops_new_decisions_and_step_advances_one(manifest, tmp_pat
 
 async def test_terminate_records_the_operators_reason(manifest, tmp_path):
     prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=4.0)
+    # 1x: the run must outlast typing the reason key by key on a slow machine (~50 s of run).
+    app = OakwatchConsole(prepared, folder, speed=1.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 2, what="two decisions")
         trial_key = app.sink.status().trial_key
@@ -141,7 +142,7 @@ async def test_speed_keys_cycle_through_paces(manifest, tmp_path):
 
 async def test_command_palette_pauses_the_run(manifest, tmp_path):
     prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=4.0)
+    app = OakwatchConsole(prepared, folder, speed=1.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 1, what="a decision")
         await pilot.press("ctrl+p")
