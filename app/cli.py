@@ -15,11 +15,18 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def _version() -> str:
+    from importlib.metadata import version
+
+    return f"oakwatch {version('oakwatch')} (pyboy {version('pyboy')}, textual {version('textual')})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oakwatch",
         description="Live operator console and evaluation harness for game-playing agents. "
                     "With no command, opens the console on the bundled cartridge's dry-run.")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run an experiment (console on a terminal, else headless)")
     run.add_argument("manifest", nargs="?", type=Path,

@@ -79,3 +79,8 @@ def test_verify_and_replay_bad_paths(tmp_path):
     proc = oakwatch("verify", tmp_path / "nothing")
     assert proc.returncode == 1 and "not a folder" in proc.stderr
     assert_refused(oakwatch("replay", tmp_path / "nothing"), "no trace.jsonl here")
+
+
+def test_version_names_the_pinned_emulator():
+    proc = oakwatch("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("oakwatch ") and "pyboy 2.8.1" in proc.stdout
