@@ -31,7 +31,7 @@ from sessions.assets import DEFAULT_MANIFEST
 from sessions.evidence_worker import encode_png
 from sessions.experiment import create_folder, prepare
 from sessions.replay import load_trial, replay_records
-from sessions.runner import ExperimentRunner
+from sessions.runner import ExperimentRunner, trial_config
 
 
 def _raw(rom: Path, state: bytes, actions: list[str], timing: Timing, hashing: bool, png: bool,
@@ -72,8 +72,8 @@ def _harness_run(out: Path) -> tuple[float, Path, dict]:
     prepared = prepare(DEFAULT_MANIFEST, out)
     folder = create_folder(prepared, out)
     runner = ExperimentRunner(prepared, folder)
-    label, number = prepared.schedule[0]
-    trial, _ = runner.build_trial(label, number)  # emulator and writer process start: setup, untimed
+    # Starting the emulator and the frame-writer process is setup, untimed.
+    trial = runner.build_trial(trial_config(prepared, *prepared.schedule[0]))
     try:
         t0 = time.perf_counter()
         result = asyncio.run(trial.run())

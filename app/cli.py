@@ -97,7 +97,7 @@ def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: s
 
 
 def _run_headless(prepared, folder: Path) -> int:
-    from app.headless import HeadlessPrinter, summary_table
+    from app.headless import HeadlessPrinter, print_line, summary_table
     from sessions.runner import ExperimentRunner
     from sessions.summary import exit_status
 
@@ -110,16 +110,16 @@ def _run_headless(prepared, folder: Path) -> int:
 
     old = signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
-    print(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder}", flush=True)
+    print_line(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder}")
     printer.start()
     try:
         summary = runner.run()
     finally:
         printer.stop()
         signal.signal(signal.SIGINT, old)
-    print()
-    print(summary_table(summary, runner.results))
-    print(f"evidence: {folder} (check with: oakwatch verify {folder})")
+    if not printer.closed:
+        print_line("\n" + summary_table(summary, runner.results) + f"\nevidence: {folder} "
+                   f"(check with: oakwatch verify {folder})")
     return exit_status(summary)
 
 

@@ -3,17 +3,33 @@ every few seconds, and a summary table at the end. Never imports Textual."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from typing import TextIO
 
 from engine.events import DecisionRecorded, Event, MilestoneReached, TrialEnded, TrialStarted
+from panes.lines import milestone_line, trial_ended_line, trial_started_line
+
+
+def print_line(line: str, out: TextIO = sys.stdout) -> bool:
+    """Print and flush; False if the output is gone. A display never takes the run down with it."""
+    try:
+        print(line, file=out, flush=True)
+        return True
+    except (BrokenPipeError, ValueError):  # reader closed the pipe / stream already closed
+        if out is sys.stdout:  # keep the interpreter's own final flush from complaining
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return False
 
 
 class HeadlessPrinter:
     def __init__(self, out: TextIO = sys.stdout, interval: float = 5.0):
         self.out = out
+        self.closed = False  # the reader went away (a closed pipe): the run goes on, silently
         self.interval = interval
         self._lock = threading.Lock()
         self._trial = ""
@@ -32,7 +48,8 @@ class HeadlessPrinter:
 
     def _print(self, line: str) -> None:
         with self._lock:
-            print(line, file=self.out, flush=True)
+            if not self.closed:
+                self.closed = not print_line(line, self.out)
 
     def _tick(self) -> None:
         # A timer thread, so the progress line keeps coming even while one decision is slow.
@@ -45,20 +62,18 @@ class HeadlessPrinter:
     def handle(self, event: Event) -> None:
         if isinstance(event, TrialStarted):
             self._trial, self._decision, self._actions, self._points = event.trial_key, 0, 0, 0
-            self._print(f"trial {event.trial_key} ({event.trial_number}/{event.trials_total}) started, "
-                        f"first frame {event.frame_sha256[:12]}")
+            self._print(trial_started_line(event.trial_key, event.trial_number, event.trials_total,
+                                           event.frame_sha256))
         elif isinstance(event, DecisionRecorded):
             self._decision = event.trace["decision_id"]
             self._actions += event.trace["accepted_actions"]
         elif isinstance(event, MilestoneReached):
             a = event.award
             self._points += a.points
-            self._print(f"  ✓ {a.milestone_id} {a.name} (+{a.points}) at decision {a.decision_id}, "
-                        f"frame {a.frame_index}")
+            self._print(f"  ✓ {milestone_line(a.as_record())}")
         elif isinstance(event, TrialEnded):
             r = event.result
-            self._print(f"trial {r['trial_key']} ended: {r['outcome']} ({r['termination_reason']})"
-                        + (f" — {r['error']}" if r.get("error") else ""))
+            self._print(trial_ended_line(r))
             self._trial = ""
 
 

@@ -19,6 +19,7 @@ MemoryPolicy = Literal["recent-window", "persistent"]
 
 CONFIRM_THRESHOLD = 0.7  # a write needs evidence and this confidence to count as confirmed
 GUESS_CAP = 0.5  # an unevidenced write is a guess; its confidence is capped here
+STORE_CHANGING_OPS = frozenset({"write", "update", "supersede", "complete", "evict"})  # logged ops that edit
 MULTI_VALUED = frozenset({"has_item", "happened", "warning"})
 DEFAULT_PREDICATE = {"objective": "current_objective", "location": "is_at", "event": "happened",
                      "inventory": "has_item", "warning": "warning"}
@@ -72,7 +73,7 @@ class MemoryStore:
         self._objective: str | None = None
         self.last_read: tuple[str, ...] = ()
         self._version = 0  # bumped by every change to the store
-        self._retrieved: tuple[int, tuple[dict, ...], int] | None = None  # (version, facts, chars)
+        self._retrieved: tuple[int, tuple[dict, ...]] | None = None  # (store version, facts)
 
     # -- working memory --------------------------------------------------------------
     def working(self) -> WorkingMemory:
@@ -109,7 +110,7 @@ class MemoryStore:
         if not self.persistent or not self.facts:
             return ()
         if self._retrieved is None or self._retrieved[0] != self._version:
-            self._retrieved = (self._version, *self._select())
+            self._retrieved = (self._version, self._select())
         return self._retrieved[1]
 
     def log_retrieval(self, decision_id: int, retrieved: tuple[dict, ...]) -> None:
@@ -118,7 +119,7 @@ class MemoryStore:
                        "fact_ids": [v["fact_id"] for v in retrieved],
                        "chars": sum(_view_size(v) for v in retrieved)})
 
-    def _select(self) -> tuple[tuple[dict, ...], int]:
+    def _select(self) -> tuple[dict, ...]:
         """The bounded retrieval; a pure function of the store, so cached until it changes."""
         conflicted = {i for group in self.contradictions() for i in group}
         order = sorted(self.facts.values(), key=lambda f: (
@@ -140,7 +141,7 @@ class MemoryStore:
                 break
             chosen.append(view)
             size += cost
-        return tuple(chosen), size
+        return tuple(chosen)
 
     def read(self, fact_ids: list[str], decision_id: int) -> None:
         hits = [i for i in fact_ids if i in self.facts]

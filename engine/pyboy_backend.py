@@ -79,9 +79,6 @@ class PyBoyEmulator:
     def frame_index(self) -> int:
         return int(self._pyboy.frame_count)
 
-    def read(self, address: int) -> int:
-        return self._memory[address]
-
     def read_range(self, address: int, length: int) -> list[int]:
         return self._memory[address:address + length]
 

@@ -33,14 +33,12 @@ from engine.events import (
 )
 from engine.gamedef import GameDefinition, Sample
 from engine.ladder import Ladder
-from engine.memory import MemoryPolicy, MemoryStore
+from engine.memory import STORE_CHANGING_OPS, MemoryPolicy, MemoryStore
 from engine.policy import Observation, Policy, PolicyExhausted, ProviderFailure
 from engine.probe import Probe
 from engine.routes import RouteTracker
 
 GB_FPS = 4194304 / 70224  # frames per second of DMG/CGB hardware, for pacing
-
-STORE_CHANGING_OPS = frozenset({"write", "update", "supersede", "complete", "evict"})
 
 OUTCOME_BY_REASON = {
     "final-milestone": "success",
@@ -181,9 +179,7 @@ class Trial:
                 outcome, frame, sample = await self._decide_and_act(ladder, frame, sample)
             except PolicyExhausted:
                 self._decision_id -= 1
-                if (reason := self.control.terminate_reason) is not None:  # a waiting policy woken by terminate
-                    return f"operator-terminate: {reason}"
-                return "policy-exhausted"
+                return self._exhausted_reason()
             if outcome:
                 return outcome
             frames = self._last_decision_frames
@@ -284,8 +280,7 @@ class Trial:
         self._t["frames"] += self._last_decision_frames
 
         if exhausted:
-            end_reason = (f"operator-terminate: {self.control.terminate_reason}"
-                          if self.control.terminate_reason is not None else "policy-exhausted")
+            end_reason = self._exhausted_reason()
         elif end_reason is None and (budget := self.budgets.exhausted()) is not None \
                 and budget != "budget:wall_time":
             end_reason = budget
@@ -295,6 +290,12 @@ class Trial:
                                     response.observed.model_dump() if response else None))
         self._emit(BudgetUpdated(self.budgets.snapshot()))
         return end_reason, frame, sample
+
+    def _exhausted_reason(self) -> str:
+        """Why a policy had nothing more: the operator ended the trial (waking a waiting human
+        policy), or its script or recording ran out."""
+        reason = self.control.terminate_reason
+        return f"operator-terminate: {reason}" if reason is not None else "policy-exhausted"
 
     # -- records ---------------------------------------------------------------------------
     def _position(self, sample: Sample) -> tuple[int, int, int] | None:

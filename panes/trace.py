@@ -15,6 +15,7 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.widgets import Log
 
+from panes.lines import milestone_line, trial_ended_line, trial_started_line
 from panes.pulling import start_pulling
 
 MAX_LINES = 5_000
@@ -73,9 +74,7 @@ def format_item(kind: str, payload) -> str:
     if kind == "decision":
         return decision_line(payload)
     if kind == "milestone":
-        a = payload
-        return (f"★ {a['id']} {a['name']} +{a['points']} at decision {a['decision_id']}, "
-                f"frame {a['frame_index']} {a['frame_sha256'][:12]}")
+        return f"★ {milestone_line(payload)}"
     if kind == "annotation":
         r = payload
         refers = f" re {r['refers_to']}" if r.get("refers_to") else ""
@@ -84,12 +83,9 @@ def format_item(kind: str, payload) -> str:
                 f"{str(r.get('frame_sha256', ''))[:12]}{note}")
     if kind == "trial":
         p = payload
-        return (f"▶ trial {p['trial_key']} ({p['trial_number']}/{p['trials_total']}) started, "
-                f"first frame {p['frame_sha256'][:12]}")
+        return "▶ " + trial_started_line(p["trial_key"], p["trial_number"], p["trials_total"], p["frame_sha256"])
     if kind == "ended":
-        r = payload
-        err = f" — {r['error']}" if r.get("error") else ""
-        return f"■ trial {r.get('trial_key')} ended: {r.get('outcome')} ({r.get('termination_reason')}){err}"
+        return f"■ {trial_ended_line(payload)}"
     if kind == "state":
         return f"‖ {payload}"
     if kind == "error":

@@ -67,9 +67,9 @@ def _write_new(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-class WriterProcess:
-    """The parent's end of sessions.evidence_worker: ordered messages down a pipe, frames
-    through a shared ring where the system has memfd (Linux), else down the pipe too."""
+class FrameWriter:
+    """The parent's end of sessions.evidence_worker: frames through a shared ring where the
+    system has memfd (Linux), else down the pipe; small messages down the pipe, in order."""
 
     SLOTS = 32
 
@@ -160,7 +160,7 @@ class TrialWriter:
         self.memory = JsonlWriter(folder / "memory.jsonl")
         self.annotations = JsonlWriter(folder / "annotations.jsonl")
         self.inputs = JsonlWriter(folder / "inputs.jsonl")
-        self.files = WriterProcess(folder)
+        self.frames = FrameWriter(folder)
         self.result: dict | None = None
 
     def handle(self, event: Event) -> None:
@@ -177,21 +177,18 @@ class TrialWriter:
                 {"decision_id": did, "attempts": [a.__dict__ for a in event.attempts]}, ensure_ascii=False).encode())
             for record in event.inputs:
                 self.inputs.write(record.record())
-            self._send_frame(did, event.frame)
+            self.frames.send_frame(frame_name(did), event.frame)
             # Last: a trace line implies its response and inputs are on disk and its frame is
             # with the frame writer, which finishes what it has even if this process dies.
             self.trace.write(trace)
         elif isinstance(event, MemoryChanged):
             self.memory.write(event.op)
         elif isinstance(event, TrialStarted):
-            self._send_frame(0, event.frame)
-
-    def _send_frame(self, decision_id: int, frame: np.ndarray) -> None:
-        self.files.send_frame(frame_name(decision_id), frame)
+            self.frames.send_frame(frame_name(0), event.frame)
 
     def close(self) -> None:
         try:
-            self.files.close()
+            self.frames.close()
         finally:
             for w in (self.trace, self.memory, self.annotations, self.inputs):
                 w.close()

@@ -122,29 +122,26 @@ class ExperimentRunner:
     def on_new_control(self, control: OperatorControl) -> None:
         """Hook for displays that hold the control (the console)."""
 
-    def build_trial(self, label: str, number: int) -> tuple[Trial, TrialWriter]:
-        """The trial and its evidence writer, ready to run (the bench times exactly this path)."""
+    def build_trial(self, config: TrialConfig) -> Trial:
+        """The trial with its evidence writer attached, ready to run (the bench times this path)."""
         p = self.prepared
-        config = trial_config(p, label, number)
         writer = TrialWriter(self.folder / "trials" / config.trial_key)
         emulator = None
         try:
             emulator = PyBoyEmulator(p.rom_path)
-            policy = self._policy(p.condition(label))
+            policy = self._policy(p.condition(config.label))
         except Exception:
             if emulator is not None:
                 emulator.close()
             writer.close()
             raise
-        trial = Trial(config, emulator, p.start_state, p.game, policy, [writer, *self.sinks],
-                      self.control, p.provenance())
-        return trial, writer
+        return Trial(config, emulator, p.start_state, p.game, policy, [writer, *self.sinks],
+                     self.control, p.provenance())
 
     async def _run_trial(self, label: str, number: int) -> dict:
-        p = self.prepared
-        config = trial_config(p, label, number)
+        config = trial_config(self.prepared, label, number)
         try:
-            trial, _ = self.build_trial(label, number)
+            trial = self.build_trial(config)
         except Exception as exc:  # could not even start: still leave a complete trial folder
             return self._unstartable(config, exc)
         try:

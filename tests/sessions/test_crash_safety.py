@@ -50,3 +50,20 @@ def test_interrupted_run_ends_cleanly_and_verifies(tmp_path):
     result = json.loads(next(out.glob("trials/*/result.json")).read_text())
     assert result["termination_reason"] == "operator-terminate: interrupted by signal"
     assert verify_experiment(out) == []
+
+
+def test_a_reader_that_goes_away_does_not_end_the_run(tmp_path):
+    """`oakwatch run --headless | head -2`: the run finishes and its evidence is whole."""
+    from sessions.verify import verify_experiment
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "run", "--headless", "--output", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves after two lines
+    assert proc.wait(timeout=120) == 0, proc.stderr.read().decode()
+    assert b"Traceback" not in proc.stderr.read()
+    result = json.loads(next(out.glob("trials/*/result.json")).read_text())
+    assert result["outcome"] == "success"
+    assert verify_experiment(out) == []
