@@ -1,13 +1,17 @@
-"""The `oakwatch` command: run (console or headless), verify, replay, bench."""
+"""The `oakwatch` command: run (console or headless), resume, verify, replay, recover, frames, bench.
+
+Exit status. `run` follows seed 001: 0 every trial succeeded; 1 a valid game-failure and no
+invalid trial; 2 an invalid trial, bad arguments or a failed preflight. The audit commands
+(verify, replay, recover, frames) share one rule: 0 all good, 1 problems found, 2 bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
+EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _fail(message: str) -> int:
@@ -32,15 +36,28 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("manifest", nargs="?", type=Path,
                      help="experiment manifest (YAML); default: the bundled cartridge dry-run")
     run.add_argument("--headless", action="store_true", help="no console: plain progress lines (for CI)")
-    run.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>)")
+    run.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>-<tag>)")
+    run.add_argument("--resume", type=Path, metavar="DIR",
+                     help="rerun the voided and missing schedule positions of DIR with its frozen manifest")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
                      help="console pacing (default: the manifest's emulator.speed_multiplier; "
                           "the bundled dry-run says 1)")
     verify = sub.add_parser("verify", help="audit an evidence folder")
     verify.add_argument("folder", type=Path)
+    verify.add_argument("--deep", action="store_true", help="also decode every stored frame and check its pixels")
+    verify.add_argument("--print-root", action="store_true",
+                        help="print the root hash that pins the whole folder (publish or sign it)")
+    verify.add_argument("--expect-root", metavar="SHA256", help="fail unless the folder's root hash is this one")
     replay = sub.add_parser("replay", help="re-run a trial's recorded inputs and check every frame hash")
     replay.add_argument("trial", type=Path, help="a trial folder: <experiment>/trials/<label>-<NN>")
     replay.add_argument("--rom", type=Path, help="the ROM, if not where the manifest says")
+    recover = sub.add_parser("recover", help="finish a folder whose run died (kill -9, power loss)")
+    recover.add_argument("folder", type=Path)
+    frames = sub.add_parser("frames", help="write a trial's stored frames out as PNG files")
+    frames.add_argument("trial", type=Path, help="a trial folder: <experiment>/trials/<label>-<NN>")
+    frames.add_argument("--decisions", default=None, metavar="A:B",
+                        help="decision range, inclusive (0 is the start frame); default: all")
+    frames.add_argument("--output", type=Path, required=True, help="new folder for the PNG files")
     state = sub.add_parser("make-state", help="make a canonical start state: power on, run N frames, save")
     state.add_argument("rom", type=Path)
     state.add_argument("--frames", type=int, required=True, help="frames to run from power-on with no input")
@@ -48,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="measure the harness against the raw emulator")
     bench.add_argument("--runs", type=int, default=5, help="repetitions; the median is reported")
     bench.add_argument("--memory-actions", type=int, default=10_000,
-                       help="length of the random-policy memory soak (0 to skip)")
+                       help="length of the random-policy trial for per-action cost and memory (0 to skip)")
+    bench.add_argument("--verify-decisions", type=int, default=100_000,
+                       help="length of the trial whose verify is timed (0 to skip)")
     bench.add_argument("--console", action="store_true", help="also measure the console (issue targets)")
     return parser
 
@@ -56,23 +75,35 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
-        if sys.stdout.isatty():
-            return _run(None, headless=False, output=None, speed=None)
-        return _run(None, headless=True, output=None, speed=None)
+        return _run(None, headless=not sys.stdout.isatty(), output=None, speed=None)
     if args.command == "run":
         headless = args.headless or not sys.stdout.isatty()
+        if args.resume is not None:
+            if args.manifest is not None or args.output is not None:
+                return _fail("--resume uses the folder's frozen manifest: give no MANIFEST or --output")
+            return _resume(args.resume, headless=headless, speed=args.speed)
         return _run(args.manifest, headless=headless, output=args.output, speed=args.speed)
     if args.command == "verify":
-        return _verify(args.folder)
+        return _verify(args.folder, args.deep, args.print_root, args.expect_root)
     if args.command == "replay":
         return _replay(args.trial, args.rom)
+    if args.command == "recover":
+        return _recover(args.folder)
+    if args.command == "frames":
+        return _frames(args.trial, args.decisions, args.output)
     if args.command == "make-state":
         return _make_state(args.rom, args.frames, args.output)
     if args.command == "bench":
         from app.bench import run_bench
 
-        return run_bench(args.runs, args.memory_actions, args.console)
+        return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console)
     return _fail(f"unknown command {args.command}")
+
+
+def _pacing(prepared, speed: str | None) -> float | None:
+    if speed is not None:
+        return {"1": 1.0, "2": 2.0, "4": 4.0, "max": None}[speed]
+    return prepared.manifest.emulator.speed_multiplier or None  # 0 means as fast as possible
 
 
 def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: str | None) -> int:
@@ -83,73 +114,146 @@ def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: s
         folder = create_folder(prepared, output or default_output(prepared.manifest.experiment_id))
     except PreflightError as exc:
         return _fail(str(exc))
+    return _start(prepared, folder, headless=headless, speed=speed, positions=None)
+
+
+def _resume(root: Path, *, headless: bool, speed: str | None) -> int:
+    from sessions.experiment import PreflightError, prepare_resume
+
+    try:
+        prepared, folder, positions = prepare_resume(root, allow_human=not headless)
+    except PreflightError as exc:
+        return _fail(str(exc))
+    if not positions:
+        folder.leave_as_found()
+        print(f"oakwatch: {root}: every schedule position already holds a valid trial; nothing to resume")
+        return EXIT_OK
+    return _start(prepared, folder, headless=headless, speed=speed, positions=positions)
+
+
+def _start(prepared, folder, *, headless: bool, speed: str | None, positions: list[int] | None) -> int:
     if headless:
-        return _run_headless(prepared, folder)
+        return _run_headless(prepared, folder, positions)
     from app.console import run_console
 
-    pacing = {"1": 1.0, "2": 2.0, "4": 4.0, "max": None}
-    if speed is not None:
-        chosen = pacing[speed]
-    else:  # the manifest's display pacing: the bundled dry-run opens at 1x, 0 means maximum
-        multiplier = prepared.manifest.emulator.speed_multiplier
-        chosen = multiplier or None
-    return run_console(prepared, folder, speed=chosen)
+    return run_console(prepared, folder, speed=_pacing(prepared, speed), positions=positions)
 
 
-def _run_headless(prepared, folder: Path) -> int:
+def _run_headless(prepared, folder, positions: list[int] | None) -> int:
     from app.headless import HeadlessPrinter, print_line, summary_table
+    from app.signals import SignalStop
     from sessions.runner import ExperimentRunner
     from sessions.summary import exit_status
 
     printer = HeadlessPrinter()
-    runner = ExperimentRunner(prepared, folder, sinks=[printer])
-
-    def interrupt(signum, frame):  # end cleanly: the evidence folder stays complete
-        runner.quit_requested = True
-        runner.control.terminate("interrupted by signal")
-
-    old = signal.signal(signal.SIGINT, interrupt)
-    signal.signal(signal.SIGTERM, interrupt)
-    print_line(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder}")
+    runner = ExperimentRunner(prepared, folder, sinks=[printer], positions=positions,
+                              resumed=positions is not None)
+    signals = SignalStop(lambda name: runner.control.stop_run("signal", name, f"signal:{name}"),
+                         folder.root).install()
+    print_line(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder.root}")
     printer.start()
     try:
         summary = runner.run()
     finally:
         printer.stop()
-        signal.signal(signal.SIGINT, old)
+        signals.restore()
+    if summary is None:
+        print(f"oakwatch: error: the run could not write its final records ({runner.fatal}); free space, "
+              f"then `oakwatch recover {folder.root}`", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if not printer.closed:
-        print_line("\n" + summary_table(summary, runner.results) + f"\nevidence: {folder} "
-                   f"(check with: oakwatch verify {folder})")
+        print_line("\n" + summary_table(summary, runner.results) + f"\nevidence: {folder.root} "
+                   f"(check with: oakwatch verify {folder.root})")
+    if summary.missing_positions:
+        print_line(f"positions without a valid trial: {summary.missing_positions}; "
+                   f"`oakwatch run --resume {folder.root}` reruns them")
     return exit_status(summary)
 
 
-def _verify(folder: Path) -> int:
-    from sessions.verify import verify_experiment
+def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None) -> int:
+    from sessions.experiment_folder import root_hash
+    from sessions.verify import audit
 
-    problems = verify_experiment(folder)
+    if not folder.is_dir():
+        return _fail(f"{folder}: not a folder")
+    report = audit(folder, deep=deep)
+    problems = report.interrupted + report.problems
+    root = root_hash(folder) if (folder / "SHA256SUMS").is_file() else None
+    if expect_root is not None and root != expect_root.strip().lower():
+        problems.append(f"root hash is {root}, not the published {expect_root} (the folder differs from the one "
+                        f"whose root was published)")
     if problems:
         for p in problems:
             print(f"FAIL {p}", file=sys.stderr)
-        print(f"oakwatch verify: {len(problems)} problem(s) in {folder}", file=sys.stderr)
-        return 1
-    print(f"oakwatch verify: {folder} OK (checksums, trace, inputs, results and summary reconcile)")
-    return 0
+        kind = "interrupted" if report.interrupted and not report.problems else "problem(s)"
+        print(f"oakwatch verify: {len(problems)} {kind} in {folder}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    print(f"oakwatch verify: {folder} OK (files, hash chains, trace, inputs, memory, frames, results, "
+          f"run log and summary reconcile{'; every frame decoded' if deep else ''})")
+    if print_root:
+        print(f"root: {root}")
+    return EXIT_OK
 
 
 def _replay(trial: Path, rom: Path | None) -> int:
     from sessions.experiment import PreflightError
+    from sessions.reader import FormatProblem
     from sessions.replay import Divergence, replay_trial
 
     try:
         report = replay_trial(trial, rom)
     except PreflightError as exc:
         return _fail(str(exc))
+    except FormatProblem as exc:
+        print(f"oakwatch replay: FAIL {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
     except Divergence as exc:
         print(f"oakwatch replay: DIVERGED at {exc}", file=sys.stderr)
-        return 1
+        return EXIT_PROBLEMS
     print(f"oakwatch replay: {trial} matches: {report['decisions']} decisions, {report['actions']} actions, "
           f"milestones {' '.join(report['milestones']) or 'none'}")
-    return 0
+    return EXIT_OK
+
+
+def _recover(folder: Path) -> int:
+    from sessions.durable import EvidenceError
+    from sessions.experiment_folder import FolderBusy
+    from sessions.recover import RecoverRefused, recover
+
+    if not folder.is_dir():
+        return _fail(f"{folder}: not a folder")
+    try:
+        done = recover(folder)
+    except FolderBusy as exc:
+        return _fail(str(exc))
+    except RecoverRefused as exc:
+        print(f"oakwatch recover: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except EvidenceError as exc:
+        print(f"oakwatch recover: {exc}; free space and run it again", file=sys.stderr)
+        return EXIT_PROBLEMS
+    if done.nothing_to_do:
+        print(f"oakwatch recover: {folder} is finished already; nothing to recover")
+        return EXIT_OK
+    for line in done.cut:
+        print(f"  cut {line}")
+    if done.removed:
+        print(f"  removed trial folders that never started: {', '.join(done.removed)}")
+    print(f"oakwatch recover: {folder} finished: {len(done.finished)} trial(s) closed as harness-error "
+          f"(process-died){', voids ' + ', '.join(map(str, done.voided)) if done.voided else ''}; "
+          f"`oakwatch verify {folder}` checks it, `oakwatch run --resume {folder}` reruns what is missing")
+    return EXIT_OK
+
+
+def _frames(trial: Path, decisions: str | None, output: Path) -> int:
+    from sessions.frames_export import ExportError, export_frames
+
+    try:
+        written = export_frames(trial, decisions, output)
+    except ExportError as exc:
+        return _fail(str(exc))
+    print(f"oakwatch frames: {written} PNG file(s) in {output}")
+    return EXIT_OK
 
 
 def _make_state(rom: Path, frames: int, output: Path) -> int:
@@ -160,15 +264,15 @@ def _make_state(rom: Path, frames: int, output: Path) -> int:
         return _fail(f"ROM not found: {rom}")
     if output.exists():
         return _fail(f"state file already exists: {output}")
-    if frames < 1:
-        return _fail("--frames must be at least 1")
+    if not 1 <= frames <= 1_000_000:
+        return _fail("--frames must be between 1 and 1,000,000")
     try:
         info = write_start_state(rom, frames, output)
     except EmulatorError as exc:
         return _fail(str(exc))
     for key, value in info.items():
         print(f"{key}: {value}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -3,12 +3,13 @@
 The run loop is one thread worker owned by the App (`exit_on_error=False`). It publishes
 events into a ConsoleSink (thread-safe latest state plus a bounded trace buffer); every pane
 pulls from it on its own timer. Nothing is posted per frame and the run thread never waits
-on the UI. Operator commands go straight to the runner's current OperatorControl, which
-the loop obeys at decision boundaries.
+on the UI. Operator commands go to the run's one RunControl, which the loop obeys at
+decision boundaries (a pause pressed between trials holds the next one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -24,8 +25,9 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from app.console_state import ConsoleSink
-from engine.control import SPEEDS, OperatorControl
+from engine.control import SPEEDS, RunControl
 from engine.policies.human import HumanPolicy, key_queue, offer
+from engine.trial import utc_now
 from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.frame import FramePane
@@ -53,17 +55,6 @@ def rubric_types() -> dict[str, str]:
     return {k: "" for k in keys}
 
 
-def _make_runner(prepared, folder: Path, sinks: list, control: OperatorControl, policy_factories: dict,
-                 on_control: Callable[[OperatorControl], None]):
-    from sessions.runner import ExperimentRunner
-
-    class ConsoleRunner(ExperimentRunner):
-        def on_new_control(self, control: OperatorControl) -> None:
-            on_control(control)
-
-    return ConsoleRunner(prepared, folder, sinks=sinks, control=control, policy_factories=policy_factories)
-
-
 class OakwatchConsole(App[int]):
     """The operator console. Without `prepared` it shows whatever is fed into `sink` (tests)."""
 
@@ -79,6 +70,7 @@ class OakwatchConsole(App[int]):
         Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
         Binding("minus", "slower", "Slower", key_display="-"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),  # ends the run cleanly too
         # Human play: active only while a human-policy trial runs and no dialog is open.
         Binding("up", "human('UP')", "Up", show=False, priority=True),
         Binding("down", "human('DOWN')", "Down", show=False, priority=True),
@@ -90,12 +82,12 @@ class OakwatchConsole(App[int]):
         Binding("backspace", "human('SELECT')", "SELECT", key_display="⌫", priority=True),
     ]
 
-    def __init__(self, prepared=None, folder: Path | None = None, *, speed: float | None = 1.0,
+    def __init__(self, prepared=None, folder=None, *, speed: float | None = 1.0,
                  sink: ConsoleSink | None = None, start_run: bool = True,
                  clock: Callable[[], float] = time.monotonic, frame_fps: float = 30.0,
                  max_speed_fps: float = 5.0,
                  human_labels: Iterable[str] | None = None, theme: str | None = None,
-                 policy_factories: dict | None = None):
+                 policy_factories: dict | None = None, positions: list[int] | None = None):
         super().__init__()
         experiment_id = prepared.manifest.experiment_id if prepared is not None else ""
         self.prepared = prepared
@@ -109,13 +101,14 @@ class OakwatchConsole(App[int]):
         # time taken from the run, and no eye follows 1,000 actions a second: the console then
         # refreshes 5 times a second (frame, trace and all). Paced runs get 30 fps, trace 10 Hz.
         self.max_speed_fps = max_speed_fps
-        self.control = OperatorControl(speed)
+        self.control = RunControl(speed)
         self.human_keys = key_queue()
         self.runner = None
         self.summary: dict | None = None
         self.run_error: str | None = None
         self._quitting = False
         self._run_worker: Worker | None = None
+        self.event_loop: asyncio.AbstractEventLoop | None = None
         if human_labels is not None:
             self.human_labels = frozenset(human_labels)
         elif prepared is not None:
@@ -127,9 +120,12 @@ class OakwatchConsole(App[int]):
         self._step_from: int | None = None
         self._errors_shown = 0
         if prepared is not None and start_run:
+            from sessions.runner import ExperimentRunner
+
             factories = {"human": self._human_policy, **(policy_factories or {})}
-            self.runner = _make_runner(prepared, folder, [self.sink], self.control, factories,
-                                       self._on_new_control)
+            self.runner = ExperimentRunner(prepared, folder, sinks=[self.sink], control=self.control,
+                                           policy_factories=factories, positions=positions,
+                                           resumed=positions is not None)
         for t in THEMES.values():
             self.register_theme(t)
         chosen = theme or load_config().get("theme") or DEFAULT_THEME
@@ -154,6 +150,7 @@ class OakwatchConsole(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.event_loop = asyncio.get_running_loop()  # where signal handlers hand their work
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._panes = (self.query_one(FramePane), self.query_one(TracePane),
                        (self.query_one(StatusBar), self.query_one(BudgetsPane), self.query_one(LadderPane),
@@ -221,19 +218,10 @@ class OakwatchConsole(App[int]):
         self.summary = self.runner.run()
         return self.summary
 
-    def _on_new_control(self, control: OperatorControl) -> None:
-        """Runner hook (run thread): keep our reference to the control of the trial now starting."""
-        self.control = control
-
-    def _human_policy(self, condition) -> HumanPolicy:
+    def _human_policy(self, condition, trial_number: int) -> HumanPolicy:
         def should_stop() -> str | None:
-            runner = self.runner
-            if runner is None:
-                return None
-            reason = runner.control.terminate_reason
-            if reason is None and runner.quit_requested:
-                return "operator quit"
-            return reason
+            request = self.control.request
+            return None if request is None else (request.detail or request.reason)
 
         return HumanPolicy(self.human_keys, should_stop)
 
@@ -244,6 +232,8 @@ class OakwatchConsole(App[int]):
         if state == WorkerState.SUCCESS:
             last = self.sink.results[-1].get("termination_reason") if self.sink.results else None
             detail = "operator quit" if self._quitting else "run complete"
+            if self.summary is None and self.runner is not None and self.runner.fatal:
+                detail = f"the run could not write its final records: {self.runner.fatal}"
             self.sink.mark("finished", detail + (f" (last trial: {last})" if last else ""))
         elif state == WorkerState.ERROR:
             error = event.worker.error
@@ -270,7 +260,7 @@ class OakwatchConsole(App[int]):
         if self.run_error is not None:
             return 2
         if self.summary is None:
-            return 0 if self.runner is None else 2
+            return 0 if self.runner is None or (self._quitting and self._run_worker is None) else 2
         from sessions.summary import exit_status
 
         return exit_status(self.summary)
@@ -323,33 +313,48 @@ class OakwatchConsole(App[int]):
         if self.runner is None or self.run_done:
             self.notify("No trial is running.", severity="warning", timeout=3)
             return
+        # What the operator is looking at now is what the tag is about, however long the typing.
         status = self.sink.status()
+        captured = {"trial_key": status.trial_key, "decision_id": status.decisions,
+                    "frame_sha256": status.frame_sha256, "frame_index": status.frame_index,
+                    "opened_utc": utc_now()}
+
+        def check(tag: dict) -> str | None:
+            try:
+                self.control.tag({**tag, **captured}, commit=False)
+            except (ValueError, LookupError, RuntimeError) as exc:
+                return str(exc)
+            return None
 
         def done(tag: dict | None) -> None:
             if tag is None:
                 return
             try:
-                self.control.tag(tag)
-            except RuntimeError as exc:
+                record = self.control.tag({**tag, **captured})
+            except (ValueError, LookupError, RuntimeError) as exc:
                 self.notify(f"Not tagged: {exc}", severity="error", timeout=5)
             else:
-                self.notify(f"Tagged {tag['type']} ({tag['severity']})", timeout=3)
+                self.notify(f"Tagged {record.type} ({record.severity}) at {record.trial_key} decision "
+                            f"{record.decision_id}", timeout=3)
 
-        self.push_screen(TagDialog(rubric_types(), status.decisions), done)
+        self.push_screen(TagDialog(rubric_types(), status.decisions, status.trial_key, check), done)
 
     def action_end_trial(self) -> None:
         if self.runner is None or self.run_done:
             self.notify("No trial is running.", severity="warning", timeout=3)
             return
-        control = self.control
         trial_key = self.sink.status().trial_key
+        by_player = self._human_active  # a human player ending their own trial has played it
 
         def done(reason: str | None) -> None:
             if reason:
-                control.terminate(reason)
+                if self.sink.status().trial_key != trial_key:
+                    self.notify(f"Trial {trial_key} had already ended.", severity="warning", timeout=4)
+                    return
+                self.control.end_trial(reason, by_player=by_player)
                 self.notify(f"Ending trial {trial_key}: {reason}", timeout=4)
 
-        self.push_screen(EndTrialDialog(trial_key), done)
+        self.push_screen(EndTrialDialog(trial_key, by_player=by_player), done)
 
     def action_end_trial_human(self) -> None:
         self.action_end_trial()
@@ -375,29 +380,26 @@ class OakwatchConsole(App[int]):
 
     async def action_quit(self) -> None:
         """End the run cleanly (evidence complete), then exit once the worker has finished."""
+        self.stop_run("operator-quit", "operator quit")
+
+    def stop_run(self, reason: str, detail: str, cause: str | None = None) -> None:
+        """Quit or a signal: end the current trial (invalid), start no other, exit when the run is done."""
         if self.runner is None or self._run_worker is None or self.run_done:
+            if self.runner is not None and self._run_worker is None:
+                self.summary = self.runner.close_unstarted(reason)  # the run never started
             self._quitting = True  # a run not started yet never starts
             self.exit(self.exit_status(), return_code=self.exit_status())
             return
         if self._quitting:
             return
         self._quitting = True
-        self.request_stop("operator quit")
+        self.control.stop_run(reason, detail, cause)
         self.sink.mark("quitting", "ending the run cleanly…")
-
-    def request_stop(self, reason: str) -> None:
-        runner = self.runner
-        if runner is None:
-            return
-        runner.quit_requested = True
-        runner.control.terminate(reason)
-        if self.control is not runner.control:
-            self.control.terminate(reason)
 
     async def on_unmount(self) -> None:
         # However the app ends, never leave the run thread going (the process would hang).
         if self.runner is not None and not self.run_done:
-            self.request_stop("console closed")
+            self.control.stop_run("operator-quit", "console closed")
 
     # -- command palette -------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -417,12 +419,38 @@ class OakwatchConsole(App[int]):
                                 lambda n=name: setattr(self, "theme", n))
 
 
-def run_console(prepared, folder: Path, speed: float | None = 1.0) -> int:
-    """Open the console on a prepared experiment; returns the exit status (as headless does)."""
-    app = OakwatchConsole(prepared, folder, speed=speed)
-    app.run()
+def run_console(prepared, folder, speed: float | None = 1.0, positions: list[int] | None = None) -> int:
+    """Open the console on a prepared experiment; returns the exit status (as headless does).
+    SIGINT, SIGTERM and SIGHUP end the run cleanly, like q; a second one exits at once."""
+    from app.signals import SignalStop
+
+    app = OakwatchConsole(prepared, folder, speed=speed, positions=positions)
+
+    def defer(callback) -> None:
+        loop = app.event_loop
+        if loop is not None:
+            loop.call_soon_threadsafe(callback)
+        else:  # the app has not started: nothing is running yet
+            callback()
+
+    def on_signal(name: str) -> None:
+        app.stop_run("signal", name, f"signal:{name}")
+
+    def restore_terminal() -> None:
+        driver = getattr(app, "_driver", None)
+        if driver is not None:
+            try:
+                driver.stop_application_mode()
+            except Exception:
+                pass
+
+    signals = SignalStop(on_signal, folder.root, defer=defer, on_second=restore_terminal).install()
+    try:
+        app.run()
+    finally:
+        signals.restore()
     if app.return_code not in (None, 0) and app.summary is None:
         return app.return_code
     status = app.exit_status()
-    print(f"evidence: {folder} (check with: oakwatch verify {folder})")
+    print(f"evidence: {folder.root} (check with: oakwatch verify {folder.root})")
     return status

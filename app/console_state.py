@@ -46,20 +46,22 @@ class StatusSnapshot:
     experiment_id: str
     label: str | None = None
     trial_key: str | None = None
-    trial_number: int | None = None
-    trials_total: int | None = None
+    schedule_index: int | None = None  # this trial's place in the whole schedule, from 1
+    trials_total: int | None = None  # trials in the schedule, across conditions
     state: str = "starting"  # starting, running, paused, stepping, ended, quitting, finished
     detail: str | None = None
     decisions: int = 0
     elapsed: float = 0.0
     error: str | None = None
+    frame_sha256: str | None = None  # the frame the last recorded decision ended on
+    frame_index: int | None = None
 
 
 @dataclass
 class LadderSnapshot:
     milestones: tuple[tuple[str, str, int], ...] = ()
     pre_satisfied: tuple[str, ...] = ()
-    awards: dict[str, dict] = field(default_factory=dict)  # id -> Award.as_record()
+    awards: dict[str, dict] = field(default_factory=dict)  # id -> MilestoneAward as a dict
     version: int = 0
 
 
@@ -73,6 +75,8 @@ class MemorySnapshot:
 
 class ConsoleSink:
     """Thread-safe latest state of the run, plus a bounded buffer of pending trace items."""
+
+    wants_budgets = True  # the loop builds BudgetUpdated events only for sinks that show them
 
     def __init__(self, experiment_id: str = "", clock: Callable[[], float] = time.monotonic):
         self._lock = threading.Lock()
@@ -113,11 +117,11 @@ class ConsoleSink:
             if isinstance(event, FrameCaptured):
                 self._set_frame(event.frame, event.decision_id, event.frame_sha256, event.frame_index)
             elif isinstance(event, DecisionRecorded):
-                t = event.trace
-                self._status.decisions = t["decision_id"]
+                t = event.trace  # a TraceLine: formatted on the UI thread, not here
+                self._status.decisions = t.decision_id
+                self._status.frame_sha256, self._status.frame_index = t.result_frame_sha256, t.result_frame_index
                 self._status_version += 1
-                self._set_frame(event.frame, t["decision_id"], t["result_frame_sha256"],
-                                t["result_frame_index"])
+                self._set_frame(event.frame, t.decision_id, t.result_frame_sha256, t.result_frame_index)
                 self._push("decision", t)
             elif isinstance(event, BudgetUpdated):
                 self._budgets = event.budgets
@@ -128,13 +132,13 @@ class ConsoleSink:
                 conflicts = m.contradictions if event.contradictions is None else event.contradictions
                 self._memory = MemorySnapshot(facts, conflicts, event.last_read, m.version + 1)
             elif isinstance(event, MilestoneReached):
-                record = event.award.as_record()
+                record = event.award.model_dump()
                 lad = self._ladder
                 self._ladder = LadderSnapshot(lad.milestones, lad.pre_satisfied,
                                               {**lad.awards, record["id"]: record}, lad.version + 1)
                 self._push("milestone", record)
             elif isinstance(event, AnnotationAdded):
-                self._push("annotation", event.record)
+                self._push("annotation", event.record.model_dump())
             elif isinstance(event, StateChanged):
                 self._status.state = event.state
                 self._status.detail = event.detail
@@ -144,8 +148,9 @@ class ConsoleSink:
             elif isinstance(event, TrialStarted):
                 s = self._status
                 s.label, s.trial_key = event.label, event.trial_key
-                s.trial_number, s.trials_total = event.trial_number, event.trials_total
+                s.schedule_index, s.trials_total = event.position + 1, event.schedule_length
                 s.state, s.detail, s.decisions = "running", None, 0
+                s.frame_sha256, s.frame_index = event.frame_sha256, event.frame_index
                 self._status_version += 1
                 self._ladder = LadderSnapshot(event.milestones, event.pre_satisfied, {},
                                               self._ladder.version + 1)
@@ -154,10 +159,10 @@ class ConsoleSink:
                 self._budgets_version += 1
                 self._set_frame(event.frame, 0, event.frame_sha256, event.frame_index)
                 self._push("trial", {"trial_key": event.trial_key, "label": event.label,
-                                     "trial_number": event.trial_number, "trials_total": event.trials_total,
+                                     "schedule_index": event.position + 1, "trials_total": event.schedule_length,
                                      "frame_sha256": event.frame_sha256})
             elif isinstance(event, TrialEnded):
-                r = event.result
+                r = event.result.model_dump(mode="json")
                 self.results.append(r)
                 s = self._status
                 s.state, s.detail = "ended", r.get("termination_reason")
@@ -214,9 +219,10 @@ class ConsoleSink:
     def status(self) -> StatusSnapshot:
         with self._lock:
             s = self._status
-            return StatusSnapshot(s.experiment_id, s.label, s.trial_key, s.trial_number, s.trials_total,
+            return StatusSnapshot(s.experiment_id, s.label, s.trial_key, s.schedule_index, s.trials_total,
                                   s.state, s.detail, s.decisions,
-                                  (self._stopped or self.clock()) - self._started, s.error)
+                                  (self._stopped or self.clock()) - self._started, s.error,
+                                  s.frame_sha256, s.frame_index)
 
     def drain_trace(self) -> list[tuple[str, object]]:
         with self._lock:

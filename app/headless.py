@@ -18,7 +18,7 @@ def print_line(line: str, out: TextIO = sys.stdout) -> bool:
     try:
         print(line, file=out, flush=True)
         return True
-    except (BrokenPipeError, ValueError):  # reader closed the pipe / stream already closed
+    except (OSError, ValueError):  # reader closed the pipe, terminal hung up, stream already closed
         if out is sys.stdout:  # keep the interpreter's own final flush from complaining
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -62,37 +62,37 @@ class HeadlessPrinter:
     def handle(self, event: Event) -> None:
         if isinstance(event, TrialStarted):
             self._trial, self._decision, self._actions, self._points = event.trial_key, 0, 0, 0
-            self._print(trial_started_line(event.trial_key, event.trial_number, event.trials_total,
+            self._print(trial_started_line(event.trial_key, event.position + 1, event.schedule_length,
                                            event.frame_sha256))
         elif isinstance(event, DecisionRecorded):
-            self._decision = event.trace["decision_id"]
-            self._actions += event.trace["accepted_actions"]
+            self._decision = event.trace.decision_id
+            self._actions += event.trace.accepted_actions
         elif isinstance(event, MilestoneReached):
             a = event.award
             self._points += a.points
-            self._print(f"  ✓ {milestone_line(a.as_record())}")
+            self._print(f"  ✓ {milestone_line(a.model_dump())}")
         elif isinstance(event, TrialEnded):
-            r = event.result
-            self._print(trial_ended_line(r))
+            self._print(trial_ended_line(event.result.model_dump()))
             self._trial = ""
 
 
-def summary_table(summary: dict, results: list[dict]) -> str:
+def summary_table(summary, results: list) -> str:
+    """The trials run (engine.records.TrialResult) and the series (sessions.records.Summary)."""
     rows = [("trial", "outcome", "deepest", "points", "actions", "decisions", "cost", "end reason")]
     for r in results:
-        t = r["telemetry"]
-        cost = t.get("cost_usd")
-        rows.append((r["trial_key"], r["outcome"], r["deepest_milestone"] or "-",
-                     f"{r['progress_points']}/{r['total_points']}", str(t.get("accepted_actions", "-")),
-                     str(t.get("decisions", "-")), "unknown" if cost is None else f"${cost:.4f}",
-                     r["termination_reason"]))
+        t = r.telemetry
+        cost = t.cost_usd if t else None
+        why = r.termination_reason + (f" ({r.invalid_cause})" if r.invalid_cause else "")
+        rows.append((r.trial_key, r.outcome, r.deepest_milestone or "-", f"{r.progress_points}/{r.total_points}",
+                     str(t.accepted_actions) if t else "-", str(t.decisions) if t else "-",
+                     "unknown" if cost is None else f"${cost:.4f}", why))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    rate = summary["success_rate"]
+    rate = summary.success_rate
     lines.append("")
-    lines.append(f"runs: {summary['completed']}/{summary['requested']} completed, {summary['valid']} valid, "
-                 f"{summary['successful']} succeeded, {summary['failed']} failed, {summary['invalid']} invalid; "
+    lines.append(f"runs: {summary.completed}/{summary.requested} positions hold a valid trial, "
+                 f"{summary.successful} succeeded, {summary.failed} failed, {summary.invalid} invalid attempt(s); "
                  f"success rate {'n/a' if rate is None else f'{rate:.0%}'}"
-                 + (f"; stopped early: {summary['stop_reason']}" if summary["stopped_early"] else ""))
+                 + (f"; stopped early: {summary.stop_reason}" if summary.stopped_early else ""))
     return "\n".join(lines)

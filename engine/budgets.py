@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.policy import Usage
+from engine.records import Usage
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,15 @@ class Budgets:
             self.tokens = None
         else:
             self.tokens += total
+
+    def calls_left(self) -> int | None:
+        if self.limits.model_decisions is None:
+            return None
+        return max(0, self.limits.model_decisions - self.model_decisions)
+
+    def wall_time_exhausted(self) -> bool:
+        minutes = self.limits.wall_time_minutes
+        return minutes is not None and self.active_seconds >= minutes * 60
 
     def actions_left(self) -> int | None:
         if self.limits.accepted_actions is None:

@@ -19,7 +19,8 @@ Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: `"certainty": true` or `"0.8"` is not a number; NaN and infinity are not certainties
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class Observed(_Strict):
@@ -57,12 +58,16 @@ def parse_response(raw: str, max_actions: int, allowed: frozenset[str] | None = 
     """Parse and validate one raw response; raise ContractError naming every problem."""
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:  # JSONDecodeError, an integer over 4300 digits, bad bytes
         raise ContractError(f"response is not a JSON object: {exc}") from None
+    except RecursionError:
+        raise ContractError("response is not a JSON object: nested too deeply") from None
     if not isinstance(data, dict):
         raise ContractError("response is not a JSON object")
     try:
         response = AgentResponse.model_validate(data)
+    except RecursionError:
+        raise ContractError("response nested too deeply") from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())

@@ -1,8 +1,13 @@
-"""Operator control of a running trial: pause, resume, step, terminate, tag, pacing.
+"""Operator control of a run: one long-lived object for every trial of it.
 
-Commands may come from any thread (the console's UI thread, a signal handler); the loop
-obeys them at decision boundaries. Time spent paused or pacing is counted apart so the
-wall-time budget measures only the agent's own time.
+Commands (pause, resume, step, end the trial, stop the run, tag, pacing) may come from any
+thread: the console's UI thread, a signal handler. The loop obeys them at decision
+boundaries; a request to end interrupts a policy call in flight through the canceller the
+trial registers. Pause and pacing outlive a trial (a pause pressed between trials holds the
+next one); an end request belongs to the trial it was made in.
+
+States: running -> paused <-> stepping, and any -> stopping (the run is ending). Time spent
+paused or pacing is counted apart so the wall-time budget measures only the agent's time.
 """
 
 from __future__ import annotations
@@ -11,101 +16,175 @@ import threading
 import time
 from collections.abc import Callable
 
+from engine.outcomes import EndRequest
+
 SPEEDS: tuple[float | None, ...] = (1.0, 2.0, 4.0, None)  # None: as fast as possible
 
+RUNNING, PAUSED, STEPPING, STOPPING = "running", "paused", "stepping", "stopping"
 
-class OperatorControl:
+Tagger = Callable[[dict, bool], object]  # (annotation, commit) -> the record; raises to refuse
+
+
+class TagForAnotherTrial(LookupError):
+    """The tag was begun in a trial that is no longer the one running."""
+
+
+class RunControl:
     def __init__(self, speed: float | None = None):
         self._cond = threading.Condition()
-        self._paused = False
+        self._state = RUNNING
         self._steps = 0
-        self._terminate: str | None = None
+        self._end: EndRequest | None = None  # for the current trial
+        self._stop: EndRequest | None = None  # for the whole run
         self.speed = speed
-        self.held_seconds = 0.0  # paused or pacing, excluded from the wall-time budget
-        self._tagger: Callable[[dict], dict] | None = None
+        self.held_seconds = 0.0  # this trial's paused or pacing time, excluded from wall time
+        self._tagger: Tagger | None = None
+        self._late_tagger: Tagger | None = None  # tags for a trial that has ended
+        self._canceller: Callable[[], None] | None = None
         self._listeners: list[Callable[[str], None]] = []
 
-    # -- commands (any thread) ---------------------------------------------------------
+    # -- commands (any thread) ------------------------------------------------------------------
     def pause(self) -> None:
-        with self._cond:
-            self._paused = True
-            self._steps = 0
-            self._cond.notify_all()
-        self._announce("paused")
+        self._transition(lambda: PAUSED if self._state != STOPPING else None)
 
     def resume(self) -> None:
-        with self._cond:
-            self._paused = False
-            self._cond.notify_all()
-        self._announce("running")
+        self._transition(lambda: RUNNING if self._state in (PAUSED, STEPPING) else None)
 
     def toggle_pause(self) -> None:
         (self.resume if self.paused else self.pause)()
 
     def step(self) -> None:
         """While paused, let exactly one more decision run."""
-        with self._cond:
-            if not self._paused:
-                return
+        def to() -> str | None:
+            if self._state not in (PAUSED, STEPPING):
+                return None
             self._steps += 1
-            self._cond.notify_all()
-        self._announce("stepping")
+            return STEPPING
+        self._transition(to)
 
-    def terminate(self, reason: str) -> None:
+    def end_trial(self, detail: str, *, by_player: bool = False) -> EndRequest:
+        """End the current trial: an operator's abort (invalid), or a human player's own end."""
+        request = EndRequest("player-ended" if by_player else "operator-abort", detail or "no reason given")
         with self._cond:
-            self._terminate = reason or "no reason given"
+            if self._end is None:
+                self._end = request
             self._cond.notify_all()
+        self._cancel()
+        return request
 
-    def tag(self, annotation: dict) -> dict:
-        """Append an operator annotation now, whatever the loop is doing."""
-        if self._tagger is None:
-            raise RuntimeError("no trial is running")
-        return self._tagger(annotation)
+    def stop_run(self, reason: str, detail: str | None = None, cause: str | None = None) -> None:
+        """End the current trial and start no other (operator quit, a signal). The first reason wins."""
+        with self._cond:
+            if self._stop is None:
+                self._stop = EndRequest(reason, detail, cause, stop_run=True)
+            self._state = STOPPING
+            self._cond.notify_all()
+        self._cancel()
+        self._announce(STOPPING)
+
+    def tag(self, annotation: dict, commit: bool = True):
+        """Record an operator annotation now, whatever the loop is doing (commit=False only checks
+        it). A tag begun in a trial that has since ended goes to the late tagger."""
+        tagger = self._tagger
+        if tagger is not None:
+            try:
+                return tagger(annotation, commit)
+            except TagForAnotherTrial:
+                pass
+        if self._late_tagger is not None:
+            return self._late_tagger(annotation, commit)
+        raise RuntimeError("no trial is running")
+
+    def set_late_tagger(self, tagger: Tagger | None) -> None:
+        self._late_tagger = tagger
 
     def set_speed(self, speed: float | None) -> None:
         with self._cond:
             self.speed = speed
             self._cond.notify_all()
 
-    # -- state -------------------------------------------------------------------------
+    # -- state ----------------------------------------------------------------------------------
     @property
-    def paused(self) -> bool:
-        return self._paused
+    def state(self) -> str:
+        return self._state
 
     @property
-    def terminate_reason(self) -> str | None:
-        return self._terminate
+    def paused(self) -> bool:
+        return self._state in (PAUSED, STEPPING)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop is not None
+
+    @property
+    def request(self) -> EndRequest | None:
+        """What ends the current trial now, if anything: a run stop outranks a trial end."""
+        return self._stop or self._end
+
+    @property
+    def stop_request(self) -> EndRequest | None:
+        return self._stop
 
     def on_state(self, listener: Callable[[str], None]) -> None:
         self._listeners.append(listener)
 
+    def _transition(self, to: Callable[[], str | None]) -> None:
+        with self._cond:
+            new = to()
+            if new is None:
+                return
+            if new == RUNNING:
+                self._steps = 0
+            self._state = new
+            self._cond.notify_all()
+        self._announce(new)
+
     def _announce(self, state: str) -> None:
-        for listener in self._listeners:
+        for listener in list(self._listeners):
             listener(state)
 
-    # -- loop side ---------------------------------------------------------------------
-    def attach(self, tagger: Callable[[dict], dict] | None) -> None:
-        self._tagger = tagger
+    def _cancel(self) -> None:
+        canceller = self._canceller
+        if canceller is not None:
+            canceller()
 
-    def checkpoint(self) -> str | None:
-        """Block while paused; consume one step if stepping. Return a terminate reason or None."""
+    # -- loop side ------------------------------------------------------------------------------
+    def begin_trial(self, tagger: Tagger | None,
+                    canceller: Callable[[], None] | None = None) -> None:
+        with self._cond:
+            self._end = None
+            self.held_seconds = 0.0
+            self._tagger = tagger
+            self._canceller = canceller
+
+    def end_of_trial(self) -> None:
+        with self._cond:
+            self._tagger = None
+            self._canceller = None
+
+    def checkpoint(self) -> EndRequest | None:
+        """Block while paused; consume one step if stepping. Return what ends the trial, or None."""
         start = time.monotonic()
         with self._cond:
-            while self._paused and self._steps == 0 and self._terminate is None:
+            while self._state == PAUSED and self.request is None:
                 self._cond.wait(0.25)
-            if self._paused and self._steps > 0:
+            if self._state == STEPPING and self.request is None:
                 self._steps -= 1
+                if self._steps <= 0:
+                    self._steps = 0
+                    self._state = PAUSED  # the stepped decision runs; the next checkpoint holds
         self.held_seconds += time.monotonic() - start
-        return self._terminate
+        return self.request
 
-    def pace(self, emulated_seconds: float, started: float) -> str | None:
+    def pace(self, emulated_seconds: float, started: float) -> EndRequest | None:
         """Wait until emulated_seconds / speed of real time has passed since `started`."""
         start = time.monotonic()
         with self._cond:
-            while self._terminate is None and self.speed is not None:
+            while self.request is None and self.speed is not None:
                 remaining = emulated_seconds / self.speed - (time.monotonic() - started)
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
         self.held_seconds += time.monotonic() - start
-        return self._terminate
+        return self.request
+

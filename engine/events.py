@@ -1,4 +1,8 @@
-"""Events the trial loop emits. Writers and displays consume them; none of them drive the run."""
+"""Events the trial loop emits. The recorder writes the records they carry; displays draw them.
+
+The first sink is the trial's recorder: if it fails (a full disk, a dead frame store) it raises
+SinkFailure and the loop ends the trial as an invalid run. Display sinks never raise.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,32 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.ladder import Award
+from engine.records import (
+    Annotation,
+    InputLine,
+    MemoryOp,
+    MilestoneAward,
+    ResponseLine,
+    TraceLine,
+    TrialResult,
+)
+
+
+class SinkFailure(RuntimeError):
+    """A sink that must not fail did (the evidence recorder): the trial cannot go on."""
+
+    def __init__(self, message: str, cause: str = "evidence-io-error"):
+        super().__init__(message)
+        self.cause = cause  # invalid_cause: disk-full, frame-store-failed, evidence-io-error
 
 
 @dataclass(frozen=True)
 class TrialStarted:
     trial_key: str  # "<blinded label>-<NN>"
     label: str
-    trial_number: int
-    trials_total: int
+    trial_number: int  # within its condition
+    position: int  # in the schedule, from 0
+    schedule_length: int  # trials in the whole experiment, across conditions
     frame: np.ndarray
     frame_sha256: str
     frame_index: int
@@ -35,49 +56,21 @@ class FrameCaptured:
 
 
 @dataclass(frozen=True)
-class Attempt:
-    raw: str
-    valid: bool
-    error: str | None
-    model_id: str | None
-    response_id: str | None
-    latency_ms: float | None
-    usage: dict | None
-
-
-@dataclass(frozen=True)
-class InputRecord:
-    decision_id: int
-    index: int  # position within the decision
-    action: str
-    press_frame: int | None
-    release_frame: int | None
-    capture_frame: int
-    frame_sha256: str
-
-    def record(self) -> dict:
-        return {"decision_id": self.decision_id, "index": self.index, "action": self.action,
-                "press_frame": self.press_frame, "release_frame": self.release_frame,
-                "capture_frame": self.capture_frame, "frame_sha256": self.frame_sha256}
-
-
-@dataclass(frozen=True)
 class DecisionRecorded:
-    trace: dict  # the trace.jsonl line, every field of seed 000's record
-    attempts: tuple[Attempt, ...]
-    inputs: tuple[InputRecord, ...]
+    trace: TraceLine  # without the recorder's chain fields
+    response: ResponseLine
+    inputs: tuple[InputLine, ...]
     frame: np.ndarray  # the frame after the decision's last action (or unchanged)
-    observed: dict | None
 
 
 @dataclass(frozen=True)
 class MilestoneReached:
-    award: Award
+    award: MilestoneAward
 
 
 @dataclass(frozen=True)
 class MemoryChanged:
-    op: dict  # the memory.jsonl line
+    op: MemoryOp
     # The whole store after the change, for displays; None when the op only read (unchanged).
     facts: tuple[dict, ...] | None = None
     contradictions: tuple[tuple[str, ...], ...] | None = None
@@ -91,12 +84,12 @@ class BudgetUpdated:
 
 @dataclass(frozen=True)
 class AnnotationAdded:
-    record: dict
+    record: Annotation
 
 
 @dataclass(frozen=True)
 class StateChanged:
-    """Operator-visible run state: running, paused, stepping, ended."""
+    """Operator-visible run state: running, paused, stepping, stopping, ended."""
 
     state: str
     detail: str | None = None
@@ -104,7 +97,7 @@ class StateChanged:
 
 @dataclass(frozen=True)
 class TrialEnded:
-    result: dict  # result.json's content
+    result: TrialResult
 
 
 Event = (TrialStarted | FrameCaptured | DecisionRecorded | MilestoneReached | MemoryChanged

@@ -14,15 +14,26 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Sample = dict[str, "int | list[int]"]
 
 
+Name = Annotated[str, Field(min_length=1, max_length=64)]
+Text = Annotated[str, Field(max_length=500)]
+Value = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]  # what a probed field can hold (u8 .. u32le)
+ADDRESS_SPACE = {"gb": 0x10000, "gbc": 0x10000, "gba": 0x1_0000_0000}
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `true` is not a number and "12" is not 12
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class RamField(_Strict):
     address: Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
     kind: Literal["u8", "u16le", "u32le", "bytes"] = "u8"
     length: Annotated[int, Field(ge=1, le=256)] = 1
-    source: str | None = None  # where the address comes from (disassembly symbol, our RAM.md)
+    source: Text | None = None  # where the address comes from (disassembly symbol, our RAM.md)
+
+    @property
+    def width(self) -> int:
+        return {"u8": 1, "u16le": 2, "u32le": 4}.get(self.kind, self.length)
 
     @model_validator(mode="after")
     def _length_matches_kind(self) -> RamField:
@@ -34,15 +45,15 @@ class RamField(_Strict):
 class Condition(_Strict):
     """One test on one probed field; every key given must hold."""
 
-    field: str
-    eq: int | None = None
-    ne: int | None = None
-    ge: int | None = None
-    le: int | None = None
+    field: Name
+    eq: Value | None = None
+    ne: Value | None = None
+    ge: Value | None = None
+    le: Value | None = None
     bit_set: Annotated[int, Field(ge=0, le=31)] | None = None
     bit_clear: Annotated[int, Field(ge=0, le=31)] | None = None
-    contains: int | None = None
-    lacks: int | None = None
+    contains: Annotated[int, Field(ge=0, le=255)] | None = None  # a byte of a `bytes` field
+    lacks: Annotated[int, Field(ge=0, le=255)] | None = None
 
     @model_validator(mode="after")
     def _has_test(self) -> Condition:
@@ -99,10 +110,10 @@ class Condition(_Strict):
 
 
 class MilestoneDef(_Strict):
-    id: str
-    name: str
-    points: Annotated[int, Field(ge=0)]
-    all: Annotated[list[Condition], Field(min_length=1)]
+    id: Name
+    name: Annotated[str, Field(max_length=200)]
+    points: Annotated[int, Field(ge=0, le=1_000_000)]
+    all: Annotated[list[Condition], Field(min_length=1, max_length=64)]
 
     def holds(self, sample: Sample) -> bool:
         return all(c.holds(sample) for c in self.all)
@@ -115,25 +126,32 @@ class MilestoneDef(_Strict):
 
 
 class Position(_Strict):
-    map: str
-    x: str
-    y: str
+    map: Name
+    x: Name
+    y: Name
 
 
 class GameDefinition(_Strict):
-    id: str
-    title: str
+    id: Name
+    title: Annotated[str, Field(max_length=200)]
     platform: Literal["gb", "gbc", "gba"]
     rom_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
-    fields: dict[str, RamField]
-    ready: list[Condition] = []  # probe results mean nothing until these hold (e.g. an init magic byte)
+    fields: Annotated[dict[Name, RamField], Field(min_length=1, max_length=1024)]
+    # probe results mean nothing until these hold (e.g. an init magic byte)
+    ready: Annotated[list[Condition], Field(max_length=64)] = []
     position: Position | None = None  # for route tracking
-    progress_fields: list[str] = []  # a change in any of these resets route-repetition tracking
-    milestones: Annotated[list[MilestoneDef], Field(min_length=1)]
-    final_milestone: str | None = None  # defaults to the last rung
+    # a change in any of these resets route-repetition tracking
+    progress_fields: Annotated[list[Name], Field(max_length=1024)] = []
+    milestones: Annotated[list[MilestoneDef], Field(min_length=1, max_length=256)]
+    final_milestone: Name | None = None  # defaults to the last rung
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
+        space = ADDRESS_SPACE[self.platform]
+        outside = sorted(name for name, f in self.fields.items() if f.address + f.width > space)
+        if outside:
+            raise ValueError(f"fields outside the {self.platform} address space (0x0-0x{space - 1:X}): "
+                             f"{', '.join(outside)}")
         known = set(self.fields)
         refs = [c.field for c in self.ready] + list(self.progress_fields)
         refs += [c.field for m in self.milestones for c in m.all]
@@ -142,6 +160,15 @@ class GameDefinition(_Strict):
         missing = sorted(set(refs) - known)
         if missing:
             raise ValueError(f"conditions refer to undefined fields: {', '.join(missing)}")
+        # A test that does not fit its field's kind would fail mid-trial (`in` on a number), so refuse it here.
+        for c in [*self.ready, *(c for m in self.milestones for c in m.all)]:
+            is_bytes = self.fields[c.field].kind == "bytes"
+            if is_bytes and c.model_dump(include={"eq", "ne", "ge", "le", "bit_set", "bit_clear"}, exclude_none=True):
+                raise ValueError(f"field {c.field!r} holds bytes: test it with contains or lacks")
+            if not is_bytes and (c.contains is not None or c.lacks is not None):
+                raise ValueError(f"field {c.field!r} holds a number: contains and lacks apply to kind 'bytes'")
+        if self.position and any(self.fields[f].kind == "bytes" for f in self.position.model_dump().values()):
+            raise ValueError("position fields must hold numbers, not bytes")
         ids = [m.id for m in self.milestones]
         if len(set(ids)) != len(ids):
             raise ValueError("milestone ids must be unique")

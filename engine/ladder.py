@@ -9,22 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.gamedef import GameDefinition, Sample
-
-
-@dataclass(frozen=True)
-class Award:
-    milestone_id: str
-    name: str
-    points: int
-    decision_id: int
-    frame_index: int
-    frame_sha256: str
-    probe: Sample
-
-    def as_record(self) -> dict:
-        return {"id": self.milestone_id, "name": self.name, "points": self.points,
-                "decision_id": self.decision_id, "frame_index": self.frame_index,
-                "frame_sha256": self.frame_sha256, "probe": self.probe}
+from engine.records import MilestoneAward as Award
+from engine.records import build
 
 
 @dataclass
@@ -42,6 +28,7 @@ class Ladder:
         ready_tests = [c.compile() for c in self.game.ready]
         self._ready = lambda s: all(t(s) for t in ready_tests)
         self._pending = [(m, m.compile()) for m in self.game.milestones if m.id not in self.pre_satisfied]
+        self._reached: list[str] = []
 
     def update(self, previous: Sample, current: Sample, *, decision_id: int, frame_index: int,
                frame_sha256: str) -> list[Award]:
@@ -51,17 +38,19 @@ class Ladder:
         new: list[Award] = []
         for m, holds in self._pending:
             if holds(current) and holds(previous):
-                award = Award(m.id, m.name, m.points, decision_id, frame_index, frame_sha256, current)
+                award = build(Award, id=m.id, name=m.name, points=m.points, decision_id=decision_id,
+                                              frame_index=frame_index, frame_sha256=frame_sha256, probe=current)
                 self.awards[m.id] = award
                 new.append(award)
         if new:
             self._pending = [(m, h) for m, h in self._pending if m.id not in self.awards]
+            self._reached = [m.id for m in self.game.milestones if m.id in self.awards]
         return new
 
     @property
     def reached(self) -> list[str]:
-        """Reached milestone ids in ladder order."""
-        return [m.id for m in self.game.milestones if m.id in self.awards]
+        """Reached milestone ids in ladder order (a new list each time: callers keep it)."""
+        return list(self._reached)
 
     @property
     def points(self) -> int:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine.contract import MemoryWrite
+from engine.records import Fact as FactRecord
+from engine.records import MemoryOp, build
 
 MemoryPolicy = Literal["recent-window", "persistent"]
 
@@ -49,6 +51,9 @@ class Fact:
     def record(self) -> dict:
         return dict(self.__dict__)  # flat fields: a copy, ~20x cheaper than dataclasses.asdict
 
+    def snapshot(self) -> FactRecord:
+        return build(FactRecord, **self.__dict__)
+
 
 @dataclass(frozen=True)
 class WorkingMemory:
@@ -58,7 +63,7 @@ class WorkingMemory:
 
 
 class MemoryStore:
-    def __init__(self, policy: MemoryPolicy, *, log: Callable[[dict], None],
+    def __init__(self, policy: MemoryPolicy, *, log: Callable[[MemoryOp], None],
                  recent_window: int = 12, max_facts: int = 256,
                  retrieve_records: int = 24, retrieve_chars: int = 4000):
         self.policy = policy
@@ -89,6 +94,11 @@ class MemoryStore:
         self._actions.append(action)
 
     # -- episodic store ---------------------------------------------------------------
+    def ever_held(self, fact_id: str) -> bool:
+        """True for any fact id this store has issued, evicted ones included."""
+        prefix, _, number = fact_id.partition("-")
+        return prefix == "fact" and number.isdigit() and 1 <= int(number) < self._next_id
+
     @property
     def persistent(self) -> bool:
         return self.policy == "persistent"
@@ -115,9 +125,9 @@ class MemoryStore:
 
     def log_retrieval(self, decision_id: int, retrieved: tuple[dict, ...]) -> None:
         if retrieved:  # nothing stored, nothing read: no log line
-            self._log({"op": "retrieve", "decision_id": decision_id,
-                       "fact_ids": [v["fact_id"] for v in retrieved],
-                       "chars": sum(_view_size(v) for v in retrieved)})
+            self._log(build(MemoryOp, op="retrieve", decision_id=decision_id,
+                                               fact_ids=[v["fact_id"] for v in retrieved],
+                                               chars=sum(_view_size(v) for v in retrieved)))
 
     def _select(self) -> tuple[dict, ...]:
         """The bounded retrieval; a pure function of the store, so cached until it changes."""
@@ -147,7 +157,7 @@ class MemoryStore:
         hits = [i for i in fact_ids if i in self.facts]
         misses = [i for i in fact_ids if i not in self.facts]
         self.last_read = tuple(hits)
-        self._log({"op": "read", "decision_id": decision_id, "fact_ids": hits, "missing": misses})
+        self._log(build(MemoryOp, op="read", decision_id=decision_id, fact_ids=hits, missing=misses))
 
     def write(self, item: MemoryWrite, decision_id: int, frame_sha256: str) -> str | None:
         """Apply one write; return the affected fact id, or None if rejected."""
@@ -167,8 +177,7 @@ class MemoryStore:
                 return self._reject(item, decision_id,
                                     f"would overwrite confirmed {old.fact_id} with an unconfirmed guess")
             old.status = "superseded"
-            self._log({"op": "supersede", "decision_id": decision_id, "fact_id": old.fact_id,
-                       "by": None, "fact": old.record()})
+            self._fact_op("supersede", decision_id, old)
 
         same = next((f for f in self.facts.values() if f.status == "active" and
                      (f.subject, f.predicate, f.object) == (subject, predicate, item.value)), None)
@@ -182,7 +191,7 @@ class MemoryStore:
                 same.evidence = item.evidence
             same.confidence = max(same.confidence, confidence) if confirmed else same.confidence
             op = "complete" if item.status == "completed" else "update"
-            self._log({"op": op, "decision_id": decision_id, "fact_id": same.fact_id, "fact": same.record()})
+            self._fact_op(op, decision_id, same)
             return same.fact_id
 
         fact = Fact(
@@ -194,13 +203,17 @@ class MemoryStore:
             evidence=item.evidence, supersedes=item.supersedes)
         self._next_id += 1
         self.facts[fact.fact_id] = fact
-        self._log({"op": "write", "decision_id": decision_id, "fact_id": fact.fact_id, "fact": fact.record()})
+        self._fact_op("write", decision_id, fact)
         self._evict(decision_id)
         return fact.fact_id
 
+    def _fact_op(self, op: str, decision_id: int, fact: Fact) -> None:
+        self._log(build(MemoryOp, op=op, decision_id=decision_id, fact_id=fact.fact_id,
+                                           fact=fact.snapshot()))
+
     def _reject(self, item: MemoryWrite, decision_id: int, reason: str) -> None:
-        self._log({"op": "reject", "decision_id": decision_id, "reason": reason,
-                   "write": item.model_dump()})
+        self._log(build(MemoryOp, op="reject", decision_id=decision_id, reason=reason,
+                                           write=item.model_dump()))
         return None
 
     def _evict(self, decision_id: int) -> None:
@@ -210,5 +223,4 @@ class MemoryStore:
                 rank[f.status], f.confirmed, f.confidence, f.last_confirmed_decision or 0,
                 f.first_seen_decision))
             del self.facts[victim.fact_id]
-            self._log({"op": "evict", "decision_id": decision_id, "fact_id": victim.fact_id,
-                       "fact": victim.record()})
+            self._fact_op("evict", decision_id, victim)

@@ -12,6 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.records import Usage
+
 
 class ProviderFailure(RuntimeError):
     """The model provider failed (auth, quota, startup, a turn): the run is invalid-provider."""
@@ -19,21 +21,6 @@ class ProviderFailure(RuntimeError):
 
 class PolicyExhausted(RuntimeError):
     """A finite policy (an input script, a recorded trace) has nothing left to play."""
-
-
-@dataclass(frozen=True)
-class Usage:
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: float | None = None
-    cost_source: str | None = None  # "provider" or "derived" (from a saved price schedule)
-
-    @property
-    def total_tokens(self) -> int | None:
-        if self.input_tokens is None or self.output_tokens is None:
-            return None
-        return self.input_tokens + self.output_tokens
 
 
 @dataclass(frozen=True)
@@ -64,7 +51,7 @@ class PolicyReply:
     text: str  # the raw response, exactly as produced
     model_id: str | None = None
     response_id: str | None = None
-    usage: Usage | None = None  # None: no paid model call was made
+    usage: Usage | None = None  # None: no paid model call was made (see engine.records.Usage)
     latency_ms: float | None = None
     prompt_sha256: str | None = None
     extra: dict = field(default_factory=dict)
@@ -73,6 +60,9 @@ class PolicyReply:
 class Policy(Protocol):
     name: str
     model_id: str | None
+    # True when a call costs money: a call cancelled in flight is then recorded as an aborted
+    # attempt of unknown cost. False (scripted, random, replay, human): nothing was spent.
+    paid: bool
 
     async def decide(self, observation: Observation) -> PolicyReply: ...
 

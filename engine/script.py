@@ -5,38 +5,104 @@ One or more action names per line, separated by spaces; `#` starts a comment;
 
     UP UP RIGHT   # to the stairs
     A*3
+
+Bounded: a repeat count is at most MAX_REPEAT and a whole script at most MAX_ACTIONS actions,
+checked before any list is built, so `UP*999999999999` is an error, not an allocation.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from pathlib import Path
 
 from engine.actions import ACTIONS
+
+MAX_REPEAT = 100_000
+MAX_ACTIONS = 1_000_000
+MAX_SCRIPT_BYTES = 4 << 20
+_COUNT = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also accepts '²'
 
 
 class ScriptError(ValueError):
     """A script names an unknown action or a bad repeat count."""
 
 
-def parse_script(text: str, source: str = "<script>") -> list[str]:
+def _shown(token: str) -> str:
+    return repr(token if len(token) <= 40 else token[:40] + "…")  # repr: one line whatever the token
+
+
+def _printable(text: str) -> str:
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ScriptError(f"{source}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}; "
+                          "save the script as UTF-8)") from None
+
+
+def parse_script(text: str | bytes, source: str = "<script>") -> list[str]:
+    """The actions of a script (text, or bytes that must be UTF-8); errors name the line."""
+    source = _printable(source)  # a message is one line, whatever the file is called
+    if isinstance(text, bytes):
+        text = _decode(text, source)
     actions: list[str] = []
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(text.split("\n"), start=1):  # "\n" only: editors' line numbers
         line = raw.split("#", 1)[0]
         for token in line.split():
-            name, _, count = token.partition("*")
+            name, star, count = token.partition("*")
             name = name.upper()
             if name not in ACTIONS:
-                raise ScriptError(f"{source}:{lineno}: unknown action {token!r} (allowed: {' '.join(ACTIONS)})")
-            if count and (not count.isdigit() or int(count) < 1):
-                raise ScriptError(f"{source}:{lineno}: bad repeat count in {token!r}")
-            actions.extend([name] * (int(count) if count else 1))
+                raise ScriptError(f"{source}:{lineno}: unknown action {_shown(token)} (allowed: {' '.join(ACTIONS)})")
+            n = 1
+            if star:
+                if not _COUNT.fullmatch(count) or not count.strip("0"):  # not digits, or zero
+                    raise ScriptError(f"{source}:{lineno}: bad repeat count in {_shown(token)} "
+                                      f"(a whole number from 1 to {MAX_REPEAT:,})")
+                # compared as text first: never int() a count of thousands of digits
+                if len(count.lstrip("0")) > len(str(MAX_REPEAT)) or int(count) > MAX_REPEAT:
+                    raise ScriptError(f"{source}:{lineno}: repeat count in {_shown(token)} is too large "
+                                      f"(at most {MAX_REPEAT:,})")
+                n = int(count)
+            if len(actions) + n > MAX_ACTIONS:
+                raise ScriptError(f"{source}:{lineno}: script longer than {MAX_ACTIONS:,} actions")
+            actions.extend([name] * n)
     return actions
+
+
+def _read_script(path: Path) -> bytes:
+    """The file's bytes; a FIFO, device or directory is refused without blocking on it.
+    (sessions.safe_read does this for the harness; the engine imports nothing from sessions.)"""
+    shown = _printable(str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError) as exc:
+        raise ScriptError(f"{shown}: cannot read input script ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ScriptError(f"{shown}: cannot read input script (Is a directory)")
+        if not stat.S_ISREG(st.st_mode):
+            raise ScriptError(f"{shown}: cannot read input script (not a regular file)")
+        if st.st_size > MAX_SCRIPT_BYTES:
+            raise ScriptError(f"{shown}: cannot read input script (too large: {st.st_size:,} bytes, "
+                              f"at most {MAX_SCRIPT_BYTES:,})")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as exc:
+        raise ScriptError(f"{shown}: cannot read input script ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise ScriptError(f"{shown}: cannot read input script (too large: at most {MAX_SCRIPT_BYTES:,} bytes)")
+    return data
 
 
 def load_script(path: str | Path) -> list[str]:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScriptError(f"{path}: cannot read input script ({exc.strerror})") from exc
-    return parse_script(text, str(path))
+    return parse_script(_read_script(path), str(path))

@@ -1,65 +1,90 @@
 """The trial loop: one agent's attempt from the canonical state to a mechanical end.
 
-observe -> policy decides (contract-checked, retried as configured) -> memory operations ->
-press buttons with fixed timing -> probe hidden state -> ladder, routes, budgets -> events.
-The loop owns no files and no screen: sinks write evidence and draw displays.
+Each decision runs four named stages:
+  ask the policy     observe, call, validate against the contract, retry as configured;
+  apply memory       the response's observation, memory reads and writes;
+  press              each accepted action with fixed timing, then probe, ladder, routes;
+  close the decision the trace record, committed by the recorder (the first sink).
+Between decisions the loop obeys the run control (pause, step, end) and the budgets.
+
+The loop owns no files and no screen. It emits typed records (engine.records) through its
+sinks; the first is the trial's recorder, whose failure (SinkFailure) ends the trial as an
+invalid run. The result counts only what the recorder committed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import re
 import threading
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+import numpy as np
 
 from engine.budgets import BudgetLimits, Budgets
 from engine.contract import AgentResponse, ContractError, parse_response
-from engine.control import OperatorControl
+from engine.control import RunControl, TagForAnotherTrial
 from engine.emulator import Emulator, EmulatorError, Timing, frame_sha256
 from engine.events import (
     AnnotationAdded,
-    Attempt,
     BudgetUpdated,
     DecisionRecorded,
     Event,
     FrameCaptured,
-    InputRecord,
     MemoryChanged,
     MilestoneReached,
     Sink,
+    SinkFailure,
     StateChanged,
-    TrialEnded,
     TrialStarted,
 )
 from engine.gamedef import GameDefinition, Sample
 from engine.ladder import Ladder
 from engine.memory import STORE_CHANGING_OPS, MemoryPolicy, MemoryStore
-from engine.policy import Observation, Policy, PolicyExhausted, ProviderFailure
+from engine.outcomes import EndRequest, classify
+from engine.policy import Observation, Policy, PolicyExhausted, PolicyReply, ProviderFailure
 from engine.probe import Probe
+from engine.records import (
+    Annotation,
+    Attempt,
+    InputLine,
+    MemoryOp,
+    ResponseLine,
+    TraceLine,
+    TrialResult,
+    Usage,
+    build,
+)
 from engine.routes import RouteTracker
+from engine.tally import TraceTally
 
 GB_FPS = 4194304 / 70224  # frames per second of DMG/CGB hardware, for pacing
+FACT_ID = re.compile(r"fact-\d{4,}")
 
-OUTCOME_BY_REASON = {
-    "final-milestone": "success",
-    "provider-failure": "invalid-provider",
-    "emulator-error": "harness-error",
-    "harness-error": "harness-error",
-}
+
+_second: list = [None, ""]  # the last whole second formatted, reused within it (one call per decision)
 
 
 def utc_now() -> str:
     """ISO 8601 UTC with milliseconds, e.g. 2026-11-30T10:40:04.123Z."""
-    now = datetime.now(UTC)
-    return f"{now:%Y-%m-%dT%H:%M:%S}.{now.microsecond // 1000:03d}Z"
+    now = time.time()
+    whole = int(now)
+    if _second[0] != whole:
+        _second[0], _second[1] = whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
 @dataclass(frozen=True)
 class TrialConfig:
     experiment_id: str
     label: str  # the blinded condition label
-    trial_number: int
-    trials_total: int
+    trial_number: int  # within the condition
+    position: int  # in the schedule, from 0
+    schedule_length: int
     timing: Timing
     max_actions: int
     allowed_actions: tuple[str, ...]
@@ -69,199 +94,342 @@ class TrialConfig:
     limits: BudgetLimits
     loop_repeats: int | None = 3
     expected_first_frame_sha256: str | None = None
+    attempt: int = 1
     fps: float = GB_FPS
 
     @property
     def trial_key(self) -> str:
-        return f"{self.label}-{self.trial_number:02d}"
+        return trial_key(self.label, self.trial_number)
+
+
+def trial_key(label: str, number: int) -> str:
+    return f"{label}-{number:02d}"
+
+
+class TagRefused(ValueError):
+    """An operator tag that cannot be recorded as given; the message says why."""
+
+
+@dataclass
+class Decision:
+    """One decision in the making: what each stage found and did."""
+
+    id: int
+    seen_frame_sha256: str
+    attempts: list[Attempt] = field(default_factory=list)
+    replies: list[PolicyReply] = field(default_factory=list)
+    response: AgentResponse | None = None
+    aborted: bool = False
+    exhausted: bool = False  # a retry found the policy with nothing left
+    failure: ProviderFailure | None = None
+    observed: dict | None = None  # the valid response's observation, as recorded
+    memory_reads: list[str] = field(default_factory=list)
+    memory_writes: list[str | None] = field(default_factory=list)
+    milestones_before: list[str] = field(default_factory=list)
+    inputs: list[InputLine] = field(default_factory=list)
+    end: EndRequest | None = None
+    # What only the loop counts, added to the trial's totals once the decision is committed.
+    frames: int = 0  # emulated
+    rejected_actions: int = 0
+    ignored_inputs: int = 0
+
+
+@dataclass
+class LoopCounts:
+    """The loop's own counters over committed decisions (the trace cannot give these)."""
+
+    rejected_actions: int = 0
+    ignored_inputs: int = 0
+    frames: int = 0
+    repeated_navigation_actions: int = 0
+    repeated_position_loops: int = 0
 
 
 class Trial:
-    def __init__(self, config: TrialConfig, emulator: Emulator, start_state: bytes,
-                 game: GameDefinition, policy: Policy, sinks: list[Sink],
-                 control: OperatorControl | None = None, provenance: dict | None = None):
+    """One trial. The emulator and the policy are made inside `run` (from the factories), so a
+    failure to start either is recorded like any other failure, and both are always closed."""
+
+    def __init__(self, config: TrialConfig, emulator: Callable[[], Emulator], policy: Callable[[], Policy],
+                 start_state: bytes, game: GameDefinition, sinks: list[Sink],
+                 control: RunControl | None = None, provenance: dict | None = None):
         self.config = config
-        self.emulator = emulator
+        self._make_emulator = emulator
+        self._make_policy = policy
+        self.emulator: Emulator | None = None
+        self.policy: Policy | None = None
         self.start_state = start_state
         self.game = game
-        self.policy = policy
         self.sinks = sinks
-        self.control = control or OperatorControl()
+        self.control = control or RunControl()
         self.provenance = provenance or {}
         self.probe = Probe(game)
         self.budgets = Budgets(config.limits)
         self.routes = RouteTracker(config.loop_repeats)
         self.memory = MemoryStore(config.memory_policy, log=self._memory_log,
                                   recent_window=config.recent_window)
-        self._emit_lock = threading.Lock()
-        self._decision_id = 0
+        self.tally = TraceTally()  # committed decisions only
+        self.ladder: Ladder | None = None
+        # One lock for every sink call and for what a commit changes, so a tag (from the UI
+        # thread) always sees whole decisions; re-entrant because a tag emits under it.
+        self._emit_lock = threading.RLock()
+        self._frame = np.zeros((1, 1, 3), np.uint8)
         self._frame_sha = ""
         self._frame_index = 0
-        self._t = {"invalid_outputs": 0, "rejected_actions": 0, "ignored_inputs": 0,
-                   "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "frames": 0}
-        self._token_known = {"input_tokens": True, "output_tokens": True, "cached_tokens": True}
-        self._cost_sources: set[str] = set()
-        self._decisions = 0
+        self._sample: Sample = {}
+        self.counts = LoopCounts()  # committed decisions only, like self.tally
+        self._allowed = frozenset(config.allowed_actions)
+        # Budget meters cost a dict per decision: built only for a display that shows them.
+        self._budget_watchers = any(getattr(s, "wants_budgets", False) for s in sinks)
+        self._task: asyncio.Task | None = None
+        self._calling = False  # inside policy.decide
+        self._cancelling = False  # we cancelled the task to stop a call in flight
 
-    # -- event plumbing --------------------------------------------------------------------
+    # -- event plumbing -------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
         with self._emit_lock:
             for sink in self.sinks:
                 sink.handle(event)
 
-    def _memory_log(self, op: dict) -> None:
+    def _memory_log(self, op: MemoryOp) -> None:
         m = self.memory
-        if op["op"] in STORE_CHANGING_OPS:  # displays get the store only when it changed
+        if op.op in STORE_CHANGING_OPS:  # displays get the store only when it changed
             facts, conflicts = tuple(f.record() for f in m.facts.values()), tuple(m.contradictions())
         else:
             facts, conflicts = None, None
-        self._emit(MemoryChanged({"timestamp_utc": utc_now(), **op}, facts, conflicts, m.last_read))
+        self._emit(MemoryChanged(op, facts, conflicts, m.last_read))
 
-    def _tag(self, annotation: dict) -> dict:
-        record = {"timestamp_utc": utc_now(), "trial": self.config.trial_key,
-                  "decision_id": self._decision_id, "frame_sha256": self._frame_sha,
-                  "frame_index": self._frame_index, "source": "operator", **annotation}
-        self._emit(AnnotationAdded(record))
+    def _tag(self, annotation: dict, commit: bool = True) -> Annotation:
+        """An operator tag for this trial (called from the UI thread), checked before it is written;
+        with commit=False only checked."""
+        cfg = self.config
+        if annotation.get("trial_key", cfg.trial_key) != cfg.trial_key:
+            raise TagForAnotherTrial(annotation["trial_key"])
+        with self._emit_lock:
+            return self._tag_committed(annotation, commit)
+
+    def _tag_committed(self, annotation: dict, commit: bool) -> Annotation:
+        cfg = self.config
+        decided = self.tally.decisions
+        decision = annotation.get("decision_id", decided)
+        if not isinstance(decision, int) or not 0 <= decision <= decided:
+            raise TagRefused(f"decision {decision} is not a recorded decision of {cfg.trial_key}")
+        refers = annotation.get("refers_to")
+        if refers is not None:
+            check_reference(refers, decision, self.memory.ever_held)
+        record = build_annotation(annotation, cfg.trial_key, decision)
+        if commit:
+            self._emit(AnnotationAdded(record))
         return record
 
-    # -- the loop --------------------------------------------------------------------------
-    async def run(self) -> dict:
+    def _cancel_inflight(self) -> None:
+        """Runs on the event loop, so only while the trial's task is suspended: if it is suspended
+        inside a policy call, cancel that call (no extra task per decision is needed for this)."""
+        task = self._task
+        if self._calling and task is not None and not task.done():
+            self._cancelling = True
+            task.cancel()
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def run(self) -> TrialResult:
+        """Play the trial to its end; always returns a truthful result (never raises for our faults)."""
         started_utc = utc_now()
         t0 = time.monotonic()
-        reason, error = "harness-error", None
-        self.control.attach(self._tag)
-        self.control.on_state(lambda s: self._emit(StateChanged(s)))
+        end, error = EndRequest("harness-error"), None
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self.control.begin_trial(self._tag, lambda: loop.call_soon_threadsafe(self._cancel_inflight))
         try:
-            reason = await self._run_decisions(t0)
+            self.emulator = self._make_emulator()
+            self.policy = self._make_policy()
+            end = await self._play(t0)
         except EmulatorError as exc:
-            reason, error = "emulator-error", str(exc)
+            end, error = EndRequest("emulator-error"), str(exc)
         except ProviderFailure as exc:
-            reason, error = "provider-failure", str(exc)
+            end, error = EndRequest("provider-failure"), str(exc)
+        except SinkFailure as exc:
+            end, error = EndRequest("evidence-failure", cause=exc.cause), str(exc)
         except Exception as exc:  # a bug of ours: record it, keep the evidence whole
-            reason, error = "harness-error", f"{type(exc).__name__}: {exc}"
+            end, error = EndRequest("harness-error"), f"{type(exc).__name__}: {exc}"
         finally:
-            self.control.attach(None)
+            self.control.end_of_trial()
             self.budgets.active_seconds = max(0.0, time.monotonic() - t0 - self.control.held_seconds)
-        result = self._result(reason, error, started_utc)
-        self._emit(StateChanged("ended", reason))
-        self._emit(TrialEnded(result))
-        return result
+            self._started_utc = started_utc
+            self._close()
+        return self._result(end, error, started_utc)
 
-    async def _run_decisions(self, t0: float) -> str:
+    def _close(self) -> None:
+        # Closing a broken policy or emulator must not mask what ended the trial.
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        for part in (self.policy, self.emulator):
+            if part is not None:
+                try:
+                    part.close()
+                except Exception:
+                    pass
+
+    def interrupted(self, detail: str) -> TrialResult:
+        """The result when `run` itself was interrupted from outside (it never returned)."""
+        self._close()
+        return self._result(EndRequest("harness-error", detail, "interrupted"), detail,
+                            getattr(self, "_started_utc", None) or utc_now())
+
+    async def _play(self, t0: float) -> EndRequest:
         cfg = self.config
         self.emulator.restore(self.start_state)
-        frame = self.emulator.frame()
-        self._frame_sha = frame_sha256(frame)
+        self._frame = self.emulator.frame()
+        self._frame_sha = frame_sha256(self._frame)
         self._frame_index = self.emulator.frame_index
         if cfg.expected_first_frame_sha256 and self._frame_sha != cfg.expected_first_frame_sha256:
             raise EmulatorError(
                 f"canonical state restored to frame {self._frame_sha[:16]}…, expected "
                 f"{cfg.expected_first_frame_sha256[:16]}…: emulator or state differs")
-        sample = self.probe(self.emulator.read_range)
-        ladder = Ladder(self.game, sample)
-        self.ladder = ladder
-        self._emit(TrialStarted(cfg.trial_key, cfg.label, cfg.trial_number, cfg.trials_total, frame,
-                                self._frame_sha, self._frame_index,
+        self._sample = self.probe(self.emulator.read_range)
+        self.ladder = Ladder(self.game, self._sample)
+        self._emit(TrialStarted(cfg.trial_key, cfg.label, cfg.trial_number, cfg.position, cfg.schedule_length,
+                                self._frame, self._frame_sha, self._frame_index,
                                 tuple((m.id, m.name, m.points) for m in self.game.milestones),
-                                tuple(sorted(ladder.pre_satisfied)), self.budgets.snapshot()))
-        self._emit(StateChanged("paused" if self.control.paused else "running"))
-
+                                tuple(sorted(self.ladder.pre_satisfied)), self.budgets.snapshot()))
+        self._emit(StateChanged(self.control.state))  # a pause made before this trial still holds
         while True:
             self.budgets.active_seconds = time.monotonic() - t0 - self.control.held_seconds
-            exhausted = self.budgets.exhausted()
-            if exhausted:
-                return exhausted
-            if (reason := self.control.checkpoint()) is not None:
-                return f"operator-terminate: {reason}"
+            # Between decisions only time can run out; every other budget is spent, and checked,
+            # by the decision that spends it.
+            if self.budgets.wall_time_exhausted():
+                return EndRequest("budget:wall_time")
+            if (request := self.control.checkpoint()) is not None:
+                return request
             decision_started = time.monotonic()
-            self._decision_id += 1
-            try:
-                outcome, frame, sample = await self._decide_and_act(ladder, frame, sample)
-            except PolicyExhausted:
-                self._decision_id -= 1
-                return self._exhausted_reason()
-            if outcome:
-                return outcome
-            frames = self._last_decision_frames
-            if (reason := self.control.pace(frames / cfg.fps, decision_started)) is not None:
-                return f"operator-terminate: {reason}"
+            d = Decision(self.tally.decisions + 1, self._frame_sha)
+            if not await self._ask_policy(d):  # the decision never happened
+                return self.control.request or EndRequest("policy-exhausted")
+            self._apply_memory(d)
+            self._press(d)
+            self._close_decision(d)
+            if d.failure is not None:
+                raise d.failure  # recorded with its decision; the run() handler names it
+            if d.end is not None:
+                return d.end
+            if (request := self.control.pace(d.frames / cfg.fps, decision_started)) is not None:
+                return request
 
-    async def _decide_and_act(self, ladder: Ladder, frame, sample: Sample):
+    # -- stage 1: ask the policy ----------------------------------------------------------------
+    async def _ask_policy(self, d: Decision) -> bool:
+        """Call the policy until a response passes the contract or the retries run out.
+        False when nothing happened at all (the policy had nothing to give)."""
         cfg = self.config
-        did = self._decision_id
         working = self.memory.working()
         retrieved = self.memory.retrieve()
-        attempts: list[Attempt] = []
-        response: AgentResponse | None = None
         feedback = None
-        replies = []
-        exhausted = False
-        for _ in range(cfg.invalid_output_retries + 1):
-            obs = Observation(did, frame, self._frame_sha, working.recent_actions,
+        for attempt in range(cfg.invalid_output_retries + 1):
+            if attempt and self.budgets.calls_left() == 0:
+                break  # a retry would be a call beyond the decision budget
+            obs = Observation(d.id, self._frame, self._frame_sha, working.recent_actions,
                               working.recent_observations, working.current_objective, retrieved,
                               cfg.max_actions, cfg.allowed_actions, feedback)
             try:
-                reply = await self.policy.decide(obs)
+                reply = await self._call(obs)
             except PolicyExhausted:
-                if not attempts:
-                    raise  # nothing happened in this decision: it does not exist
-                exhausted = True  # a retry had nothing to give: record what was tried, then end
+                if not d.attempts:
+                    return False
+                d.exhausted = True  # a retry had nothing to give: record what was tried, then end
                 break
-            if not replies:
-                self.memory.log_retrieval(did, retrieved)  # the decision happens: its read is evidence
-            replies.append(reply)
-            self.budgets.add_call(reply.usage)
-            self._account_usage(reply.usage)
+            except asyncio.CancelledError:
+                if not self._cancelling:
+                    raise  # not our own stop: let the caller's cancellation through
+                self._cancelling = False
+                if asyncio.current_task().uncancel() > 0:
+                    raise  # someone else cancelled the run as well
+                if not self.policy.paid and not d.attempts:
+                    return False  # nothing was spent and nothing answered
+                # The call in flight is part of the decision; a paid one's cost is unknown, never zero.
+                self._charge(d, retrieved, build(
+                    Attempt, raw=None, valid=False, error="aborted: the trial was ended during the call",
+                    aborted=True, model_id=self.policy.model_id, response_id=None, latency_ms=None,
+                    usage=Usage() if self.policy.paid else None), None)
+                d.aborted = True
+                break
+            except ProviderFailure as exc:
+                usage = getattr(exc, "usage", None) or (Usage() if self.policy.paid else None)
+                self._charge(d, retrieved, build(
+                    Attempt, raw=None, valid=False, error=f"provider failure: {exc}", aborted=False,
+                    model_id=self.policy.model_id, response_id=None, latency_ms=None, usage=usage), None)
+                d.failure = exc
+                break
             try:
-                response = parse_response(reply.text, cfg.max_actions, frozenset(cfg.allowed_actions))
+                response = parse_response(reply.text, cfg.max_actions, self._allowed)
                 error = None
             except ContractError as exc:
-                error = str(exc)
-                self._t["invalid_outputs"] += 1
-                self._t["rejected_actions"] += _count_listed_actions(reply.text)
-            attempts.append(Attempt(reply.text, error is None, error, reply.model_id, reply.response_id,
-                                    reply.latency_ms, asdict(reply.usage) if reply.usage else None))
+                response, error = None, str(exc)
+                d.rejected_actions += _count_listed_actions(reply.text)
+            self._charge(d, retrieved, build(
+                Attempt, raw=reply.text, valid=error is None, error=error, aborted=False, model_id=reply.model_id,
+                response_id=reply.response_id, latency_ms=reply.latency_ms, usage=reply.usage), reply)
             if response is not None:
+                d.response = response
                 break
             feedback = f"Your previous response was rejected: {error}"
-        self._decisions += 1
+        return True
 
-        milestones_before = ladder.reached
-        memory_reads: list[str] = []
-        memory_writes: list[str | None] = []
-        if response is not None:
-            self.memory.note_observation(did, response.observed.model_dump())
-            memory_reads = list(response.memory_read)
-            if memory_reads:
-                self.memory.read(memory_reads, did)
-            for item in response.memory_write:
-                memory_writes.append(self.memory.write(item, did, self._frame_sha))
+    async def _call(self, obs: Observation) -> PolicyReply:
+        """One policy call; an end request made while it waits cancels it (see _cancel_inflight)."""
+        self._calling = True
+        try:
+            return await self.policy.decide(obs)
+        finally:
+            self._calling = False
 
-        observed_sha = self._frame_sha
-        inputs: list[InputRecord] = []
-        end_reason: str | None = None
-        planned = list(response.actions) if response else []
+    def _charge(self, d: Decision, retrieved, attempt: Attempt, reply: PolicyReply | None) -> None:
+        if not d.attempts:
+            self.memory.log_retrieval(d.id, retrieved)  # the decision happens: its read is evidence
+        d.attempts.append(attempt)
+        if reply is not None:
+            d.replies.append(reply)
+        self.budgets.add_call(attempt.usage)
+
+    # -- stage 2: apply memory ------------------------------------------------------------------
+    def _apply_memory(self, d: Decision) -> None:
+        response = d.response
+        if response is None:
+            return
+        d.observed = response.observed.model_dump()
+        self.memory.note_observation(d.id, d.observed)
+        d.memory_reads = list(response.memory_read)
+        if d.memory_reads:
+            self.memory.read(d.memory_reads, d.id)
+        for item in response.memory_write:
+            d.memory_writes.append(self.memory.write(item, d.id, self._frame_sha))
+
+    # -- stage 3: press -------------------------------------------------------------------------
+    def _press(self, d: Decision) -> None:
+        cfg = self.config
+        ladder = self.ladder
+        d.milestones_before = ladder.reached
+        planned = list(d.response.actions) if d.response else []
         frames_before = self.emulator.frame_index
+        sample = self._sample
         for index, action in enumerate(planned):
             if (left := self.budgets.actions_left()) is not None and left <= 0:
-                end_reason = "budget:accepted_actions"
-                self._t["rejected_actions"] += len(planned) - index
+                d.end = EndRequest("budget:accepted_actions")
+                d.rejected_actions += len(planned) - index
                 break
             before_pos = self._position(sample)
             before_sha, before_sample = self._frame_sha, sample
             step = self.emulator.step(action, cfg.timing, self.probe)
             self.budgets.accepted_actions += 1
             self.memory.note_action(action)
-            frame, sample = step.frame, step.ram_last
+            self._frame, sample = step.frame, step.ram_last
             self._frame_sha, self._frame_index = step.frame_sha256, step.frame_index
             press = step.press_frame if step.press_frame >= 0 else None
-            release = press + cfg.timing.press_frames if press is not None else None
-            inputs.append(InputRecord(did, index, action, press, release, step.frame_index,
-                                      step.frame_sha256))
-            self._emit(FrameCaptured(did, frame, step.frame_sha256, step.frame_index))
+            d.inputs.append(build(InputLine,
+                decision_id=d.id, index=index, action=action, press_frame=press,
+                release_frame=press + cfg.timing.press_frames if press is not None else None,
+                capture_frame=step.frame_index, frame_sha256=step.frame_sha256))
+            self._emit(FrameCaptured(d.id, step.frame, step.frame_sha256, step.frame_index))
             if step.frame_sha256 == before_sha and sample == before_sample:
-                self._t["ignored_inputs"] += 1
-            for award in ladder.update(step.ram_before_last, sample, decision_id=did,
+                d.ignored_inputs += 1
+            for award in ladder.update(step.ram_before_last, sample, decision_id=d.id,
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256):
                 self.routes.progress()
                 self._emit(MilestoneReached(award))
@@ -270,146 +438,161 @@ class Trial:
             looped = self.routes.record(before_pos, action, self._position(sample)) \
                 if before_pos is not None else False
             if ladder.final_reached:
-                end_reason = "final-milestone"
+                d.end = EndRequest("final-milestone")
             elif looped:
-                end_reason = "unrecoverable-loop"
-            if end_reason:
-                self._t["rejected_actions"] += len(planned) - index - 1
+                d.end = EndRequest("unrecoverable-loop")
+            if d.end is not None:
+                d.rejected_actions += len(planned) - index - 1
                 break
-        self._last_decision_frames = self.emulator.frame_index - frames_before
-        self._t["frames"] += self._last_decision_frames
+        self._sample = sample
+        d.frames = self.emulator.frame_index - frames_before
 
-        if exhausted:
-            end_reason = self._exhausted_reason()
-        elif end_reason is None and (budget := self.budgets.exhausted()) is not None \
-                and budget != "budget:wall_time":
-            end_reason = budget
-        trace = self._trace_line(did, observed_sha, replies, attempts, response, inputs,
-                                 memory_reads, memory_writes, milestones_before, ladder.reached, end_reason)
-        self._emit(DecisionRecorded(trace, tuple(attempts), tuple(inputs), frame,
-                                    response.observed.model_dump() if response else None))
-        self._emit(BudgetUpdated(self.budgets.snapshot()))
-        return end_reason, frame, sample
+    # -- stage 4: close the decision ------------------------------------------------------------
+    def _close_decision(self, d: Decision) -> None:
+        if d.failure is not None:
+            d.end = EndRequest("provider-failure")
+        elif d.aborted:
+            d.end = self.control.request or EndRequest("harness-error")
+        elif d.exhausted:
+            d.end = self.control.request or EndRequest("policy-exhausted")
+        elif d.end is None and (budget := self.budgets.exhausted()) is not None and budget != "budget:wall_time":
+            d.end = EndRequest(budget)
+        elif d.end is None and d.response is None and self.budgets.calls_left() == 0:
+            d.end = EndRequest("budget:model_decisions")  # its retries ran into the decision budget
+        trace = self._trace_line(d)
+        response = build(ResponseLine, decision_id=d.id, attempts=d.attempts)
+        with self._emit_lock:
+            self._emit(DecisionRecorded(trace, response, tuple(d.inputs), self._frame))
+            self.tally.add(trace)  # committed: the recorder returned without failing
+        c = self.counts
+        c.rejected_actions += d.rejected_actions
+        c.ignored_inputs += d.ignored_inputs
+        c.frames += d.frames
+        c.repeated_navigation_actions = self.routes.repeated_actions
+        c.repeated_position_loops = self.routes.loops_detected
+        if self._budget_watchers:
+            self._emit(BudgetUpdated(self.budgets.snapshot()))
 
-    def _exhausted_reason(self) -> str:
-        """Why a policy had nothing more: the operator ended the trial (waking a waiting human
-        policy), or its script or recording ran out."""
-        reason = self.control.terminate_reason
-        return f"operator-terminate: {reason}" if reason is not None else "policy-exhausted"
+    def _trace_line(self, d: Decision) -> TraceLine:
+        cfg = self.config
+        attempts = d.attempts
+        paid = [a for a in attempts if a.usage is not None]
 
-    # -- records ---------------------------------------------------------------------------
+        def total(key: str):
+            values = [getattr(a.usage, key) for a in paid]
+            return None if not paid or any(v is None for v in values) else sum(values)
+
+        latencies = [a.latency_ms for a in attempts]
+        last = d.replies[-1] if d.replies else None
+        response = d.response
+        sources = sorted({a.usage.cost_source for a in paid if a.usage.cost_source})
+        return build(TraceLine,
+            experiment_id=cfg.experiment_id, condition_id=cfg.label, trial_id=cfg.trial_number,
+            decision_id=d.id, timestamp_utc=utc_now(), frame_sha256=d.seen_frame_sha256,
+            prompt_sha256=last.prompt_sha256 if last else None,
+            model_id=attempts[-1].model_id, response_id=attempts[-1].response_id,
+            input_tokens=total("input_tokens"), output_tokens=total("output_tokens"),
+            cached_tokens=total("cached_tokens"), provider_cost_usd=total("cost_usd"),
+            cost_source=sources or None,
+            latency_ms=None if any(v is None for v in latencies) else round(sum(latencies), 3),
+            raw_response_path=None, attempts=len(attempts), paid_calls=len(paid), aborted=d.aborted,
+            parsed_actions=list(response.actions) if response else [], accepted_actions=len(d.inputs),
+            invalid_output=any(not a.valid for a in attempts),
+            observed=d.observed,
+            memory_reads=d.memory_reads, memory_writes=d.memory_writes,
+            milestones_before=d.milestones_before, milestones_after=self.ladder.reached,
+            result_frame_sha256=self._frame_sha, result_frame_index=self._frame_index,
+            termination_reason=d.end.reason if d.end else None,
+            prev_sha256=None, response_sha256=None, inputs_sha256=None, memory_sha256=None)
+
+    # -- the result -----------------------------------------------------------------------------
     def _position(self, sample: Sample) -> tuple[int, int, int] | None:
         pos = self.game.position
         if pos is None:
             return None
         return (int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y]))
 
-    def _account_usage(self, usage) -> None:
-        if usage is None:
-            return
-        for key in self._token_known:
-            value = getattr(usage, key)
-            if value is None:
-                self._token_known[key] = False
-            else:
-                self._t[key] += value
-        if usage.cost_source:
-            self._cost_sources.add(usage.cost_source)
-
-    def _trace_line(self, did, observed_sha, replies, attempts, response, inputs, reads, writes,
-                    before, after, end_reason) -> dict:
+    def _result(self, end: EndRequest, error: str | None, started_utc: str) -> TrialResult:
         cfg = self.config
-        last = replies[-1]
+        tally = self.tally
+        outcome, cause = classify(end.reason, end.cause)
+        # Only what the recorder committed counts: an award in a decision that never reached
+        # the disk is not evidence.
+        awards = {}
+        if self.ladder is not None:
+            awards = {k: a for k, a in self.ladder.awards.items() if a.decision_id <= tally.decisions}
+        reached = [m.id for m in self.game.milestones if m.id in awards]
+        points = sum(a.points for a in awards.values())
+        accepted = tally.accepted_actions
+        cost = tally.cost_usd
+        telemetry = tally.telemetry(
+            rejected_actions=self.counts.rejected_actions, ignored_inputs=self.counts.ignored_inputs,
+            repeated_position_loops=self.counts.repeated_position_loops,
+            repeated_navigation_actions=self.counts.repeated_navigation_actions,
+            wall_time_seconds=round(self.budgets.active_seconds, 3),
+            held_seconds=round(self.control.held_seconds, 3), frames=self.counts.frames)
+        ladder = self.ladder
+        return build(TrialResult,
+            experiment_id=cfg.experiment_id, condition=cfg.label, trial=cfg.trial_number,
+            trial_key=cfg.trial_key, position=cfg.position, attempt=cfg.attempt,
+            outcome=outcome, termination_reason=end.reason, termination_detail=end.detail,
+            invalid_cause=cause, error=error, recovered=False, started_utc=started_utc, ended_utc=utc_now(),
+            last_decision=tally.decisions,
+            milestones=[awards[m] for m in reached], milestones_reached=reached,
+            pre_satisfied=sorted(ladder.pre_satisfied) if ladder else [],
+            deepest_milestone=deepest(self.game, reached), progress_points=points,
+            total_points=self.game.total_points, telemetry=telemetry,
+            derived=derived_figures(cost, len(reached), points, accepted, self.counts.repeated_navigation_actions),
+            provenance={"emulator": {"name": getattr(self.emulator, "name", None),
+                                     "version": getattr(self.emulator, "version", None)}, **self.provenance},
+            chain=None)
 
-        def total(key: str):
-            values = [getattr(r.usage, key) if r.usage else None for r in replies]
-            return None if any(v is None for v in values) else sum(values)
 
-        latencies = [r.latency_ms for r in replies]
-        return {
-            "experiment_id": cfg.experiment_id,
-            "condition_id": cfg.label,
-            "trial_id": cfg.trial_number,
-            "decision_id": did,
-            "timestamp_utc": utc_now(),
-            "frame_sha256": observed_sha,
-            "prompt_sha256": last.prompt_sha256,
-            "model_id": last.model_id,
-            "response_id": last.response_id,
-            "input_tokens": total("input_tokens"),
-            "output_tokens": total("output_tokens"),
-            "cached_tokens": total("cached_tokens"),
-            "provider_cost_usd": total("cost_usd"),
-            "cost_source": sorted({r.usage.cost_source for r in replies if r.usage and r.usage.cost_source})
-            or None,
-            "latency_ms": None if any(v is None for v in latencies) else round(sum(latencies), 3),
-            "raw_response_path": f"responses/{did:06d}.json",
-            "attempts": len(attempts),
-            "parsed_actions": list(response.actions) if response else [],
-            "accepted_actions": len(inputs),
-            "invalid_output": any(not a.valid for a in attempts),
-            "observed": response.observed.model_dump() if response else None,
-            "memory_reads": reads,
-            "memory_writes": writes,
-            "milestones_before": before,
-            "milestones_after": after,
-            "result_frame_sha256": self._frame_sha,
-            "result_frame_index": self._frame_index,
-            "termination_reason": end_reason,
-        }
+def deepest(game: GameDefinition, reached: list[str]) -> str | None:
+    """The deepest milestone reached with every earlier rung reached too."""
+    out = None
+    for m in game.milestones:
+        if m.id not in reached:
+            break
+        out = m.id
+    return out
 
-    def _result(self, reason: str, error: str | None, started_utc: str) -> dict:
-        cfg = self.config
-        ladder = getattr(self, "ladder", None)
-        b = self.budgets
-        outcome = OUTCOME_BY_REASON.get(reason, "game-failure")
-        reached = ladder.reached if ladder else []
-        points = ladder.points if ladder else 0
-        tokens = {k: (self._t[k] if self._token_known[k] else None) for k in self._token_known}
-        milestones = len(reached)
-        cost = b.cost_usd
-        return {
-            "experiment_id": cfg.experiment_id,
-            "condition": cfg.label,
-            "trial": cfg.trial_number,
-            "trial_key": cfg.trial_key,
-            "outcome": outcome,
-            "termination_reason": reason,
-            "error": error,
-            "started_utc": started_utc,
-            "ended_utc": utc_now(),
-            "milestones": [ladder.awards[m].as_record() for m in reached] if ladder else [],
-            "milestones_reached": reached,
-            "pre_satisfied": sorted(ladder.pre_satisfied) if ladder else [],
-            "deepest_milestone": ladder.deepest if ladder else None,
-            "progress_points": points,
-            "total_points": self.game.total_points,
-            "telemetry": {
-                "decisions": self._decisions,
-                "model_calls": b.model_decisions,
-                "accepted_actions": b.accepted_actions,
-                "rejected_actions": self._t["rejected_actions"],
-                "invalid_outputs": self._t["invalid_outputs"],
-                "ignored_inputs": self._t["ignored_inputs"],
-                "repeated_position_loops": self.routes.loops_detected,
-                "repeated_navigation_actions": self.routes.repeated_actions,
-                **tokens,
-                "tokens": b.tokens,
-                "cost_usd": cost,
-                "cost_source": sorted(self._cost_sources) or None,
-                "wall_time_seconds": round(b.active_seconds, 3),
-                "held_seconds": round(self.control.held_seconds, 3),
-                "frames": self._t["frames"],
-            },
-            "derived": {
-                "cost_per_verified_milestone": _ratio(cost, milestones),
-                "actions_per_verified_milestone": _ratio(b.accepted_actions, milestones),
-                "progress_efficiency": _ratio(points, cost),
-                "repeat_overhead": _ratio(self.routes.repeated_actions, b.accepted_actions),
-            },
-            "provenance": {"emulator": {"name": self.emulator.name, "version": self.emulator.version},
-                           **self.provenance},
-        }
+
+def derived_figures(cost: float | None, milestones: int, points: int, actions: int,
+                    repeated: int) -> dict[str, float | None]:
+    return {
+        "cost_per_verified_milestone": _ratio(cost, milestones),
+        "actions_per_verified_milestone": _ratio(actions, milestones),
+        "progress_efficiency": _ratio(points, cost),
+        "repeat_overhead": _ratio(repeated, actions),
+    }
+
+
+def build_annotation(annotation: dict, trial_key: str, decision: int) -> Annotation:
+    """The record of an operator tag: what the dialog captured when it opened, and what was typed."""
+    try:
+        return Annotation.model_validate({
+            "trial_key": trial_key, "decision_id": decision,
+            "frame_sha256": annotation.get("frame_sha256") or None, "frame_index": annotation.get("frame_index"),
+            "opened_utc": annotation.get("opened_utc") or utc_now(), "timestamp_utc": utc_now(),
+            "annotator": annotation.get("annotator") or "operator", "type": annotation.get("type"),
+            "severity": annotation.get("severity"), "refers_to": annotation.get("refers_to"),
+            "note": annotation.get("note") or ""})
+    except ValueError as exc:
+        raise TagRefused(f"not a valid tag: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
+
+
+def check_reference(refers: str, decision: int, ever_held: Callable[[str], bool]) -> None:
+    """`refers to` names an earlier decision (a number) or a fact the agent's memory has held."""
+    text = str(refers).strip()
+    if text.isdigit():
+        if not 1 <= int(text) <= decision:
+            raise TagRefused(f"refers to decision {text}, but only decisions 1..{decision} exist")
+        return
+    if not FACT_ID.fullmatch(text):
+        raise TagRefused(f"refers to {text!r}: give a fact id (fact-0003) or a decision number")
+    if not ever_held(text):
+        raise TagRefused(f"refers to {text}, which the agent's memory never held")
 
 
 def _ratio(numerator, denominator):
@@ -420,10 +603,9 @@ def _ratio(numerator, denominator):
 
 
 def _count_listed_actions(raw: str) -> int:
-    import json
-
     try:
         actions = json.loads(raw).get("actions")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return 0
     return len(actions) if isinstance(actions, list) else 0
+

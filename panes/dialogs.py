@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,18 +15,26 @@ SEVERITIES = ("minor", "material", "critical")
 
 
 class TagDialog(ModalScreen[dict | None]):
-    """Memory-error type, severity, what it refers to, and a note. Dismisses with the tag or None."""
+    """Memory-error type, severity, what it refers to, and a note. Dismisses with the tag or None.
+
+    The trial and decision are the ones in view when the dialog opened; `check` (if given) returns
+    why a tag would be refused, so a bad reference is fixed here rather than lost."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, types: dict[str, str], decision_id: int | None = None):
+    def __init__(self, types: dict[str, str], decision_id: int | None = None, trial_key: str | None = None,
+                 check: Callable[[dict], str | None] | None = None):
         super().__init__()
         self.types = types
         self.decision_id = decision_id
+        self.trial_key = trial_key
+        self.check = check
 
     def compose(self) -> ComposeResult:
         with Vertical(id="tag-dialog", classes="dialog"):
             where = f" at decision {self.decision_id}" if self.decision_id is not None else ""
+            if self.trial_key:
+                where += f" of {self.trial_key}"
             yield Label(f"Tag a memory error{where}", classes="dialog-title")
             yield Label("Type")
             yield Select([(key, key) for key in self.types], id="tag-type", allow_blank=False,
@@ -76,7 +86,13 @@ class TagDialog(ModalScreen[dict | None]):
             self.query_one("#tag-error", Label).update("type 'other' needs a note saying what")
             self.query_one("#tag-note", Input).focus()
             return
-        self.dismiss({"type": kind, "severity": severity, "refers_to": refers, "note": note})
+        tag = {"type": kind, "severity": severity, "refers_to": refers, "note": note}
+        problem = self.check(tag) if self.check is not None else None
+        if problem:
+            self.query_one("#tag-error", Label).update(problem)
+            self.query_one("#tag-refers", Input).focus()
+            return
+        self.dismiss(tag)
 
 
 class EndTrialDialog(ModalScreen[str | None]):
@@ -84,14 +100,19 @@ class EndTrialDialog(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, trial_key: str | None = None):
+    def __init__(self, trial_key: str | None = None, *, by_player: bool = False):
         super().__init__()
         self.trial_key = trial_key
+        self.by_player = by_player
 
     def compose(self) -> ComposeResult:
         with Vertical(id="end-dialog", classes="dialog"):
             yield Label(f"End trial {self.trial_key or ''}?".replace("  ", " "), classes="dialog-title")
-            yield Label("It is recorded as operator-terminate with your reason.", classes="dialog-help")
+            if self.by_player:
+                help_text = "You are the player: it is recorded as player-ended, a valid game-failure."
+            else:
+                help_text = "It is recorded as operator-abort with your reason: an invalid trial, rerun later."
+            yield Label(help_text, classes="dialog-help")
             yield Label("Reason")
             yield Input(placeholder="why the trial is ended", id="end-reason")
             yield Label("", id="end-error", classes="dialog-error")

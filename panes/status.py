@@ -21,7 +21,7 @@ class StatusLike(Protocol):
     experiment_id: str
     label: str | None
     trial_key: str | None
-    trial_number: int | None
+    schedule_index: int | None
     trials_total: int | None
     state: str
     detail: str | None
@@ -65,7 +65,7 @@ class StatusBar(Static):
         detail = f": {s.detail}" if s.detail else ""
         parts: list = [("oakwatch ", "bold $primary"), (s.experiment_id, "bold"), "  "]
         parts += [("condition ", "$text-muted"), (s.label or "—", "bold"), "  "]
-        trial = f"{s.trial_number}/{s.trials_total}" if s.trial_number else "—"
+        trial = f"{s.schedule_index}/{s.trials_total}" if s.schedule_index else "—"
         parts += [("trial ", "$text-muted"), (trial, "bold"), "  "]
         parts += [(f"{STATE_MARK.get(state, '·')} {state}{detail}", f"bold {STATE_STYLE.get(state, '')}"), "  "]
         parts += [("decision ", "$text-muted"), (str(s.decisions), "bold"), "  "]

@@ -72,7 +72,7 @@ def decision_line(t: dict) -> str:
 
 def format_item(kind: str, payload) -> str:
     if kind == "decision":
-        return decision_line(payload)
+        return decision_line(payload if isinstance(payload, dict) else payload.model_dump())
     if kind == "milestone":
         return f"★ {milestone_line(payload)}"
     if kind == "annotation":
@@ -83,7 +83,7 @@ def format_item(kind: str, payload) -> str:
                 f"{str(r.get('frame_sha256', ''))[:12]}{note}")
     if kind == "trial":
         p = payload
-        return "▶ " + trial_started_line(p["trial_key"], p["trial_number"], p["trials_total"], p["frame_sha256"])
+        return "▶ " + trial_started_line(p["trial_key"], p["schedule_index"], p["trials_total"], p["frame_sha256"])
     if kind == "ended":
         return f"■ {trial_ended_line(payload)}"
     if kind == "state":

@@ -1,4 +1,4 @@
-"""SHA256SUMS over an evidence folder, in the format `sha256sum --check` reads."""
+"""SHA256SUMS: the format `sha256sum --check` reads, kept from digests already computed."""
 
 from __future__ import annotations
 
@@ -16,42 +16,23 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def evidence_files(folder: Path) -> list[Path]:
-    return sorted((p for p in folder.rglob("*") if p.is_file() and p.name != SUMS
-                   and not p.name.endswith(".tmp")),
-                  key=lambda p: p.relative_to(folder).as_posix())
+def render_sums(sums: dict[str, str]) -> str:
+    """Sorted by path, so the same files always give the same bytes (and the same root)."""
+    return "".join(f"{digest}  {rel}\n" for rel, digest in sorted(sums.items()))
 
 
-def write_sums(folder: Path) -> Path:
-    lines = [f"{file_sha256(p)}  {p.relative_to(folder).as_posix()}\n" for p in evidence_files(folder)]
-    target = folder / SUMS
-    tmp = folder / (SUMS + ".tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
-    tmp.replace(target)
-    return target
+class SumsFormatError(ValueError):
+    pass
 
 
-def check_sums(folder: Path) -> list[str]:
-    """Problems found, as messages; empty when every file matches and none is missing or extra."""
-    sums = folder / SUMS
-    if not sums.exists():
-        return [f"{SUMS} is missing"]
-    listed: dict[str, str] = {}
-    problems = []
-    for n, line in enumerate(sums.read_text(encoding="utf-8").splitlines(), 1):
+def parse_sums(text: str) -> dict[str, str]:
+    """Path -> digest; raises SumsFormatError naming the first malformed line."""
+    out: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
         digest, sep, name = line.partition("  ")
-        if not sep or len(digest) != 64:
-            problems.append(f"{SUMS}:{n}: malformed line")
-            continue
-        listed[name] = digest
-    for name, digest in listed.items():
-        path = folder / name
-        if not path.is_file():
-            problems.append(f"{name}: listed in {SUMS} but missing")
-        elif file_sha256(path) != digest:
-            problems.append(f"{name}: content differs from its {SUMS} entry")
-    for path in evidence_files(folder):
-        rel = path.relative_to(folder).as_posix()
-        if rel not in listed:
-            problems.append(f"{rel}: present but not listed in {SUMS}")
-    return problems
+        if not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or not name:
+            raise SumsFormatError(f"{SUMS}:{n}: malformed line")
+        if name in out:
+            raise SumsFormatError(f"{SUMS}:{n}: {name} listed twice")
+        out[name] = digest
+    return out

@@ -7,20 +7,17 @@ scripts, output folder) and writes nothing; only `create_folder` touches the dis
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
+import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
-import yaml
-
-from engine.contract import response_json_schema
 from engine.gamedef import GameDefinition
 from engine.pyboy_backend import PYBOY_VERSION
-from engine.script import ScriptError, load_script
-from sessions.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
+from engine.script import ScriptError
+from sessions.assets import BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 from sessions.gamedefs import GameDefinitionError, load_game_definition
 from sessions.manifest import Condition, Manifest, ManifestError, load_manifest
 from sessions.notes import NotesError, load_notes
@@ -46,6 +43,8 @@ class Prepared:
     scripts: dict[str, list[str]] = field(default_factory=dict)  # condition id -> actions
     notes: dict[str, dict[int, dict]] = field(default_factory=dict)  # condition id -> script notes
     replay_dirs: dict[str, Path] = field(default_factory=dict)
+    first_frame_sha256: str | None = None  # what the preflight probe saw after restoring the state
+    recordings: dict[str, list[list[str]]] = field(default_factory=dict)  # replay: raw texts per decision
 
     @property
     def base(self) -> Path:
@@ -68,141 +67,216 @@ class Prepared:
         }
 
 
-def sha256_file(path: Path, what: str) -> tuple[bytes, str]:
+def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[bytes, str]:
+    """The file's bytes and SHA-256, read safely (no FIFO, device or unbounded read)."""
+    from sessions.safe_read import MAX_ROM_BYTES, MAX_STATE_BYTES, InputFileError, read_input
+
+    cap = max_bytes or {"initial state": MAX_STATE_BYTES}.get(what, MAX_ROM_BYTES)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise PreflightError(f"{what} not found: {path}") from None
-    except OSError as exc:
-        raise PreflightError(f"{what} unreadable: {path} ({exc.strerror})") from None
+        data = read_input(path, what=what, max_bytes=cap)
+    except InputFileError as exc:
+        raise PreflightError(str(exc)) from None
     return data, hashlib.sha256(data).hexdigest()
 
 
 def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: bool = False) -> Prepared:
-    manifest_path = (manifest_path or DEFAULT_MANIFEST).resolve()
+    # Every check first, nothing written; each refusal is one printable line (user text escaped).
+    from engine.script import parse_script
+    from sessions.reader import FormatProblem, TrialReader
+    from sessions.romcheck import RomCheckError, check_rom_and_state
+    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, printable, read_input
+    from sessions.yamlfile import field_line
+
     try:
-        manifest = load_manifest(manifest_path)
-    except ManifestError as exc:
-        raise PreflightError(str(exc)) from None
-    base = manifest_path.parent
-    g, emu = manifest.game, manifest.emulator
+        try:
+            manifest_path = (manifest_path or DEFAULT_MANIFEST).resolve()
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise PreflightError(f"cannot read manifest: {manifest_path} ({exc})") from None
+        try:
+            manifest = load_manifest(manifest_path)
+        except ManifestError as exc:
+            raise PreflightError(str(exc)) from None
+        base = manifest_path.parent
+        g, emu = manifest.game, manifest.emulator
 
-    if output is not None and output.exists():
-        raise PreflightError(f"output folder already exists: {output} (choose a new one)")
+        def at(field: str) -> str:
+            """`MANIFEST:LINE: field` for a value that parsed but cannot be used."""
+            line = field_line(manifest_path, field)
+            return f"{manifest_path}:{line}: {field}" if line else f"{manifest_path}: {field}"
 
-    if emu.version != PYBOY_VERSION:
-        raise PreflightError(f"{manifest_path}: emulator.version pins {emu.name} {emu.version}, "
-                             f"but {PYBOY_VERSION} is installed (save states depend on the version)")
-    computed = emu.config_hash()
-    if emu.config_sha256 is not None and emu.config_sha256 != computed:
-        raise PreflightError(f"{manifest_path}: emulator.config_sha256 does not match the emulator "
-                             f"settings (computed {computed})")
-    if (emu.frame_width, emu.frame_height) != EMULATOR_FRAME_SIZES[emu.name]:
-        w, h = EMULATOR_FRAME_SIZES[emu.name]
-        raise PreflightError(f"{manifest_path}: emulator.frame_width/height must be {w}x{h} for {emu.name}")
-
-    rom_path = resolve(g.rom, base)
-    _, rom_sha = sha256_file(rom_path, "ROM")
-    if rom_sha != g.rom_sha256:
-        raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, but the manifest's game.rom_sha256 "
-                             f"is {g.rom_sha256}: refusing a different ROM")
-    state_path = resolve(g.initial_state, base)
-    state, state_sha = sha256_file(state_path, "initial state")
-    if state_sha != g.initial_state_sha256:
-        raise PreflightError(f"initial state {state_path} has SHA-256 {state_sha}, but the manifest's "
-                             f"game.initial_state_sha256 is {g.initial_state_sha256}")
-
-    game_path = resolve(g.definition, base)
-    try:
-        game = load_game_definition(game_path)
-    except GameDefinitionError as exc:
-        raise PreflightError(str(exc)) from None
-    if game.rom_sha256 is not None and game.rom_sha256 != g.rom_sha256:
-        raise PreflightError(f"game definition {game_path} is for ROM {game.rom_sha256}, "
-                             f"not the manifest's {g.rom_sha256}")
-
-    scripts: dict[str, list[str]] = {}
-    notes: dict[str, dict[int, dict]] = {}
-    replay_dirs: dict[str, Path] = {}
-    for c in manifest.conditions:
-        if c.policy == "scripted":
+        def where(field: str, ref: str) -> Path:
+            """A manifest's file reference as a path; a path the OS cannot take is refused here."""
             try:
-                scripts[c.id] = load_script(resolve(c.script, base))
-                if c.script_notes is not None:
-                    notes[c.id] = load_notes(resolve(c.script_notes, base))
-            except (ScriptError, NotesError) as exc:
-                raise PreflightError(f"condition {c.id}: {exc}") from None
-        elif c.policy == "replay":
-            trial_dir = resolve(c.replay_trace, base)
-            if not (trial_dir / "trace.jsonl").is_file():
-                raise PreflightError(f"condition {c.id}: replay_trace {trial_dir} has no trace.jsonl")
-            replay_dirs[c.id] = trial_dir
-        elif c.policy == "human" and not allow_human:
-            raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
+                return resolve(ref, base)
+            except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, `~nosuchuser/...`
+                raise PreflightError(f"{at(field)}: cannot use path {ref} ({exc})") from None
 
-    labels = blind_labels([c.id for c in manifest.conditions], manifest.trials.blinding_seed)
-    try:
-        schedule = trial_order(sorted(labels.values()), manifest.trials.per_condition, manifest.trials.order)
-    except ValueError as exc:
-        raise PreflightError(f"{manifest_path}: {exc}") from None
+        try:
+            exists = output is not None and output.exists()
+        except (OSError, ValueError) as exc:
+            raise PreflightError(f"cannot use output folder {output} ({exc})") from None
+        if exists:
+            raise PreflightError(f"output folder already exists: {output} (choose a new one)")
 
-    frozen = manifest.model_copy(deep=True)
-    frozen.emulator.config_sha256 = computed
-    # The frozen copy lives elsewhere: anchor relative file references to absolute paths.
-    for section, key in [(frozen.game, "rom"), (frozen.game, "initial_state"), (frozen.game, "definition"),
-                         *[(c, k) for c in frozen.conditions for k in ("script", "script_notes", "replay_trace")]]:
-        ref = getattr(section, key)
-        if ref is not None and not ref.startswith(BUNDLED_PREFIX):
-            setattr(section, key, str(resolve(ref, base).resolve()))
-    if frozen.created_utc is None:
-        frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
-                    scripts, notes, replay_dirs)
+        if emu.version != PYBOY_VERSION:
+            raise PreflightError(f"{at('emulator.version')}: pins {emu.name} {emu.version}, "
+                                 f"but {PYBOY_VERSION} is installed (save states depend on the version)")
+        computed = emu.config_hash()
+        if emu.config_sha256 is not None and emu.config_sha256 != computed:
+            raise PreflightError(f"{at('emulator.config_sha256')}: does not match the emulator "
+                                 f"settings (computed {computed})")
+        if (emu.frame_width, emu.frame_height) != EMULATOR_FRAME_SIZES[emu.name]:
+            w, h = EMULATOR_FRAME_SIZES[emu.name]
+            raise PreflightError(f"{at('emulator.frame_width')}: frame width and height must be {w}x{h} "
+                                 f"for {emu.name}")
+
+        rom_path = where("game.rom", g.rom)
+        rom, rom_sha = sha256_file(rom_path, "ROM")
+        if rom_sha != g.rom_sha256:
+            raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, but the manifest's game.rom_sha256 "
+                                 f"is {g.rom_sha256}: refusing a different ROM")
+        state_path = where("game.initial_state", g.initial_state)
+        state, state_sha = sha256_file(state_path, "initial state")
+        if state_sha != g.initial_state_sha256:
+            raise PreflightError(f"initial state {state_path} has SHA-256 {state_sha}, but the manifest's "
+                                 f"game.initial_state_sha256 is {g.initial_state_sha256}")
+
+        game_path = where("game.definition", g.definition)
+        try:
+            game = load_game_definition(game_path)
+        except GameDefinitionError as exc:
+            raise PreflightError(str(exc)) from None
+        if game.rom_sha256 is not None and game.rom_sha256 != g.rom_sha256:
+            raise PreflightError(f"game definition {game_path} is for ROM {game.rom_sha256}, "
+                                 f"not the manifest's {g.rom_sha256}")
+
+        scripts: dict[str, list[str]] = {}
+        notes: dict[str, dict[int, dict]] = {}
+        replay_dirs: dict[str, Path] = {}
+        recordings: dict[str, list[list[str]]] = {}
+        for i, c in enumerate(manifest.conditions):
+            if c.policy == "scripted":
+                script_path = where(f"conditions.{i}.script", c.script)
+                try:
+                    try:
+                        raw = read_input(script_path, what="input script", max_bytes=MAX_TEXT_BYTES)
+                    except InputFileError as exc:
+                        raise ScriptError(f"{script_path}: cannot read input script ({exc.reason})") from None
+                    scripts[c.id] = parse_script(raw, str(script_path))
+                    if c.script_notes is not None:
+                        notes[c.id] = load_notes(where(f"conditions.{i}.script_notes", c.script_notes))
+                except (ScriptError, NotesError) as exc:
+                    raise PreflightError(f"condition {c.id}: {exc}") from None
+            elif c.policy == "replay":
+                trial_dir = where(f"conditions.{i}.replay_trace", c.replay_trace)
+                if not (trial_dir / "responses.jsonl").is_file():
+                    raise PreflightError(f"{at(f'conditions.{i}.replay_trace')}: {trial_dir} is not a recorded "
+                                         f"trial (no responses.jsonl)")
+                try:  # read (and check) the recording now, not when the trial starts
+                    recordings[c.id] = TrialReader(trial_dir).recorded_attempts()
+                except (FormatProblem, OSError) as exc:
+                    raise PreflightError(f"condition {c.id}: replay_trace: {exc}") from None
+                replay_dirs[c.id] = trial_dir
+            elif c.policy == "human" and not allow_human:
+                raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
+
+        labels = blind_labels([c.id for c in manifest.conditions], manifest.trials.blinding_seed)
+        try:
+            schedule = trial_order(sorted(labels.values()), manifest.trials.per_condition, manifest.trials.order)
+        except ValueError as exc:
+            raise PreflightError(f"{at('trials.order')}: {str(exc).removeprefix('trials.order ')}") from None
+
+        # Last, being the slow check (~1 s): boot the ROM, restore and run the state, read the
+        # game's fields, all in a child process, so a cartridge or state PyBoy cannot run is
+        # refused here rather than after the folder exists.
+        try:
+            first_frame = check_rom_and_state(rom_path, rom, state, game, g.first_frame_sha256,
+                                              state_path=state_path, game_path=game_path)
+        except RomCheckError as exc:
+            raise PreflightError(str(exc)) from None
+
+        frozen = manifest.model_copy(deep=True)
+        frozen.emulator.config_sha256 = computed
+        # The frozen copy lives elsewhere: anchor relative file references to absolute paths.
+        for section, key in [(frozen.game, "rom"), (frozen.game, "initial_state"), (frozen.game, "definition"),
+                             *[(c, k) for c in frozen.conditions for k in ("script", "script_notes", "replay_trace")]]:
+            ref = getattr(section, key)
+            if ref is not None and not ref.startswith(BUNDLED_PREFIX):
+                try:
+                    setattr(section, key, str(resolve(ref, base).resolve()))
+                except (OSError, ValueError, RuntimeError) as exc:
+                    raise PreflightError(f"{manifest_path}: cannot use path {ref} ({exc})") from None
+        if frozen.created_utc is None:
+            frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
+                        scripts, notes, replay_dirs, first_frame, recordings)
+    except PreflightError as exc:
+        raise PreflightError(printable(str(exc))) from None
 
 
 def default_output(experiment_id: str, root: Path = Path("runs")) -> Path:
+    """A new folder name that two runs started in the same second never share."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return root / f"{experiment_id}-{stamp}"
+    while True:
+        candidate = root / f"{experiment_id}-{stamp}-{secrets.token_hex(3)}"
+        if not candidate.exists():
+            return candidate
 
 
-def _dump_yaml(path: Path, data) -> None:
-    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+def create_folder(prepared: Prepared, output: Path):
+    """Lay out the experiment folder (sessions.experiment_folder); refuses an existing one.
+    Returns the ExperimentFolder, which holds the folder's lock until the run closes it."""
+    from sessions.durable import EvidenceError
+    from sessions.experiment_folder import ExperimentFolder
 
-
-def create_folder(prepared: Prepared, output: Path) -> Path:
-    """Lay out the experiment folder; refuses an existing one."""
-    m = prepared.manifest
     try:
-        output.mkdir(parents=True, exist_ok=False)
-    except FileExistsError:
-        raise PreflightError(f"output folder already exists: {output} (choose a new one)") from None
-    (output / "manifest.yaml").write_text(m.to_yaml(), encoding="utf-8")
-    prompts = output / "prompts"
-    prompts.mkdir()
-    (prompts / "system.txt").write_bytes((ASSETS / "prompts" / "system.txt").read_bytes())
-    (prompts / "action-schema.json").write_text(
-        json.dumps(response_json_schema(m.agent.max_actions_per_decision), indent=2) + "\n", encoding="utf-8")
-    conditions = output / "conditions"
-    conditions.mkdir()
-    for c in m.conditions:
-        label = prepared.labels[c.id]
-        data = {"label": label, **c.model_dump(mode="json", exclude={"id"})}
-        _dump_yaml(conditions / f"{label}.yaml", data)
-    scoring = output / "scoring"
-    scoring.mkdir()
-    ladder = [{"id": ms.id, "name": ms.name, "points": ms.points,
-               "verification": [cond.model_dump(exclude_none=True) for cond in ms.all]}
-              for ms in prepared.game.milestones]
-    _dump_yaml(scoring / "milestones.yaml", {"game": prepared.game.id, "rules": {
-        "award_once": True, "consecutive_frames": 2, "never_if_true_at_start": True},
-        "milestones": ladder})
-    (scoring / "memory-error-rubric.yaml").write_bytes(
-        (ASSETS / "prompts" / "memory-error-rubric.yaml").read_bytes())
-    (output / "trials").mkdir()
-    # The unblinding key sits apart from conditions/ and trials/, which annotators work from.
-    (output / "blinding.json").write_text(json.dumps(
-        {"labels": {lab: cid for cid, lab in prepared.labels.items()}}, indent=2) + "\n", encoding="utf-8")
-    (output / "schedule.json").write_text(json.dumps(
-        {"manifest_sha256": m.sha256(),
-         "order": [f"{lab}-{n:02d}" for lab, n in prepared.schedule]}, indent=2) + "\n", encoding="utf-8")
-    return output
+        return ExperimentFolder.create(prepared, output)
+    except FileExistsError as exc:
+        raise PreflightError(str(exc)) from None
+    except EvidenceError as exc:
+        raise PreflightError(f"{exc}") from None
+
+
+def prepare_resume(root: Path, *, allow_human: bool = False):
+    """Take a finished or stopped folder back for `run --resume`: its frozen manifest, blinding and
+    schedule, and the schedule positions that hold no valid trial. Returns (prepared, folder,
+    positions); the folder is locked until the run closes it."""
+    from sessions import layout
+    from sessions.experiment_folder import ExperimentFolder, FolderBusy, holder_alive
+    from sessions.reader import FormatProblem, parse
+    from sessions.records import BlindingFile
+    from sessions.recover import needs_recovery
+    from sessions.runner import missing_positions
+
+    if not (root / layout.SCHEDULE).is_file() or not (root / layout.MANIFEST).is_file():
+        raise PreflightError(f"{root}: not an oakwatch experiment folder (no {layout.SCHEDULE} and "
+                             f"{layout.MANIFEST})")
+    alive, who = holder_alive(root)
+    if alive:
+        raise PreflightError(f"{root} is held by a live oakwatch process{who}")
+    if needs_recovery(root):
+        raise PreflightError(f"{root}: its run did not finish; `oakwatch recover {root}` first")
+    prepared = prepare(root / layout.MANIFEST, None, allow_human=allow_human)
+    try:
+        folder = ExperimentFolder.open(root)
+    except FolderBusy as exc:
+        raise PreflightError(str(exc)) from None
+    try:
+        if prepared.manifest.sha256() != folder.manifest_sha256:
+            raise PreflightError(f"{root}/{layout.MANIFEST} no longer hashes to the manifest the schedule was "
+                                 f"made for: refusing to resume a changed experiment")
+        try:
+            blinding = parse(BlindingFile, (root / layout.BLINDING).read_bytes(), layout.BLINDING)
+        except (OSError, FormatProblem) as exc:
+            raise PreflightError(f"{root}: {exc}") from None
+        prepared.labels = {cid: label for label, cid in blinding.labels.items()}
+        order = folder.schedule.order
+        prepared.schedule = [(key.split("-")[0], int(key.split("-")[1])) for key in order]
+        positions = missing_positions(root, order)
+        folder.reopen_log()
+        if positions:
+            folder.event("run-started", resume=True)
+        return prepared, folder, positions
+    except BaseException:
+        folder.leave_as_found()
+        raise

@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.gamedef import GameDefinition
-from sessions.yamlfile import load_yaml_model
+from sessions.yamlfile import load_yaml_model, parse_yaml_model
 
 
 class GameDefinitionError(ValueError):
-    pass
+    """A game definition that cannot be used; the message names the file, line and field."""
+
+
+def parse_game_definition(text: str, source: str) -> GameDefinition:
+    return parse_yaml_model(text, source, GameDefinition, GameDefinitionError, "a game definition")
 
 
 def load_game_definition(path: Path) -> GameDefinition:

@@ -1,35 +1,52 @@
 """`oakwatch replay`: re-run a trial's recorded inputs from the recorded start state.
 
 No policy and no model: the emulator gets exactly the logged button presses with the
-manifest's timing, and every decision's frame hashes and milestones must match the trace.
+manifest's timing. Every action's frame hash and frame numbers, every decision's milestones,
+every award's frame, and the recorded reason the trial ended (where the emulator can decide
+it) must come out the same. The trace is streamed: memory stays flat however long the trial.
 """
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.emulator import Timing, frame_sha256
+from engine.gamedef import GameDefinition
 from engine.ladder import Ladder
 from engine.probe import Probe
-from engine.pyboy_backend import PyBoyEmulator
+from engine.records import InputLine, TraceLine
+from engine.routes import RouteTracker
+from sessions import layout
 from sessions.assets import resolve
 from sessions.experiment import PreflightError, sha256_file
 from sessions.gamedefs import GameDefinitionError, load_game_definition
-from sessions.manifest import ManifestError, load_manifest
+from sessions.manifest import Manifest, ManifestError, load_manifest
+from sessions.reader import FormatProblem, TrialReader
 
 
 class Divergence(RuntimeError):
     """The replay differs from the record; the message names where."""
 
 
-def load_trial(trial_dir: Path, rom: Path | None = None):
-    if not (trial_dir / "trace.jsonl").is_file():
+@dataclass
+class LoadedTrial:
+    reader: TrialReader
+    manifest: Manifest
+    rom_path: Path
+    state: bytes
+    game: GameDefinition
+    timing: Timing
+
+
+def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
+    """Everything a replay needs, checked; PreflightError (bad input) if any is missing."""
+    if not (trial_dir / layout.TRACE).is_file():
         raise PreflightError(f"{trial_dir}: no trace.jsonl here; give a trial folder (<exp>/trials/<label>-<NN>)")
     folder = trial_dir.resolve().parent.parent
     try:
-        manifest = load_manifest(folder / "manifest.yaml")
+        manifest = load_manifest(folder / layout.MANIFEST)
     except ManifestError as exc:
         raise PreflightError(str(exc)) from None
     g = manifest.game
@@ -45,47 +62,116 @@ def load_trial(trial_dir: Path, rom: Path | None = None):
         game = load_game_definition(resolve(g.definition, folder))
     except GameDefinitionError as exc:
         raise PreflightError(str(exc)) from None
-    trace = [json.loads(x) for x in (trial_dir / "trace.jsonl").read_text(encoding="utf-8").splitlines()]
-    inputs: dict[int, list[dict]] = defaultdict(list)
-    for line in (trial_dir / "inputs.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        inputs[row["decision_id"]].append(row)
     timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
-    return rom_path, state, game, trace, inputs, timing
+    return LoadedTrial(TrialReader(trial_dir), manifest, rom_path, state, game, timing)
 
 
-def replay_trial(trial_dir: Path, rom: Path | None = None, progress=None) -> dict:
-    """Replay and check; return counts. Raise Divergence at the first mismatch."""
-    rom_path, state, game, trace, inputs, timing = load_trial(trial_dir, rom)
-    emulator = PyBoyEmulator(rom_path)
+def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[int], None] | None = None) -> dict:
+    """Replay and check; return counts. Raise Divergence at the first mismatch and
+    FormatProblem for a malformed record."""
+    from engine.pyboy_backend import PyBoyEmulator
+
+    loaded = load_trial(trial_dir, rom)
+    emulator = PyBoyEmulator(loaded.rom_path)
     try:
-        return replay_records(emulator, state, game, trace, inputs, timing, progress)
+        return replay_records(emulator, loaded, progress)
     finally:
         emulator.close()
 
 
-def replay_records(emulator, state, game, trace, inputs, timing, progress=None) -> dict:
+def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None] | None = None) -> dict:
+    reader, game, timing = loaded.reader, loaded.game, loaded.timing
+    m = loaded.manifest
     probe = Probe(game)
-    emulator.restore(state)
+    emulator.restore(loaded.state)
     first = frame_sha256(emulator.frame())
-    if trace and trace[0]["frame_sha256"] != first:
-        raise Divergence(f"start state: first frame is {first}, the trace recorded {trace[0]['frame_sha256']}")
-    ladder = Ladder(game, probe(emulator.read_range))
+    if m.game.first_frame_sha256 and m.game.first_frame_sha256 != first:
+        raise Divergence(f"start state: first frame is {first}, the manifest recorded {m.game.first_frame_sha256}")
+    sample = probe(emulator.read_range)
+    ladder = Ladder(game, sample)
+    routes = RouteTracker(m.budgets.unrecoverable_loop_repeats)
     actions = 0
-    for t in trace:
-        did = t["decision_id"]
-        for row in sorted(inputs.get(did, []), key=lambda r: r["index"]):
-            step = emulator.step(row["action"], timing, probe)
+    looped = False
+    awards: dict[str, tuple[int, int, str]] = {}
+    groups = reader.inputs_by_decision()
+    pending: tuple[int, list[InputLine]] | None = next(groups, None)
+    last: TraceLine | None = None
+    for t in reader.trace():
+        did = t.decision_id
+        if last is None and t.frame_sha256 != first:
+            raise Divergence(f"start state: first frame is {first}, the trace recorded {t.frame_sha256}")
+        rows: list[InputLine] = []
+        if pending is not None and pending[0] == did:
+            rows = pending[1]
+            pending = next(groups, None)
+        if len(rows) != t.accepted_actions:
+            raise FormatProblem(f"{reader.where(layout.INPUTS)}: decision {did} accepted {t.accepted_actions} "
+                                f"actions, the log has {len(rows)}")
+        for row in rows:
+            before = _position(game, sample)
+            step = emulator.step(row.action, timing, probe)
             actions += 1
-            if step.frame_sha256 != row["frame_sha256"]:
-                raise Divergence(f"decision {did}, action {row['index']} ({row['action']}): frame "
-                                 f"{step.frame_sha256[:16]}… differs from the recorded "
-                                 f"{row['frame_sha256'][:16]}… at frame {step.frame_index}")
-            ladder.update(step.ram_before_last, step.ram_last, decision_id=did,
-                          frame_index=step.frame_index, frame_sha256=step.frame_sha256)
-        if ladder.reached != t["milestones_after"]:
+            where = f"decision {did}, action {row.index} ({row.action})"
+            if step.frame_sha256 != row.frame_sha256:
+                raise Divergence(f"{where}: frame {step.frame_sha256[:16]}… differs from the recorded "
+                                 f"{row.frame_sha256[:16]}… at frame {step.frame_index}")
+            press = step.press_frame if step.press_frame >= 0 else None
+            if (step.frame_index, press) != (row.capture_frame, row.press_frame):
+                raise Divergence(f"{where}: pressed at frame {press} and captured at {step.frame_index}, the "
+                                 f"record says {row.press_frame} and {row.capture_frame}")
+            for award in ladder.update(step.ram_before_last, step.ram_last, decision_id=did,
+                                       frame_index=step.frame_index, frame_sha256=step.frame_sha256):
+                awards[award.id] = (did, step.frame_index, step.frame_sha256)
+                routes.progress()
+            if any(sample.get(f) != step.ram_last.get(f) for f in game.progress_fields):
+                routes.progress()
+            sample = step.ram_last
+            if before is not None:
+                looped = routes.record(before, row.action, _position(game, sample)) or looped
+        if ladder.reached != t.milestones_after:
             raise Divergence(f"decision {did}: milestones {ladder.reached} differ from the recorded "
-                             f"{t['milestones_after']}")
+                             f"{t.milestones_after}")
+        if t.result_frame_index != emulator.frame_index:
+            raise Divergence(f"decision {did}: ended at frame {emulator.frame_index}, the trace says "
+                             f"{t.result_frame_index}")
+        last = t
         if progress:
-            progress(did, len(trace))
-    return {"decisions": len(trace), "actions": actions, "milestones": ladder.reached}
+            progress(did)
+    if pending is not None:
+        raise FormatProblem(f"{reader.where(layout.INPUTS)}: inputs for decision {pending[0]}, which the trace "
+                            f"does not have")
+    _check_ending(reader, last, ladder, looped, actions, awards, m)
+    return {"decisions": last.decision_id if last else 0, "actions": actions, "milestones": ladder.reached}
+
+
+def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, looped: bool, actions: int,
+                  awards: dict, manifest: Manifest) -> None:
+    """Where the emulator alone decides why a trial ended, the replay must end the same way."""
+    if not reader.exists(layout.RESULT):
+        return
+    result, _ = reader.result()
+    reason = result.termination_reason
+    if reason == "final-milestone" and not ladder.final_reached:
+        raise Divergence("the result claims the final milestone; the replay never reaches it")
+    if reason == "unrecoverable-loop" and not looped:
+        raise Divergence("the result claims an unrecoverable loop; the replay has none")
+    if reason == "budget:accepted_actions" and actions != manifest.budgets.accepted_actions:
+        raise Divergence(f"the result claims the action budget ({manifest.budgets.accepted_actions}); "
+                         f"the replay pressed {actions}")
+    if ladder.final_reached and reason != "final-milestone" and result.outcome in ("success", "game-failure"):
+        raise Divergence(f"the replay reaches the final milestone; the result says {reason}")
+    for m in result.milestones:
+        if awards.get(m.id) != (m.decision_id, m.frame_index, m.frame_sha256):
+            raise Divergence(f"{m.id}: the result's evidence (decision {m.decision_id}, frame {m.frame_index}) "
+                             f"is not where the replay awards it")
+    if set(awards) - {m.id for m in result.milestones} and result.chain is not None \
+            and result.last_decision == (last.decision_id if last else 0):
+        raise Divergence(f"the replay awards {sorted(set(awards) - {m.id for m in result.milestones})}, "
+                         f"which the result does not list")
+
+
+def _position(game: GameDefinition, sample) -> tuple[int, int, int] | None:
+    pos = game.position
+    if pos is None or sample is None:
+        return None
+    return (int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y]))

@@ -1,59 +1,79 @@
-"""Running a prepared experiment: one trial after another, evidence first, summary last."""
+"""Running a prepared experiment: its schedule's slots one after another, evidence first,
+summary last, whatever happens.
+
+Every slot gets a recorder before anything can fail, and its result is sealed in a `finally`;
+the run's summary and sums are written in an outer `finally`. An invalid trial voids its
+block (seed 000: a harness failure invalidates the pair, rerun from the same schedule
+positions): the block's attempts move under void-<n>/, and `oakwatch run --resume` reruns
+the positions left without a valid trial.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from engine.budgets import BudgetLimits
-from engine.control import OperatorControl
+from engine.control import RunControl
 from engine.emulator import Timing
-from engine.events import Sink
+from engine.events import Sink, StateChanged, TrialEnded
+from engine.outcomes import INVALID_PROVIDER, is_valid
 from engine.policies.random_policy import RandomPolicy
 from engine.policies.replay import ReplayPolicy
 from engine.policies.scripted import ScriptedPolicy
 from engine.policy import Policy
 from engine.pyboy_backend import PyBoyEmulator
-from engine.trial import Trial, TrialConfig
-from sessions.checksums import write_sums
-from sessions.evidence import TrialWriter
+from engine.records import TrialGenesis, TrialResult
+from engine.trial import Trial, TrialConfig, utc_now
+from sessions.annotation_layer import late_tagger
+from sessions.durable import EvidenceError
 from sessions.experiment import Prepared
+from sessions.experiment_folder import ExperimentFolder
 from sessions.manifest import Condition
+from sessions.reader import read_results, read_run_log
+from sessions.records import Summary
 from sessions.summary import summarise
 
-PolicyFactory = Callable[[Condition], Policy]
+PolicyFactory = Callable[[Condition, int], Policy]
 
 
-def recorded_attempts(trial_dir: Path) -> list[list[str]]:
-    """Per decision, the raw text of every attempt, from a trial folder's responses/."""
-    out = []
-    for line in (trial_dir / "trace.jsonl").read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        response = json.loads((trial_dir / record["raw_response_path"]).read_text(encoding="utf-8"))
-        out.append([a["raw"] for a in response["attempts"]])
-    return out
+def derive_seed(condition_seed: int, trial_number: int) -> int:
+    """Each trial of a random condition plays its own stream, reproducible from the manifest."""
+    digest = hashlib.sha256(f"oakwatch-trial-seed:{condition_seed}:{trial_number}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
-def make_policy(prepared: Prepared, condition: Condition) -> Policy:
+def policy_seed(condition: Condition, trial_number: int) -> int | None:
+    return derive_seed(condition.seed, trial_number) if condition.policy == "random" else None
+
+
+def make_policy(prepared: Prepared, condition: Condition, trial_number: int) -> Policy:
     if condition.policy == "scripted":
         return ScriptedPolicy(prepared.scripts[condition.id], condition.actions_per_decision,
                               prepared.notes.get(condition.id))
     if condition.policy == "random":
-        return RandomPolicy(condition.seed, condition.actions_per_decision)
+        return RandomPolicy(policy_seed(condition, trial_number), condition.actions_per_decision)
     if condition.policy == "replay":
-        return ReplayPolicy(recorded_attempts(prepared.replay_dirs[condition.id]))
+        return ReplayPolicy(prepared.recordings[condition.id])
     raise ValueError(f"policy {condition.policy!r} is not available here")
 
 
-def trial_config(prepared: Prepared, label: str, number: int) -> TrialConfig:
+def parse_key(key: str) -> tuple[str, int]:
+    label, _, number = key.partition("-")
+    return label, int(number)
+
+
+def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialConfig:
     m = prepared.manifest
+    label, number = prepared.schedule[position]
     c = prepared.condition(label)
     b = m.budgets
     return TrialConfig(
-        experiment_id=m.experiment_id, label=label, trial_number=number,
-        trials_total=len(prepared.schedule),
+        experiment_id=m.experiment_id, label=label, trial_number=number, position=position,
+        schedule_length=len(prepared.schedule),
         timing=Timing(m.emulator.press_frames, m.emulator.settle_frames),
         max_actions=m.agent.max_actions_per_decision,
         allowed_actions=tuple(m.agent.allowed_actions),
@@ -63,110 +83,161 @@ def trial_config(prepared: Prepared, label: str, number: int) -> TrialConfig:
         limits=BudgetLimits(b.accepted_actions, b.model_decisions, b.wall_time_minutes,
                             b.total_cost_usd, b.tokens),
         loop_repeats=b.unrecoverable_loop_repeats,
-        expected_first_frame_sha256=m.game.first_frame_sha256,
+        # Every trial must start on the frame the manifest pins, or else the one the preflight saw.
+        expected_first_frame_sha256=m.game.first_frame_sha256 or prepared.first_frame_sha256,
+        attempt=attempt,
     )
 
 
 class ExperimentRunner:
-    """Runs every scheduled trial into `folder`, feeding `sinks` (displays) alongside the writers."""
+    """Runs schedule positions into an ExperimentFolder, feeding `sinks` (displays) as it goes."""
 
-    def __init__(self, prepared: Prepared, folder: Path, sinks: list[Sink] | None = None,
-                 control: OperatorControl | None = None,
-                 policy_factories: dict[str, PolicyFactory] | None = None):
+    def __init__(self, prepared: Prepared, folder: ExperimentFolder, sinks: list[Sink] | None = None,
+                 control: RunControl | None = None,
+                 policy_factories: dict[str, PolicyFactory] | None = None,
+                 positions: list[int] | None = None, resumed: bool = False):
         self.prepared = prepared
         self.folder = folder
         self.sinks = sinks or []
-        self.control = control or OperatorControl()
+        self.control = control or RunControl()
         self.policy_factories = policy_factories or {}
-        self.results: list[dict] = []
-        self.quit_requested = False  # the operator asked to end the whole run
+        self.positions = list(range(len(prepared.schedule))) if positions is None else positions
+        self.resumed = resumed
+        self.results: list[TrialResult] = []  # sealed, in the order run (voided ones included)
+        self.summary: Summary | None = None
+        self.stop_reason: str | None = None
+        self.fatal: str | None = None  # the run could not finish its own records
+        self.control.on_state(lambda state: self._display(StateChanged(state)))
+        self.control.set_late_tagger(late_tagger(folder.root))
 
-    def _policy(self, condition: Condition) -> Policy:
-        factory = self.policy_factories.get(condition.policy)
-        return factory(condition) if factory else make_policy(self.prepared, condition)
+    @property
+    def quit_requested(self) -> bool:
+        return self.control.stopping
 
-    def run(self) -> dict:
+    def _display(self, event) -> None:
+        for sink in self.sinks:
+            sink.handle(event)
+
+    def run(self) -> Summary:
         return asyncio.run(self.run_async())
 
-    async def run_async(self) -> dict:
-        p = self.prepared
-        stopped_early, stop_reason = False, None
-        for label, number in p.schedule:
-            if self.quit_requested:
-                stopped_early, stop_reason = True, "operator-quit"
-                break
-            result = await self._run_trial(label, number)
-            self.results.append(result)
-            write_sums(self.folder)
-            if result["outcome"] == "invalid-provider":
-                stopped_early, stop_reason = True, "external-provider-failure"
-                break
-            self.control = self._fresh_control()
-        summary = summarise(self.results, len(p.schedule), stopped_early, stop_reason,
-                            sorted(p.labels.values()))
-        summary["experiment_id"] = p.manifest.experiment_id
-        summary["manifest_sha256"] = p.manifest.sha256()
-        (self.folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        write_sums(self.folder)
-        return summary
+    def close_unstarted(self, reason: str) -> Summary | None:
+        """The run is stopped before its first trial (the operator quit at once): finish the folder."""
+        self.stop_reason = reason
+        self.summary = self._finish()
+        return self.summary
 
-    def _fresh_control(self) -> OperatorControl:
-        """Carry pause state and pacing to the next trial; drop a per-trial terminate."""
-        old = self.control
-        new = OperatorControl(old.speed)
-        if old.paused:
-            new.pause()
-        self.on_new_control(new)
-        return new
-
-    def on_new_control(self, control: OperatorControl) -> None:
-        """Hook for displays that hold the control (the console)."""
-
-    def build_trial(self, config: TrialConfig) -> Trial:
-        """The trial with its evidence writer attached, ready to run (the bench times this path)."""
-        p = self.prepared
-        writer = TrialWriter(self.folder / "trials" / config.trial_key)
-        emulator = None
+    async def run_async(self) -> Summary:
+        voided_blocks: set[int] = set()
         try:
-            emulator = PyBoyEmulator(p.rom_path)
-            policy = self._policy(p.condition(config.label))
-        except Exception:
-            if emulator is not None:
-                emulator.close()
-            writer.close()
-            raise
-        return Trial(config, emulator, p.start_state, p.game, policy, [writer, *self.sinks],
-                     self.control, p.provenance())
-
-    async def _run_trial(self, label: str, number: int) -> dict:
-        config = trial_config(self.prepared, label, number)
-        try:
-            trial = self.build_trial(config)
-        except Exception as exc:  # could not even start: still leave a complete trial folder
-            return self._unstartable(config, exc)
-        try:
-            return await trial.run()
+            for position in self.positions:
+                block = self.folder.block_of(position)
+                if block[0] in voided_blocks:
+                    continue  # its block is void: the position is rerun with it, later
+                if self.control.stopping:
+                    self.stop_reason = self.control.stop_request.reason
+                    break
+                result = await self._run_slot(position)
+                if not is_valid(result.outcome):
+                    voided_blocks.add(block[0])
+                    self.folder.void_block(block, result)
+                if self.control.stopping:
+                    self.stop_reason = self.control.stop_request.reason
+                    break
+                if result.outcome == INVALID_PROVIDER:
+                    self.stop_reason = "external-provider-failure"  # seed 001
+                    break
+                if result.invalid_cause == "disk-full":
+                    self.stop_reason = "disk-full"
+                    break
+        except EvidenceError as exc:  # a record of the run itself could not be written
+            self.stop_reason = "disk-full" if exc.cause == "disk-full" else "evidence-failure"
+            self.fatal = str(exc)
+            if exc.cause == "disk-full":
+                self.folder.release_reserve()  # room for the summary and sums
         finally:
-            trial.policy.close()
-            trial.emulator.close()
+            self.summary = self._finish()
+        return self.summary
 
-    def _unstartable(self, config: TrialConfig, exc: Exception) -> dict:
-        from engine.events import TrialEnded
-        from engine.trial import utc_now
+    def _finish(self) -> Summary | None:
+        """Summary and sums, however the run ended. None only if even they cannot be written."""
+        folder = self.folder
+        stopped = self.stop_reason is not None
+        try:
+            results = read_results(folder.root)
+            voids = _read_voids(folder.root)
+            recovered = any(e.event == "recovered" for e in read_run_log(folder.root)[0])
+            m = self.prepared.manifest
+            labels = sorted(self.prepared.labels.values())
+            return folder.finish(stopped, self.stop_reason, lambda head: summarise(
+                experiment_id=m.experiment_id, manifest_sha256=folder.manifest_sha256,
+                schedule_sha256=folder.schedule_sha256, order=folder.schedule.order, results=results,
+                voids=voids, labels=labels, stopped_early=stopped, stop_reason=self.stop_reason,
+                recovered=recovered, run_log_head=head))
+        except EvidenceError as exc:
+            self.fatal = self.fatal or str(exc)
+            return None
+        finally:
+            folder.close()
 
+    # -- one slot -------------------------------------------------------------------------------
+    async def _run_slot(self, position: int) -> TrialResult:
         p = self.prepared
-        result = {"experiment_id": p.manifest.experiment_id, "condition": config.label,
-                  "trial": config.trial_number, "trial_key": config.trial_key, "outcome": "harness-error",
-                  "termination_reason": "harness-error", "error": f"{type(exc).__name__}: {exc}",
-                  "started_utc": utc_now(), "ended_utc": utc_now(), "milestones": [],
-                  "milestones_reached": [], "pre_satisfied": [], "deepest_milestone": None,
-                  "progress_points": 0, "total_points": p.game.total_points,
-                  "telemetry": {"decisions": 0, "accepted_actions": 0, "cost_usd": None},
-                  "derived": {}, "provenance": p.provenance()}
-        folder = self.folder / "trials" / config.trial_key
-        if not folder.exists():
-            folder.mkdir(parents=True)
-        (folder / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        for sink in self.sinks:
-            sink.handle(TrialEnded(result))
-        return result
+        key = self.folder.schedule.order[position]
+        label, number = parse_key(key)
+        attempt = 1 + sum(1 for _ in self.folder.root.glob(f"void-*/{key}"))
+        config = trial_config(p, position, attempt)
+        condition = p.condition(label)
+        genesis = TrialGenesis(
+            experiment_id=p.manifest.experiment_id, trial_key=key, condition=label, trial=number,
+            position=position, attempt=attempt, manifest_sha256=self.folder.manifest_sha256,
+            schedule_sha256=self.folder.schedule_sha256,
+            condition_sha256=self.folder.sums[f"conditions/{label}.yaml"],
+            rom_sha256=p.manifest.game.rom_sha256, initial_state_sha256=p.manifest.game.initial_state_sha256,
+            policy=condition.policy, policy_seed=policy_seed(condition, number), started_utc=utc_now(),
+            pid=os.getpid())
+        recorder = self.folder.trial_recorder(genesis)
+        result: TrialResult | None = None
+        trial = self.build_trial(config, recorder)
+        try:
+            result = await trial.run()
+        finally:
+            if result is None:  # interrupted from outside (KeyboardInterrupt, cancellation)
+                result = trial.interrupted("the run was interrupted")
+            sealed = recorder.seal(result)
+            self.folder.seal_trial(recorder, sealed)
+            self.results.append(sealed)
+            self._display(TrialEnded(sealed))
+        return sealed
+
+    def build_trial(self, config: TrialConfig, recorder) -> Trial:
+        """The trial with its recorder attached; the emulator and policy start inside `run`,
+        so a failure to start them is recorded like any other (the bench times this path)."""
+        p = self.prepared
+        condition = p.condition(config.label)
+        factory = self.policy_factories.get(condition.policy)
+        return Trial(config, lambda: PyBoyEmulator(p.rom_path),
+                     lambda: factory(condition, config.trial_number) if factory
+                     else make_policy(p, condition, config.trial_number),
+                     p.start_state, p.game, [recorder, *self.sinks], self.control,
+                     {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number)})
+
+
+def _read_voids(root: Path):
+    from sessions.reader import FormatProblem, parse
+    from sessions.records import VoidRecord
+
+    out = []
+    for vdir in sorted(root.glob("void-*"), key=lambda p: int(p.name.split("-")[1])):
+        try:
+            out.append(parse(VoidRecord, (vdir / "void.json").read_bytes(), f"{vdir.name}/void.json"))
+        except (OSError, FormatProblem):
+            continue
+    return out
+
+
+def missing_positions(root: Path, order: list[str]) -> list[int]:
+    """Schedule positions with no valid trial in trials/ (what --resume reruns)."""
+    results = read_results(root)
+    return [i for i, key in enumerate(order) if key not in results or not is_valid(results[key][0].outcome)]
+

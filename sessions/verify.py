@@ -1,112 +1,793 @@
-"""`oakwatch verify`: audit an evidence folder without trusting its summary."""
+"""`oakwatch verify`: audit an evidence folder without trusting its summary.
+
+What it proves: every file is one the layout allows and matches SHA256SUMS; the manifest,
+blinding key and schedule are the ones every trial was started under; each trial's trace is
+an unbroken hash chain from its genesis, and each decision's response, inputs, memory
+operations and frame are exactly the bytes its trace line names; result.json follows from the
+trace (outcome, termination reason, telemetry, milestones); the frame store is the one sealed;
+the run log records every trial sealed and every block voided; summary.json is what the
+results give. An attacker who rewrites files and regenerates SHA256SUMS breaks one of these;
+one who recomputes every chain is caught only by a published root (`--print-root`).
+
+It reads streams line by line (flat memory) and never raises on a malformed folder: every
+problem is one line.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections import defaultdict
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from sessions.checksums import check_sums
-from sessions.evidence import frame_name
+from pydantic import ValidationError
+
+from engine.contract import response_json_schema
+from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
+from engine.records import InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
+from engine.tally import TraceTally
+from sessions import layout
+from sessions.checksums import SumsFormatError, file_sha256, parse_sums
+from sessions.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
+from sessions.reader import FormatProblem, TrialReader, iter_lines, parse, read_run_log, short_error
+from sessions.records import BlindingFile, ScheduleFile, Summary, VoidRecord
+from sessions.schedule import trial_order
 from sessions.summary import summarise
 
-
-def _jsonl(path: Path, problems: list[str]) -> list[dict]:
-    rows = []
-    if not path.is_file():
-        problems.append(f"{path.name} is missing")
-        return rows
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            problems.append(f"{path.name}:{n}: not a JSON line")
-    return rows
+EMPTY = hashlib.sha256(b"").hexdigest()
 
 
-def verify_trial(folder: Path) -> list[str]:
-    problems: list[str] = []
-    name = folder.name
-    trace = _jsonl(folder / "trace.jsonl", problems)
-    inputs = _jsonl(folder / "inputs.jsonl", problems)
-    by_decision: dict[int, list[dict]] = defaultdict(list)
-    for row in inputs:
-        by_decision[row["decision_id"]].append(row)
-    ids = [t["decision_id"] for t in trace]
-    if ids != list(range(1, len(ids) + 1)):
-        problems.append(f"{name}/trace.jsonl: decision ids are not 1..{len(ids)} in order")
-    stray = sorted(set(by_decision) - set(ids))
-    if stray:
-        problems.append(f"{name}/inputs.jsonl: actions for decisions absent from the trace: {stray[:5]}")
-    invalid_attempts = 0
-    for t in trace:
-        did = t["decision_id"]
-        logged = [r["action"] for r in sorted(by_decision.get(did, []), key=lambda r: r["index"])]
-        expected = t["parsed_actions"][: t["accepted_actions"]]
-        if logged != expected:
-            problems.append(f"{name}: decision {did}: trace accepted {expected} but inputs.jsonl has {logged}")
-        if not (folder / frame_name(did)).is_file():
-            problems.append(f"{name}: decision {did}: frame {frame_name(did)} is missing")
-        response_path = folder / t["raw_response_path"]
-        if not response_path.is_file():
-            problems.append(f"{name}: decision {did}: {t['raw_response_path']} is missing")
-        else:
-            attempts = json.loads(response_path.read_text(encoding="utf-8"))["attempts"]
-            invalid_attempts += sum(1 for a in attempts if not a["valid"])
-            if len(attempts) != t["attempts"]:
-                problems.append(f"{name}: decision {did}: trace says {t['attempts']} attempts, "
-                                f"{t['raw_response_path']} holds {len(attempts)}")
-    result_path = folder / "result.json"
-    if not result_path.is_file():
-        problems.append(f"{name}/result.json is missing")
-        return problems
-    result = json.loads(result_path.read_text(encoding="utf-8"))
-    tel = result["telemetry"]
-    accepted = sum(t["accepted_actions"] for t in trace)
-    checks = [("decisions", tel.get("decisions"), len(trace)),
-              ("accepted_actions", tel.get("accepted_actions"), accepted),
-              ("accepted_actions vs inputs.jsonl", tel.get("accepted_actions"), len(inputs))]
-    if trace:
-        checks.append(("invalid_outputs", tel.get("invalid_outputs"), invalid_attempts))
-        checks.append(("milestones_reached", result["milestones_reached"], trace[-1]["milestones_after"]))
-    for label, claimed, actual in checks:
-        if claimed != actual:
-            problems.append(f"{name}/result.json: {label} is {claimed}, the trace says {actual}")
-    frames_by_index = {r["capture_frame"]: r["frame_sha256"] for r in inputs}
-    for m in result["milestones"]:
-        if frames_by_index.get(m["frame_index"]) != m["frame_sha256"]:
-            problems.append(f"{name}/result.json: {m['id']} evidence frame {m['frame_index']} does not "
-                            f"match inputs.jsonl")
-    points = sum(m["points"] for m in result["milestones"])
-    if points != result["progress_points"]:
-        problems.append(f"{name}/result.json: progress_points {result['progress_points']} but milestones "
-                        f"sum to {points}")
-    return problems
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
-def verify_experiment(folder: Path) -> list[str]:
+@dataclass
+class Context:
+    """What the experiment's header says, for checking each trial against it."""
+
+    root: Path
+    manifest: object | None = None  # sessions.manifest.Manifest
+    manifest_sha256: str | None = None
+    schedule: ScheduleFile | None = None
+    schedule_sha256: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # label -> condition id
+    sums: dict[str, str] = field(default_factory=dict)
+    game: object | None = None  # engine.gamedef.GameDefinition
+    run_head: str | None = None  # the run log's last whole line's hash
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+    interrupted: list[str] = field(default_factory=list)  # not tampering: a run that did not finish
+
+    def add(self, problem: str) -> None:
+        self.problems.append(problem)
+
+
+def verify_experiment(folder: Path, *, deep: bool = False) -> list[str]:
+    """Every problem found, one line each; empty when the folder is whole and consistent."""
+    report = audit(folder, deep=deep)
+    return report.interrupted + report.problems
+
+
+def audit(folder: Path, *, deep: bool = False) -> Report:
+    report = Report()
     if not folder.is_dir():
-        return [f"{folder}: not a folder"]
-    problems = check_sums(folder)
-    trials = sorted(p for p in (folder / "trials").iterdir() if p.is_dir()) if (folder / "trials").is_dir() \
-        else []
-    if not trials:
-        problems.append("trials/ holds no trial folders")
-    results = []
-    for trial in trials:
-        problems += verify_trial(trial)
-        if (trial / "result.json").is_file():
-            results.append(json.loads((trial / "result.json").read_text(encoding="utf-8")))
-    summary_path = folder / "summary.json"
-    if not summary_path.is_file():
-        problems.append("summary.json is missing")
-        return problems
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    schedule = json.loads((folder / "schedule.json").read_text(encoding="utf-8"))
-    labels = sorted(json.loads((folder / "blinding.json").read_text(encoding="utf-8"))["labels"])
-    recomputed = summarise(results, len(schedule["order"]), summary.get("stopped_early", False),
-                           summary.get("stop_reason"), labels)
-    for key, value in recomputed.items():
-        if summary.get(key) != value:
-            problems.append(f"summary.json: {key} is {summary.get(key)!r}, the results give {value!r}")
-    return problems
+        report.add(f"{folder}: not a folder")
+        return report
+    ctx = Context(folder)
+    _check_files(ctx, report)
+    _check_header(ctx, report)
+    events = _check_run_log(ctx, report)
+    results: dict[str, tuple[TrialResult, str]] = {}
+    trials_dir = folder / layout.TRIALS
+    for trial in sorted(p for p in trials_dir.iterdir() if p.is_dir()) if trials_dir.is_dir() else []:
+        checked = verify_trial(trial, ctx, report, rel=layout.trial_dir(trial.name), deep=deep)
+        if checked is not None:
+            results[trial.name] = checked
+    voids = _check_voids(ctx, report, deep)
+    _check_sealed(ctx, report, events, results, voids)
+    _check_summary(ctx, report, events, results, voids)
+    return report
+
+
+# -- the folder as files -----------------------------------------------------------------------
+
+def _check_files(ctx: Context, report: Report) -> None:
+    root = ctx.root
+    sums_path = root / layout.SUMS
+    listed: dict[str, str] = {}
+    if not sums_path.is_file():
+        report.add(f"{layout.SUMS} is missing")
+    else:
+        try:
+            listed = parse_sums(sums_path.read_text(encoding="utf-8"))
+        except (SumsFormatError, UnicodeDecodeError, OSError) as exc:
+            report.add(str(exc) if isinstance(exc, SumsFormatError) else f"{layout.SUMS}: unreadable")
+    ctx.sums = listed
+    present: set[str] = set()
+    layers: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            rel = Path(dirpath, name).relative_to(root).as_posix()
+            kind = layout.classify_path(rel)
+            if kind == "evidence":
+                present.add(rel)
+            elif kind == "layer":
+                layers.add(rel.rsplit("/", 1)[0] if rel.startswith(layout.ANNOTATIONS) else layout.REPORTS)
+            elif kind == "temp":
+                report.add(f"{rel}: leftover temp file (a write was interrupted)")
+            elif kind == "run-only":
+                report.interrupted.append(_lock_note(root, rel))
+            elif kind == "unknown":
+                report.add(f"{rel}: unknown file (not part of an oakwatch evidence folder)")
+    # A run that did not finish leaves its last trial unsealed and its run log ahead of the sums:
+    # that is an interruption (recover finishes it), not a tampering.
+    unfinished = {f"{layout.trial_dir(p.name)}/" for p in (root / layout.TRIALS).glob("*")
+                  if p.is_dir() and not (p / layout.RESULT).is_file()}
+    interrupted = bool(unfinished) or (root / layout.LOCK).exists() or not (root / layout.SUMMARY).is_file()
+    for rel, digest in listed.items():
+        path = root / rel
+        if rel not in present and layout.classify_path(rel) != "evidence":
+            report.add(f"{layout.SUMS} lists {rel}, which is not an evidence file")
+        elif not path.is_file():
+            report.add(f"{rel}: listed in {layout.SUMS} but missing")
+        elif file_sha256(path) != digest and not (interrupted and rel == layout.RUN_LOG):
+            report.add(f"{rel}: content differs from its {layout.SUMS} entry")
+    for rel in sorted(present - set(listed)):
+        if not (interrupted and (rel == layout.RUN_LOG or rel.startswith(tuple(unfinished))
+                                 or rel.endswith("/" + layout.RESULT))):
+            report.add(f"{rel}: present but not listed in {layout.SUMS}")
+    for layer in sorted(layers):
+        _check_layer(root / layer, layer, report)
+
+
+def _lock_note(root: Path, rel: str) -> str:
+    if rel == layout.LOCK:
+        from sessions.experiment_folder import holder_alive
+
+        alive, who = holder_alive(root)
+        if alive:
+            return f"{rel}: a run is still writing this folder{who}"
+        return f"{rel}: the run that wrote this folder did not finish{who}; `oakwatch recover {root}` finishes it"
+    return f"{rel}: left by a run that did not finish; `oakwatch recover {root}` finishes it"
+
+
+def _check_layer(folder: Path, rel: str, report: Report) -> None:
+    """annotations/<annotator>/ and reports/: their own SHA256SUMS over their own files."""
+    sums = folder / layout.SUMS
+    if not sums.is_file():
+        report.add(f"{rel}/{layout.SUMS} is missing")
+        return
+    try:
+        listed = parse_sums(sums.read_text(encoding="utf-8"))
+    except (SumsFormatError, UnicodeDecodeError) as exc:
+        report.add(f"{rel}/{exc}")
+        return
+    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {layout.SUMS}
+    for name in sorted(files - set(listed)):
+        report.add(f"{rel}/{name}: present but not listed in {rel}/{layout.SUMS}")
+    for name, digest in listed.items():
+        path = folder / name
+        if not path.is_file():
+            report.add(f"{rel}/{name}: listed in {rel}/{layout.SUMS} but missing")
+        elif file_sha256(path) != digest:
+            report.add(f"{rel}/{name}: content differs from its {rel}/{layout.SUMS} entry")
+
+
+# -- the frozen header -------------------------------------------------------------------------
+
+def _check_header(ctx: Context, report: Report) -> None:
+    from sessions.assets import resolve
+    from sessions.gamedefs import GameDefinitionError, load_game_definition
+    from sessions.manifest import ManifestError, load_manifest
+
+    root = ctx.root
+    try:
+        manifest = load_manifest(root / layout.MANIFEST)
+        ctx.manifest, ctx.manifest_sha256 = manifest, manifest.sha256()
+    except ManifestError as exc:
+        report.add(f"{layout.MANIFEST}: {exc}")
+        manifest = None
+    try:
+        data = (root / layout.SCHEDULE).read_bytes()
+        ctx.schedule, ctx.schedule_sha256 = parse(ScheduleFile, data, layout.SCHEDULE), _sha(data)
+    except (OSError, FormatProblem) as exc:
+        report.add(str(exc) if isinstance(exc, FormatProblem) else f"{layout.SCHEDULE} is missing or unreadable")
+    blinding = None
+    try:
+        data = (root / layout.BLINDING).read_bytes()
+        blinding = parse(BlindingFile, data, layout.BLINDING)
+        ctx.labels = dict(blinding.labels)
+        if ctx.schedule and ctx.schedule.blinding_sha256 != _sha(data):
+            report.add(f"{layout.BLINDING}: its hash differs from the one {layout.SCHEDULE} committed to")
+    except (OSError, FormatProblem) as exc:
+        report.add(str(exc) if isinstance(exc, FormatProblem) else f"{layout.BLINDING} is missing or unreadable")
+    if manifest is None or ctx.schedule is None:
+        return
+    s = ctx.schedule
+    if s.manifest_sha256 != ctx.manifest_sha256:
+        report.add(f"{layout.MANIFEST}: its canonical SHA-256 {ctx.manifest_sha256[:16]}… differs from the "
+                   f"{s.manifest_sha256[:16]}… the schedule was made for (the manifest was changed)")
+    if s.experiment_id != manifest.experiment_id:
+        report.add(f"{layout.SCHEDULE}: experiment_id differs from the manifest's")
+    for rel, digest in s.frozen_files.items():
+        path = root / rel
+        if not path.is_file():
+            report.add(f"{rel} is missing (the schedule froze it)")
+        elif file_sha256(path) != digest:
+            report.add(f"{rel}: differs from the file the schedule froze before the first trial")
+    frozen_kinds = ("prompts/", "scoring/", "conditions/", "schemas/")
+    for rel in sorted(r for r in ctx.sums if r.startswith(frozen_kinds) and r not in s.frozen_files):
+        report.add(f"{rel}: not among the files the schedule froze")
+    if s.block_size != len(manifest.conditions):
+        report.add(f"{layout.SCHEDULE}: block_size {s.block_size} but the manifest has "
+                   f"{len(manifest.conditions)} conditions")
+    if blinding is not None:
+        ids = {c.id for c in manifest.conditions}
+        if set(blinding.labels.values()) != ids:
+            report.add(f"{layout.BLINDING}: maps labels to {sorted(blinding.labels.values())}, the manifest's "
+                       f"conditions are {sorted(ids)}")
+        try:
+            expected = trial_order(sorted(blinding.labels), manifest.trials.per_condition, manifest.trials.order)
+            if [f"{lab}-{n:02d}" for lab, n in expected] != s.order:
+                report.add(f"{layout.SCHEDULE}: the order is not the one the manifest's trials section gives")
+        except ValueError as exc:
+            report.add(f"{layout.SCHEDULE}: {exc}")
+        by_id = {c.id: c for c in manifest.conditions}
+        import yaml
+
+        for label, cid in blinding.labels.items():
+            path = root / "conditions" / f"{label}.yaml"
+            try:
+                on_disk = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError, UnicodeDecodeError):
+                report.add(f"conditions/{label}.yaml is missing or unreadable")
+                continue
+            if cid in by_id:
+                want = {"label": label, **by_id[cid].model_dump(mode="json", exclude={"id"})}
+                if on_disk != want:
+                    report.add(f"conditions/{label}.yaml does not describe the condition {layout.BLINDING} "
+                               f"maps {label} to (relabelled?)")
+    try:
+        schema = json.loads((root / "prompts" / "action-schema.json").read_text(encoding="utf-8"))
+        if schema != response_json_schema(manifest.agent.max_actions_per_decision):
+            report.add("prompts/action-schema.json is not the schema of this manifest's action contract")
+    except (OSError, ValueError):
+        report.add("prompts/action-schema.json is missing or unreadable")
+    try:
+        ctx.game = load_game_definition(resolve(manifest.game.definition, root))
+    except (GameDefinitionError, OSError, ValueError):
+        ctx.game = None  # milestone-specific checks are skipped; everything else still runs
+
+
+# -- the run log --------------------------------------------------------------------------------
+
+def _check_run_log(ctx: Context, report: Report) -> list:
+    events, _good, problems = read_run_log(ctx.root)
+    for p in problems:
+        (report.interrupted if "torn" in p else report.problems).append(p)
+    head = ctx.schedule_sha256
+    path = ctx.root / layout.RUN_LOG
+    if path.is_file() and head:
+        try:
+            for n, line in iter_lines(path, layout.RUN_LOG):
+                if n > len(events):
+                    break
+                event = events[n - 1]
+                if event.prev_sha256 != head:
+                    report.add(f"{layout.RUN_LOG}:{n}: hash chain broken (prev_sha256 does not match line {n - 1})")
+                if event.seq != n:
+                    report.add(f"{layout.RUN_LOG}:{n}: seq {event.seq}, expected {n}")
+                head = _sha(line)
+        except FormatProblem:
+            pass
+    ctx.run_head = head
+    return events
+
+
+# -- one trial ----------------------------------------------------------------------------------
+
+class _Peek:
+    def __init__(self, it: Iterator):
+        self._it = it
+        self._next = None
+        self._done = False
+        self._advance()
+
+    def _advance(self) -> None:
+        try:
+            self._next = next(self._it)
+        except StopIteration:
+            self._next, self._done = None, True
+
+    def peek(self):
+        return None if self._done else self._next
+
+    def take(self):
+        item = self._next
+        self._advance()
+        return item
+
+
+def verify_trial(folder: Path, ctx: Context, report: Report, *, rel: str, deep: bool = False,
+                 expect_voided: bool = False) -> tuple[TrialResult, str] | None:
+    """Check one trial folder; returns (result, its hash) when result.json is readable."""
+    reader = TrialReader(folder, rel)
+    key = folder.name
+    problems_before = len(report.problems)
+    try:
+        genesis, genesis_sha = reader.genesis()
+    except FormatProblem as exc:
+        report.add(str(exc))
+        return None
+    _check_genesis(genesis, key, ctx, report, rel)
+    result = result_sha = None
+    if not reader.exists(layout.RESULT):
+        report.interrupted.append(f"{rel}: interrupted (no result.json): `oakwatch recover {ctx.root}` "
+                                  f"finishes the folder")
+    else:
+        try:
+            result, result_sha = reader.result()
+        except FormatProblem as exc:
+            report.add(str(exc))
+    try:
+        facts, frames_seen, tally, last, head = _check_streams(reader, genesis_sha, rel, report, ctx, result)
+    except FormatProblem as exc:
+        report.add(str(exc))
+        return (result, result_sha) if result is not None else None
+    _check_annotations(reader, genesis_sha, result, rel, facts, tally.decisions, report)
+    if result is not None:
+        _check_result(result, genesis, genesis_sha, head, tally, last, rel, ctx, report)
+        _check_frames(reader, result, frames_seen, rel, report, deep)
+    if len(report.problems) > problems_before and result is None:
+        return None
+    return (result, result_sha) if result is not None else None
+
+
+def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel: str) -> None:
+    where = f"{rel}/{layout.TRIAL}"
+    if g.trial_key != key:
+        report.add(f"{where}: names trial {g.trial_key}, but sits in folder {key}")
+    if ctx.manifest_sha256 and g.manifest_sha256 != ctx.manifest_sha256:
+        report.add(f"{where}: started under manifest {g.manifest_sha256[:16]}…, but {layout.MANIFEST} hashes "
+                   f"to {ctx.manifest_sha256[:16]}…")
+    if ctx.schedule_sha256 and g.schedule_sha256 != ctx.schedule_sha256:
+        report.add(f"{where}: started under a different {layout.SCHEDULE}")
+    cond = ctx.sums.get(f"conditions/{g.condition}.yaml")
+    if cond and g.condition_sha256 != cond:
+        report.add(f"{where}: started under a different conditions/{g.condition}.yaml")
+    if ctx.schedule is not None:
+        order = ctx.schedule.order
+        if key not in order:
+            report.add(f"{rel}: trial {key} is not in the schedule")
+        elif order.index(key) != g.position:
+            report.add(f"{where}: position {g.position}, but the schedule puts {key} at {order.index(key)}")
+    if f"{g.condition}-{g.trial:02d}" != key:
+        report.add(f"{where}: condition {g.condition} trial {g.trial} do not make {key}")
+    m = ctx.manifest
+    if m is not None:
+        if g.rom_sha256 != m.game.rom_sha256 or g.initial_state_sha256 != m.game.initial_state_sha256:
+            report.add(f"{where}: ROM or start state differs from the manifest's")
+        cid = ctx.labels.get(g.condition)
+        cond = next((c for c in m.conditions if c.id == cid), None)
+        if cond is not None:
+            from sessions.runner import policy_seed
+
+            if cond.policy != g.policy:
+                report.add(f"{where}: policy {g.policy}, the condition's is {cond.policy}")
+            if policy_seed(cond, g.trial) != g.policy_seed:
+                report.add(f"{where}: policy seed {g.policy_seed} is not the one derived for {key}")
+
+
+def _parser(model, rel: str, name: str):
+    """A fast line parser for the hot loop: the model's own validator, problems as FormatProblem."""
+    validate = model.__pydantic_validator__.validate_json
+
+    def parse_line(line: bytes, n: int):
+        try:
+            return validate(line)
+        except ValidationError as exc:
+            raise FormatProblem(f"{rel}/{name}:{n}: {short_error(exc)}") from None
+
+    return parse_line
+
+
+def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Report, ctx: Context,
+                   result: TrialResult | None):
+    """Walk the trace with the other streams in step; returns what the later checks need.
+    The hot loop of verify (one pass per decision, 100,000s of them): locals, no per-line
+    strings unless there is a problem."""
+    sha = hashlib.sha256
+    responses = reader.lines(layout.RESPONSES)
+    inputs = reader.lines(layout.INPUTS)
+    memory = _Peek(reader.lines(layout.MEMORY))
+    parse_trace = _parser(TraceLine, rel, layout.TRACE)
+    parse_response = _parser(ResponseLine, rel, layout.RESPONSES)
+    parse_input = _parser(InputLine, rel, layout.INPUTS)
+    tally = TraceTally()
+    facts: set[str] = set()
+    frames_seen: set[str] = set()
+    head = genesis_sha
+    prev: TraceLine | None = None
+    first_frame = ctx.manifest.game.first_frame_sha256 if ctx.manifest is not None else None
+    awards = {(m.frame_index, m.frame_sha256) for m in result.milestones} if result else set()
+    award_frames: set[tuple[int, str]] = set()
+    last_capture = -1
+    response_ref = f"{layout.RESPONSES}#"
+    add = report.add
+    for n, line in reader.lines(layout.TRACE):
+        t = parse_trace(line, n)
+        if t.prev_sha256 != head:
+            add(f"{rel}/{layout.TRACE}:{n}: hash chain broken (prev_sha256 does not match the "
+                f"{'genesis' if n == 1 else f'line {n - 1}'})")
+        head = sha(line).hexdigest()
+        if t.decision_id != n:
+            add(f"{rel}/{layout.TRACE}:{n}: decision_id {t.decision_id}, expected {n}")
+        seen = first_frame
+        if prev is not None:
+            seen = prev.result_frame_sha256
+            if prev.termination_reason is not None:
+                add(f"{rel}/{layout.TRACE}:{n}: a decision after the one that ended the trial")
+            if t.milestones_before != prev.milestones_after:
+                add(f"{rel}/{layout.TRACE}:{n}: milestones_before differs from the previous decision's "
+                    f"milestones_after")
+        if seen is not None and t.frame_sha256 != seen:
+            add(f"{rel}/{layout.TRACE}:{n}: the agent saw frame {t.frame_sha256[:12]}…, but the previous "
+                f"decision left {seen[:12]}…")
+        frames_seen.add(t.frame_sha256)
+        frames_seen.add(t.result_frame_sha256)
+        if t.milestones_before != t.milestones_after and not set(t.milestones_before) <= set(t.milestones_after):
+            add(f"{rel}/{layout.TRACE}:{n}: a milestone was lost")
+        if t.raw_response_path != response_ref + str(n):
+            add(f"{rel}/{layout.TRACE}:{n}: raw_response_path {t.raw_response_path!r}, expected {response_ref}{n}")
+        # the response
+        item = next(responses, None)
+        if item is None:
+            add(f"{rel}/{layout.RESPONSES}: no response for decision {n}")
+        else:
+            rn, rbytes = item
+            if sha(rbytes).hexdigest() != t.response_sha256:
+                add(f"{rel}/{layout.RESPONSES}:{rn}: differs from what decision {n} recorded")
+            _check_response(parse_response(rbytes, rn), t, n, f"{rel}/{layout.RESPONSES}:{rn}", report)
+        # the inputs
+        accepted = t.accepted_actions
+        chunk = []
+        for i in range(accepted):
+            item = next(inputs, None)
+            if item is None:
+                add(f"{rel}/{layout.INPUTS}: decision {n} accepted {accepted} actions, the log ends after {i}")
+                break
+            chunk.append(item)
+        data = chunk[0][1] if len(chunk) == 1 else b"".join(b for _, b in chunk)
+        if sha(data).hexdigest() != t.inputs_sha256:
+            add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
+        expected = t.parsed_actions[:accepted]
+        for i, (k, b) in enumerate(chunk):
+            r = parse_input(b, k)
+            if r.action != (expected[i] if i < len(expected) else None) or r.decision_id != n or r.index != i:
+                add(f"{rel}/{layout.TRACE}:{n}: decision {n}: trace accepted {expected}, but {layout.INPUTS}:{k} "
+                    f"has {r.action} (decision {r.decision_id}, index {r.index})")
+            if r.capture_frame <= last_capture:
+                add(f"{rel}/{layout.INPUTS}:{k}: capture frames do not increase")
+            last_capture = r.capture_frame
+            if awards and (r.capture_frame, r.frame_sha256) in awards:
+                award_frames.add((r.capture_frame, r.frame_sha256))
+        if chunk:
+            if r.frame_sha256 != t.result_frame_sha256 or r.capture_frame != t.result_frame_index:
+                add(f"{rel}/{layout.TRACE}:{n}: result frame differs from the decision's last input")
+        elif t.result_frame_sha256 != t.frame_sha256:
+            add(f"{rel}/{layout.TRACE}:{n}: no action was pressed, yet the frame changed")
+        # the memory operations
+        mem = []
+        while (item := memory.peek()) is not None:
+            op = parse(MemoryOp, item[1], f"{rel}/{layout.MEMORY}:{item[0]}")
+            if op.decision_id != n:
+                if op.decision_id < n:
+                    add(f"{rel}/{layout.MEMORY}:{item[0]}: decision {op.decision_id} out of order")
+                    memory.take()
+                    continue
+                break
+            mem.append(item[1])
+            memory.take()
+            _check_memory_op(op, facts, f"{rel}/{layout.MEMORY}:{item[0]}", report)
+        if (sha(b"".join(mem)).hexdigest() if mem else EMPTY) != t.memory_sha256:
+            add(f"{rel}/{layout.MEMORY}: decision {n}'s memory operations differ from what it recorded")
+        for fid in t.memory_writes:
+            if fid is not None and fid not in facts:
+                add(f"{rel}/{layout.TRACE}:{n}: memory_writes names {fid}, which no memory operation created")
+        tally.add(t)
+        prev = t
+    for name, left in ((layout.RESPONSES, next(responses, None)), (layout.INPUTS, next(inputs, None)),
+                       (layout.MEMORY, memory.peek())):
+        if left is not None:
+            add(f"{rel}/{name}:{left[0]}: lines after the last recorded decision")
+    if awards - award_frames:
+        add(f"{rel}/{layout.RESULT}: a milestone's evidence frame matches no input in {layout.INPUTS}")
+    if first_frame is not None:
+        frames_seen.add(first_frame)
+    return facts, frames_seen, tally, prev, head
+
+
+def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: Report) -> None:
+    attempts = r.attempts
+    if (r.decision_id == n and len(attempts) == t.attempts == 1 and not t.invalid_output and not t.aborted
+            and attempts[0].valid and t.paid_calls == (attempts[0].usage is not None)):
+        return  # the common case: one valid answer
+    if r.decision_id != n:
+        report.add(f"{where}: decision_id {r.decision_id}, expected {n}")
+    if len(r.attempts) != t.attempts:
+        report.add(f"{where}: holds {len(r.attempts)} attempts, the trace says {t.attempts}")
+    if t.invalid_output != any(not a.valid for a in r.attempts):
+        report.add(f"{where}: invalid_output in the trace disagrees with the attempts")
+    if t.aborted != bool(r.attempts and r.attempts[-1].aborted):
+        report.add(f"{where}: aborted in the trace disagrees with the attempts")
+    if t.paid_calls != sum(a.usage is not None for a in r.attempts):
+        report.add(f"{where}: paid_calls in the trace disagrees with the attempts")
+    if t.parsed_actions and not (r.attempts and r.attempts[-1].valid):
+        report.add(f"{where}: actions were parsed, but no attempt was valid")
+
+
+def _check_memory_op(op: MemoryOp, facts: set[str], where: str, report: Report) -> None:
+    if op.op == "write":
+        if op.fact_id in facts:
+            report.add(f"{where}: writes {op.fact_id} a second time")
+        facts.add(op.fact_id)
+    elif op.op in ("update", "complete", "supersede", "evict"):
+        if op.fact_id not in facts:
+            report.add(f"{where}: {op.op} of {op.fact_id}, which no earlier write created")
+    elif op.op in ("retrieve",):
+        unknown = [f for f in op.fact_ids or [] if f not in facts]
+        if unknown:
+            report.add(f"{where}: retrieves {unknown}, which no earlier write created")
+    elif op.op == "read":
+        unknown = [f for f in op.fact_ids or [] if f not in facts]
+        if unknown:
+            report.add(f"{where}: reads {unknown} as found, but no earlier write created them")
+
+
+def _check_annotations(reader: TrialReader, genesis_sha: str, result: TrialResult | None, rel: str,
+                       facts: set[str], decisions: int, report: Report) -> None:
+    from engine.records import Annotation
+    from engine.trial import TagRefused, check_reference
+
+    head = genesis_sha
+    count = 0
+    try:
+        for n, line in reader.lines(layout.TRIAL_ANNOTATIONS):
+            where = f"{rel}/{layout.TRIAL_ANNOTATIONS}:{n}"
+            a = parse(Annotation, line, where)
+            count += 1
+            if a.prev_sha256 != head:
+                report.add(f"{where}: hash chain broken")
+            head = _sha(line)
+            if a.trial_key != reader.folder.name:
+                report.add(f"{where}: tags trial {a.trial_key}, not this one")
+            if not 0 <= a.decision_id <= decisions:
+                report.add(f"{where}: tags decision {a.decision_id}, which was never recorded")
+            if a.refers_to is not None:
+                try:
+                    check_reference(a.refers_to, a.decision_id, lambda fid: fid in facts)
+                except TagRefused as exc:
+                    report.add(f"{where}: {exc}")
+    except FormatProblem as exc:
+        report.add(str(exc))
+        return
+    if result is not None and result.chain is not None:
+        if (result.chain.annotations_head, result.chain.annotation_lines) != (head, count):
+            report.add(f"{rel}/{layout.TRIAL_ANNOTATIONS}: the tags ({count}) are not the "
+                       f"{result.chain.annotation_lines} sealed in result.json (one was added, removed or changed)")
+
+
+def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, tally: TraceTally,
+                  last: TraceLine | None, rel: str, ctx: Context, report: Report) -> None:
+    where = f"{rel}/{layout.RESULT}"
+    if r.chain is None:
+        report.add(f"{where}: no chain (not sealed by the recorder)")
+        return
+    c = r.chain
+    if c.genesis_sha256 != genesis_sha:
+        report.add(f"{where}: chain.genesis_sha256 is not the hash of {layout.TRIAL}")
+    if c.trace_head != head or c.trace_lines != tally.decisions:
+        report.add(f"{where}: sealed {c.trace_lines} decisions ending {c.trace_head[:12]}…, but the trace has "
+                   f"{tally.decisions} ending {head[:12]}… (the trace was cut or changed)")
+    if r.last_decision != tally.decisions:
+        report.add(f"{where}: last_decision {r.last_decision}, the trace has {tally.decisions}")
+    for name in ("trial_key", "position", "attempt", "experiment_id"):
+        if getattr(r, name) != getattr(g, name):
+            report.add(f"{where}: {name} differs from {layout.TRIAL}")
+    if (r.condition, r.trial) != (g.condition, g.trial):
+        report.add(f"{where}: condition or trial number differs from {layout.TRIAL}")
+    # outcome and why
+    if r.termination_reason not in ENDINGS:
+        report.add(f"{where}: unknown termination_reason {r.termination_reason!r}")
+    else:
+        e = ending(r.termination_reason)
+        if r.outcome != e.outcome:
+            report.add(f"{where}: outcome {r.outcome} does not follow from termination_reason "
+                       f"{r.termination_reason} ({e.outcome})")
+        if (r.outcome in VALID_OUTCOMES) != (r.invalid_cause is None):
+            report.add(f"{where}: invalid_cause {r.invalid_cause!r} does not fit outcome {r.outcome}")
+        recorded = last.termination_reason if last else None
+        # A trial whose evidence failed after its last decision ended it keeps that reason as detail.
+        if recorded is not None and recorded != r.termination_reason and not (
+                r.termination_reason in ("evidence-failure", "process-died") and r.termination_detail == recorded):
+            report.add(f"{where}: termination_reason {r.termination_reason}, but the last decision recorded "
+                       f"{recorded}")
+        if e.at_decision and recorded != r.termination_reason:
+            report.add(f"{where}: {r.termination_reason} must be recorded by the decision that ended the trial, "
+                       f"and the last decision records {recorded}")
+        m = ctx.manifest
+        if m is not None and r.termination_reason == "budget:accepted_actions" \
+                and tally.accepted_actions != m.budgets.accepted_actions:
+            report.add(f"{where}: ended on the action budget after {tally.accepted_actions} actions, the budget is "
+                       f"{m.budgets.accepted_actions}")
+        if m is not None and r.termination_reason == "budget:model_decisions" \
+                and (m.budgets.model_decisions is None or tally.model_calls < m.budgets.model_decisions):
+            report.add(f"{where}: ended on the decision budget after {tally.model_calls} calls")
+        if ctx.game is not None and r.termination_reason == "final-milestone" \
+                and ctx.game.final_id not in tally.milestones_reached:
+            report.add(f"{where}: final-milestone, but the trace never reached {ctx.game.final_id}")
+    # figures
+    t = r.telemetry
+    if t is not None:
+        for name, claimed, actual in (
+                ("decisions", t.decisions, tally.decisions), ("model_calls", t.model_calls, tally.model_calls),
+                ("aborted_calls", t.aborted_calls, tally.aborted_calls),
+                ("invalid_outputs", t.invalid_outputs, tally.invalid_outputs),
+                ("accepted_actions", t.accepted_actions, tally.accepted_actions),
+                ("input_tokens", t.input_tokens, tally.input_tokens),
+                ("output_tokens", t.output_tokens, tally.output_tokens),
+                ("cost_usd", t.cost_usd, tally.cost_usd)):
+            if claimed != actual:
+                report.add(f"{where}: telemetry.{name} is {claimed}, the trace gives {actual}")
+    if r.milestones_reached != tally.milestones_reached:
+        report.add(f"{where}: milestones_reached {r.milestones_reached}, the trace reached "
+                   f"{tally.milestones_reached}")
+    # A recovered trial lists no awards (their probe samples died with the process).
+    if [m.id for m in r.milestones] != r.milestones_reached and not (r.recovered and not r.milestones):
+        report.add(f"{where}: the milestone awards do not match milestones_reached")
+    for m in r.milestones:
+        if not 1 <= m.decision_id <= tally.decisions:
+            report.add(f"{where}: {m.id} awarded at decision {m.decision_id}, which was never recorded")
+    if ctx.game is not None:
+        points = sum(m.points for m in ctx.game.milestones if m.id in r.milestones_reached)
+    else:
+        points = sum(m.points for m in r.milestones)
+    if points != r.progress_points:
+        report.add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
+    if ctx.game is not None:
+        from engine.trial import deepest
+
+        if deepest(ctx.game, r.milestones_reached) != r.deepest_milestone:
+            report.add(f"{where}: deepest_milestone {r.deepest_milestone} does not follow from the awards")
+
+
+def _check_frames(reader: TrialReader, r: TrialResult, referenced: set[str], rel: str, report: Report,
+                  deep: bool) -> None:
+    seal = r.chain.frames if r.chain else None
+    path = reader.folder / layout.FRAMES
+    if seal is None:
+        if r.outcome in VALID_OUTCOMES:
+            report.add(f"{rel}/{layout.RESULT}: a valid trial without a sealed frame store")
+        return
+    if not path.is_file():
+        report.add(f"{rel}/{layout.FRAMES} is missing")
+        return
+    if file_sha256(path) != seal.sha256 or path.stat().st_size != seal.bytes:
+        report.add(f"{rel}/{layout.FRAMES}: differs from the store sealed in result.json (a frame was changed)")
+    frames, _good, problem = scan_store(path)
+    if problem:
+        report.add(f"{rel}/{layout.FRAMES}: {problem}")
+    if len(frames) != seal.frames:
+        report.add(f"{rel}/{layout.FRAMES}: holds {len(frames)} frames, {seal.frames} were sealed")
+    stored = {f.sha256 for f in frames}
+    missing = referenced - stored
+    if missing and not r.recovered:
+        report.add(f"{rel}/{layout.FRAMES}: {len(missing)} frame(s) named by the trace are not stored")
+    if deep:
+        for frame, png in iter_pngs(path, frames):
+            try:
+                if pixel_sha256(decode_png(png)) != frame.sha256:
+                    report.add(f"{rel}/{layout.FRAMES}: the frame stored at byte {frame.offset} does not have "
+                               f"the pixels its hash names")
+            except ValueError as exc:
+                report.add(f"{rel}/{layout.FRAMES}: byte {frame.offset}: {exc}")
+
+
+# -- voids, seals, summary ----------------------------------------------------------------------
+
+def _check_voids(ctx: Context, report: Report, deep: bool) -> list[VoidRecord]:
+    voids = []
+    for vdir in sorted((p for p in ctx.root.glob("void-*") if p.is_dir()), key=lambda p: p.name):
+        rel = vdir.name
+        try:
+            record = parse(VoidRecord, (vdir / "void.json").read_bytes(), f"{rel}/void.json")
+        except OSError:
+            report.add(f"{rel}/void.json is missing")
+            continue
+        except FormatProblem as exc:
+            report.add(str(exc))
+            continue
+        if f"void-{record.void}" != rel:
+            report.add(f"{rel}/void.json: names void {record.void}")
+        voids.append(record)
+        present = sorted(p.name for p in vdir.iterdir() if p.is_dir())
+        if present != sorted(record.trial_keys):
+            report.add(f"{rel}: holds {present}, void.json lists {record.trial_keys}")
+        for key in present:
+            verify_trial(vdir / key, ctx, report, rel=f"{rel}/{key}", deep=deep)
+    voids.sort(key=lambda v: v.void)
+    return voids
+
+
+def _check_sealed(ctx: Context, report: Report, events: list, results: dict, voids: list[VoidRecord]) -> None:
+    """The run log is the record of what was sealed: every seal must be on disk, and vice versa."""
+    sealed = {}
+    voided = {}
+    for e in events:
+        if e.event == "trial-sealed":
+            sealed[(e.trial_key, e.attempt)] = e
+        elif e.event == "voided":
+            voided[e.void] = e
+    present = {(r.trial_key, r.attempt): sha for r, sha in results.values()}
+    for v in voids:
+        for key in v.trial_keys:
+            try:
+                result, sha = TrialReader(ctx.root / f"void-{v.void}" / key).result()
+                present[(key, result.attempt)] = sha
+            except FormatProblem:
+                continue
+        e = voided.get(v.void)
+        if e is None or e.positions != v.positions or e.trial_keys != v.trial_keys:
+            report.add(f"void-{v.void}/void.json: not what {layout.RUN_LOG} recorded")
+    for (key, attempt), e in sealed.items():
+        sha = present.get((key, attempt))
+        if sha is None:
+            report.add(f"{layout.RUN_LOG}: trial {key} (attempt {attempt}) was sealed, but its folder is gone")
+        elif sha != e.result_sha256:
+            report.add(f"{key}/{layout.RESULT}: differs from the result sealed in {layout.RUN_LOG}")
+    for key, attempt in sorted(set(present) - set(sealed)):
+        report.add(f"{key} (attempt {attempt}): has a result that {layout.RUN_LOG} never sealed")
+    for v in voids:
+        if v.void not in voided:
+            report.add(f"void-{v.void}: a void {layout.RUN_LOG} never recorded")
+
+
+def _check_summary(ctx: Context, report: Report, events: list, results: dict, voids: list[VoidRecord]) -> None:
+    path = ctx.root / layout.SUMMARY
+    if not path.is_file():
+        report.interrupted.append(f"{layout.SUMMARY} is missing: the run did not finish; "
+                                  f"`oakwatch recover {ctx.root}` finishes it")
+        return
+    try:
+        summary = parse(Summary, path.read_bytes(), layout.SUMMARY)
+    except FormatProblem as exc:
+        report.add(str(exc))
+        return
+    if ctx.manifest is None or ctx.schedule is None:
+        return
+    finished = [e for e in events if e.event == "run-finished"]
+    if not finished or events[-1].event != "run-finished":
+        report.add(f"{layout.RUN_LOG}: does not end with the run's finish, yet {layout.SUMMARY} exists")
+    elif (finished[-1].stopped_early, finished[-1].stop_reason) != (summary.stopped_early, summary.stop_reason):
+        report.add(f"{layout.SUMMARY}: stopped_early/stop_reason differ from what {layout.RUN_LOG} recorded")
+    recovered = any(e.event == "recovered" for e in events)
+    recomputed = summarise(
+        experiment_id=ctx.manifest.experiment_id, manifest_sha256=ctx.manifest_sha256,
+        schedule_sha256=ctx.schedule_sha256, order=ctx.schedule.order, results=results, voids=voids,
+        labels=sorted(ctx.labels), stopped_early=summary.stopped_early, stop_reason=summary.stop_reason,
+        recovered=recovered, run_log_head=ctx.run_head or summary.run_log_head)
+    for key, value in recomputed.model_dump().items():
+        if getattr(summary, key) != getattr(recomputed, key):
+            claimed = summary.model_dump()[key]
+            report.add(f"{layout.SUMMARY}: {key} is {_short(claimed)}, the evidence gives {_short(value)}")
+
+
+def _short(value) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -11,11 +11,12 @@ from sessions.runner import ExperimentRunner
 
 
 def run_experiment(manifest: Path | None, out: Path, sinks=None):
+    """Run in-process: (the folder's path, the Summary, the sealed TrialResults in run order)."""
     prepared = prepare(manifest, out)
     folder = create_folder(prepared, out)
     runner = ExperimentRunner(prepared, folder, sinks=sinks or [])
     summary = runner.run()
-    return folder, summary, runner.results
+    return out, summary, runner.results
 
 
 def write_manifest(tmp: Path, **changes) -> Path:
@@ -44,3 +45,14 @@ def dry_run_copy(dry_run, tmp_path):
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def find_trial(root: Path, key: str) -> Path:
+    """A trial's folder, in trials/ or, once its block was voided, in void-<n>/ (the latest attempt)."""
+    direct = root / "trials" / key
+    if direct.is_dir():
+        return direct
+    voided = sorted(root.glob(f"void-*/{key}"), key=lambda p: int(p.parent.name.split("-")[1]))
+    if not voided:
+        raise AssertionError(f"no folder for trial {key} under {root}")
+    return voided[-1]

@@ -10,6 +10,8 @@ UNKNOWN_OBSERVATION = {"screen": "unknown", "location_guess": "unknown", "object
 def contract_json(actions: list[str], *, summary: str, observed: dict | None = None,
                   memory_read: list[str] | None = None, memory_write: list[dict] | None = None) -> str:
     """A well-formed contract response carrying the given actions."""
+    if observed is None and not memory_read and not memory_write and summary in _PLAIN:
+        return _PLAIN[summary] % json.dumps(actions)  # the common case, without re-encoding the rest
     return json.dumps({
         "reasoning_summary": summary,
         "observed": observed or UNKNOWN_OBSERVATION,
@@ -17,3 +19,9 @@ def contract_json(actions: list[str], *, summary: str, observed: dict | None = N
         "memory_write": memory_write or [],
         "actions": actions,
     })
+
+
+# Responses that differ only in their actions (random play, key presses): the rest encoded once.
+_PLAIN = {summary: json.dumps({"reasoning_summary": summary, "observed": UNKNOWN_OBSERVATION, "memory_read": [],
+                               "memory_write": [], "actions": None}).replace("null", "%s")
+          for summary in ("random", "operator key press")}

@@ -34,6 +34,7 @@ def offer(keys: queue.Queue[str], action: str) -> bool:
 class HumanPolicy:
     name = "human"
     model_id = None
+    paid = False
 
     def __init__(self, keys: queue.Queue[str], should_stop: Callable[[], str | None],
                  poll_seconds: float = 0.02):

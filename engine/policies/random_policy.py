@@ -11,6 +11,7 @@ from engine.policy import Observation, PolicyReply
 class RandomPolicy:
     name = "random"
     model_id = None
+    paid = False
 
     def __init__(self, seed: int, actions_per_decision: int = 1):
         self._rng = random.Random(seed)

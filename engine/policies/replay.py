@@ -12,6 +12,7 @@ from engine.policy import Observation, PolicyExhausted, PolicyReply
 class ReplayPolicy:
     name = "replay"
     model_id = None
+    paid = False
 
     def __init__(self, attempts: list[list[str]]):
         """attempts: per decision, the raw texts of each attempt, in order."""

@@ -13,6 +13,7 @@ from engine.policy import Observation, PolicyExhausted, PolicyReply
 class ScriptedPolicy:
     name = "scripted"
     model_id = None
+    paid = False
 
     def __init__(self, actions: list[str], actions_per_decision: int = 1, notes: dict[int, dict] | None = None):
         if actions_per_decision < 1:

@@ -60,6 +60,7 @@ def human_manifest(tmp_path: Path) -> Path:
 
 
 def prepare_run(manifest: Path, tmp_path: Path):
+    """(prepared, the ExperimentFolder holding tmp_path/exp); `.root` is its path."""
     from sessions.experiment import create_folder, prepare
 
     out = tmp_path / "exp"

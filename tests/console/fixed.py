@@ -14,7 +14,7 @@ from engine.events import (
     StateChanged,
     TrialStarted,
 )
-from engine.ladder import Award
+from engine.records import Annotation, MemoryOp, MilestoneAward, ResponseLine, TraceLine
 
 GB = np.array([[0x0F, 0x38, 0x0F], [0x30, 0x62, 0x30], [0x8B, 0xAC, 0x0F], [0x9B, 0xBC, 0x0F]], np.uint8)
 MILESTONES = (("M1", "Left the player's house", 1), ("M2", "Professor's interruption", 1),
@@ -47,10 +47,12 @@ def fact(fid, kind, subject, predicate, obj, status="active", conf=0.9, last=3):
             "supersedes": None}
 
 
-def trace(did: int, actions=("UP",), **extra) -> dict:
+def trace(did: int, actions=("UP",), **extra) -> TraceLine:
     line = {"experiment_id": "dry-run", "condition_id": "A", "trial_id": 1, "decision_id": did,
-            "frame_sha256": f"{did:064x}", "model_id": None, "input_tokens": None, "output_tokens": None,
-            "provider_cost_usd": None, "latency_ms": None, "attempts": 1, "parsed_actions": list(actions),
+            "timestamp_utc": "2026-11-30T10:00:00.000Z", "frame_sha256": f"{did:064x}", "prompt_sha256": None,
+            "model_id": None, "response_id": None, "input_tokens": None, "output_tokens": None,
+            "cached_tokens": None, "provider_cost_usd": None, "cost_source": None, "latency_ms": None,
+            "attempts": 1, "paid_calls": 0, "aborted": False, "parsed_actions": list(actions),
             "accepted_actions": len(actions), "invalid_output": False,
             "observed": {"screen": "overworld", "location_guess": "town", "objective_guess": "find the lab",
                          "certainty": 0.5},
@@ -58,12 +60,21 @@ def trace(did: int, actions=("UP",), **extra) -> dict:
             "result_frame_sha256": f"{did + 1:064x}", "result_frame_index": 1000 + 16 * did,
             "termination_reason": None}
     line.update(extra)
-    return line
+    return TraceLine.model_validate(line)
+
+
+def decision(did: int, frame, actions=("UP",), **extra) -> DecisionRecorded:
+    return DecisionRecorded(trace(did, actions, **extra), ResponseLine(decision_id=did, attempts=[]), (), frame)
+
+
+def award(mid: str, name: str, points: int, did: int, index: int, sha: str) -> MilestoneAward:
+    return MilestoneAward(id=mid, name=name, points=points, decision_id=did, frame_index=index,
+                          frame_sha256=sha, probe={})
 
 
 def feed(sink: ConsoleSink, decisions: int = 12) -> None:
     frame = fixed_frame()
-    sink.handle(TrialStarted("A-01", "A", 1, 2, frame, "ab" * 32, 1000, MILESTONES, (), budgets(0)))
+    sink.handle(TrialStarted("A-01", "A", 1, 0, 2, frame, "ab" * 32, 1000, MILESTONES, (), budgets(0)))
     sink.handle(StateChanged("running"))
     for did in range(1, decisions + 1):
         extra = {}
@@ -71,19 +82,20 @@ def feed(sink: ConsoleSink, decisions: int = 12) -> None:
             extra = {"memory_writes": ["fact-0001", None], "invalid_output": True, "attempts": 2}
         if did == 5:
             extra = {"memory_reads": ["fact-0001", "fact-0002"], "milestones_after": ["M1"]}
-        sink.handle(DecisionRecorded(trace(did, ("UP", "A") if did % 3 == 0 else ("RIGHT",), **extra),
-                                     (), (), frame, None))
+        sink.handle(decision(did, frame, ("UP", "A") if did % 3 == 0 else ("RIGHT",), **extra))
         if did == 5:
-            sink.handle(MilestoneReached(Award("M1", "Left the player's house", 1, 5, 1080, "c0ffee" * 10 + "abcd",
-                                               {})))
-    sink.handle(MilestoneReached(Award("M2", "Professor's interruption", 1, 9, 1144, "beef" * 16, {})))
+            sink.handle(MilestoneReached(award("M1", "Left the player's house", 1, 5, 1080,
+                                               "c0ffee" * 10 + "abcd")))
+    sink.handle(MilestoneReached(award("M2", "Professor's interruption", 1, 9, 1144, "beef" * 16)))
     facts = (fact("fact-0001", "location", "player", "is_at", "Pallet house", status="superseded"),
              fact("fact-0002", "location", "player", "is_at", "Route 1"),
              fact("fact-0003", "objective", "player", "current_objective", "get a starter", status="completed"),
              fact("fact-0004", "event", "rival", "is_at", "lab", conf=0.4, last=None),
              fact("fact-0005", "event", "rival", "is_at", "Route 1", conf=0.8))
-    sink.handle(MemoryChanged({"op": "write"}, facts, (("fact-0004", "fact-0005"),), ("fact-0002",)))
-    sink.handle(AnnotationAdded({"type": "contradiction", "severity": "material", "refers_to": "fact-0004",
-                                 "note": "rival in two places", "decision_id": decisions,
-                                 "frame_sha256": "12" * 32}))
+    sink.handle(MemoryChanged(MemoryOp(op="write", decision_id=decisions), facts, (("fact-0004", "fact-0005"),),
+                              ("fact-0002",)))
+    sink.handle(AnnotationAdded(Annotation(
+        trial_key="A-01", decision_id=decisions, frame_sha256="12" * 32, frame_index=1200,
+        opened_utc="2026-11-30T10:00:00.000Z", timestamp_utc="2026-11-30T10:00:01.000Z", annotator="operator",
+        type="contradiction", severity="material", refers_to="fact-0004", note="rival in two places")))
     sink.handle(BudgetUpdated(budgets(decisions * 25)))

@@ -7,8 +7,10 @@ import json
 from app.console import OakwatchConsole
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.trace import TracePane
+from sessions.records import Summary
 from sessions.summary import exit_status
 from sessions.verify import verify_experiment
+from tests.conftest import find_trial
 from tests.console.conftest import prepare_run, quit_and_wait, settle, wait_for
 
 SIZE = (160, 50)
@@ -23,8 +25,9 @@ def trial_dirs(folder):
 
 
 async def test_pause_stops_new_decisions_and_step_advances_one(manifest, tmp_path):
-    prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=4.0)
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=4.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 3, what="three decisions")
         await pilot.press("p")
@@ -48,9 +51,10 @@ async def test_pause_stops_new_decisions_and_step_advances_one(manifest, tmp_pat
 
 
 async def test_terminate_records_the_operators_reason(manifest, tmp_path):
-    prepared, folder = prepare_run(manifest, tmp_path)
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    folder = experiment.root
     # 1x: the run must outlast typing the reason key by key on a slow machine (~50 s of run).
-    app = OakwatchConsole(prepared, folder, speed=1.0)
+    app = OakwatchConsole(prepared, experiment, speed=1.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 2, what="two decisions")
         trial_key = app.sink.status().trial_key
@@ -60,28 +64,38 @@ async def test_terminate_records_the_operators_reason(manifest, tmp_path):
         assert isinstance(app.screen, EndTrialDialog)
         await pilot.press(*"agent is stuck")
         await pilot.press("enter")
-        result = folder / "trials" / trial_key / "result.json"
-        await wait_for(pilot, result.is_file, what="result.json")
+        await wait_for(pilot, lambda: app.sink.results, what="the trial's result")
         await quit_and_wait(pilot, app)
-    data = json.loads(result.read_text())
-    assert data["termination_reason"] == "operator-terminate: agent is stuck"
+    # An operator ending an agent's trial makes it invalid: its block is voided for a rerun.
+    data = json.loads((find_trial(folder, trial_key) / "result.json").read_text())
+    assert (data["outcome"], data["termination_reason"], data["termination_detail"], data["invalid_cause"]) == \
+        ("harness-error", "operator-abort", "agent is stuck", "operator-abort")
+    assert (folder / "void-1" / trial_key).is_dir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["missing_positions"] == [0] and summary["success_rate"] is None
     assert verify_experiment(folder) == []
 
 
 async def test_tag_appends_an_annotation_at_once(manifest, tmp_path):
-    prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=4.0)
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=4.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 2, what="two decisions")
         await pilot.press("p")
         trial_key = app.sink.status().trial_key
+        seen = app.sink.status()
         await pilot.press("t")
         await wait_for(pilot, lambda: isinstance(app.screen, TagDialog), what="the tag dialog")
         dialog = app.screen
         dialog.query_one("#tag-type").value = "contradiction"
         dialog.query_one("#tag-severity").value = "material"
-        dialog.query_one("#tag-refers").value = "fact-0001"
+        dialog.query_one("#tag-refers").value = "fact-9999"  # never held: refused in the dialog
         dialog.query_one("#tag-note").value = "two locations at once"
+        await pilot.click("#tag-ok")
+        await settle(pilot, 0.2)
+        assert isinstance(app.screen, TagDialog) and "never held" in str(dialog.query_one("#tag-error").content)
+        dialog.query_one("#tag-refers").value = "fact-0001"
         await pilot.click("#tag-ok")
         annotations = folder / "trials" / trial_key / "annotations.jsonl"
         await wait_for(pilot, lambda: annotations.read_text().strip() != "", what="an annotation line")
@@ -90,7 +104,8 @@ async def test_tag_appends_an_annotation_at_once(manifest, tmp_path):
         row = rows[0]
         assert (row["type"], row["severity"], row["refers_to"], row["note"]) == \
             ("contradiction", "material", "fact-0001", "two locations at once")
-        assert row["decision_id"] >= 1 and len(row["frame_sha256"]) == 64
+        assert (row["trial_key"], row["decision_id"], row["frame_sha256"]) == \
+            (trial_key, seen.decisions, seen.frame_sha256)
         trace = app.query_one(TracePane)
         await wait_for(pilot, lambda: any("⚑ TAG contradiction" in line for line in trace.lines),
                        what="the tag in the trace stream")
@@ -99,22 +114,26 @@ async def test_tag_appends_an_annotation_at_once(manifest, tmp_path):
 
 
 async def test_quit_leaves_a_complete_evidence_folder(manifest, tmp_path):
-    prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=2.0)
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=2.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 3, what="three decisions")
         await quit_and_wait(pilot, app)
-    summary = json.loads((folder / "summary.json").read_text())
-    assert app.return_code == exit_status(summary)
-    assert summary["completed"] == 1  # no trial after the quit was started
+    summary = Summary.model_validate_json((folder / "summary.json").read_text())
+    assert app.return_code == exit_status(summary) == 2
+    assert (summary.stopped_early, summary.stop_reason) == (True, "operator-quit")
+    assert summary.invalid == 1 and summary.valid == 0 and summary.missing_positions == [0]
     assert verify_experiment(folder) == []
-    result = json.loads((trial_dirs(folder)[0] / "result.json").read_text())
-    assert result["termination_reason"] == "operator-terminate: operator quit"
+    result = json.loads((find_trial(folder, "X-01") / "result.json").read_text())
+    assert (result["outcome"], result["termination_reason"], result["invalid_cause"]) == \
+        ("harness-error", "operator-quit", "operator-quit")
 
 
 async def test_quit_while_paused(manifest, tmp_path):
-    prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=4.0)
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=4.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 1, what="a decision")
         await pilot.press("p")
@@ -124,8 +143,9 @@ async def test_quit_while_paused(manifest, tmp_path):
 
 
 async def test_speed_keys_cycle_through_paces(manifest, tmp_path):
-    prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=1.0)
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=1.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 1, what="a decision")
         await pilot.press("p")  # paused, so the run cannot finish at max pace mid-test
@@ -141,8 +161,9 @@ async def test_speed_keys_cycle_through_paces(manifest, tmp_path):
 
 
 async def test_command_palette_pauses_the_run(manifest, tmp_path):
-    prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=1.0)
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=1.0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: decisions(app) >= 1, what="a decision")
         await pilot.press("ctrl+p")

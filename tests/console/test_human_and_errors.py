@@ -9,14 +9,16 @@ from engine.policies.human import HumanPolicy, key_queue, offer
 from engine.policy import Observation, PolicyExhausted
 from panes.dialogs import EndTrialDialog
 from sessions.verify import verify_experiment
+from tests.conftest import find_trial
 from tests.console.conftest import human_manifest, prepare_run, quit_and_wait, settle, wait_for
 
 SIZE = (160, 50)
 
 
 async def test_human_key_presses_are_logged_as_actions(tmp_path):
-    prepared, folder = prepare_run(human_manifest(tmp_path), tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=None)
+    prepared, experiment = prepare_run(human_manifest(tmp_path), tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=None)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app._human_active, what="human play to become active")
         pressed = [("right", "RIGHT"), ("z", "A"), ("x", "B"), ("up", "UP"), ("enter", "START"),
@@ -28,18 +30,19 @@ async def test_human_key_presses_are_logged_as_actions(tmp_path):
         assert "ctrl+x" in {b.binding.key for b in app.active_bindings.values()
                             if b.binding.action == "end_trial_human" and b.enabled}
         await quit_and_wait(pilot, app)
-    trial = next((folder / "trials").iterdir())
+    trial = find_trial(folder, "X-01")
     rows = [json.loads(x) for x in (trial / "inputs.jsonl").read_text().splitlines()]
     assert [r["action"] for r in rows] == [action for _, action in pressed]
     assert [r["decision_id"] for r in rows] == list(range(1, len(pressed) + 1))
     result = json.loads((trial / "result.json").read_text())
-    assert result["termination_reason"] == "operator-terminate: operator quit"
+    assert (result["termination_reason"], result["outcome"]) == ("operator-quit", "harness-error")
     assert verify_experiment(folder) == []
 
 
 async def test_human_trial_ends_with_ctrl_x(tmp_path):
-    prepared, folder = prepare_run(human_manifest(tmp_path), tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=None)
+    prepared, experiment = prepare_run(human_manifest(tmp_path), tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=None)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app._human_active, what="human play to become active")
         await pilot.press("ctrl+x")
@@ -47,9 +50,10 @@ async def test_human_trial_ends_with_ctrl_x(tmp_path):
         await pilot.press(*"done playing", "enter")
         await wait_for(pilot, lambda: app.run_done, what="the run to end")
         await quit_and_wait(pilot, app)
-    trial = next((folder / "trials").iterdir())
-    result = json.loads((trial / "result.json").read_text())
-    assert result["termination_reason"] == "operator-terminate: done playing"
+    # The player ended their own trial: they played it, so it is a valid game-failure.
+    result = json.loads((folder / "trials" / "X-01" / "result.json").read_text())
+    assert (result["outcome"], result["termination_reason"], result["termination_detail"]) == \
+        ("game-failure", "player-ended", "done playing")
     assert verify_experiment(folder) == []
 
 
@@ -75,6 +79,7 @@ async def test_human_policy_wakes_on_terminate():
 class Boom:
     name = "boom"
     model_id = None
+    paid = False
 
     async def decide(self, observation):
         raise ValueError("policy exploded")
@@ -84,8 +89,9 @@ class Boom:
 
 
 async def test_a_failing_run_shows_in_the_console_and_keeps_the_evidence(manifest, tmp_path):
-    prepared, folder = prepare_run(manifest, tmp_path)
-    app = OakwatchConsole(prepared, folder, speed=None, policy_factories={"scripted": lambda c: Boom()})
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    folder = experiment.root
+    app = OakwatchConsole(prepared, experiment, speed=None, policy_factories={"scripted": lambda c, n: Boom()})
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.run_done, what="the run to end")
         await settle(pilot, 0.3)
@@ -93,7 +99,6 @@ async def test_a_failing_run_shows_in_the_console_and_keeps_the_evidence(manifes
         assert "policy exploded" in (status.error or "")
         assert app.is_running  # the console stays up
         await quit_and_wait(pilot, app)
-    for trial in (folder / "trials").iterdir():
-        result = json.loads((trial / "result.json").read_text())
-        assert result["outcome"] == "harness-error"
+    result = json.loads((find_trial(folder, "X-01") / "result.json").read_text())
+    assert (result["outcome"], result["invalid_cause"]) == ("harness-error", "harness-bug")
     assert verify_experiment(folder) == []

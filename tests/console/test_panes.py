@@ -11,12 +11,12 @@ from textual.app import App, ComposeResult
 
 from app.console import OakwatchConsole
 from app.console_state import ConsoleSink, MemorySnapshot
-from engine.events import DecisionRecorded, FrameCaptured
+from engine.events import FrameCaptured
 from panes.budgets import BudgetsPane, level
 from panes.frame import FramePane, FrameView, fit_size
 from panes.memory import MemoryPane
 from panes.trace import MAX_LINES, TracePane
-from tests.console.fixed import budgets, fact, feed, fixed_frame, trace
+from tests.console.fixed import budgets, decision, fact, feed, fixed_frame
 
 
 class One(App):
@@ -123,7 +123,7 @@ async def test_trace_is_bounded_and_batched():
     async with One(pane).run_test(size=(120, 20)) as pilot:
         frame = fixed_frame()
         for did in range(1, MAX_LINES + 301):
-            sink.handle(DecisionRecorded(trace(did), (), (), frame, None))
+            sink.handle(decision(did, frame))
         await pilot.pause(0.3)
         assert pane.line_count == MAX_LINES
         assert pane.lines[-1].lstrip().startswith(f"d{MAX_LINES + 300:05d}")

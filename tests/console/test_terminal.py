@@ -1,5 +1,6 @@
 """The real entry path in a real terminal (tmux): `oakwatch run` on a TTY opens the console,
-draws the panes, and `q` ends the run cleanly with a folder that verifies."""
+draws the panes, and `q` or a real Ctrl-C ends the run cleanly with a folder that verifies;
+a real Ctrl-C in a headless run does the same."""
 
 import shutil
 import subprocess
@@ -9,7 +10,9 @@ import uuid
 
 import pytest
 
+from sessions.records import Summary
 from sessions.verify import verify_experiment
+from tests.conftest import write_manifest
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
 
@@ -28,20 +31,51 @@ def _wait(session: str, text: str, timeout: float = 60) -> str:
     raise AssertionError(f"{text!r} never appeared on the terminal:\n{_screen(session)}")
 
 
-def test_console_opens_in_a_terminal_and_quits_cleanly(tmp_path):
+def _session(tmp_path, args: str) -> tuple[str, object]:
     out = tmp_path / "exp"
     session = f"oakwatch-{uuid.uuid4().hex[:8]}"
-    command = (f"XDG_CONFIG_HOME={tmp_path} {sys.executable} -m app.cli run --speed 4 --output {out}; "
+    command = (f"XDG_CONFIG_HOME={tmp_path} {sys.executable} -m app.cli run {args} --output {out}; "
                f"echo EXIT=$?; sleep 30")
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", command], check=True)
+    return session, out
+
+
+def _stopped_by(out, reason: str) -> None:
+    """The run stopped early for `reason`, its one trial invalid and voided, and the folder whole."""
+    assert verify_experiment(out) == []
+    summary = Summary.model_validate_json((out / "summary.json").read_text())
+    assert (summary.stopped_early, summary.stop_reason, summary.invalid) == (True, reason, 1)
+    assert summary.success_rate is None  # an operator's stop is never counted as the agent's failure
+
+
+@pytest.mark.parametrize("key", ["q", "C-c"])
+def test_console_opens_in_a_terminal_and_quits_cleanly(tmp_path, key):
+    session, out = _session(tmp_path, "--speed 4")
     try:
         screen = _wait(session, "✓ M1")  # the ladder shows a verified milestone
         for pane in ("Frame", "Budgets", "Milestones", "Memory", "Trace"):
             assert f"─ {pane} " in screen
         assert "condition X" in screen and "walkthrough" not in screen.split("\n")[0]  # blinded label only
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        subprocess.run(["tmux", "send-keys", "-t", session, key], check=True)
         screen = _wait(session, "EXIT=")
-        assert "EXIT=1" in screen  # the one trial ended by the operator: a valid game-failure
+        assert "EXIT=2" in screen  # the trial was ended by the operator: invalid, to be rerun
+        assert "Traceback" not in screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
-    assert verify_experiment(out) == []
+    _stopped_by(out, "operator-quit")
+
+
+def test_ctrl_c_in_a_terminal_ends_a_headless_run_cleanly(tmp_path):
+    """The terminal sends SIGINT to the whole foreground process group."""
+    manifest = write_manifest(tmp_path, conditions=[{"id": "rnd", "policy": "random", "seed": 5}],
+                              budgets={"accepted_actions": 1_000_000, "unrecoverable_loop_repeats": None})
+    session, out = _session(tmp_path, f"--headless {manifest}")
+    try:
+        _wait(session, "started, first frame")
+        time.sleep(0.5)
+        subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+        screen = _wait(session, "EXIT=")
+        assert "EXIT=2" in screen and "Traceback" not in screen
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    _stopped_by(out, "signal")

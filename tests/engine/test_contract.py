@@ -41,6 +41,13 @@ def test_too_many_actions_rejected_not_truncated():
      "memory_write.0.kind"),
     ({"reasoning_summary": "x" * 1001}, "reasoning_summary"),
     ({"extra": 1}, "extra"),
+    ({"observed": {"screen": "menu", "location_guess": "", "objective_guess": "", "certainty": True}},
+     "observed.certainty"),
+    ({"observed": {"screen": "menu", "location_guess": "", "objective_guess": "", "certainty": "0.5"}},
+     "observed.certainty"),
+    ({"memory_write": [{"kind": "event", "value": "x", "confidence": False, "evidence": ""}]},
+     "memory_write.0.confidence"),
+    ({"reasoning_summary": 5}, "reasoning_summary"),
 ])
 def test_contract_violations_name_the_field(bad, where):
     with pytest.raises(ContractError, match=where.replace(".", r"\.")):
@@ -52,6 +59,15 @@ def test_non_json_and_non_object_rejected():
         parse_response("press up please", max_actions=4)
     with pytest.raises(ContractError, match="not a JSON object"):
         parse_response("[1, 2]", max_actions=4)
+    for hostile in ["[" * 100_000, "9" * 5001, '{"observed": {"certainty": NaN}}']:
+        with pytest.raises(ContractError):
+            parse_response(hostile, max_actions=4)
+
+
+def test_whole_numbers_still_count_as_certainties():
+    r = parse_response(response(observed={"screen": "menu", "location_guess": "", "objective_guess": "",
+                                          "certainty": 1}), max_actions=4)
+    assert r.observed.certainty == 1.0
 
 
 def test_actions_outside_the_manifest_allowlist_rejected():

@@ -24,7 +24,7 @@ def s(flags=0, bag=(0, 0), magic=0x4F):
 
 
 def upd(ladder, prev, cur, did=1):
-    return [a.milestone_id for a in ladder.update(prev, cur, decision_id=did, frame_index=did * 16,
+    return [a.id for a in ladder.update(prev, cur, decision_id=did, frame_index=did * 16,
                                                    frame_sha256=f"{did:064x}")]
 
 

@@ -14,10 +14,21 @@ def test_script_format():
     assert parse_script("UP up # comment\nA*3\n\n# only a comment\nnoop") == ["UP", "UP", "A", "A", "A", "NOOP"]
 
 
-@pytest.mark.parametrize("text, msg", [("JUMP", "unknown action"), ("A*0", "bad repeat"), ("A*x", "bad repeat")])
+@pytest.mark.parametrize("text, msg", [("JUMP", "unknown action"), ("A*0", "bad repeat"), ("A*x", "bad repeat"),
+                                       ("A*²", "bad repeat"), ("UP*999999999999", "repeat count .* too large"),
+                                       ("A*" + "9" * 5001, "repeat count .* too large"),
+                                       ("A*100000 " * 11, "script longer than 1,000,000 actions")])
 def test_script_errors_name_line(text, msg):
     with pytest.raises(ScriptError, match=f"<script>:1: {msg}"):
         parse_script(text)
+
+
+def test_script_bytes_must_be_utf8_and_lines_count_newlines_only():
+    assert parse_script(b"UP\nA*2\n") == ["UP", "A", "A"]
+    with pytest.raises(ScriptError, match=r"s\.txt:2: not UTF-8"):
+        parse_script(b"UP\nDOWN \xff\n", "s.txt")
+    with pytest.raises(ScriptError, match="<script>:2: unknown action"):
+        parse_script("UP\x0cA\nJUMP")  # a form feed is whitespace, not a new line
 
 
 def test_engine_imports_no_ui_or_sessions():

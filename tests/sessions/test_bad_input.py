@@ -76,8 +76,8 @@ def test_existing_output_folder(tmp_path):
 
 
 def test_verify_and_replay_bad_paths(tmp_path):
-    proc = oakwatch("verify", tmp_path / "nothing")
-    assert proc.returncode == 1 and "not a folder" in proc.stderr
+    assert_refused(oakwatch("verify", tmp_path / "nothing"), "not a folder")
+    assert_refused(oakwatch("recover", tmp_path / "nothing"), "not a folder")
     assert_refused(oakwatch("replay", tmp_path / "nothing"), "no trace.jsonl here")
 
 

@@ -1,9 +1,13 @@
 """The vertical slice on the real cartridge in real PyBoy: run, verify, replay."""
 
+import io
 import json
 import subprocess
 import sys
 
+from app.headless import HeadlessPrinter
+from engine.records import Attempt, ResponseLine
+from sessions.framestore import scan_store
 from sessions.replay import Divergence, replay_trial
 from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment, write_manifest
@@ -12,11 +16,11 @@ from tests.conftest import read_jsonl, run_experiment, write_manifest
 def test_dry_run_reaches_m8_with_evidence(dry_run):
     folder, summary, results = dry_run
     (r,) = results
-    assert r["outcome"] == "success" and r["termination_reason"] == "final-milestone"
-    assert r["milestones_reached"] == [f"M{i}" for i in range(1, 9)]
-    assert r["progress_points"] == 20 and r["deepest_milestone"] == "M8"
-    assert summary["all_succeeded"] and summary["success_rate"] == 1.0
-    trial = folder / "trials" / r["trial_key"]
+    assert r.outcome == "success" and r.termination_reason == "final-milestone" and r.invalid_cause is None
+    assert r.milestones_reached == [f"M{i}" for i in range(1, 9)]
+    assert r.progress_points == 20 and r.deepest_milestone == "M8"
+    assert summary.all_succeeded and summary.success_rate == 1.0
+    trial = folder / "trials" / r.trial_key
     trace = read_jsonl(trial / "trace.jsonl")
     seed_fields = {"experiment_id", "condition_id", "trial_id", "decision_id", "timestamp_utc", "frame_sha256",
                    "prompt_sha256", "model_id", "response_id", "input_tokens", "output_tokens", "cached_tokens",
@@ -26,13 +30,18 @@ def test_dry_run_reaches_m8_with_evidence(dry_run):
     assert seed_fields <= set(trace[0])
     assert trace[0]["input_tokens"] is None and trace[0]["provider_cost_usd"] is None  # unmeasured, not zero
     assert trace[-1]["termination_reason"] == "final-milestone"
-    assert len(list((trial / "frames").glob("*.png"))) == len(trace) + 1
-    for m in r["milestones"]:
-        assert trace[m["decision_id"] - 1]["milestones_after"][-1] == m["id"]
+    # Every decision-boundary frame is stored once by its pixel hash.
+    frames, _, problem = scan_store(trial / "frames" / "frames.pack")
+    stored = {f.sha256 for f in frames}
+    assert problem is None and {trace[0]["frame_sha256"]} | {t["result_frame_sha256"] for t in trace} == stored
+    for m in r.milestones:
+        assert trace[m.decision_id - 1]["milestones_after"][-1] == m.id
     for name in ["manifest.yaml", "prompts/system.txt", "prompts/action-schema.json", "scoring/milestones.yaml",
-                 "scoring/memory-error-rubric.yaml", "summary.json", "SHA256SUMS"]:
+                 "scoring/memory-error-rubric.yaml", "summary.json", "SHA256SUMS", "run.jsonl",
+                 "schemas/trace-line.schema.json", "schemas/result.schema.json"]:
         assert (folder / name).is_file(), name
-    assert r["provenance"]["rom_sha256"] and r["provenance"]["emulator"]["name"] == "pyboy"
+    assert r.provenance["rom_sha256"] and r.provenance["emulator"]["name"] == "pyboy"
+    assert not (folder / ".lock").exists() and not (folder / ".reserve").exists()
 
 
 def test_sha256sums_checks_with_coreutils(dry_run):
@@ -45,15 +54,17 @@ def test_sha256sums_checks_with_coreutils(dry_run):
 def test_verify_and_replay_pass(dry_run):
     folder, _, results = dry_run
     assert verify_experiment(folder) == []
-    report = replay_trial(folder / "trials" / results[0]["trial_key"])
+    report = replay_trial(folder / "trials" / results[0].trial_key)
     assert report["milestones"][-1] == "M8"
 
 
 def test_verify_catches_an_altered_frame(dry_run_copy):
-    frame = next((dry_run_copy / "trials").glob("*/frames/000010.png"))
-    frame.write_bytes(frame.read_bytes()[:-1] + b"\0")
+    store = next((dry_run_copy / "trials").glob("*/frames/frames.pack"))
+    data = bytearray(store.read_bytes())
+    data[-20] ^= 0xFF
+    store.write_bytes(bytes(data))
     problems = verify_experiment(dry_run_copy)
-    assert any("frames/000010.png: content differs" in p for p in problems)
+    assert any("frames/frames.pack: content differs" in p for p in problems)
 
 
 def test_verify_catches_an_altered_trace_line(dry_run_copy):
@@ -85,9 +96,9 @@ def test_random_policy_on_tiny_budget_is_game_failure(tmp_path):
     manifest = write_manifest(tmp_path, conditions=[{"id": "rnd", "policy": "random", "seed": 3}],
                               budgets={"accepted_actions": 12})
     folder, summary, (r,) = run_experiment(manifest, tmp_path / "out")
-    assert r["outcome"] == "game-failure" and r["termination_reason"] == "budget:accepted_actions"
-    assert r["telemetry"]["accepted_actions"] == 12
-    assert summary["failed"] == 1 and summary["success_rate"] == 0.0
+    assert r.outcome == "game-failure" and r.termination_reason == "budget:accepted_actions"
+    assert r.telemetry.accepted_actions == 12
+    assert summary.failed == 1 and summary.success_rate == 0.0
     assert verify_experiment(folder) == []
 
 
@@ -96,18 +107,25 @@ def test_counterbalanced_blinded_trials_each_start_fresh(tmp_path):
         tmp_path, conditions=[{"id": "alpha", "policy": "random", "seed": 1},
                               {"id": "beta", "policy": "random", "seed": 2}],
         budgets={"accepted_actions": 5}, trials={"per_condition": 2, "blinding_seed": 4})
-    folder, summary, results = run_experiment(manifest, tmp_path / "out")
+    out = io.StringIO()
+    folder, summary, results = run_experiment(manifest, tmp_path / "out", sinks=[HeadlessPrinter(out)])
+    lines = out.getvalue().splitlines()
     order = json.loads((folder / "schedule.json").read_text())["order"]
-    assert [o[0] for o in order] == ["X", "Y", "Y", "X"] and [r["trial_key"] for r in results] == order
+    assert [o[0] for o in order] == ["X", "Y", "Y", "X"] and [r.trial_key for r in results] == order
     labels = json.loads((folder / "blinding.json").read_text())["labels"]
     assert sorted(labels.values()) == ["alpha", "beta"]
-    assert "alpha" not in "".join(order) and all(r["condition"] in ("X", "Y") for r in results)
+    assert "alpha" not in "".join(order) and all(r.condition in ("X", "Y") for r in results)
     firsts = {read_jsonl(folder / "trials" / k / "trace.jsonl")[0]["frame_sha256"] for k in order}
     assert len(firsts) == 1  # the canonical state restored before every trial
-    # Same seed, same condition, fresh policy: both trials of a condition press the same buttons.
+    # Each trial of a random condition plays its own recorded seed, derived from the condition's.
     x1, x2 = (read_jsonl(folder / "trials" / k / "inputs.jsonl") for k in ("X-01", "X-02"))
-    assert [r["action"] for r in x1] == [r["action"] for r in x2]
-    assert summary["completed"] == 4 and verify_experiment(folder) == []
+    assert [r["action"] for r in x1] != [r["action"] for r in x2]
+    seeds = {k: json.loads((folder / "trials" / k / "trial.json").read_text())["policy_seed"] for k in order}
+    assert len(set(seeds.values())) == 4 and all(r.provenance["policy_seed"] == seeds[r.trial_key] for r in results)
+    # The headers count trials across conditions.
+    headers = [line for line in lines if "started, first frame" in line]
+    assert [h.split("(")[1].split(")")[0] for h in headers] == ["1/4", "2/4", "3/4", "4/4"]
+    assert summary.completed == 4 and verify_experiment(folder) == []
 
 
 def _response(actions, valid=True):
@@ -120,14 +138,16 @@ def _response(actions, valid=True):
 
 
 def _recorded_trial(tmp_path, decisions: list[list[str]]):
-    """A trial folder holding just what the replay policy reads: trace lines and raw responses."""
+    """A trial folder holding just what the replay policy reads: its responses stream."""
     recorded = tmp_path / "recorded"
-    (recorded / "responses").mkdir(parents=True)
-    with open(recorded / "trace.jsonl", "w") as trace:
+    recorded.mkdir()
+    with open(recorded / "responses.jsonl", "w") as responses:
         for i, attempts in enumerate(decisions, 1):
-            path = f"responses/{i:06d}.json"
-            (recorded / path).write_text(json.dumps({"attempts": [{"raw": a} for a in attempts]}))
-            trace.write(json.dumps({"decision_id": i, "raw_response_path": path}) + "\n")
+            line = ResponseLine(decision_id=i, attempts=[Attempt(
+                raw=a, valid=True, error=None, model_id=None, response_id=None, latency_ms=None, usage=None)
+                for a in attempts])
+            responses.write(line.model_dump_json() + "\n")
+    (recorded / "trace.jsonl").write_text("")
     return recorded
 
 
@@ -138,19 +158,20 @@ def test_invalid_outputs_logged_retried_and_counted(tmp_path):
         [_response(["RIGHT", "LEFT"])]])
     manifest = write_manifest(tmp_path, conditions=[{"id": "rp", "policy": "replay", "replay_trace": str(recorded)}])
     folder, _, (r,) = run_experiment(manifest, tmp_path / "out")
-    trial = folder / "trials" / r["trial_key"]
+    trial = folder / "trials" / r.trial_key
     trace = read_jsonl(trial / "trace.jsonl")
     assert [t["attempts"] for t in trace] == [2, 2, 1]
     assert [t["invalid_output"] for t in trace] == [True, True, False]
     assert [t["accepted_actions"] for t in trace] == [1, 0, 2]
-    t = r["telemetry"]
-    assert (t["model_calls"], t["invalid_outputs"], t["accepted_actions"]) == (5, 3, 3)
-    assert t["rejected_actions"] == 11
-    raw = json.loads((trial / "responses/000001.json").read_text())["attempts"][0]
+    t = r.telemetry
+    assert (t.model_calls, t.invalid_outputs, t.accepted_actions) == (5, 3, 3)
+    assert t.rejected_actions == 11
+    raw = read_jsonl(trial / "responses.jsonl")[0]["attempts"][0]
+    assert trace[0]["raw_response_path"] == "responses.jsonl#1"
     assert raw["raw"] == "I think I should press up" and not raw["valid"] and "not a JSON object" in raw["error"]
     memory_ops = [m["op"] for m in read_jsonl(trial / "memory.jsonl")]
     assert "write" in memory_ops and "retrieve" in memory_ops
-    assert r["termination_reason"] == "policy-exhausted" and verify_experiment(folder) == []
+    assert r.termination_reason == "policy-exhausted" and verify_experiment(folder) == []
 
 
 def test_cli_headless_dry_run(tmp_path):
@@ -171,15 +192,15 @@ def test_policy_running_out_on_a_retry_still_records_the_decision(tmp_path):
     recorded = _recorded_trial(tmp_path, [[_response(["DOWN"])], [_response(None, valid=False)]])
     manifest = write_manifest(tmp_path, conditions=[{"id": "rp", "policy": "replay", "replay_trace": str(recorded)}])
     folder, _, (r,) = run_experiment(manifest, tmp_path / "out")
-    trace = read_jsonl(folder / "trials" / r["trial_key"] / "trace.jsonl")
+    trace = read_jsonl(folder / "trials" / r.trial_key / "trace.jsonl")
     assert [t["attempts"] for t in trace] == [1, 1] and trace[-1]["invalid_output"]
-    assert trace[-1]["termination_reason"] == "policy-exhausted" == r["termination_reason"]
-    assert r["telemetry"]["invalid_outputs"] == 1 and verify_experiment(folder) == []
+    assert trace[-1]["termination_reason"] == "policy-exhausted" == r.termination_reason
+    assert r.telemetry.invalid_outputs == 1 and verify_experiment(folder) == []
 
 
 def test_dry_run_exercises_the_memory_store(dry_run):
     folder, _, (r,) = dry_run
-    trial = folder / "trials" / r["trial_key"]
+    trial = folder / "trials" / r.trial_key
     ops = read_jsonl(trial / "memory.jsonl")
     assert {"write", "supersede", "complete", "read", "retrieve"} <= {o["op"] for o in ops}
     assert not [o for o in ops if o["op"] == "reject"]
@@ -209,7 +230,7 @@ def test_script_notes_are_validated(tmp_path):
     try:
         prepare(manifest, tmp_path / "out")
     except PreflightError as exc:
-        assert "notes.yaml: notes.3.observed.screen" in str(exc)
+        assert "notes.yaml:3: notes.3.observed.screen" in str(exc)
     else:
         raise AssertionError("bad notes accepted")
     assert not (tmp_path / "out").exists()
@@ -225,7 +246,7 @@ def test_every_logged_memory_operation_belongs_to_a_recorded_decision(dry_run_co
     conditions = [{"id": "s", "policy": "scripted", "script": str(script),
                    "script_notes": "bundled:walkthrough-notes.yaml"}]
     folder, _, (r,) = run_experiment(write_manifest(tmp_path, conditions=conditions), tmp_path / "out")
-    short = folder / "trials" / r["trial_key"]
-    assert r["termination_reason"] == "policy-exhausted"
+    short = folder / "trials" / r.trial_key
+    assert r.termination_reason == "policy-exhausted"
     decided = {t["decision_id"] for t in read_jsonl(short / "trace.jsonl")}
     assert max(decided) == 21 and {m["decision_id"] for m in read_jsonl(short / "memory.jsonl")} <= decided

@@ -1,3 +1,4 @@
+import re
 import textwrap
 
 import pytest
@@ -27,24 +28,24 @@ def test_good_manifest_and_defaults():
 
 
 @pytest.mark.parametrize("edit, message", [
-    (("  title: Parcel Quest", "  title: Parcel Quest\n  colour: red"), "m.yaml: game.colour: unknown key"),
-    (("version: \"2.8.1\"", "version: \"2.8.1\", speed: 3"), "m.yaml: emulator.speed: unknown key"),
-    (("seed: 1", "seed: one"), "m.yaml: conditions.0.random.seed"),
-    (("policy: random, seed: 1", "policy: cheat"), "m.yaml: conditions.0.policy"),
+    (("  title: Parcel Quest", "  title: Parcel Quest\n  colour: red"), "m.yaml:5: game.colour: unknown key"),
+    (("version: \"2.8.1\"", "version: \"2.8.1\", speed: 3"), "m.yaml:10: emulator.speed: unknown key"),
+    (("seed: 1", "seed: one"), "m.yaml:12: conditions.0.seed"),
+    (("policy: random, seed: 1", "policy: cheat"), "m.yaml:12: conditions.0.policy"),
     (("policy: random, seed: 1", "policy: random"), "policy 'random' needs 'seed'"),
-    (("rom_sha256: \"" + "a" * 64, "rom_sha256: \"" + "A" * 64), "m.yaml: game.rom_sha256"),
+    (("rom_sha256: \"" + "a" * 64, "rom_sha256: \"" + "A" * 64), "m.yaml:7: game.rom_sha256"),
 ])
 def test_bad_manifests_name_file_and_field(edit, message):
     text = GOOD.replace(*edit)
     assert text != GOOD
     with pytest.raises(ManifestError) as err:
         parse_manifest(text, "m.yaml")
-    assert err.value.args[0].startswith("m.yaml: ")
-    assert message.split("m.yaml: ")[-1].split(".random")[0] in err.value.args[0]
+    assert re.match(r"m\.yaml:\d+: ", err.value.args[0])
+    assert message.split("m.yaml")[-1] in err.value.args[0]
 
 
 def test_malformed_yaml_and_missing_file(tmp_path):
-    with pytest.raises(ManifestError, match="m.yaml: not valid YAML"):
+    with pytest.raises(ManifestError, match=r"m.yaml:\d+: not valid YAML"):
         parse_manifest("a: [", "m.yaml")
     with pytest.raises(ManifestError, match="cannot read manifest"):
         load_manifest(tmp_path / "nope.yaml")

@@ -1,0 +1,66 @@
+"""SIGINT, SIGTERM and SIGHUP: end the run at the next decision boundary, with everything written.
+
+The first signal asks the run control to stop (a policy call in flight is cancelled and its
+decision recorded as aborted); the trial ends as an invalid run and the run's summary and
+sums are written as usual. A second signal exits at once: every record on disk is whole up to
+the last decision, and `oakwatch recover` finishes the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class SignalStop:
+    def __init__(self, stop: Callable[[str], None], folder: Path,
+                 defer: Callable[[Callable[[], None]], None] | None = None,
+                 on_second: Callable[[], None] | None = None):
+        """`stop(name)` ends the run; `defer` runs a callback outside the signal handler (the
+        console's event loop: a handler must not take a lock its own thread may hold)."""
+        self._stop = stop
+        self._folder = folder
+        self._defer = defer
+        self._on_second = on_second
+        self._count = 0
+        self._previous: dict[int, object] = {}
+        self.received: str | None = None
+
+    def install(self) -> SignalStop:
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame) -> None:
+        name = signal.Signals(signum).name
+        self._count += 1
+        if self._count == 1:
+            self.received = name
+            _say(f"oakwatch: {name}: ending the run at the next decision boundary "
+                 f"(signal again to exit at once)")
+            if self._defer is not None:
+                self._defer(lambda: self._stop(name))
+            else:
+                self._stop(name)
+            return
+        _say(f"oakwatch: {name} again: exiting now; `oakwatch recover {self._folder}` finishes the folder")
+        if self._on_second is not None:
+            self._on_second()
+        os._exit(128 + signum)
+
+
+def _say(line: str) -> None:
+    try:
+        os.write(sys.stderr.fileno(), (line + "\n").encode())
+    except (OSError, ValueError):  # the terminal is gone (SIGHUP): nothing to tell
+        pass

@@ -1,0 +1,286 @@
+"""The trial's typed records: what the loop emits and the recorder writes, one model per line kind.
+
+These models are the schema of a trial folder (published as JSON Schema beside the evidence).
+The engine fills them without any file path or hash chain field; the recorder
+(sessions.recorder) adds those when it writes. Readers validate every line against them.
+
+Records are built with `build` (pydantic's Rust validator: faster than `model_construct`,
+which is pure Python) and written with `model_dump_json`; readers validate them again.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+SCHEMA_VERSION = 2
+
+
+class Record(BaseModel):
+    """Strict on read: an unknown or missing field is a problem, not a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def build(model: type[R], **fields) -> R:
+    """A validated record from its fields (the fields given are its "set" fields)."""
+    return model.model_validate(fields)
+
+
+# -- per decision ---------------------------------------------------------------------------------
+
+class Usage(Record):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+    cost_source: Literal["provider", "derived"] | None = None
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        return self.input_tokens + self.output_tokens
+
+
+class Attempt(Record):
+    """One policy call within a decision: the raw response exactly as produced, and its fate."""
+
+    raw: str | None  # None: the call never answered (aborted or failed)
+    valid: bool
+    error: str | None
+    aborted: bool = False  # cancelled in flight (a signal or an operator stop)
+    model_id: str | None
+    response_id: str | None
+    latency_ms: float | None
+    usage: Usage | None  # None: no paid call was made
+
+
+class ResponseLine(Record):
+    """responses.jsonl: every attempt of one decision, retries included."""
+
+    decision_id: int
+    attempts: list[Attempt]
+
+
+class InputLine(Record):
+    """inputs.jsonl: one accepted controller action with the frames it occupied."""
+
+    decision_id: int
+    index: int  # position within the decision
+    action: str
+    press_frame: int | None  # None for NOOP (no button went down)
+    release_frame: int | None
+    capture_frame: int
+    frame_sha256: Sha256  # SHA-256 of the captured frame's raw RGB pixels
+
+
+class Fact(Record):
+    fact_id: str
+    kind: str
+    subject: str
+    predicate: str
+    object: str
+    status: Literal["active", "superseded", "completed"]
+    confidence: float
+    confirmed: bool
+    first_seen_decision: int
+    last_confirmed_decision: int | None
+    evidence_frame_sha256: Sha256 | None
+    evidence: str
+    supersedes: str | None
+
+
+class MemoryOp(Record):
+    """memory.jsonl: one operation on the agent's memory. Fields apply by `op`:
+    retrieve (fact_ids, chars), read (fact_ids, missing), write/update/complete/supersede/evict
+    (fact_id, fact), reject (reason, write)."""
+
+    op: Literal["retrieve", "read", "write", "update", "complete", "supersede", "evict", "reject"]
+    decision_id: int
+    fact_ids: list[str] | None = None
+    chars: int | None = None
+    missing: list[str] | None = None
+    fact_id: str | None = None
+    fact: Fact | None = None
+    reason: str | None = None
+    write: dict[str, Any] | None = None
+
+
+class TraceLine(Record):
+    """trace.jsonl: one line per decision, every field of seed 000's trace record plus ours.
+
+    Null means not measured; zero means measured and absent. The last five fields are the
+    hash chain, set by the recorder: the previous line's SHA-256 (the trial genesis for the
+    first line) and the SHA-256 of the exact bytes this decision added to each stream."""
+
+    experiment_id: str
+    condition_id: str  # the blinded label
+    trial_id: int
+    decision_id: int
+    timestamp_utc: str
+    frame_sha256: Sha256  # the frame the agent saw
+    prompt_sha256: str | None
+    model_id: str | None
+    response_id: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    provider_cost_usd: float | None
+    cost_source: list[str] | None
+    latency_ms: float | None
+    raw_response_path: str | None = None  # set by the recorder
+    attempts: int
+    paid_calls: int  # attempts that were paid model calls (0: tokens and cost are none, not unknown)
+    aborted: bool
+    parsed_actions: list[str]
+    accepted_actions: int
+    invalid_output: bool
+    observed: dict[str, Any] | None
+    memory_reads: list[str]
+    memory_writes: list[str | None]
+    milestones_before: list[str]
+    milestones_after: list[str]
+    result_frame_sha256: Sha256  # pixels after the decision's last action
+    result_frame_index: int
+    termination_reason: str | None
+    prev_sha256: Sha256 | None = None
+    response_sha256: Sha256 | None = None
+    inputs_sha256: Sha256 | None = None
+    memory_sha256: Sha256 | None = None
+
+
+class Annotation(Record):
+    """annotations.jsonl: an operator tag, stamped with what the operator saw when tagging began."""
+
+    trial_key: str
+    decision_id: int  # the decision in view when the dialog opened
+    frame_sha256: Sha256 | None
+    frame_index: int | None
+    opened_utc: str  # when the dialog opened
+    timestamp_utc: str  # when the tag was submitted
+    annotator: str
+    source: Literal["operator"] = "operator"
+    type: str
+    severity: Literal["minor", "material", "critical"]
+    refers_to: str | None  # a fact id (fact-0003) or an earlier decision number
+    note: str
+    prev_sha256: Sha256 | None = None  # the annotation chain, set by the recorder
+
+
+# -- per trial ------------------------------------------------------------------------------------
+
+class MilestoneAward(Record):
+    id: str
+    name: str
+    points: int
+    decision_id: int
+    frame_index: int
+    frame_sha256: Sha256
+    probe: dict[str, Any]
+
+
+class Telemetry(Record):
+    """The first figures come from the trace (verify recomputes them); the loop-only ones after
+    them are null in a trial finished by `oakwatch recover` (the loop's counters died with it)."""
+
+    decisions: int
+    model_calls: int
+    aborted_calls: int
+    accepted_actions: int
+    invalid_outputs: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    tokens: int | None
+    cost_usd: float | None
+    cost_source: list[str] | None
+    model_latency_ms: float | None
+    rejected_actions: int | None
+    ignored_inputs: int | None
+    repeated_position_loops: int | None
+    repeated_navigation_actions: int | None
+    wall_time_seconds: float | None
+    held_seconds: float | None
+    frames: int | None
+
+
+class FrameStoreSeal(Record):
+    file: str  # relative to the trial folder
+    sha256: Sha256  # of the whole store file, sealed at trial end
+    frames: int  # distinct frames stored
+    bytes: int
+
+
+class Chain(Record):
+    """How the trial's evidence hangs together; result.json carries it, summary.json repeats the head."""
+
+    genesis_sha256: Sha256  # SHA-256 of trial.json: the first trace line's prev_sha256
+    trace_head: Sha256  # SHA-256 of the last trace line (the genesis when there is none)
+    trace_lines: int
+    annotations_head: Sha256
+    annotation_lines: int
+    frames: FrameStoreSeal | None  # None: the store could not be sealed (see invalid_cause)
+
+
+class TrialResult(Record):
+    """result.json: the trial's outcome (seed 001) with the evidence for it."""
+
+    schema_version: int = SCHEMA_VERSION
+    experiment_id: str
+    condition: str  # the blinded label
+    trial: int
+    trial_key: str
+    position: int  # index in the schedule, from 0
+    attempt: int  # 1 for the first run of this slot; more after a void and --resume
+    outcome: Literal["success", "game-failure", "invalid-provider", "harness-error"]
+    termination_reason: str
+    termination_detail: str | None  # the operator's or the error's own words
+    invalid_cause: str | None  # why the run is invalid; None for success and game-failure
+    error: str | None
+    recovered: bool = False  # finished by `oakwatch recover` after the process died
+    started_utc: str
+    ended_utc: str
+    last_decision: int  # the last whole decision on disk
+    milestones: list[MilestoneAward]
+    milestones_reached: list[str]
+    pre_satisfied: list[str]
+    deepest_milestone: str | None
+    progress_points: int
+    total_points: int
+    telemetry: Telemetry | None  # None only when recovered without a loop's counters
+    derived: dict[str, float | None]
+    provenance: dict[str, Any]
+    chain: Chain | None = None  # set by the recorder
+
+
+class TrialGenesis(Record):
+    """trial.json: what this trial is, written before its first decision. Its hash starts the chain."""
+
+    schema_version: int = SCHEMA_VERSION
+    experiment_id: str
+    trial_key: str
+    condition: str
+    trial: int
+    position: int
+    attempt: int
+    manifest_sha256: Sha256
+    schedule_sha256: Sha256
+    condition_sha256: Sha256  # conditions/<label>.yaml
+    rom_sha256: Sha256
+    initial_state_sha256: Sha256
+    policy: str
+    policy_seed: int | None  # random policies: derived from the condition seed and the trial number
+    started_utc: str
+    pid: int
+
+
+TRIAL_RECORDS: dict[str, type[Record]] = {
+    "trial": TrialGenesis, "trace-line": TraceLine, "response": ResponseLine, "input": InputLine,
+    "memory-op": MemoryOp, "annotation": Annotation, "result": TrialResult,
+}

@@ -1,0 +1,177 @@
+"""The frame store: every decision-boundary frame, lossless, stored once by its pixel hash.
+
+One append-only file per trial (`frames/frames.pack`): a sequence of records, each
+    b"OWF1" | 32-byte SHA-256 of the raw RGB pixels | 4-byte big-endian length | a PNG file
+The PNG is a complete, standard file (8-bit RGB, no filtering, zlib level 1), so
+`oakwatch frames` can write any range out as PNG files by copying bytes. Frames repeat a lot
+(a wall bumped, a menu held: in a random walk most frames are seen before), so each distinct
+frame is stored once; the trace names frames by their pixel hash.
+
+Encoding runs on a background thread: zlib and the file write release the GIL, so it
+overlaps the emulator, and no decision waits for it. The store's own SHA-256 is computed as it
+is written and sealed into result.json at trial end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import queue
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.records import FrameStoreSeal
+from sessions.durable import AppendLog, EvidenceError
+
+MAGIC = b"OWF1"
+HEADER = struct.Struct(">4s32sI")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+ZLIB_LEVEL = 1  # lossless at any level; 1 costs a fifth of PIL's PNG encode on Game Boy frames
+QUEUE_FRAMES = 64  # frames waiting for the encoder before the loop waits (never, at these speeds)
+MAX_FRAME_BYTES = 64 << 20
+
+
+def _chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(tag)))
+
+
+def encode_png(rgb: np.ndarray) -> bytes:
+    """A standard PNG of an (H, W, 3) uint8 frame: filter type 0 on every row, one IDAT."""
+    height, width = rgb.shape[:2]
+    rows = np.empty((height, 1 + width * 3), np.uint8)
+    rows[:, 0] = 0
+    rows[:, 1:] = rgb.reshape(height, width * 3)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (PNG_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows, ZLIB_LEVEL))
+            + _chunk(b"IEND", b""))
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """Pixels of any PNG as (H, W, 3) uint8 (PIL decodes; raises ValueError for a bad file)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.format != "PNG":
+                raise ValueError("not a PNG")
+            return np.asarray(image.convert("RGB"))
+    except (OSError, UnidentifiedImageError, SyntaxError) as exc:
+        raise ValueError(f"undecodable PNG ({exc})") from None
+
+
+def pixel_sha256(rgb: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(rgb).data).hexdigest()
+
+
+class FrameStoreWriter:
+    """Appends distinct frames to the store from a background thread."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._log = AppendLog(path, what="the frame store")
+        self._digest = hashlib.sha256()
+        self._seen: set[str] = set()
+        self.frames = 0
+        self.error: EvidenceError | None = None
+        self._queue: queue.Queue = queue.Queue(QUEUE_FRAMES)
+        self._thread = threading.Thread(target=self._serve, name="frame-store", daemon=True)
+        self._thread.start()
+        self._sealed: FrameStoreSeal | None = None
+
+    def add(self, sha256_hex: str, frame: np.ndarray) -> None:
+        """Queue a frame unless one with the same pixels is stored already. `frame` must not change."""
+        if self.error is not None:
+            raise self.error
+        if sha256_hex in self._seen:
+            return
+        self._seen.add(sha256_hex)
+        self._queue.put((sha256_hex, frame))
+
+    def _serve(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue  # drain: the loop learns of the error at its next add or at seal
+            sha, frame = item
+            try:
+                png = encode_png(frame)
+                record = HEADER.pack(MAGIC, bytes.fromhex(sha), len(png)) + png
+                self._log.append(record)
+                self._digest.update(record)
+                self.frames += 1
+            except EvidenceError as exc:
+                self.error = exc
+            except Exception as exc:  # an encoder fault: the store is no longer complete
+                self.error = EvidenceError(f"frame store: {type(exc).__name__}: {exc}", "frame-store-failed")
+
+    def seal(self) -> FrameStoreSeal:
+        """Wait for every queued frame, fsync, and return the store's digest. Raises on failure."""
+        if self._sealed is not None:
+            return self._sealed
+        self._queue.put(None)
+        self._thread.join()
+        try:
+            if self.error is not None:
+                raise self.error
+            self._log.sync()
+            self._sealed = FrameStoreSeal(file=f"frames/{self.path.name}", sha256=self._digest.hexdigest(),
+                                          frames=self.frames, bytes=self._log.size)
+            return self._sealed
+        finally:
+            self._log.close()
+
+    def abandon(self) -> None:
+        """Stop without sealing (the trial is being finished after a failure)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self._log.close()
+
+
+@dataclass(frozen=True)
+class StoredFrame:
+    sha256: str
+    offset: int  # of the PNG bytes in the store file
+    length: int
+
+
+def scan_store(path: Path) -> tuple[list[StoredFrame], int, str | None]:
+    """Every whole record of a store, the byte length they span, and a problem (a torn or foreign
+    tail) if the file does not end on a whole record."""
+    frames: list[StoredFrame] = []
+    good = 0
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while True:
+            head = f.read(HEADER.size)
+            if not head:
+                return frames, good, None
+            if len(head) < HEADER.size:
+                return frames, good, f"torn record header at byte {good}"
+            magic, sha, length = HEADER.unpack(head)
+            if magic != MAGIC:
+                return frames, good, f"no record at byte {good} (bad magic)"
+            if length > MAX_FRAME_BYTES:
+                return frames, good, f"record at byte {good} claims {length} bytes"
+            start = good + HEADER.size
+            if size < start + length:
+                return frames, good, f"torn record at byte {good}"
+            f.seek(length, io.SEEK_CUR)
+            frames.append(StoredFrame(sha.hex(), start, length))
+            good = start + length
+
+
+def iter_pngs(path: Path, frames: list[StoredFrame]) -> Iterator[tuple[StoredFrame, bytes]]:
+    with path.open("rb") as f:
+        for frame in frames:
+            f.seek(frame.offset)
+            yield frame, f.read(frame.length)

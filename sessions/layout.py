@@ -1,0 +1,90 @@
+"""The evidence folder's layout: every name in it, and what may appear where.
+
+    <experiment>/
+      manifest.yaml  prompts/  schemas/  conditions/<label>.yaml  scoring/
+      blinding.json  schedule.json  run.jsonl  summary.json  SHA256SUMS
+      trials/<label>-<NN>/    trial.json trace.jsonl responses.jsonl inputs.jsonl memory.jsonl
+                              annotations.jsonl frames/frames.pack result.json
+      void-<n>/               void.json and the voided attempts, <label>-<NN>/ as above
+      annotations/<annotator>/  annotations.jsonl SHA256SUMS   (its own sums: a layer beside the evidence)
+      reports/                  report files and their own SHA256SUMS
+      .lock .reserve            only while a run holds the folder
+
+`verify` reports anything else as an unknown file, and a leftover temp file as such.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+SUMS = "SHA256SUMS"
+MANIFEST = "manifest.yaml"
+BLINDING = "blinding.json"
+SCHEDULE = "schedule.json"
+RUN_LOG = "run.jsonl"
+SUMMARY = "summary.json"
+LOCK = ".lock"
+RESERVE = ".reserve"
+TRIALS = "trials"
+ANNOTATIONS = "annotations"
+REPORTS = "reports"
+OPERATOR_ANNOTATOR = "operator"  # live tags made after their trial had ended
+
+# Per trial
+TRIAL = "trial.json"
+TRACE = "trace.jsonl"
+RESPONSES = "responses.jsonl"
+INPUTS = "inputs.jsonl"
+MEMORY = "memory.jsonl"
+TRIAL_ANNOTATIONS = "annotations.jsonl"
+FRAMES = "frames/frames.pack"
+RESULT = "result.json"
+TRIAL_FILES = (TRIAL, TRACE, RESPONSES, INPUTS, MEMORY, TRIAL_ANNOTATIONS, FRAMES, RESULT)
+STREAMS = (TRACE, RESPONSES, INPUTS, MEMORY, TRIAL_ANNOTATIONS)
+
+TRIAL_KEY = r"[A-Z]-\d{2,}"
+_LABEL = r"[A-Z]"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+_TRIAL_FILE = "(?:" + "|".join(re.escape(f) for f in TRIAL_FILES) + ")"
+
+# Files the experiment's own SHA256SUMS covers.
+EVIDENCE_PATTERNS = [re.compile(p) for p in (
+    re.escape(MANIFEST), re.escape(BLINDING), re.escape(SCHEDULE), re.escape(RUN_LOG), re.escape(SUMMARY),
+    r"prompts/(?:system\.txt|action-schema\.json)",
+    r"schemas/[a-z-]+\.schema\.json",
+    rf"conditions/{_LABEL}\.yaml",
+    r"scoring/(?:milestones|memory-error-rubric)\.yaml",
+    rf"trials/{TRIAL_KEY}/{_TRIAL_FILE}",
+    r"void-\d+/void\.json",
+    rf"void-\d+/{TRIAL_KEY}/{_TRIAL_FILE}",
+)]
+# Layers with their own sums, beside the evidence.
+LAYER_PATTERNS = [re.compile(p) for p in (
+    rf"{ANNOTATIONS}/{_NAME}/(?:annotations\.jsonl|{SUMS})",
+    rf"{REPORTS}/{_NAME}",
+)]
+RUN_ONLY = (LOCK, RESERVE)  # present only while a run holds the folder
+
+
+def trial_dir(key: str) -> str:
+    return f"{TRIALS}/{key}"
+
+
+def void_dir(n: int) -> str:
+    return f"void-{n}"
+
+
+def classify_path(rel: str) -> str:
+    """'evidence', 'layer', 'sums', 'run-only', 'temp' or 'unknown' for a path relative to the folder."""
+    if rel == SUMS:
+        return "sums"
+    if rel in RUN_ONLY:
+        return "run-only"
+    if PurePosixPath(rel).name.endswith(".tmp"):
+        return "temp"
+    if any(p.fullmatch(rel) for p in EVIDENCE_PATTERNS):
+        return "evidence"
+    if any(p.fullmatch(rel) for p in LAYER_PATTERNS):
+        return "layer"
+    return "unknown"

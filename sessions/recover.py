@@ -1,0 +1,242 @@
+"""`oakwatch recover DIR`: finish a folder whose process died (kill -9, power loss, a second Ctrl-C).
+
+It takes the folder's lock (refusing while the run that holds it lives), cuts every stream to
+its last whole record and every trial to its last whole decision (an unbroken chain with all
+its records), writes a harness-error result (`process-died`, `recovered: true`) for each trial
+that has none, voids their blocks, and writes the summary and SHA256SUMS. It refuses to adopt
+sealed evidence that no longer matches SHA256SUMS: recovering must never launder tampering.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.outcomes import classify, is_valid
+from engine.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResult
+from engine.tally import TraceTally
+from engine.trial import deepest, derived_figures, utc_now
+from sessions import layout
+from sessions.checksums import file_sha256
+from sessions.durable import write_atomic
+from sessions.experiment_folder import ExperimentFolder
+from sessions.framestore import scan_store
+from sessions.reader import FormatProblem, TrialReader, parse, read_results, sha256_hex, whole_lines_length
+from sessions.records import VoidRecord
+from sessions.summary import summarise
+
+
+class RecoverRefused(RuntimeError):
+    """The folder cannot be recovered as it stands; the message says why."""
+
+
+@dataclass
+class Recovered:
+    finished: list[str] = field(default_factory=list)  # trials given a result
+    removed: list[str] = field(default_factory=list)  # trial folders that never started
+    voided: list[int] = field(default_factory=list)
+    cut: list[str] = field(default_factory=list)  # what was cut, for the report
+    nothing_to_do: bool = False
+
+
+def needs_recovery(root: Path) -> bool:
+    trials = root / layout.TRIALS
+    unfinished = trials.is_dir() and any(p.is_dir() and not (p / layout.RESULT).is_file() for p in trials.iterdir())
+    return unfinished or (root / layout.LOCK).exists() or not (root / layout.SUMMARY).is_file()
+
+
+def recover(root: Path) -> Recovered:
+    """Finish `root`. Raises FolderBusy (a live run holds it) or RecoverRefused."""
+    from sessions.manifest import ManifestError, load_manifest
+
+    if not (root / layout.SCHEDULE).is_file() or not (root / layout.MANIFEST).is_file():
+        raise RecoverRefused(f"{root}: not an oakwatch experiment folder, or one that was never fully created "
+                             f"(no {layout.SCHEDULE}); nothing in it is evidence")
+    out = Recovered()
+    if not needs_recovery(root):
+        out.nothing_to_do = True
+        return out
+    folder = ExperimentFolder.open(root)
+    try:
+        try:
+            manifest = load_manifest(root / layout.MANIFEST)
+        except ManifestError as exc:
+            raise RecoverRefused(f"{layout.MANIFEST}: {exc}") from None
+        _refuse_tampered(folder)
+        for tmp in root.rglob("*.tmp"):
+            tmp.unlink()
+            out.cut.append(f"removed the leftover temp file {tmp.relative_to(root)}")
+        folder.reopen_log()
+        sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
+        voided_blocks = {b for e in _events(root) if e.event == "voided" for b in e.positions or []}
+        for trial in sorted(p for p in (root / layout.TRIALS).iterdir() if p.is_dir()):
+            if not (trial / layout.TRIAL).is_file():  # never got its genesis: nothing happened in it
+                shutil.rmtree(trial)
+                out.removed.append(trial.name)
+                continue
+            reader = TrialReader(trial, layout.trial_dir(trial.name))
+            if not reader.exists(layout.RESULT):
+                result = _finish_trial(reader, manifest, out)
+                folder.sums.update({f"{layout.trial_dir(trial.name)}/{k}": v
+                                    for k, v in _trial_sums(trial).items()})
+                out.finished.append(trial.name)
+            else:
+                result, _ = reader.result()
+            if (result.trial_key, result.attempt) not in sealed:
+                folder.event("trial-sealed", trial_key=result.trial_key, position=result.position,
+                             attempt=result.attempt, outcome=result.outcome,
+                             result_sha256=file_sha256(trial / layout.RESULT),
+                             trace_head=result.chain.trace_head if result.chain else None)
+            _list_unlisted(folder, trial)
+            if not is_valid(result.outcome) and result.position not in voided_blocks:
+                block = folder.block_of(result.position)
+                out.voided.append(folder.void_block(block, result).void)
+                voided_blocks.update(block)
+        for vdir in root.glob("void-*"):  # a void whose sums were never written (a full disk)
+            _list_unlisted(folder, vdir)
+        folder.event("recovered", trial_keys=out.finished)
+        results = read_results(root)
+        voids = [parse(VoidRecord, (v / "void.json").read_bytes(), f"{v.name}/void.json")
+                 for v in sorted(root.glob("void-*"), key=lambda p: int(p.name.split("-")[1]))]
+        order = folder.schedule.order
+        missing = [i for i, k in enumerate(order) if k not in results or not is_valid(results[k][0].outcome)]
+        stop = "process-died" if missing else None
+        labels = sorted({k.split("-")[0] for k in order})
+        folder.finish(bool(missing), stop, lambda head: summarise(
+            experiment_id=manifest.experiment_id, manifest_sha256=folder.manifest_sha256,
+            schedule_sha256=folder.schedule_sha256, order=order, results=results, voids=voids, labels=labels,
+            stopped_early=bool(missing), stop_reason=stop, recovered=True, run_log_head=head))
+    finally:
+        folder.close()
+    return out
+
+
+def _events(root: Path):
+    from sessions.reader import read_run_log
+
+    return read_run_log(root)[0]
+
+
+def _refuse_tampered(folder: ExperimentFolder) -> None:
+    changed = [rel for rel, digest in folder.sums.items()
+               if rel != layout.RUN_LOG and (folder.root / rel).is_file()
+               and file_sha256(folder.root / rel) != digest]
+    if changed:
+        raise RecoverRefused(f"sealed evidence no longer matches {layout.SUMS} ({', '.join(changed[:3])}"
+                             f"{' …' if len(changed) > 3 else ''}): refusing to recover a folder that was changed "
+                             f"after it was written; `oakwatch verify` says more")
+
+
+def _list_unlisted(folder: ExperimentFolder, where: Path) -> None:
+    """Sealed evidence whose sums never reached the disk; what is listed was checked already."""
+    for path in sorted(p for p in where.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder.root).as_posix()
+        if rel not in folder.sums:
+            folder.sums[rel] = file_sha256(path)
+
+
+def _trial_sums(trial: Path) -> dict[str, str]:
+    return {p.relative_to(trial).as_posix(): file_sha256(p) for p in sorted(trial.rglob("*")) if p.is_file()}
+
+
+def _cut(path: Path, size: int, out: Recovered, what: str) -> None:
+    if path.exists() and path.stat().st_size > size:
+        os.truncate(path, size)
+        out.cut.append(what)
+
+
+def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
+    """Cut the trial to its last whole decision and write its result."""
+    trial = reader.folder
+    key = trial.name
+    genesis, genesis_sha = reader.genesis()
+    for name in layout.STREAMS:
+        path = trial / name
+        if not path.exists():
+            path.touch()
+        _cut(path, whole_lines_length(path), out, f"{key}/{name}: a torn last line")
+    # The last whole decision: an unbroken chain whose response is on disk.
+    tally = TraceTally()
+    head, kept = genesis_sha, 0
+    responses = (trial / layout.RESPONSES).read_bytes().splitlines(keepends=True)
+    try:
+        for n, line in reader.lines(layout.TRACE):
+            t = parse(TraceLine, line, f"{key}/{layout.TRACE}:{n}")
+            if t.prev_sha256 != head or t.decision_id != n or n > len(responses) \
+                    or sha256_hex(responses[n - 1]) != t.response_sha256:
+                break
+            head = sha256_hex(line)
+            kept += len(line)
+            tally.add(t)
+    except FormatProblem:
+        pass
+    _cut(trial / layout.TRACE, kept, out, f"{key}/{layout.TRACE}: decisions after {tally.decisions}")
+    n = tally.decisions
+    _cut(trial / layout.RESPONSES, sum(len(r) for r in responses[:n]), out,
+         f"{key}/{layout.RESPONSES}: responses after decision {n}")
+    inputs = (trial / layout.INPUTS).read_bytes().splitlines(keepends=True)
+    _cut(trial / layout.INPUTS, sum(len(r) for r in inputs[:tally.accepted_actions]), out,
+         f"{key}/{layout.INPUTS}: inputs after decision {n}")
+    keep = 0
+    for line in (trial / layout.MEMORY).read_bytes().splitlines(keepends=True):
+        try:
+            if MemoryOp.model_validate_json(line).decision_id > n:
+                break
+        except ValueError:
+            break
+        keep += len(line)
+    _cut(trial / layout.MEMORY, keep, out, f"{key}/{layout.MEMORY}: operations after decision {n}")
+    ann_head, ann_lines, keep = genesis_sha, 0, 0
+    from engine.records import Annotation
+
+    for line in (trial / layout.TRIAL_ANNOTATIONS).read_bytes().splitlines(keepends=True):
+        try:
+            a = Annotation.model_validate_json(line)
+        except ValueError:
+            break
+        if a.prev_sha256 != ann_head:
+            break
+        ann_head, ann_lines, keep = sha256_hex(line), ann_lines + 1, keep + len(line)
+    _cut(trial / layout.TRIAL_ANNOTATIONS, keep, out, f"{key}/{layout.TRIAL_ANNOTATIONS}: a broken tag")
+    frames_path = trial / layout.FRAMES
+    seal = None
+    if frames_path.exists():
+        frames, good, problem = scan_store(frames_path)
+        if problem:
+            _cut(frames_path, good, out, f"{key}/{layout.FRAMES}: {problem}")
+        seal = FrameStoreSeal(file=layout.FRAMES, sha256=file_sha256(frames_path), frames=len(frames), bytes=good)
+    outcome, cause = classify("process-died")
+    ended = tally.last.termination_reason if tally.last else None  # the loop had ended it
+    reached = tally.milestones_reached
+    game = _game(manifest, trial.parent.parent)
+    points = sum(m.points for m in game.milestones if m.id in reached) if game else 0
+    last = tally.last
+    result = TrialResult(
+        experiment_id=genesis.experiment_id, condition=genesis.condition, trial=genesis.trial, trial_key=key,
+        position=genesis.position, attempt=genesis.attempt, outcome=outcome, termination_reason="process-died",
+        termination_detail=ended, invalid_cause=cause,
+        error=f"the process (pid {genesis.pid}) died before the trial ended; finished by `oakwatch recover` at "
+              f"decision {n}",
+        recovered=True, started_utc=genesis.started_utc, ended_utc=last.timestamp_utc if last else utc_now(),
+        last_decision=n, milestones=[], milestones_reached=reached, pre_satisfied=[],
+        deepest_milestone=deepest(game, reached) if game else None,
+        progress_points=points, total_points=game.total_points if game else 0, telemetry=tally.telemetry(),
+        derived=derived_figures(tally.cost_usd, len(reached), points, tally.accepted_actions, 0),
+        provenance={"recovered_utc": utc_now()},
+        chain=Chain(genesis_sha256=genesis_sha, trace_head=head, trace_lines=n, annotations_head=ann_head,
+                    annotation_lines=ann_lines, frames=seal))
+    write_atomic(trial / layout.RESULT, (result.model_dump_json(indent=2) + "\n").encode())
+    return result
+
+
+def _game(manifest, root: Path):
+    """The game definition (for points and the deepest milestone), if readable."""
+    from sessions.assets import resolve
+    from sessions.gamedefs import GameDefinitionError, load_game_definition
+
+    try:
+        return load_game_definition(resolve(manifest.game.definition, root))
+    except (GameDefinitionError, OSError, ValueError):
+        return None
