@@ -76,7 +76,8 @@ class MemorySnapshot:
 class ConsoleSink:
     """Thread-safe latest state of the run, plus a bounded buffer of pending trace items."""
 
-    wants_budgets = True  # the loop builds BudgetUpdated events only for sinks that show them
+    # The loop builds these events only for sinks that show them.
+    wants_budgets = wants_frames = wants_memory_store = True
 
     def __init__(self, experiment_id: str = "", clock: Callable[[], float] = time.monotonic):
         self._lock = threading.Lock()

@@ -56,6 +56,21 @@ class ContractError(ValueError):
 
 def parse_response(raw: str, max_actions: int, allowed: frozenset[str] | None = None) -> AgentResponse:
     """Parse and validate one raw response; raise ContractError naming every problem."""
+    try:  # the common case, parsed and validated in one pass by pydantic's own JSON parser
+        response = AgentResponse.model_validate_json(raw)
+    except (ValidationError, ValueError, TypeError, RecursionError):
+        response = _parse_slowly(raw)  # a refusal: the slow path words it
+    if len(response.actions) > max_actions:
+        raise ContractError(
+            f"actions: {len(response.actions)} actions given, at most {max_actions} allowed per decision")
+    if allowed is not None:
+        banned = [a for a in response.actions if a not in allowed]
+        if banned:
+            raise ContractError(f"actions: not allowed by the manifest: {', '.join(banned)}")
+    return response
+
+
+def _parse_slowly(raw: str) -> AgentResponse:
     try:
         data = json.loads(raw)
     except (ValueError, TypeError) as exc:  # JSONDecodeError, an integer over 4300 digits, bad bytes
@@ -72,13 +87,6 @@ def parse_response(raw: str, max_actions: int, allowed: frozenset[str] | None = 
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
         raise ContractError(problems) from None
-    if len(response.actions) > max_actions:
-        raise ContractError(
-            f"actions: {len(response.actions)} actions given, at most {max_actions} allowed per decision")
-    if allowed is not None:
-        banned = [a for a in response.actions if a not in allowed]
-        if banned:
-            raise ContractError(f"actions: not allowed by the manifest: {', '.join(banned)}")
     return response
 
 

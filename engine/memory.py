@@ -78,7 +78,7 @@ class MemoryStore:
         self._objective: str | None = None
         self.last_read: tuple[str, ...] = ()
         self._version = 0  # bumped by every change to the store
-        self._retrieved: tuple[int, tuple[dict, ...]] | None = None  # (store version, facts)
+        self._retrieved: tuple[int, tuple[dict, ...], int] | None = None  # (store version, facts, chars)
 
     # -- working memory --------------------------------------------------------------
     def working(self) -> WorkingMemory:
@@ -120,14 +120,21 @@ class MemoryStore:
         if not self.persistent or not self.facts:
             return ()
         if self._retrieved is None or self._retrieved[0] != self._version:
-            self._retrieved = (self._version, self._select())
+            views = self._select()
+            self._retrieved = (self._version, views, sum(_view_size(v) for v in views))
         return self._retrieved[1]
 
     def log_retrieval(self, decision_id: int, retrieved: tuple[dict, ...]) -> None:
         if retrieved:  # nothing stored, nothing read: no log line
             self._log(build(MemoryOp, op="retrieve", decision_id=decision_id,
                                                fact_ids=[v["fact_id"] for v in retrieved],
-                                               chars=sum(_view_size(v) for v in retrieved)))
+                                               chars=self._chars(retrieved)))
+
+    def _chars(self, retrieved: tuple[dict, ...]) -> int:
+        cached = self._retrieved
+        if cached is not None and cached[1] is retrieved:
+            return cached[2]
+        return sum(_view_size(v) for v in retrieved)
 
     def _select(self) -> tuple[dict, ...]:
         """The bounded retrieval; a pure function of the store, so cached until it changes."""

@@ -32,14 +32,18 @@ class Probe:
                 start = addr
             self._spans[-1][2].append((name, addr - self._spans[-1][0], kind, length))
 
+        # Runs twice per action: byte fields (most of them) are split out for one dict comprehension.
+        self._plan = [(start, end - start, [(n, o) for n, o, k, _ in members if k == "u8"],
+                       [(n, o, k, ln) for n, o, k, ln in members if k != "u8"])
+                      for start, end, members in self._spans]
+
     def __call__(self, read_range: ReadRange) -> Sample:
         sample: Sample = {}
-        for start, end, members in self._spans:
-            data = read_range(start, end - start)
-            for name, off, kind, length in members:
-                if kind == "u8":
-                    sample[name] = data[off]
-                elif kind == "u16le":
+        for start, size, u8, others in self._plan:
+            data = read_range(start, size)
+            sample.update({name: data[off] for name, off in u8})
+            for name, off, kind, length in others:
+                if kind == "u16le":
                     sample[name] = data[off] | data[off + 1] << 8
                 elif kind == "u32le":
                     sample[name] = data[off] | data[off + 1] << 8 | data[off + 2] << 16 | data[off + 3] << 24

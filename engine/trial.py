@@ -178,8 +178,11 @@ class Trial:
         self._sample: Sample = {}
         self.counts = LoopCounts()  # committed decisions only, like self.tally
         self._allowed = frozenset(config.allowed_actions)
-        # Budget meters cost a dict per decision: built only for a display that shows them.
+        # What only a live display shows (budget meters, every frame, the whole memory store) costs
+        # work per action: it is built only when a sink asks for it.
         self._budget_watchers = any(getattr(s, "wants_budgets", False) for s in sinks)
+        self._frame_watchers = any(getattr(s, "wants_frames", False) for s in sinks)
+        self._store_watchers = any(getattr(s, "wants_memory_store", False) for s in sinks)
         self._task: asyncio.Task | None = None
         self._calling = False  # inside policy.decide
         self._cancelling = False  # we cancelled the task to stop a call in flight
@@ -192,7 +195,7 @@ class Trial:
 
     def _memory_log(self, op: MemoryOp) -> None:
         m = self.memory
-        if op.op in STORE_CHANGING_OPS:  # displays get the store only when it changed
+        if self._store_watchers and op.op in STORE_CHANGING_OPS:  # the store, only when it changed
             facts, conflicts = tuple(f.record() for f in m.facts.values()), tuple(m.contradictions())
         else:
             facts, conflicts = None, None
@@ -426,7 +429,8 @@ class Trial:
                 decision_id=d.id, index=index, action=action, press_frame=press,
                 release_frame=press + cfg.timing.press_frames if press is not None else None,
                 capture_frame=step.frame_index, frame_sha256=step.frame_sha256))
-            self._emit(FrameCaptured(d.id, step.frame, step.frame_sha256, step.frame_index))
+            if self._frame_watchers:
+                self._emit(FrameCaptured(d.id, step.frame, step.frame_sha256, step.frame_index))
             if step.frame_sha256 == before_sha and sample == before_sample:
                 d.ignored_inputs += 1
             for award in ladder.update(step.ram_before_last, sample, decision_id=d.id,
@@ -477,24 +481,17 @@ class Trial:
         cfg = self.config
         attempts = d.attempts
         paid = [a for a in attempts if a.usage is not None]
-
-        def total(key: str):
-            values = [getattr(a.usage, key) for a in paid]
-            return None if not paid or any(v is None for v in values) else sum(values)
-
+        usage = _usage_totals(paid)
         latencies = [a.latency_ms for a in attempts]
         last = d.replies[-1] if d.replies else None
         response = d.response
-        sources = sorted({a.usage.cost_source for a in paid if a.usage.cost_source})
-        return build(TraceLine,
+        return build(
+            TraceLine,
             experiment_id=cfg.experiment_id, condition_id=cfg.label, trial_id=cfg.trial_number,
             decision_id=d.id, timestamp_utc=utc_now(), frame_sha256=d.seen_frame_sha256,
             prompt_sha256=last.prompt_sha256 if last else None,
-            model_id=attempts[-1].model_id, response_id=attempts[-1].response_id,
-            input_tokens=total("input_tokens"), output_tokens=total("output_tokens"),
-            cached_tokens=total("cached_tokens"), provider_cost_usd=total("cost_usd"),
-            cost_source=sources or None,
-            latency_ms=None if any(v is None for v in latencies) else round(sum(latencies), 3),
+            model_id=attempts[-1].model_id, response_id=attempts[-1].response_id, **usage,
+            latency_ms=None if None in latencies else round(sum(latencies), 3),
             raw_response_path=None, attempts=len(attempts), paid_calls=len(paid), aborted=d.aborted,
             parsed_actions=list(response.actions) if response else [], accepted_actions=len(d.inputs),
             invalid_output=any(not a.valid for a in attempts),
@@ -546,6 +543,25 @@ class Trial:
             provenance={"emulator": {"name": getattr(self.emulator, "name", None),
                                      "version": getattr(self.emulator, "version", None)}, **self.provenance},
             chain=None)
+
+
+_NO_USAGE = {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "provider_cost_usd": None,
+             "cost_source": None}
+
+
+def _usage_totals(paid: list[Attempt]) -> dict:
+    """A decision's tokens and cost over its paid calls: null when none was paid or any is unknown."""
+    if not paid:
+        return _NO_USAGE
+
+    def total(key: str):
+        values = [getattr(a.usage, key) for a in paid]
+        return None if None in values else sum(values)
+
+    sources = sorted({a.usage.cost_source for a in paid if a.usage.cost_source})
+    return {"input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
+            "cached_tokens": total("cached_tokens"), "provider_cost_usd": total("cost_usd"),
+            "cost_source": sources or None}
 
 
 def deepest(game: GameDefinition, reached: list[str]) -> str | None:

@@ -7,8 +7,8 @@ The PNG is a complete, standard file (8-bit RGB, no filtering, zlib level 1), so
 (a wall bumped, a menu held: in a random walk most frames are seen before), so each distinct
 frame is stored once; the trace names frames by their pixel hash.
 
-Encoding runs on a background thread: zlib and the file write release the GIL, so it
-overlaps the emulator, and no decision waits for it. The store's own SHA-256 is computed as it
+Encoding runs on a background thread, in batches: zlib and the file write release the GIL,
+so it overlaps the emulator, and no decision waits for it. The store's own SHA-256 is computed as it
 is written and sealed into result.json at trial end.
 """
 
@@ -34,7 +34,8 @@ MAGIC = b"OWF1"
 HEADER = struct.Struct(">4s32sI")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ZLIB_LEVEL = 1  # lossless at any level; 1 costs a fifth of PIL's PNG encode on Game Boy frames
-QUEUE_FRAMES = 64  # frames waiting for the encoder before the loop waits (never, at these speeds)
+BATCH = 8  # frames handed to the encoder at a time: one thread wake-up (and one write) per batch
+QUEUE_BATCHES = 16  # batches waiting for the encoder before the loop waits (never, at these speeds)
 MAX_FRAME_BYTES = 64 << 20
 
 
@@ -80,7 +81,8 @@ class FrameStoreWriter:
         self._seen: set[str] = set()
         self.frames = 0
         self.error: EvidenceError | None = None
-        self._queue: queue.Queue = queue.Queue(QUEUE_FRAMES)
+        self._batch: list[tuple[str, np.ndarray]] = []
+        self._queue: queue.Queue = queue.Queue(QUEUE_BATCHES)
         self._thread = threading.Thread(target=self._serve, name="frame-store", daemon=True)
         self._thread.start()
         self._sealed: FrameStoreSeal | None = None
@@ -92,22 +94,43 @@ class FrameStoreWriter:
         if sha256_hex in self._seen:
             return
         self._seen.add(sha256_hex)
-        self._queue.put((sha256_hex, frame))
+        self._batch.append((sha256_hex, frame))
+        if len(self._batch) >= BATCH:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        if self._batch:
+            self._queue.put(self._batch)
+            self._batch = []
+
+    def run_later(self, job) -> None:
+        """Run `job()` on this thread after the frames queued so far (an fsync the loop need not
+        wait for); if it raises EvidenceError, the store fails like a failed frame write."""
+        self._hand_over()
+        self._queue.put(job)
 
     def _serve(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
+            batch = self._queue.get()
+            if batch is None:
                 return
             if self.error is not None:
                 continue  # drain: the loop learns of the error at its next add or at seal
-            sha, frame = item
+            if callable(batch):
+                try:
+                    batch()
+                except EvidenceError as exc:
+                    self.error = exc
+                continue
             try:
-                png = encode_png(frame)
-                record = HEADER.pack(MAGIC, bytes.fromhex(sha), len(png)) + png
-                self._log.append(record)
-                self._digest.update(record)
-                self.frames += 1
+                records = []
+                for sha, frame in batch:
+                    png = encode_png(frame)
+                    records.append(HEADER.pack(MAGIC, bytes.fromhex(sha), len(png)) + png)
+                data = b"".join(records)
+                self._log.append(data)
+                self._digest.update(data)
+                self.frames += len(records)
             except EvidenceError as exc:
                 self.error = exc
             except Exception as exc:  # an encoder fault: the store is no longer complete
@@ -117,6 +140,7 @@ class FrameStoreWriter:
         """Wait for every queued frame, fsync, and return the store's digest. Raises on failure."""
         if self._sealed is not None:
             return self._sealed
+        self._hand_over()
         self._queue.put(None)
         self._thread.join()
         try:

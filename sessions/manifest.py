@@ -118,7 +118,8 @@ class BudgetSection(_Strict):
     accepted_actions: Count | None = 2500
     model_decisions: Count | None = 1200
     wall_time_minutes: Annotated[float, Field(gt=0, le=10_080)] | None = 180  # a week
-    total_cost_usd: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
+    # Above zero: a $0 limit would end even a free policy after its first decision (spent >= limit).
+    total_cost_usd: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
     tokens: Annotated[int, Field(ge=1, le=10**12)] | None = None
     unrecoverable_loop_repeats: Annotated[int, Field(ge=2, le=1000)] | None = 3
 

@@ -131,13 +131,16 @@ class TrialRecorder:
             self._frames.add(trace.result_frame_sha256, event.frame)
             logs[layout.TRACE].append(line)  # last: the commit point
             if trace.milestones_after != trace.milestones_before:
-                for log in logs.values():
-                    log.sync()
+                self._frames.run_later(self._sync_logs)  # a milestone's evidence to disk, off the loop
 
         self._guard(write)
         self.head = sha256_hex(line)
         self.decisions = trace.decision_id
         self._committed = {name: log.size for name, log in self._logs.items()}
+
+    def _sync_logs(self) -> None:
+        for log in list(self._logs.values()):
+            log.sync()
 
     def _rollback(self) -> None:
         """Cut every stream back to the end of the last committed decision."""

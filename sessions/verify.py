@@ -56,15 +56,28 @@ class Context:
     sums: dict[str, str] = field(default_factory=dict)
     game: object | None = None  # engine.gamedef.GameDefinition
     run_head: str | None = None  # the run log's last whole line's hash
+    # Big streams' SHA256SUMS entries, checked with the digest taken while their lines are read
+    # (one pass over each file instead of two).
+    deferred: dict[str, str] = field(default_factory=dict)
+    streamed: dict[str, str] = field(default_factory=dict)
+
+
+PER_FILE = 20  # problems reported per file; one broken chain breaks every line after it
 
 
 @dataclass
 class Report:
     problems: list[str] = field(default_factory=list)
     interrupted: list[str] = field(default_factory=list)  # not tampering: a run that did not finish
+    _per_file: dict[str, int] = field(default_factory=dict)
 
     def add(self, problem: str) -> None:
-        self.problems.append(problem)
+        where = problem.split(":", 1)[0]
+        count = self._per_file[where] = self._per_file.get(where, 0) + 1
+        if count <= PER_FILE:
+            self.problems.append(problem)
+        elif count == PER_FILE + 1:
+            self.problems.append(f"{where}: more problems follow (only the first {PER_FILE} are shown)")
 
 
 def verify_experiment(folder: Path, *, deep: bool = False) -> list[str]:
@@ -89,6 +102,9 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
         if checked is not None:
             results[trial.name] = checked
     voids = _check_voids(ctx, report, deep)
+    for rel, digest in ctx.deferred.items():  # a stream no trial check read to its end is hashed now
+        if (ctx.streamed.get(rel) or file_sha256(folder / rel)) != digest:
+            report.add(f"{rel}: content differs from its {layout.SUMS} entry")
     _check_sealed(ctx, report, events, results, voids)
     _check_summary(ctx, report, events, results, voids)
     return report
@@ -136,6 +152,8 @@ def _check_files(ctx: Context, report: Report) -> None:
             report.add(f"{layout.SUMS} lists {rel}, which is not an evidence file")
         elif not path.is_file():
             report.add(f"{rel}: listed in {layout.SUMS} but missing")
+        elif rel.endswith(STREAMED):
+            ctx.deferred[rel] = digest
         elif file_sha256(path) != digest and not (interrupted and rel == layout.RUN_LOG):
             report.add(f"{rel}: content differs from its {layout.SUMS} entry")
     for rel in sorted(present - set(listed)):
@@ -384,6 +402,30 @@ def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel:
                 report.add(f"{where}: policy seed {g.policy_seed} is not the one derived for {key}")
 
 
+STREAMED = ("/" + layout.TRACE, "/" + layout.RESPONSES, "/" + layout.INPUTS)
+
+
+class _Hashed:
+    """A stream's lines, hashed as they go by; `digest` once every line has been read."""
+
+    def __init__(self, lines: Iterator[tuple[int, bytes]]):
+        self._lines = lines
+        self._h = hashlib.sha256()
+        self.digest: str | None = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> tuple[int, bytes]:
+        try:
+            item = next(self._lines)
+        except StopIteration:
+            self.digest = self._h.hexdigest()
+            raise
+        self._h.update(item[1])
+        return item
+
+
 def _parser(model, rel: str, name: str):
     """A fast line parser for the hot loop: the model's own validator, problems as FormatProblem."""
     validate = model.__pydantic_validator__.validate_json
@@ -403,8 +445,9 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     The hot loop of verify (one pass per decision, 100,000s of them): locals, no per-line
     strings unless there is a problem."""
     sha = hashlib.sha256
-    responses = reader.lines(layout.RESPONSES)
-    inputs = reader.lines(layout.INPUTS)
+    responses = _Hashed(reader.lines(layout.RESPONSES))
+    inputs = _Hashed(reader.lines(layout.INPUTS))
+    trace = _Hashed(reader.lines(layout.TRACE))
     memory = _Peek(reader.lines(layout.MEMORY))
     parse_trace = _parser(TraceLine, rel, layout.TRACE)
     parse_response = _parser(ResponseLine, rel, layout.RESPONSES)
@@ -420,7 +463,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     last_capture = -1
     response_ref = f"{layout.RESPONSES}#"
     add = report.add
-    for n, line in reader.lines(layout.TRACE):
+    for n, line in trace:
         t = parse_trace(line, n)
         if t.prev_sha256 != head:
             add(f"{rel}/{layout.TRACE}:{n}: hash chain broken (prev_sha256 does not match the "
@@ -506,6 +549,9 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
                        (layout.MEMORY, memory.peek())):
         if left is not None:
             add(f"{rel}/{name}:{left[0]}: lines after the last recorded decision")
+    for name, stream in ((layout.TRACE, trace), (layout.RESPONSES, responses), (layout.INPUTS, inputs)):
+        if stream.digest is not None:
+            ctx.streamed[f"{rel}/{name}"] = stream.digest
     if awards - award_frames:
         add(f"{rel}/{layout.RESULT}: a milestone's evidence frame matches no input in {layout.INPUTS}")
     if first_frame is not None:

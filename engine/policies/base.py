@@ -8,10 +8,15 @@ UNKNOWN_OBSERVATION = {"screen": "unknown", "location_guess": "unknown", "object
 
 
 def contract_json(actions: list[str], *, summary: str, observed: dict | None = None,
-                  memory_read: list[str] | None = None, memory_write: list[dict] | None = None) -> str:
-    """A well-formed contract response carrying the given actions."""
+                  memory_read: list[str] | None = None, memory_write: list[dict] | None = None,
+                  observed_json: str | None = None) -> str:
+    """A well-formed contract response carrying the given actions. `observed_json`: `observed`
+    already encoded, for a policy that repeats one observation over many decisions."""
     if observed is None and not memory_read and not memory_write and summary in _PLAIN:
         return _PLAIN[summary] % json.dumps(actions)  # the common case, without re-encoding the rest
+    if observed_json is not None and not memory_read and not memory_write:
+        return (f'{{"reasoning_summary": {json.dumps(summary)}, "observed": {observed_json}, '
+                f'"memory_read": [], "memory_write": [], "actions": {json.dumps(actions)}}}')
     return json.dumps({
         "reasoning_summary": summary,
         "observed": observed or UNKNOWN_OBSERVATION,

@@ -6,6 +6,8 @@ Optional notes, keyed by decision number, add what the script "saw" and "remembe
 
 from __future__ import annotations
 
+import json
+
 from engine.policies.base import contract_json
 from engine.policy import Observation, PolicyExhausted, PolicyReply
 
@@ -24,6 +26,7 @@ class ScriptedPolicy:
         self._notes = notes or {}
         self._decisions = 0
         self._observed: dict | None = None
+        self._observed_json: str | None = None
 
     async def decide(self, observation: Observation) -> PolicyReply:
         if self._pos >= len(self._actions):
@@ -33,10 +36,12 @@ class ScriptedPolicy:
         self._pos += len(chunk)
         self._decisions += 1
         note = self._notes.get(self._decisions, {})
-        self._observed = note.get("observed", self._observed)
+        if "observed" in note:
+            self._observed = note["observed"]
+            self._observed_json = json.dumps(self._observed)  # encoded once, carried forward
         text = contract_json(chunk, summary=f"script step {self._pos}/{len(self._actions)}",
                              observed=self._observed, memory_read=note.get("memory_read"),
-                             memory_write=note.get("memory_write"))
+                             memory_write=note.get("memory_write"), observed_json=self._observed_json)
         return PolicyReply(text=text)
 
     def close(self) -> None:

@@ -298,7 +298,7 @@ class FakePolicy:
 class ListSink:
     """Collects every event; lets a test thread wait for the loop to reach a point."""
 
-    wants_budgets = True  # a display that shows budget meters: the loop sends BudgetUpdated
+    wants_budgets = wants_frames = wants_memory_store = True  # like a live display: every event
 
     def __init__(self):
         self.events: list[Event] = []

@@ -248,7 +248,7 @@ DRY_RUN_TAGGED = None
 
 
 @pytest.mark.parametrize("target, after", [("trace.jsonl", 40), ("responses.jsonl", 40), ("inputs.jsonl", 40),
-                                           ("memory.jsonl", 10), ("the frame store", 30), ("trial.json", 0)])
+                                           ("memory.jsonl", 10), ("the frame store", 10), ("trial.json", 0)])
 def test_enospc_in_each_trial_writer(tmp_path, monkeypatch, target, after):
     disk = FullDisk(monkeypatch, target, after)
     folder, summary, results = run_experiment(None, tmp_path / "out")
