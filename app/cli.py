@@ -73,6 +73,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before a run holds a folder (preflight, a probe): nothing was written
+        print("oakwatch: interrupted", file=sys.stderr)
+        return 128 + 2
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
         return _run(None, headless=not sys.stdout.isatty(), output=None, speed=None)

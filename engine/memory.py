@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine.contract import MemoryWrite
-from engine.records import Fact as FactRecord
-from engine.records import MemoryOp, build
+from engine.records import Fact, MemoryOp, build
 
 MemoryPolicy = Literal["recent-window", "persistent"]
 
@@ -30,29 +29,6 @@ DEFAULT_PREDICATE = {"objective": "current_objective", "location": "is_at", "eve
 def _view_size(view: dict) -> int:
     """Characters of a fact's view as compact JSON, estimated without encoding it (deterministic)."""
     return 2 + sum(len(k) + len(str(v)) + 6 for k, v in view.items())
-
-
-@dataclass
-class Fact:
-    fact_id: str
-    kind: str
-    subject: str
-    predicate: str
-    object: str
-    status: Literal["active", "superseded", "completed"]
-    confidence: float
-    confirmed: bool
-    first_seen_decision: int
-    last_confirmed_decision: int | None
-    evidence_frame_sha256: str | None
-    evidence: str
-    supersedes: str | None
-
-    def record(self) -> dict:
-        return dict(self.__dict__)  # flat fields: a copy, ~20x cheaper than dataclasses.asdict
-
-    def snapshot(self) -> FactRecord:
-        return build(FactRecord, **self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -201,7 +177,8 @@ class MemoryStore:
             self._fact_op(op, decision_id, same)
             return same.fact_id
 
-        fact = Fact(
+        fact = build(
+            Fact,
             fact_id=f"fact-{self._next_id:04d}", kind=item.kind, subject=subject, predicate=predicate,
             object=item.value, status=item.status, confidence=confidence, confirmed=confirmed,
             first_seen_decision=decision_id,
@@ -216,7 +193,7 @@ class MemoryStore:
 
     def _fact_op(self, op: str, decision_id: int, fact: Fact) -> None:
         self._log(build(MemoryOp, op=op, decision_id=decision_id, fact_id=fact.fact_id,
-                                           fact=fact.snapshot()))
+                                           fact=fact.model_copy()))
 
     def _reject(self, item: MemoryWrite, decision_id: int, reason: str) -> None:
         self._log(build(MemoryOp, op="reject", decision_id=decision_id, reason=reason,

@@ -21,6 +21,7 @@ BUTTONS = {"UP": "up", "DOWN": "down", "LEFT": "left", "RIGHT": "right",
            "A": "a", "B": "b", "START": "start", "SELECT": "select"}
 
 PYBOY_VERSION = _dist_version("pyboy")
+BLANK_SRAM = 16 * 8 * 1024  # sixteen 8 KiB banks: PyBoy reads as many as the cartridge has
 
 
 def _import_pyboy():
@@ -64,9 +65,10 @@ class PyBoyEmulator:
         logging.getLogger("pyboy").setLevel(logging.ERROR)
         rom_path = Path(rom_path)
         try:
-            # An empty RAM file object keeps PyBoy from reading or writing a .ram beside the ROM.
+            # A RAM file of zeros (a blank battery save, the largest any cartridge has) keeps PyBoy
+            # from reading or writing a .ram beside the ROM, and gives every trial the same SRAM.
             self._pyboy = PyBoy(str(rom_path), window="null", sound_emulated=False,
-                                ram_file=io.BytesIO(), log_level="ERROR")
+                                ram_file=io.BytesIO(bytes(BLANK_SRAM)), log_level="ERROR")
         except Exception as exc:  # PyBoy raises bare Exceptions for bad cartridges
             raise EmulatorError(f"{rom_path}: PyBoy cannot load this ROM ({exc})") from exc
         self._pyboy.set_emulation_speed(0)

@@ -12,16 +12,12 @@ checked before any list is built, so `UP*999999999999` is an error, not an alloc
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-from pathlib import Path
 
 from engine.actions import ACTIONS
 
 MAX_REPEAT = 100_000
 MAX_ACTIONS = 1_000_000
-MAX_SCRIPT_BYTES = 4 << 20
 _COUNT = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also accepts '²'
 
 
@@ -73,36 +69,3 @@ def parse_script(text: str | bytes, source: str = "<script>") -> list[str]:
                 raise ScriptError(f"{source}:{lineno}: script longer than {MAX_ACTIONS:,} actions")
             actions.extend([name] * n)
     return actions
-
-
-def _read_script(path: Path) -> bytes:
-    """The file's bytes; a FIFO, device or directory is refused without blocking on it.
-    (sessions.safe_read does this for the harness; the engine imports nothing from sessions.)"""
-    shown = _printable(str(path))
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except (OSError, ValueError) as exc:
-        raise ScriptError(f"{shown}: cannot read input script ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise ScriptError(f"{shown}: cannot read input script (Is a directory)")
-        if not stat.S_ISREG(st.st_mode):
-            raise ScriptError(f"{shown}: cannot read input script (not a regular file)")
-        if st.st_size > MAX_SCRIPT_BYTES:
-            raise ScriptError(f"{shown}: cannot read input script (too large: {st.st_size:,} bytes, "
-                              f"at most {MAX_SCRIPT_BYTES:,})")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_SCRIPT_BYTES + 1)
-    except OSError as exc:
-        raise ScriptError(f"{shown}: cannot read input script ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_SCRIPT_BYTES:
-        raise ScriptError(f"{shown}: cannot read input script (too large: at most {MAX_SCRIPT_BYTES:,} bytes)")
-    return data
-
-
-def load_script(path: str | Path) -> list[str]:
-    path = Path(path)
-    return parse_script(_read_script(path), str(path))

@@ -196,7 +196,7 @@ class Trial:
     def _memory_log(self, op: MemoryOp) -> None:
         m = self.memory
         if self._store_watchers and op.op in STORE_CHANGING_OPS:  # the store, only when it changed
-            facts, conflicts = tuple(f.record() for f in m.facts.values()), tuple(m.contradictions())
+            facts, conflicts = tuple(f.model_dump() for f in m.facts.values()), tuple(m.contradictions())
         else:
             facts, conflicts = None, None
         self._emit(MemoryChanged(op, facts, conflicts, m.last_read))

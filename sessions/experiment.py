@@ -243,10 +243,10 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
     positions); the folder is locked until the run closes it."""
     from sessions import layout
     from sessions.experiment_folder import ExperimentFolder, FolderBusy, holder_alive
-    from sessions.reader import FormatProblem, parse
+    from sessions.reader import FormatProblem, parse, read_results
     from sessions.records import BlindingFile
     from sessions.recover import needs_recovery
-    from sessions.runner import missing_positions
+    from sessions.summary import missing_positions
 
     if not (root / layout.SCHEDULE).is_file() or not (root / layout.MANIFEST).is_file():
         raise PreflightError(f"{root}: not an oakwatch experiment folder (no {layout.SCHEDULE} and "
@@ -272,7 +272,7 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
         prepared.labels = {cid: label for label, cid in blinding.labels.items()}
         order = folder.schedule.order
         prepared.schedule = [(key.split("-")[0], int(key.split("-")[1])) for key in order]
-        positions = missing_positions(root, order)
+        positions = missing_positions(order, read_results(root))
         folder.reopen_log()
         if positions:
             folder.event("run-started", resume=True)

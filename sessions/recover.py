@@ -25,7 +25,7 @@ from sessions.experiment_folder import ExperimentFolder
 from sessions.framestore import scan_store
 from sessions.reader import FormatProblem, TrialReader, parse, read_results, sha256_hex, whole_lines_length
 from sessions.records import VoidRecord
-from sessions.summary import summarise
+from sessions.summary import missing_positions, summarise
 
 
 class RecoverRefused(RuntimeError):
@@ -101,7 +101,7 @@ def recover(root: Path) -> Recovered:
         voids = [parse(VoidRecord, (v / "void.json").read_bytes(), f"{v.name}/void.json")
                  for v in sorted(root.glob("void-*"), key=lambda p: int(p.name.split("-")[1]))]
         order = folder.schedule.order
-        missing = [i for i, k in enumerate(order) if k not in results or not is_valid(results[k][0].outcome)]
+        missing = missing_positions(order, results)
         stop = "process-died" if missing else None
         labels = sorted({k.split("-")[0] for k in order})
         folder.finish(bool(missing), stop, lambda head: summarise(

@@ -146,8 +146,9 @@ def _probe(rom_path: Path, state: bytes, game: GameDefinition, frames: int, time
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     try:
+        # Its own session: a terminal's Ctrl-C goes to oakwatch, which ends the probe itself.
         proc = subprocess.run([sys.executable, "-m", "sessions.romcheck"], input=header.encode() + b"\n" + state,
-                              capture_output=True, timeout=timeout, env=env, cwd=str(_ROOT))
+                              capture_output=True, timeout=timeout, env=env, cwd=str(_ROOT), start_new_session=True)
     except subprocess.TimeoutExpired as exc:
         stage = _stages(exc.stdout or b"")[-1:] or ["start"]
         culprit = rom_where if stage[0] == "start" else state_where

@@ -234,10 +234,3 @@ def _read_voids(root: Path):
         except (OSError, FormatProblem):
             continue
     return out
-
-
-def missing_positions(root: Path, order: list[str]) -> list[int]:
-    """Schedule positions with no valid trial in trials/ (what --resume reruns)."""
-    results = read_results(root)
-    return [i for i, key in enumerate(order) if key not in results or not is_valid(results[key][0].outcome)]
-

@@ -40,6 +40,11 @@ def per_condition(valid: list[TrialResult], labels: list[str]) -> dict[str, dict
     return out
 
 
+def missing_positions(order: list[str], results: dict[str, tuple[TrialResult, str]]) -> list[int]:
+    """Schedule positions with no valid trial among `results` (what `run --resume` reruns)."""
+    return [i for i, key in enumerate(order) if key not in results or not is_valid(results[key][0].outcome)]
+
+
 def summarise(*, experiment_id: str, manifest_sha256: str, schedule_sha256: str, order: list[str],
               results: dict[str, tuple[TrialResult, str]], voids: list[VoidRecord], labels: list[str],
               stopped_early: bool, stop_reason: str | None, recovered: bool, run_log_head: str) -> Summary:
@@ -48,7 +53,7 @@ def summarise(*, experiment_id: str, manifest_sha256: str, schedule_sha256: str,
     successes = sum(r.outcome == SUCCESS for r in valid)
     invalid_attempts = sum(len(v.trial_keys) for v in voids)
     invalid_attempts += sum(not is_valid(r.outcome) for r, _ in results.values())
-    missing = [i for i, key in enumerate(order) if key not in results or not is_valid(results[key][0].outcome)]
+    missing = missing_positions(order, results)
     seals = [TrialSeal(position=r.position, trial_key=r.trial_key, attempt=r.attempt, outcome=r.outcome,
                        result_sha256=sha, trace_head=r.chain.trace_head if r.chain else "0" * 64)
              for r, sha in sorted(results.values(), key=lambda rs: rs[0].position)]

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pyboy import PyBoy
 
-from engine.script import load_script
+from engine.script import parse_script
 
 CART = Path(__file__).resolve().parents[2] / "assets" / "cartridge"
 ROM = CART / "parcel-quest.gb"
@@ -82,7 +82,7 @@ def restore(pb: PyBoy, buf: io.BytesIO) -> None:
 
 
 def walkthrough() -> list[str]:
-    return load_script(CART / "walkthrough.txt")
+    return parse_script((CART / "walkthrough.txt").read_text(encoding="utf-8"), "walkthrough.txt")
 
 
 @dataclass

@@ -316,3 +316,58 @@ def test_the_frame_store_dying_mid_trial_ends_it_as_invalid(tmp_path, monkeypatc
     assert "the encoder died" in r.error and r.chain.frames is None
     assert summary.missing_positions == [0]
     assert_whole(folder)
+
+
+def test_ctrl_c_during_the_preflight_probe_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # the probe really runs (~1 s)
+    proc = oakwatch("run", "--headless", "--output", out, start_new_session=True, env=env)
+    time.sleep(0.6)
+    os.killpg(proc.pid, signal.SIGINT)
+    code, _, err = finished(proc)
+    if code == 130:  # interrupted in the preflight, as intended
+        assert err.strip() == "oakwatch: interrupted" and not out.exists()
+        assert not list(tmp_path.glob(".out.creating-*"))
+    else:  # the machine was fast enough to be running the trial already: a clean signal stop
+        assert code == 2 and "Traceback" not in err
+        assert_whole(out)
+
+
+def test_a_tag_that_cannot_be_written_is_refused_and_the_evidence_stays_whole(tmp_path, monkeypatch):
+    import threading
+
+    from engine.events import DecisionRecorded
+    from sessions.durable import EvidenceError
+    from sessions.experiment import create_folder, prepare
+    from sessions.runner import ExperimentRunner
+
+    refused: list[str] = []
+
+    class Operator:  # pauses at decision 5 and tags from another thread, as the console would
+        control = None
+
+        def handle(self, event) -> None:
+            if isinstance(event, DecisionRecorded) and event.trace.decision_id == 5:
+                self.control.pause()
+                threading.Thread(target=self.tag).start()
+
+        def tag(self) -> None:
+            try:
+                self.control.tag({"trial_key": "X-01", "decision_id": 5, "type": "omission", "severity": "minor",
+                                  "refers_to": None, "note": "n"})
+            except EvidenceError as exc:
+                refused.append(str(exc))
+            finally:
+                self.control.resume()
+
+    FullDisk(monkeypatch, "annotations.jsonl")
+    prepared = prepare(None, tmp_path / "out")
+    operator = Operator()
+    runner = ExperimentRunner(prepared, create_folder(prepared, tmp_path / "out"), sinks=[operator])
+    operator.control = runner.control
+    summary = runner.run()
+    monkeypatch.undo()
+    assert refused and "No space" in refused[0]
+    assert summary.all_succeeded  # the operator's note failed; the agent's trial did not
+    assert (tmp_path / "out" / "trials" / "X-01" / layout.TRIAL_ANNOTATIONS).read_bytes() == b""
+    assert_whole(tmp_path / "out")

@@ -251,7 +251,9 @@ CASES = [
       at="m.yaml", field="budgets.wall_time_minutes"),
     c("wall-bool", edit("wall_time_minutes: 30", "wall_time_minutes: yes"), "not true/false",
       at="m.yaml", field="budgets.wall_time_minutes"),
-    c("cost-negative", edit("total_cost_usd: null", "total_cost_usd: -1"), "greater than or equal to 0",
+    c("cost-negative", edit("total_cost_usd: null", "total_cost_usd: -1"), "greater than 0",
+      at="m.yaml", field="budgets.total_cost_usd"),
+    c("cost-zero", edit("total_cost_usd: null", "total_cost_usd: 0"), "greater than 0",
       at="m.yaml", field="budgets.total_cost_usd"),
     c("cost-huge", edit("total_cost_usd: null", "total_cost_usd: 1.0e+7"), "less than or equal to",
       at="m.yaml", field="budgets.total_cost_usd"),
@@ -513,13 +515,18 @@ def test_header_check_agrees_with_pyboy_on_cartridge_types(tmp_path):
         assert ours == theirs == (cart in PYBOY_CART_TYPES), hex(cart)
 
 
-@pytest.mark.xfail(reason="engine.pyboy_backend hands PyBoy an empty ram_file; PyBoy then reads a battery-backed "
-                          "cartridge's saved RAM from it and raises 'No data' (Pokemon Red is MBC3+RAM+BATTERY)")
-def test_battery_backed_cartridges_load(tmp_path):
+@pytest.mark.parametrize("cart", [0x03, 0x13, 0x1B])  # MBC1/MBC3/MBC5 + RAM + BATTERY (Pokemon Red is 0x13)
+def test_battery_backed_cartridges_load_with_a_blank_save(tmp_path, cart):
     from engine.pyboy_backend import PyBoyEmulator
 
     candidate = bytearray(ROM.read_bytes())
-    candidate[0x147] = 0x13  # MBC3+RAM+BATTERY
+    candidate[0x147] = cart
+    candidate[0x149] = 0x03  # 32 KiB of cartridge RAM
     path = tmp_path / "battery.gb"
     path.write_bytes(fixed_header(candidate))
-    PyBoyEmulator(path).close()
+    emulator = PyBoyEmulator(path)  # raised "No data" with an empty RAM file
+    try:
+        emulator.boot(10)
+    finally:
+        emulator.close()
+    assert list(tmp_path.iterdir()) == [path]  # no .ram written beside the ROM
