@@ -154,10 +154,10 @@ def _run_headless(prepared, folder, positions: list[int] | None) -> int:
     from sessions.summary import exit_status
 
     printer = HeadlessPrinter()
+    signals = SignalStop(lambda name: runner.control.stop_run("signal", name, f"signal:{name}"), folder.root)
     runner = ExperimentRunner(prepared, folder, sinks=[printer], positions=positions,
-                              resumed=positions is not None)
-    signals = SignalStop(lambda name: runner.control.stop_run("signal", name, f"signal:{name}"),
-                         folder.root).install()
+                              resumed=positions is not None, watchdog_options={"signal_waiting": signals.waiting})
+    signals.install()
     print_line(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder.root}")
     printer.start()
     try:
@@ -172,6 +172,8 @@ def _run_headless(prepared, folder, positions: list[int] | None) -> int:
     if not printer.closed:
         print_line("\n" + summary_table(summary, runner.results) + f"\nevidence: {folder.root} "
                    f"(check with: oakwatch verify {folder.root})")
+    if runner.fatal:
+        print(f"oakwatch: error: the run stopped: {runner.fatal}", file=sys.stderr)
     if summary.missing_positions:
         print_line(f"positions without a valid trial: {summary.missing_positions}; "
                    f"`oakwatch run --resume {folder.root}` reruns them")

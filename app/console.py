@@ -444,7 +444,10 @@ def run_console(prepared, folder, speed: float | None = 1.0, positions: list[int
             except Exception:
                 pass
 
-    signals = SignalStop(on_signal, folder.root, defer=defer, on_second=restore_terminal).install()
+    signals = SignalStop(on_signal, folder.root, defer=defer, on_second=restore_terminal)
+    if app.runner is not None:  # the watchdog hears of a signal the stuck loop cannot take
+        app.runner.watchdog_options = {"signal_waiting": signals.waiting, "before_exit": restore_terminal}
+    signals.install()
     try:
         app.run()
     finally:

@@ -4,6 +4,10 @@ The first signal asks the run control to stop (a policy call in flight is cancel
 decision recorded as aborted); the trial ends as an invalid run and the run's summary and
 sums are written as usual. A second signal exits at once: every record on disk is whole up to
 the last decision, and `oakwatch recover` finishes the folder.
+
+A Python signal handler runs only when the main thread runs Python; while it is stuck inside the
+emulator's core it never does. The C-level handler still writes to a wakeup pipe, which a small
+thread reads: `waiting()` says how long a signal has gone unhandled, for the run's watchdog.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,16 +36,43 @@ class SignalStop:
         self._count = 0
         self._previous: dict[int, object] = {}
         self.received: str | None = None
+        self._delivered_at: float | None = None
+        self._pipe: tuple[int, int] | None = None
+        self._old_wakeup = -1
 
     def install(self) -> SignalStop:
         for sig in STOP_SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        self._pipe = (read, write)
+        self._old_wakeup = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch_pipe, args=(read,), name="signal-pipe", daemon=True).start()
         return self
+
+    def _watch_pipe(self, read: int) -> None:
+        try:
+            while os.read(read, 64):
+                if self._delivered_at is None:
+                    self._delivered_at = time.monotonic()
+        except OSError:
+            pass
+
+    def waiting(self) -> float | None:
+        """Seconds a delivered signal has gone without its handler running; None if none waits."""
+        if self._delivered_at is None or self.received is not None:
+            return None
+        return time.monotonic() - self._delivered_at
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self._pipe is not None:
+            signal.set_wakeup_fd(self._old_wakeup)
+            for fd in self._pipe:
+                os.close(fd)
+            self._pipe = None
 
     def _handle(self, signum: int, frame) -> None:
         name = signal.Signals(signum).name

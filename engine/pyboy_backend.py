@@ -59,18 +59,21 @@ class PyBoyEmulator:
     version = PYBOY_VERSION
     frame_size = (160, 144)
 
-    def __init__(self, rom_path: str | Path):
+    def __init__(self, rom: bytes | str | Path, name: str | None = None):
+        """`rom`: the cartridge's bytes (what the harness hashed: nothing re-reads the file, which
+        could have changed since) or a path; `name` says which ROM in messages."""
         PyBoy = _import_pyboy()
 
         logging.getLogger("pyboy").setLevel(logging.ERROR)
-        rom_path = Path(rom_path)
+        source = io.BytesIO(rom) if isinstance(rom, bytes | bytearray) else str(rom)
+        where = name or ("the ROM" if isinstance(source, io.BytesIO) else source)
         try:
             # A RAM file of zeros (a blank battery save, the largest any cartridge has) keeps PyBoy
             # from reading or writing a .ram beside the ROM, and gives every trial the same SRAM.
-            self._pyboy = PyBoy(str(rom_path), window="null", sound_emulated=False,
+            self._pyboy = PyBoy(source, window="null", sound_emulated=False,
                                 ram_file=io.BytesIO(bytes(BLANK_SRAM)), log_level="ERROR")
         except Exception as exc:  # PyBoy raises bare Exceptions for bad cartridges
-            raise EmulatorError(f"{rom_path}: PyBoy cannot load this ROM ({exc})") from exc
+            raise EmulatorError(f"{where}: PyBoy cannot load this ROM ({exc})") from exc
         self._pyboy.set_emulation_speed(0)
         self._memory = self._pyboy.memory
         self._screen = self._pyboy.screen

@@ -184,6 +184,7 @@ class Trial:
         self._frame_watchers = any(getattr(s, "wants_frames", False) for s in sinks)
         self._store_watchers = any(getattr(s, "wants_memory_store", False) for s in sinks)
         self._task: asyncio.Task | None = None
+        self.emulator_busy_since: float | None = None  # set while inside the emulator
         self._calling = False  # inside policy.decide
         self._cancelling = False  # we cancelled the task to stop a call in flight
 
@@ -241,8 +242,11 @@ class Trial:
         loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         self.control.begin_trial(self._tag, lambda: loop.call_soon_threadsafe(self._cancel_inflight))
+        self._started_utc = started_utc
         try:
+            self.emulator_busy_since = time.monotonic()
             self.emulator = self._make_emulator()
+            self.emulator_busy_since = None
             self.policy = self._make_policy()
             end = await self._play(t0)
         except EmulatorError as exc:
@@ -256,7 +260,6 @@ class Trial:
         finally:
             self.control.end_of_trial()
             self.budgets.active_seconds = max(0.0, time.monotonic() - t0 - self.control.held_seconds)
-            self._started_utc = started_utc
             self._close()
         return self._result(end, error, started_utc)
 
@@ -272,15 +275,23 @@ class Trial:
                 except Exception:
                     pass
 
-    def interrupted(self, detail: str) -> TrialResult:
-        """The result when `run` itself was interrupted from outside (it never returned)."""
+    def hung(self, detail: str) -> TrialResult:
+        """The result when the emulator stopped returning (a watchdog ends the trial from another
+        thread; this one is stuck inside the emulator, which is never touched again)."""
+        return self._result(EndRequest("emulator-error", detail, "emulator-fault"), detail,
+                            getattr(self, "_started_utc", None) or utc_now())
+
+    def interrupted(self, detail: str, cause: str = "interrupted") -> TrialResult:
+        """The result when `run` never returned (interrupted from outside, or never started)."""
         self._close()
-        return self._result(EndRequest("harness-error", detail, "interrupted"), detail,
+        return self._result(EndRequest("harness-error", detail, cause), detail,
                             getattr(self, "_started_utc", None) or utc_now())
 
     async def _play(self, t0: float) -> EndRequest:
         cfg = self.config
+        self.emulator_busy_since = time.monotonic()
         self.emulator.restore(self.start_state)
+        self.emulator_busy_since = None
         self._frame = self.emulator.frame()
         self._frame_sha = frame_sha256(self._frame)
         self._frame_index = self.emulator.frame_index
@@ -419,7 +430,9 @@ class Trial:
                 break
             before_pos = self._position(sample)
             before_sha, before_sample = self._frame_sha, sample
+            self.emulator_busy_since = time.monotonic()  # a watchdog's view: an emulator that never returns
             step = self.emulator.step(action, cfg.timing, self.probe)
+            self.emulator_busy_since = None
             self.budgets.accepted_actions += 1
             self.memory.note_action(action)
             self._frame, sample = step.frame, step.ram_last

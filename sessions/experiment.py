@@ -45,6 +45,7 @@ class Prepared:
     replay_dirs: dict[str, Path] = field(default_factory=dict)
     first_frame_sha256: str | None = None  # what the preflight probe saw after restoring the state
     recordings: dict[str, list[list[str]]] = field(default_factory=dict)  # replay: raw texts per decision
+    rom: bytes = b""  # the ROM's bytes as hashed in preflight: every trial plays exactly these
 
     @property
     def base(self) -> Path:
@@ -209,7 +210,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         if frozen.created_utc is None:
             frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
-                        scripts, notes, replay_dirs, first_frame, recordings)
+                        scripts, notes, replay_dirs, first_frame, recordings, rom)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
 

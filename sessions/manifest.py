@@ -84,6 +84,9 @@ class EmulatorSection(_Strict):
     settle_frames: Annotated[int, Field(ge=2, le=600)] = 12
     speed_multiplier: Annotated[float, Field(ge=0, le=64)] = 0  # 0: as fast as possible; display pacing only
     frame_skip: Annotated[int, Field(ge=0, le=0)] = 0  # every frame is emulated; skipping is not supported
+    # An emulator call that has not returned after this long has hung (a game can spin the core for
+    # good): the watchdog ends the trial as an emulator fault. Not part of the config hash.
+    hang_seconds: Annotated[float, Field(ge=1, le=3600)] = 20
 
     @field_validator("speed_multiplier")
     @classmethod

@@ -38,6 +38,7 @@ class LoadedTrial:
     state: bytes
     game: GameDefinition
     timing: Timing
+    rom: bytes  # as hashed: the replay plays exactly these bytes
 
 
 def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
@@ -51,7 +52,7 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
         raise PreflightError(str(exc)) from None
     g = manifest.game
     rom_path = rom or resolve(g.rom, folder)
-    _, rom_sha = sha256_file(rom_path, "ROM")
+    rom_bytes, rom_sha = sha256_file(rom_path, "ROM")
     if rom_sha != g.rom_sha256:
         raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, the experiment used {g.rom_sha256}")
     state, state_sha = sha256_file(resolve(g.initial_state, folder), "initial state")
@@ -63,7 +64,7 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
     except GameDefinitionError as exc:
         raise PreflightError(str(exc)) from None
     timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
-    return LoadedTrial(TrialReader(trial_dir), manifest, rom_path, state, game, timing)
+    return LoadedTrial(TrialReader(trial_dir), manifest, rom_path, state, game, timing, rom_bytes)
 
 
 def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[int], None] | None = None) -> dict:
@@ -72,7 +73,7 @@ def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[i
     from engine.pyboy_backend import PyBoyEmulator
 
     loaded = load_trial(trial_dir, rom)
-    emulator = PyBoyEmulator(loaded.rom_path)
+    emulator = PyBoyEmulator(loaded.rom, name=str(loaded.rom_path))
     try:
         return replay_records(emulator, loaded, progress)
     finally:

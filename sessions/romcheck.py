@@ -93,7 +93,7 @@ def check_rom_and_state(rom_path: Path, rom: bytes, state: bytes, game: GameDefi
     key = _cache_key(rom, state, game, frames)
     first = _cached(key)
     if first is None:
-        first = _probe(rom_path, state, game, frames, timeout, rom_where, state_where, game_where)
+        first = _probe(rom_path, rom, state, game, frames, timeout, rom_where, state_where, game_where)
         _remember(key, first)
     if expected_first_frame_sha256 is not None and first != expected_first_frame_sha256:
         raise RomCheckError(f"{state_where} restores to first frame {first}, but the manifest's "
@@ -138,16 +138,17 @@ def _remember(key: str, first: str) -> None:
         pass  # a cache that cannot be written only costs time
 
 
-def _probe(rom_path: Path, state: bytes, game: GameDefinition, frames: int, timeout: float, rom_where: str,
-           state_where: str, game_where: str) -> str:
+def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frames: int, timeout: float,
+           rom_where: str, state_where: str, game_where: str) -> str:
     """Boot, restore and run in a child process; the first frame's SHA-256 or RomCheckError."""
-    header = json.dumps({"rom": os.path.abspath(os.fsdecode(rom_path)), "game": game.model_dump(mode="json"),
-                         "frames": frames})
+    # The bytes already read and hashed go down the pipe: the file is not read again.
+    header = json.dumps({"rom": os.path.abspath(os.fsdecode(rom_path)), "rom_size": len(rom),
+                         "game": game.model_dump(mode="json"), "frames": frames})
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     try:
         # Its own session: a terminal's Ctrl-C goes to oakwatch, which ends the probe itself.
-        proc = subprocess.run([sys.executable, "-m", "sessions.romcheck"], input=header.encode() + b"\n" + state,
+        proc = subprocess.run([sys.executable, "-m", "sessions.romcheck"], input=header.encode() + b"\n" + rom + state,
                               capture_output=True, timeout=timeout, env=env, cwd=str(_ROOT), start_new_session=True)
     except subprocess.TimeoutExpired as exc:
         stage = _stages(exc.stdout or b"")[-1:] or ["start"]
@@ -211,8 +212,9 @@ def _child() -> int:
 
     logging.disable(logging.CRITICAL)  # PyBoy logs to stderr; the parent reports in one line
     data = sys.stdin.buffer.read()
-    head, _, state = data.partition(b"\n")
+    head, _, rest = data.partition(b"\n")
     spec = json.loads(head)
+    rom, state = rest[:spec["rom_size"]], rest[spec["rom_size"]:]
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=True)
 
     def report(**fields) -> int:
@@ -220,7 +222,7 @@ def _child() -> int:
         return 0
 
     try:
-        emulator = PyBoyEmulator(spec["rom"])
+        emulator = PyBoyEmulator(rom, name=spec["rom"])
     except Exception as exc:  # PyBoy raises bare Exceptions (and KeyError) for bad cartridges
         return report(ok=False, stage="rom", detail=f"PyBoy cannot load this ROM ({_short(exc)})")
     print("booted", file=out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from sessions.manifest import Condition
 from sessions.reader import read_results, read_run_log
 from sessions.records import Summary
 from sessions.summary import summarise
+from sessions.watchdog import Watchdog
 
 PolicyFactory = Callable[[Condition, int], Policy]
 
@@ -95,18 +97,24 @@ class ExperimentRunner:
     def __init__(self, prepared: Prepared, folder: ExperimentFolder, sinks: list[Sink] | None = None,
                  control: RunControl | None = None,
                  policy_factories: dict[str, PolicyFactory] | None = None,
-                 positions: list[int] | None = None, resumed: bool = False):
+                 positions: list[int] | None = None, resumed: bool = False,
+                 watchdog_options: dict | None = None):
         self.prepared = prepared
         self.folder = folder
         self.sinks = sinks or []
         self.control = control or RunControl()
         self.policy_factories = policy_factories or {}
         self.positions = list(range(len(prepared.schedule))) if positions is None else positions
+        # Watchdog(hang_seconds=, signal_waiting=, before_exit=): the app passes what it knows.
+        self.watchdog_options = watchdog_options or {}
         self.resumed = resumed
         self.results: list[TrialResult] = []  # sealed, in the order run (voided ones included)
         self.summary: Summary | None = None
         self.stop_reason: str | None = None
         self.fatal: str | None = None  # the run could not finish its own records
+        self.current_trial: Trial | None = None  # for the watchdog
+        self._current_recorder = None
+        self._abandoned = threading.Lock()  # the loop thread and the watchdog never both finish a trial
         self.control.on_state(lambda state: self._display(StateChanged(state)))
         self.control.set_late_tagger(late_tagger(folder.root))
 
@@ -129,6 +137,9 @@ class ExperimentRunner:
 
     async def run_async(self) -> Summary:
         voided_blocks: set[int] = set()
+        watchdog = Watchdog(self, **{"hang_seconds": self.prepared.manifest.emulator.hang_seconds,
+                                     **self.watchdog_options})
+        watchdog.start()
         try:
             for position in self.positions:
                 block = self.folder.block_of(position)
@@ -155,7 +166,11 @@ class ExperimentRunner:
             self.fatal = str(exc)
             if exc.cause == "disk-full":
                 self.folder.release_reserve()  # room for the summary and sums
+        except Exception as exc:  # a bug of ours between trials: stop, but still finish the folder
+            self.stop_reason = "harness-error"
+            self.fatal = f"{type(exc).__name__}: {exc}"
         finally:
+            watchdog.stop()
             self.summary = self._finish()
         return self.summary
 
@@ -198,17 +213,40 @@ class ExperimentRunner:
             pid=os.getpid())
         recorder = self.folder.trial_recorder(genesis)
         result: TrialResult | None = None
-        trial = self.build_trial(config, recorder)
+        trial: Trial | None = None
         try:
-            result = await trial.run()
+            trial = self.build_trial(config, recorder)
+            self.current_trial, self._current_recorder = trial, recorder
+            result = await trial.run()  # records every failure of the trial itself
+        except Exception as exc:  # a bug of ours around the loop: the trial still gets a result
+            trial = trial or self.build_trial(config, recorder)
+            result = trial.interrupted(f"{type(exc).__name__}: {exc}", cause="harness-bug")
         finally:
             if result is None:  # interrupted from outside (KeyboardInterrupt, cancellation)
+                trial = trial or self.build_trial(config, recorder)
                 result = trial.interrupted("the run was interrupted")
-            sealed = recorder.seal(result)
-            self.folder.seal_trial(recorder, sealed)
+            self.current_trial = None
+            with self._abandoned:
+                sealed = recorder.seal(result)
+                self.folder.seal_trial(recorder, sealed)
             self.results.append(sealed)
             self._display(TrialEnded(sealed))
         return sealed
+
+    def abandon_hung(self, trial: Trial, detail: str) -> Summary | None:
+        """From the watchdog's thread: the loop thread is stuck inside the emulator for good. Seal
+        the trial as an emulator fault, void its block and finish the run's records."""
+        if not self._abandoned.acquire(timeout=5):
+            raise RuntimeError("the run is sealing a trial and does not finish")
+        result = trial.hung(detail)
+        recorder = self._current_recorder
+        sealed = recorder.seal(result)
+        self.folder.seal_trial(recorder, sealed)
+        self.results.append(sealed)
+        self.folder.void_block(self.folder.block_of(sealed.position), sealed)
+        self.stop_reason = "emulator-fault"
+        self.summary = self._finish()
+        return self.summary
 
     def build_trial(self, config: TrialConfig, recorder) -> Trial:
         """The trial with its recorder attached; the emulator and policy start inside `run`,
@@ -216,7 +254,7 @@ class ExperimentRunner:
         p = self.prepared
         condition = p.condition(config.label)
         factory = self.policy_factories.get(condition.policy)
-        return Trial(config, lambda: PyBoyEmulator(p.rom_path),
+        return Trial(config, lambda: PyBoyEmulator(p.rom or p.rom_path, name=str(p.rom_path)),
                      lambda: factory(condition, config.trial_number) if factory
                      else make_policy(p, condition, config.trial_number),
                      p.start_state, p.game, [recorder, *self.sinks], self.control,

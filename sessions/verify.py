@@ -554,7 +554,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
             ctx.streamed[f"{rel}/{name}"] = stream.digest
     if awards - award_frames:
         add(f"{rel}/{layout.RESULT}: a milestone's evidence frame matches no input in {layout.INPUTS}")
-    if first_frame is not None:
+    if first_frame is not None and prev is not None:  # stored once the state was restored
         frames_seen.add(first_frame)
     return facts, frames_seen, tally, prev, head
 
