@@ -187,6 +187,8 @@ class Trial:
         self.emulator_busy_since: float | None = None  # set while inside the emulator
         self._calling = False  # inside policy.decide
         self._cancelling = False  # we cancelled the task to stop a call in flight
+        self._started_utc: str | None = None
+        self._closed = False
 
     # -- event plumbing -------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -258,6 +260,7 @@ class Trial:
         except Exception as exc:  # a bug of ours: record it, keep the evidence whole
             end, error = EndRequest("harness-error"), f"{type(exc).__name__}: {exc}"
         finally:
+            self.emulator_busy_since = None  # an emulator that raised has returned
             self.control.end_of_trial()
             self.budgets.active_seconds = max(0.0, time.monotonic() - t0 - self.control.held_seconds)
             self._close()
@@ -265,7 +268,7 @@ class Trial:
 
     def _close(self) -> None:
         # Closing a broken policy or emulator must not mask what ended the trial.
-        if getattr(self, "_closed", False):
+        if self._closed:
             return
         self._closed = True
         for part in (self.policy, self.emulator):
@@ -279,13 +282,12 @@ class Trial:
         """The result when the emulator stopped returning (a watchdog ends the trial from another
         thread; this one is stuck inside the emulator, which is never touched again)."""
         return self._result(EndRequest("emulator-error", detail, "emulator-fault"), detail,
-                            getattr(self, "_started_utc", None) or utc_now())
+                            self._started_utc or utc_now())
 
     def interrupted(self, detail: str, cause: str = "interrupted") -> TrialResult:
         """The result when `run` never returned (interrupted from outside, or never started)."""
         self._close()
-        return self._result(EndRequest("harness-error", detail, cause), detail,
-                            getattr(self, "_started_utc", None) or utc_now())
+        return self._result(EndRequest("harness-error", detail, cause), detail, self._started_utc or utc_now())
 
     async def _play(self, t0: float) -> EndRequest:
         cfg = self.config
