@@ -7,7 +7,7 @@ timed from restoring the start state:
   (b)  (a+) plus one lossless PNG encode per decision, inline in one thread, no file written:
        the naive floor, so it encodes the way anyone would, with Pillow (PNG, compress level
        1, as the floor has been defined since the first bench); oakwatch's own faster encoder
-       (`sessions.framestore.encode_png`) is part of what (c) is measured for;
+       (`engine.png.encode_png`) is part of what (c) is measured for;
   (b') (b) also writing each PNG to its own file;
   (c)  oakwatch's headless dry-run through the runner's own slot path (genesis, recorder,
        trial loop, contract, probe, ladder, frame store, seal, SHA256SUMS), to the last

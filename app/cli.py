@@ -39,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>-<tag>)")
     run.add_argument("--resume", type=Path, metavar="DIR",
                      help="rerun the voided and missing schedule positions of DIR with its frozen manifest")
+    run.add_argument("--provider", choices=["anthropic", "openai", "openai-compatible"],
+                     help="let a model play: one condition with this provider (its key from the environment)")
+    run.add_argument("--model", help="with --provider: the exact model id")
+    run.add_argument("--base-url", help="with --provider: the API's address (required for openai-compatible)")
+    run.add_argument("--api", choices=["messages", "chat", "responses"],
+                     help="with --provider: the API (default: messages for anthropic, chat for the others)")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
                      help="console pacing (default: the manifest's emulator.speed_multiplier; "
                           "the bundled dry-run says 1)")
@@ -87,9 +93,17 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "run":
         headless = args.headless or not sys.stdout.isatty()
         if args.resume is not None:
-            if args.manifest is not None or args.output is not None:
-                return _fail("--resume uses the folder's frozen manifest: give no MANIFEST or --output")
+            if args.manifest is not None or args.output is not None or args.provider is not None:
+                return _fail("--resume uses the folder's frozen manifest: give no MANIFEST, --output or --provider")
             return _resume(args.resume, headless=headless, speed=args.speed)
+        if args.provider is not None or args.model is not None or args.base_url is not None:
+            from app.model_run import ModelRunError, model_manifest
+
+            try:
+                with model_manifest(args.manifest, args.provider, args.model, args.base_url, args.api) as manifest:
+                    return _run(manifest, headless=headless, output=args.output, speed=args.speed)
+            except ModelRunError as exc:
+                return _fail(str(exc))
         return _run(args.manifest, headless=headless, output=args.output, speed=args.speed)
     if args.command == "verify":
         return _verify(args.folder, args.deep, args.print_root, args.expect_root)

@@ -95,6 +95,7 @@ class OakwatchConsole(App[int]):
         self.sink = sink or ConsoleSink(experiment_id, clock=clock)
         if prepared is not None and sink is None:
             self.sink.preset_ladder(tuple((m.id, m.name, m.points) for m in prepared.game.milestones))
+            self.sink.blind(c.model for c in prepared.manifest.conditions if c.model)
         self.speed = speed
         self.frame_fps = frame_fps
         # At maximum pace every screen update (~15 ms of Python, under the GIL the run shares) is
@@ -240,7 +241,7 @@ class OakwatchConsole(App[int]):
             self.run_error = f"{type(error).__name__}: {error}"
             self.sink.mark("error", "the run failed", error=self.run_error)
             self.sink.note("error", f"run failed: {self.run_error}")
-            self.notify(self.run_error, title="The run failed", severity="error", timeout=10)
+            self.notify(self.sink.redact(self.run_error), title="The run failed", severity="error", timeout=10)
         elif state == WorkerState.CANCELLED:
             self.sink.mark("finished", "cancelled")
         else:

@@ -4,6 +4,11 @@
 stores references under a lock and bumps version counters. Trace items wait in a bounded
 buffer and are formatted on the UI thread when the trace pane drains them. Never imports
 Textual (so it can be tested and benchmarked without an app).
+
+Blinding: the console shows the condition's blinded label, never a model's identity. Trace
+items carry the TraceLine (whose `model_id` no pane shows); the model ids the run reports are
+collected, and free text that may quote them (an ended trial's error and detail, run state
+details, console notes) is shown with them replaced by MODEL_REDACTED.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from engine.events import (
 )
 
 TRACE_BUFFER = 5_000  # pending trace items kept between drains; older ones are dropped
+MODEL_REDACTED = "[model]"
 
 
 @dataclass
@@ -98,6 +104,8 @@ class ConsoleSink:
         self.events = 0
         self.results: list[dict] = []
         self.handle_errors: list[str] = []
+        self._model_ids: set[str] = set()  # every model id the run reported (redacted from shown text)
+        self._redacted: list[str] = []  # those ids, longest first
 
     # -- run thread ------------------------------------------------------------------------
     def handle(self, event: Event) -> None:
@@ -119,6 +127,11 @@ class ConsoleSink:
                 self._set_frame(event.frame, event.decision_id, event.frame_sha256, event.frame_index)
             elif isinstance(event, DecisionRecorded):
                 t = event.trace  # a TraceLine: formatted on the UI thread, not here
+                if t.model_id is not None and t.model_id not in self._model_ids:
+                    self._note_model(t.model_id)
+                for attempt in event.response.attempts:
+                    if attempt.model_id is not None and attempt.model_id not in self._model_ids:
+                        self._note_model(attempt.model_id)
                 self._status.decisions = t.decision_id
                 self._status.frame_sha256, self._status.frame_index = t.result_frame_sha256, t.result_frame_index
                 self._status_version += 1
@@ -142,7 +155,7 @@ class ConsoleSink:
                 self._push("annotation", event.record.model_dump())
             elif isinstance(event, StateChanged):
                 self._status.state = event.state
-                self._status.detail = event.detail
+                self._status.detail = self._redact(event.detail)
                 self._status_version += 1
                 if event.state != "ended":
                     self._push("state", event.state)
@@ -165,12 +178,38 @@ class ConsoleSink:
             elif isinstance(event, TrialEnded):
                 r = event.result.model_dump(mode="json")
                 self.results.append(r)
+                shown = {**r, "termination_detail": self._redact(r.get("termination_detail")),
+                         "error": self._redact(r.get("error"))}
                 s = self._status
                 s.state, s.detail = "ended", r.get("termination_reason")
-                if r.get("error"):
-                    s.error = r["error"]
+                if shown["error"]:
+                    s.error = shown["error"]
                 self._status_version += 1
-                self._push("ended", r)
+                self._push("ended", shown)
+
+    def blind(self, model_ids) -> None:
+        """Redact these model ids from the start (the manifest's own), before any reply names one."""
+        with self._lock:
+            for model_id in model_ids:
+                self._note_model(model_id)
+
+    def redact(self, text: str | None) -> str | None:
+        with self._lock:
+            return self._redact(text)
+
+    def _note_model(self, model_id: str) -> None:
+        """Remember a model id to redact (ids of under three characters would mangle ordinary text)."""
+        self._model_ids.add(model_id)
+        self._redacted = sorted((m for m in self._model_ids if len(m) >= 3), key=len, reverse=True)
+
+    def _redact(self, text: str | None) -> str | None:
+        """Text with every model id the run reported replaced (longest first: an id containing another)."""
+        if text is None:
+            return None
+        for model_id in self._redacted:
+            if model_id in text:
+                text = text.replace(model_id, MODEL_REDACTED)
+        return text
 
     def _set_frame(self, frame: np.ndarray, decision_id: int, sha: str, index: int) -> None:
         self._frame_version += 1
@@ -185,17 +224,17 @@ class ConsoleSink:
     def mark(self, state: str, detail: str | None = None, error: str | None = None) -> None:
         """Console-side state changes (quitting, finished, run error)."""
         with self._lock:
-            self._status.state, self._status.detail = state, detail
+            self._status.state, self._status.detail = state, self._redact(detail)
             if state in ("finished", "error") and self._stopped is None:
                 self._stopped = self.clock()
             if error:
-                self._status.error = error
+                self._status.error = self._redact(error)
             self._status_version += 1
 
     def note(self, kind: str, payload: object) -> None:
         """A console-side trace item (run errors, notices)."""
         with self._lock:
-            self._push(kind, payload)
+            self._push(kind, self._redact(payload) if isinstance(payload, str) else payload)
 
     @property
     def frame_version(self) -> int:

@@ -6,7 +6,7 @@ and a trial with a cost limit stops (it can no longer prove it is within budget)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from engine.records import Usage
 
@@ -28,14 +28,12 @@ class Budgets:
     active_seconds: float = 0.0  # wall time excluding pauses and pacing
     cost_usd: float | None = 0.0
     tokens: int | None = 0
-    model_calls_with_usage: int = field(default=0)
 
     def add_call(self, usage: Usage | None) -> None:
         """Charge one policy call. usage None means the policy made no paid call."""
         self.model_decisions += 1
         if usage is None:
             return
-        self.model_calls_with_usage += 1
         if usage.cost_usd is None or self.cost_usd is None:
             self.cost_usd = None
         else:
@@ -87,6 +85,7 @@ class Budgets:
             "accepted_actions": {"used": self.accepted_actions, "limit": lim.accepted_actions},
             "model_decisions": {"used": self.model_decisions, "limit": lim.model_decisions},
             "wall_time_minutes": {"used": round(self.active_seconds / 60, 4), "limit": lim.wall_time_minutes},
+            # Nothing paid is a known zero, as in result.json; one unmeasured call makes it unknown.
             "total_cost_usd": {"used": self.cost_usd, "limit": lim.total_cost_usd},
             "tokens": {"used": self.tokens, "limit": lim.tokens},
         }

@@ -176,6 +176,19 @@ class RunControl:
         self.held_seconds += time.monotonic() - start
         return self.request
 
+    def hold(self, seconds: float) -> EndRequest | None:
+        """Wait `seconds` (a provider's backoff), counted apart from the agent's time; an end
+        request cuts the wait short and is returned."""
+        start = time.monotonic()
+        with self._cond:
+            while self.request is None:
+                remaining = seconds - (time.monotonic() - start)
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+        self.held_seconds += time.monotonic() - start
+        return self.request
+
     def pace(self, emulated_seconds: float, started: float) -> EndRequest | None:
         """Wait until emulated_seconds / speed of real time has passed since `started`."""
         start = time.monotonic()

@@ -16,7 +16,16 @@ from engine.records import Usage
 
 
 class ProviderFailure(RuntimeError):
-    """The model provider failed (auth, quota, startup, a turn): the run is invalid-provider."""
+    """The model provider failed (auth, quota, startup, a turn): the run is invalid-provider.
+
+    `retryable`: a transport fault worth another attempt (rate limit, server error, timeout);
+    the loop retries it within the policy's `transport` limits, logging and charging each."""
+
+    kind: str = "provider-failure"
+    retryable: bool = False
+    retry_after: float | None = None
+    status: int | None = None
+    billed: bool | None = None  # False: nothing was charged; None: unknown
 
 
 class PolicyExhausted(RuntimeError):
@@ -37,12 +46,13 @@ class Observation:
     max_actions: int
     allowed_actions: tuple[str, ...]
     retry_feedback: str | None = None  # why the previous attempt was rejected
+    refused_writes: tuple[str, ...] = ()  # memory writes of the previous decision the store refused, and why
 
 
 # The information contract, checked by a test: adding a field here is a protocol change.
 OBSERVATION_FIELDS = frozenset({
     "decision_id", "frame", "frame_sha256", "recent_actions", "recent_observations",
-    "current_objective", "memory", "max_actions", "allowed_actions", "retry_feedback",
+    "current_objective", "memory", "max_actions", "allowed_actions", "retry_feedback", "refused_writes",
 })
 
 
@@ -54,7 +64,21 @@ class PolicyReply:
     usage: Usage | None = None  # None: no paid model call was made (see engine.records.Usage)
     latency_ms: float | None = None
     prompt_sha256: str | None = None
+    prompt_core_sha256: str | None = None
+    stop_reason: str | None = None
+    identity: dict | None = None
+    reply: dict | None = None  # the API's reply body, kept in the evidence
     extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TransportRetry:
+    """How the loop retries a provider's transport faults (manifest: the condition's `request`)."""
+
+    max_attempts: int = 3  # calls per decision for transport faults, the first included
+    backoff_seconds: float = 1.0  # doubled after each fault, unless the provider says retry-after
+    backoff_cap_seconds: float = 30.0
+    timeout_seconds: float = 60.0
 
 
 class Policy(Protocol):
@@ -63,6 +87,8 @@ class Policy(Protocol):
     # True when a call costs money: a call cancelled in flight is then recorded as an aborted
     # attempt of unknown cost. False (scripted, random, replay, human): nothing was spent.
     paid: bool
+    # Model policies: the loop's limits for retrying transport faults; None for the others.
+    transport: TransportRetry | None
 
     async def decide(self, observation: Observation) -> PolicyReply: ...
 

@@ -27,9 +27,9 @@ class Record(BaseModel):
 R = TypeVar("R", bound=BaseModel)
 
 
-def build(model: type[R], **fields) -> R:
+def build(record: type[R], /, **fields) -> R:
     """A validated record from its fields (the fields given are its "set" fields)."""
-    return model.model_validate(fields)
+    return record.model_validate(fields)
 
 
 # -- per decision ---------------------------------------------------------------------------------
@@ -59,6 +59,12 @@ class Attempt(Record):
     response_id: str | None
     latency_ms: float | None
     usage: Usage | None  # None: no paid call was made
+    # Model calls only: what else identifies the call, and the provider's reply as it came.
+    prompt_sha256: Sha256 | None = None  # the exact request body sent (no credentials are in it)
+    stop_reason: str | None = None
+    identity: dict[str, Any] | None = None  # request id, system fingerprint, service tier
+    failure: str | None = None  # a transport fault's kind: rate-limit, server, timeout, authentication, ...
+    reply: dict[str, Any] | None = None  # the API's reply body
 
 
 class ResponseLine(Record):
@@ -126,6 +132,7 @@ class TraceLine(Record):
     timestamp_utc: str
     frame_sha256: Sha256  # the frame the agent saw
     prompt_sha256: str | None
+    prompt_core_sha256: str | None = None  # system prompt, response schema and image: equal across conditions
     model_id: str | None
     response_id: str | None
     input_tokens: int | None
@@ -141,6 +148,7 @@ class TraceLine(Record):
     parsed_actions: list[str]
     accepted_actions: int
     invalid_output: bool
+    reasoning_summary: str | None  # the valid response's own summary (the full text is in responses.jsonl)
     observed: dict[str, Any] | None
     memory_reads: list[str]
     memory_writes: list[str | None]
@@ -259,6 +267,20 @@ class TrialResult(Record):
     chain: Chain | None = None  # set by the recorder
 
 
+class ProviderFailureRecord(Record):
+    """provider-failure.json: why the provider, not the agent, ended the trial."""
+
+    kind: str  # authentication, permission, not-found, bad-request, rate-limit, server, timeout, connection,
+    #            malformed-reply, startup, usage-unknown
+    message: str  # redacted: no key or part of one
+    status: int | None
+    provider: str | None
+    api: str | None
+    model: str | None
+    decision_id: int | None
+    attempts: int  # calls made for that decision, the failed ones included
+
+
 class TrialGenesis(Record):
     """trial.json: what this trial is, written before its first decision. Its hash starts the chain."""
 
@@ -283,4 +305,5 @@ class TrialGenesis(Record):
 TRIAL_RECORDS: dict[str, type[Record]] = {
     "trial": TrialGenesis, "trace-line": TraceLine, "response": ResponseLine, "input": InputLine,
     "memory-op": MemoryOp, "annotation": Annotation, "result": TrialResult,
+    "provider-failure": ProviderFailureRecord,
 }

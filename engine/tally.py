@@ -30,6 +30,7 @@ class TraceTally:
     output_tokens: int | None = 0
     cached_tokens: int | None = 0
     cost_usd: float | None = 0.0
+    paid_calls: int = 0
     model_latency_ms: float | None = 0.0
     cost_sources: set[str] = field(default_factory=set)
     last: TraceLine | None = None
@@ -42,7 +43,8 @@ class TraceTally:
         # invalid, except an aborted last one, which never answered.
         self.invalid_outputs += t.attempts - int(bool(t.parsed_actions) or t.aborted)
         self.accepted_actions += t.accepted_actions
-        if t.paid_calls:  # no paid call: nothing spent, which is known
+        self.paid_calls += t.paid_calls
+        if t.paid_calls:
             self.input_tokens = _add(self.input_tokens, t.input_tokens)
             self.output_tokens = _add(self.output_tokens, t.output_tokens)
             self.cached_tokens = _add(self.cached_tokens, t.cached_tokens)

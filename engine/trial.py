@@ -44,7 +44,7 @@ from engine.events import (
 )
 from engine.gamedef import GameDefinition, Sample
 from engine.ladder import Ladder
-from engine.memory import STORE_CHANGING_OPS, MemoryPolicy, MemoryStore
+from engine.memory import STORE_CHANGING_OPS, MemoryPolicy, MemoryRules, MemoryStore
 from engine.outcomes import EndRequest, classify
 from engine.policy import Observation, Policy, PolicyExhausted, PolicyReply, ProviderFailure
 from engine.probe import Probe
@@ -53,6 +53,7 @@ from engine.records import (
     Attempt,
     InputLine,
     MemoryOp,
+    ProviderFailureRecord,
     ResponseLine,
     TraceLine,
     TrialResult,
@@ -96,6 +97,7 @@ class TrialConfig:
     expected_first_frame_sha256: str | None = None
     attempt: int = 1
     fps: float = GB_FPS
+    memory_rules: MemoryRules = MemoryRules()  # the manifest's agent.memory
 
     @property
     def trial_key(self) -> str:
@@ -166,7 +168,7 @@ class Trial:
         self.budgets = Budgets(config.limits)
         self.routes = RouteTracker(config.loop_repeats)
         self.memory = MemoryStore(config.memory_policy, log=self._memory_log,
-                                  recent_window=config.recent_window)
+                                  recent_window=config.recent_window, rules=config.memory_rules)
         self.tally = TraceTally()  # committed decisions only
         self.ladder: Ladder | None = None
         # One lock for every sink call and for what a commit changes, so a tag (from the UI
@@ -189,6 +191,7 @@ class Trial:
         self._cancelling = False  # we cancelled the task to stop a call in flight
         self._started_utc: str | None = None
         self._closed = False
+        self.provider_failure: ProviderFailureRecord | None = None  # provider-failure.json, when it failed
 
     # -- event plumbing -------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -255,6 +258,8 @@ class Trial:
             end, error = EndRequest("emulator-error"), str(exc)
         except ProviderFailure as exc:
             end, error = EndRequest("provider-failure"), str(exc)
+            self._provider_failed(exc.kind if self.tally.decisions or self.policy else "startup", str(exc),
+                                  exc.status)
         except SinkFailure as exc:
             end, error = EndRequest("evidence-failure", cause=exc.cause), str(exc)
         except Exception as exc:  # a bug of ours: record it, keep the evidence whole
@@ -263,8 +268,26 @@ class Trial:
             self.emulator_busy_since = None  # an emulator that raised has returned
             self.control.end_of_trial()
             self.budgets.active_seconds = max(0.0, time.monotonic() - t0 - self.control.held_seconds)
+            aclose = getattr(self.policy, "aclose", None)  # a model policy's client closes asynchronously
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:
+                    pass
             self._close()
+        if end.reason in ("budget:cost_unknown", "budget:tokens_unknown"):
+            self._provider_failed("usage-unknown", f"the provider did not report what decision "
+                                                   f"{self.tally.decisions} cost, under a {end.reason[7:-8]} budget")
         return self._result(end, error, started_utc)
+
+    def _provider_failed(self, kind: str, message: str, status: int | None = None) -> None:
+        last = self.tally.last
+        policy = self.policy
+        self.provider_failure = build(
+            ProviderFailureRecord, kind=kind, message=message, status=status,
+            provider=getattr(policy, "provider", None), api=getattr(policy, "api", None),
+            model=getattr(policy, "model_id", None), decision_id=last.decision_id if last else None,
+            attempts=last.attempts if last else 0)
 
     def _close(self) -> None:
         # Closing a broken policy or emulator must not mask what ended the trial.
@@ -332,18 +355,21 @@ class Trial:
 
     # -- stage 1: ask the policy ----------------------------------------------------------------
     async def _ask_policy(self, d: Decision) -> bool:
-        """Call the policy until a response passes the contract or the retries run out.
+        """Call the policy until a response passes the contract or the retries run out: the
+        contract's retries for the agent's invalid outputs, the policy's own limits for a
+        provider's transport faults. Every call is an attempt, logged and charged.
         False when nothing happened at all (the policy had nothing to give)."""
         cfg = self.config
         working = self.memory.working()
         retrieved = self.memory.retrieve()
         feedback = None
-        for attempt in range(cfg.invalid_output_retries + 1):
-            if attempt and self.budgets.calls_left() == 0:
-                break  # a retry would be a call beyond the decision budget
+        invalid = faults = 0
+        while True:
+            if d.attempts and self.budgets.calls_left() == 0:
+                break  # another call would go beyond the decision budget
             obs = Observation(d.id, self._frame, self._frame_sha, working.recent_actions,
                               working.recent_observations, working.current_objective, retrieved,
-                              cfg.max_actions, cfg.allowed_actions, feedback)
+                              cfg.max_actions, cfg.allowed_actions, feedback, working.refused_writes)
             try:
                 reply = await self._call(obs)
             except PolicyExhausted:
@@ -367,10 +393,18 @@ class Trial:
                 d.aborted = True
                 break
             except ProviderFailure as exc:
-                usage = getattr(exc, "usage", None) or (Usage() if self.policy.paid else None)
-                self._charge(d, retrieved, build(
-                    Attempt, raw=None, valid=False, error=f"provider failure: {exc}", aborted=False,
-                    model_id=self.policy.model_id, response_id=None, latency_ms=None, usage=usage), None)
+                faults += 1
+                self._charge(d, retrieved, self._failed_attempt(exc), None)
+                transport = getattr(self.policy, "transport", None)
+                if exc.retryable and transport is not None and faults < transport.max_attempts:
+                    wait = transport.backoff_seconds * 2 ** (faults - 1)
+                    if exc.retry_after is not None:
+                        wait = exc.retry_after
+                    # Waiting out the provider is not the agent's time: excluded from the wall-time budget.
+                    if self.control.hold(min(wait, transport.backoff_cap_seconds)) is not None:
+                        d.aborted = True
+                        break
+                    continue
                 d.failure = exc
                 break
             try:
@@ -381,12 +415,29 @@ class Trial:
                 d.rejected_actions += _count_listed_actions(reply.text)
             self._charge(d, retrieved, build(
                 Attempt, raw=reply.text, valid=error is None, error=error, aborted=False, model_id=reply.model_id,
-                response_id=reply.response_id, latency_ms=reply.latency_ms, usage=reply.usage), reply)
+                response_id=reply.response_id, latency_ms=reply.latency_ms, usage=reply.usage,
+                prompt_sha256=reply.prompt_sha256, stop_reason=reply.stop_reason, identity=reply.identity,
+                reply=reply.reply), reply)
             if response is not None:
                 d.response = response
                 break
+            invalid += 1
+            if invalid > cfg.invalid_output_retries:
+                break
             feedback = f"Your previous response was rejected: {error}"
         return True
+
+    def _failed_attempt(self, exc: ProviderFailure) -> Attempt:
+        """A call the provider failed. Charged: nothing where it says so (a refused request), else
+        unknown (a timeout may have been billed), never a guessed zero."""
+        if exc.billed is False:
+            usage = Usage(input_tokens=0, output_tokens=0, cached_tokens=0, cost_usd=0.0)
+        else:
+            usage = Usage() if self.policy.paid else None
+        kind = "" if exc.kind == ProviderFailure.kind else f" ({exc.kind})"
+        return build(Attempt, raw=None, valid=False, error=f"provider failure{kind}: {exc}", aborted=False,
+                     model_id=self.policy.model_id, response_id=None, latency_ms=None, usage=usage,
+                     failure=exc.kind)
 
     async def _call(self, obs: Observation) -> PolicyReply:
         """One policy call; an end request made while it waits cancels it (see _cancel_inflight)."""
@@ -510,6 +561,7 @@ class Trial:
             raw_response_path=None, attempts=len(attempts), paid_calls=len(paid), aborted=d.aborted,
             parsed_actions=list(response.actions) if response else [], accepted_actions=len(d.inputs),
             invalid_output=any(not a.valid for a in attempts),
+            reasoning_summary=response.reasoning_summary if response else None,
             observed=d.observed,
             memory_reads=d.memory_reads, memory_writes=d.memory_writes,
             milestones_before=d.milestones_before, milestones_after=self.ladder.reached,
@@ -536,13 +588,13 @@ class Trial:
         reached = [m.id for m in self.game.milestones if m.id in awards]
         points = sum(a.points for a in awards.values())
         accepted = tally.accepted_actions
-        cost = tally.cost_usd
         telemetry = tally.telemetry(
             rejected_actions=self.counts.rejected_actions, ignored_inputs=self.counts.ignored_inputs,
             repeated_position_loops=self.counts.repeated_position_loops,
             repeated_navigation_actions=self.counts.repeated_navigation_actions,
             wall_time_seconds=round(self.budgets.active_seconds, 3),
             held_seconds=round(self.control.held_seconds, 3), frames=self.counts.frames)
+        cost = telemetry.cost_usd
         ladder = self.ladder
         return build(TrialResult,
             experiment_id=cfg.experiment_id, condition=cfg.label, trial=cfg.trial_number,

@@ -1,6 +1,9 @@
 """Budgets pane: one meter per budget, used / limit, coloured as it nears the limit.
 
-Unknown usage (None) reads "unknown", never 0; a budget without a limit reads "—".
+Accepted actions, model decisions, wall time, cost and tokens, from the trial's budget snapshot.
+Unknown usage (None) reads "unknown", never 0 or $0.00 (a cost or token count is known zero until
+a paid call, and stays unknown once one call's was not measured); a budget without a limit
+shows what was used, without a bar.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from collections.abc import Callable
 from textual.content import Content
 from textual.widgets import Static
 
+from panes.lines import count, usd
 from panes.pulling import start_pulling
 
 ROWS = (("accepted_actions", "actions"), ("model_decisions", "decisions"),
@@ -36,7 +40,9 @@ def fmt(key: str, value) -> str:
     if value is None:
         return "unknown"
     if key == "total_cost_usd":
-        return f"${value:.4f}"
+        return usd(value)
+    if key == "tokens":
+        return count(value)
     if key == "wall_time_minutes":
         seconds = int(round(value * 60))
         return f"{seconds // 60}:{seconds % 60:02d}"
@@ -48,20 +54,25 @@ def fmt(key: str, value) -> str:
 def meter_line(key: str, label: str, used, limit, width: int) -> Content:
     lvl = level(used, limit)
     used_s = fmt(key, used)
-    limit_s = "—" if limit is None else fmt(key, limit)
-    numbers = f"{used_s} / {limit_s}"
     bar_w = max(4, width - 12 - 22 - 6)
+    style = {"unknown": "$foreground-muted", "success": "$success", "warning": "$warning", "error": "$error"}[lvl]
+    if limit is None:  # nothing to measure against: the figure alone
+        return Content.assemble(
+            (f"{label:<11}", "bold"),
+            (f"{'no limit':<{bar_w + 6}}", "$foreground-disabled"),
+            (f"{used_s:>22}", "$foreground-muted" if used is None else ""),
+        )
+    numbers = f"{used_s} / {fmt(key, limit)}"
     if limit and used is not None:
         ratio = min(1.0, used / limit)
         filled = int(round(ratio * bar_w))
         pct = f"{ratio * 100:3.0f}%"
     else:
         filled, pct = 0, "    "
-    style = {"unknown": "$text-muted", "success": "$success", "warning": "$warning", "error": "$error"}[lvl]
     return Content.assemble(
         (f"{label:<11}", "bold"),
         ("█" * filled, style),
-        ("░" * (bar_w - filled), "$panel-lighten-2" if limit else "$text-disabled"),
+        ("░" * (bar_w - filled), "$panel-lighten-2"),
         " ",
         (pct, style),
         " ",

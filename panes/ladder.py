@@ -61,7 +61,7 @@ class LadderPane(Static):
         self._snap = snap
         self._width = self.size.width
         if not snap.milestones:
-            self.update(Content.styled("no trial yet", "$text-muted"))
+            self.update(Content.styled("no trial yet", "$foreground-muted"))
             self._lines = 1
             self.border_subtitle = ""
             return
@@ -75,15 +75,16 @@ class LadderPane(Static):
                 lines.append(Content.assemble(
                     ("✓ ", "$success bold"), (f"{mid:<4}", "bold"), f"{name:<{name_w}} ",
                     (f"+{points:<2}", "$success"),
-                    f" d{award['decision_id']:<5} ", (award["frame_sha256"][:hash_w], "$text-muted")))
+                    f" d{award['decision_id']:<5} ", (award["frame_sha256"][:hash_w], "$foreground-muted")))
             elif mid in snap.pre_satisfied:
                 lines.append(Content.assemble(
-                    ("= ", "$text-muted"), (f"{mid:<4}", "$text-muted"), (f"{name:<{name_w}} ", "$text-muted"),
-                    (f" {points:<2}", "$text-muted"), (" held at start", "$text-muted")))
+                    ("= ", "$foreground-muted"), (f"{mid:<4}", "$foreground-muted"),
+                    (f"{name:<{name_w}} ", "$foreground-muted"), (f" {points:<2}", "$foreground-muted"),
+                    (" held at start", "$foreground-muted")))
             else:
                 lines.append(Content.assemble(
-                    ("· ", "$text-muted"), (f"{mid:<4}", ""), (f"{name:<{name_w}} ", "$text-muted"),
-                    (f" {points:<2}", "$text-muted")))
+                    ("· ", "$foreground-muted"), (f"{mid:<4}", ""), (f"{name:<{name_w}} ", "$foreground-muted"),
+                    (f" {points:<2}", "$foreground-muted")))
         total = sum(p for _, _, p in snap.milestones)
         got = sum(a["points"] for a in snap.awards.values())
         deep = deepest(snap.milestones, snap.awards) or "none"

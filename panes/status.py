@@ -12,7 +12,7 @@ from textual.widgets import Static
 from panes.pulling import start_pulling
 
 STATE_STYLE = {"running": "$success", "stepping": "$accent", "paused": "$warning", "ended": "$primary",
-               "finished": "$primary", "quitting": "$warning", "starting": "$text-muted", "error": "$error"}
+               "finished": "$primary", "quitting": "$warning", "starting": "$foreground-muted", "error": "$error"}
 STATE_MARK = {"running": "▶", "stepping": "⏯", "paused": "‖", "ended": "■", "finished": "■", "quitting": "…",
               "starting": "…", "error": "✗"}
 
@@ -64,13 +64,13 @@ class StatusBar(Static):
         state = s.state
         detail = f": {s.detail}" if s.detail else ""
         parts: list = [("oakwatch ", "bold $primary"), (s.experiment_id, "bold"), "  "]
-        parts += [("condition ", "$text-muted"), (s.label or "—", "bold"), "  "]
+        parts += [("condition ", "$foreground-muted"), (s.label or "—", "bold"), "  "]
         trial = f"{s.schedule_index}/{s.trials_total}" if s.schedule_index else "—"
-        parts += [("trial ", "$text-muted"), (trial, "bold"), "  "]
+        parts += [("trial ", "$foreground-muted"), (trial, "bold"), "  "]
         parts += [(f"{STATE_MARK.get(state, '·')} {state}{detail}", f"bold {STATE_STYLE.get(state, '')}"), "  "]
-        parts += [("decision ", "$text-muted"), (str(s.decisions), "bold"), "  "]
-        parts += [("elapsed ", "$text-muted"), (clock(s.elapsed), "bold"), "  "]
-        parts += [("pace ", "$text-muted"), (speed_label(speed), "bold")]
+        parts += [("decision ", "$foreground-muted"), (str(s.decisions), "bold"), "  "]
+        parts += [("elapsed ", "$foreground-muted"), (clock(s.elapsed), "bold"), "  "]
+        parts += [("pace ", "$foreground-muted"), (speed_label(speed), "bold")]
         if human:
             parts += ["  ", ("HUMAN ←↑↓→ z=A x=B ⏎=START ⌫=SELECT, ctrl+x ends trial", "bold $accent")]
         if s.error:

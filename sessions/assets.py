@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-BUNDLED_DIRS = ("cartridge", "games", "experiments", "prompts")
+BUNDLED_DIRS = ("cartridge", "games", "experiments", "prompts", "pricing")
 BUNDLED_PREFIX = "bundled:"
 DEFAULT_MANIFEST = ASSETS / "experiments" / "dry-run.yaml"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from engine.gamedef import GameDefinition
 from engine.pyboy_backend import PYBOY_VERSION
 from engine.script import ScriptError
-from sessions.assets import BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
+from sessions.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 from sessions.gamedefs import GameDefinitionError, load_game_definition
 from sessions.manifest import Condition, Manifest, ManifestError, load_manifest
 from sessions.notes import NotesError, load_notes
@@ -28,6 +28,22 @@ EMULATOR_FRAME_SIZES = {"pyboy": (160, 144)}
 
 class PreflightError(ValueError):
     """The experiment cannot start; one line, naming the problem. Nothing was written."""
+
+
+class Keys:
+    """API keys by condition id. Never printed: its repr names no key."""
+
+    def __init__(self, keys: dict[str, str | None]):
+        self._keys = dict(keys)
+
+    def get(self, condition_id: str) -> str | None:
+        return self._keys.get(condition_id)
+
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(k for k in self._keys.values() if k)
+
+    def __repr__(self) -> str:
+        return f"Keys({len(self._keys)} condition(s), values hidden)"
 
 
 @dataclass
@@ -46,6 +62,11 @@ class Prepared:
     first_frame_sha256: str | None = None  # what the preflight probe saw after restoring the state
     recordings: dict[str, list[list[str]]] = field(default_factory=dict)  # replay: raw texts per decision
     rom: bytes = b""  # the ROM's bytes as hashed in preflight: every trial plays exactly these
+    # policy: model — prices per condition (None: none known), and the API keys, read from the
+    # environment in preflight and never shown (repr, logs, files).
+    prices: dict[str, object] = field(default_factory=dict)
+    keys: Keys = field(default_factory=lambda: Keys({}), repr=False)
+    system_prompt: str = ""
 
     @property
     def base(self) -> Path:
@@ -155,6 +176,8 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         notes: dict[str, dict[int, dict]] = {}
         replay_dirs: dict[str, Path] = {}
         recordings: dict[str, list[list[str]]] = {}
+        keys: dict[str, str | None] = {}
+        prices: dict[str, object] = {}
         for i, c in enumerate(manifest.conditions):
             if c.policy == "scripted":
                 script_path = where(f"conditions.{i}.script", c.script)
@@ -180,6 +203,8 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 replay_dirs[c.id] = trial_dir
             elif c.policy == "human" and not allow_human:
                 raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
+            elif c.policy == "model":
+                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at)
 
         labels = blind_labels([c.id for c in manifest.conditions], manifest.trials.blinding_seed)
         try:
@@ -209,10 +234,48 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                     raise PreflightError(f"{manifest_path}: cannot use path {ref} ({exc})") from None
         if frozen.created_utc is None:
             frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        system_prompt = system_prompt_for(frozen)
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
-                        scripts, notes, replay_dirs, first_frame, recordings, rom)
+                        scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
+                        system_prompt)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
+
+
+def system_prompt_for(manifest: Manifest) -> str:
+    """The bundled system prompt with this experiment's memory rules filled in (what models are sent)."""
+    rules = manifest.agent.memory
+    text = (ASSETS / "prompts" / "system.txt").read_text(encoding="utf-8")
+    for name, value in [("confirm_threshold", f"{rules.confirm_threshold:g}"),
+                        ("exclusive_predicates", ", ".join(rules.exclusive_predicates) or "none"),
+                        ("possession_predicates", ", ".join(rules.possession_predicates) or "none")]:
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
+def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at) -> tuple[str | None, object]:
+    """A model condition's API key (from the environment) and price, checked before anything runs."""
+    import os
+
+    from sessions.pricing import PricingError, load_prices
+
+    key = None
+    if c.key_env is not None:
+        key = os.environ.get(c.key_env) or None
+        if key is None:
+            raise PreflightError(f"condition {c.id}: the API key variable {c.key_env} is not set "
+                                 f"(keys come from the environment only, never from a file)")
+    price = None
+    if c.pricing is not None:
+        try:
+            _, table = load_prices(where(f"conditions.{i}.pricing.file", c.pricing.file), c.pricing.sha256)
+        except PricingError as exc:
+            raise PreflightError(f"condition {c.id}: {exc}") from None
+        price = table.get(c.model)
+    if manifest.budgets.total_cost_usd is not None and price is None:
+        raise PreflightError(f"{at(f'conditions.{i}.model')}: a cost budget is set, but no price is known for "
+                             f"{c.model} (add it to a price schedule named in conditions.{i}.pricing)")
+    return key, price
 
 
 def default_output(experiment_id: str, root: Path = Path("runs")) -> Path:
@@ -271,6 +334,7 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
         except (OSError, FormatProblem) as exc:
             raise PreflightError(f"{root}: {exc}") from None
         prepared.labels = {cid: label for label, cid in blinding.labels.items()}
+        prepared.system_prompt = (root / "prompts" / "system.txt").read_text(encoding="utf-8")  # as frozen
         order = folder.schedule.order
         prepared.schedule = [(key.split("-")[0], int(key.split("-")[1])) for key in order]
         positions = missing_positions(order, read_results(root))

@@ -54,7 +54,7 @@ def header_files(prepared) -> dict[str, bytes]:
     """Every file of the frozen experiment, by relative path (written once, before any trial)."""
     m = prepared.manifest
     files: dict[str, bytes] = {layout.MANIFEST: m.to_yaml().encode()}
-    files["prompts/system.txt"] = (ASSETS / "prompts" / "system.txt").read_bytes()
+    files["prompts/system.txt"] = prepared.system_prompt.encode("utf-8")  # exactly what models are sent
     files["prompts/action-schema.json"] = _json(response_json_schema(m.agent.max_actions_per_decision))
     for c in m.conditions:
         label = prepared.labels[c.id]
@@ -230,8 +230,9 @@ class ExperimentFolder:
     def trial_path(self, key: str) -> Path:
         return self.root / layout.trial_dir(key)
 
-    def trial_recorder(self, genesis: TrialGenesis) -> TrialRecorder:
-        return TrialRecorder(self.trial_path(genesis.trial_key), genesis, on_disk_full=self.release_reserve)
+    def trial_recorder(self, genesis: TrialGenesis, secrets: tuple[str, ...] = ()) -> TrialRecorder:
+        return TrialRecorder(self.trial_path(genesis.trial_key), genesis, on_disk_full=self.release_reserve,
+                             secrets=secrets)
 
     def seal_trial(self, recorder: TrialRecorder, result: TrialResult) -> None:
         """Log the sealed trial and extend SHA256SUMS with its files."""

@@ -20,38 +20,21 @@ import os
 import queue
 import struct
 import threading
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from engine.png import encode_png
 from engine.records import FrameStoreSeal
 from sessions.durable import AppendLog, EvidenceError
 
 MAGIC = b"OWF1"
 HEADER = struct.Struct(">4s32sI")
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-ZLIB_LEVEL = 1  # lossless at any level; 1 costs a fifth of PIL's PNG encode on Game Boy frames
 BATCH = 8  # frames handed to the encoder at a time: one thread wake-up (and one write) per batch
 QUEUE_BATCHES = 16  # batches waiting for the encoder before the loop waits (never, at these speeds)
 MAX_FRAME_BYTES = 64 << 20
-
-
-def _chunk(tag: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(tag)))
-
-
-def encode_png(rgb: np.ndarray) -> bytes:
-    """A standard PNG of an (H, W, 3) uint8 frame: filter type 0 on every row, one IDAT."""
-    height, width = rgb.shape[:2]
-    rows = np.empty((height, 1 + width * 3), np.uint8)
-    rows[:, 0] = 0
-    rows[:, 1:] = rgb.reshape(height, width * 3)
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (PNG_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows, ZLIB_LEVEL))
-            + _chunk(b"IEND", b""))
 
 
 def decode_png(data: bytes) -> np.ndarray:

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
 from sessions.yamlfile import load_yaml_model, parse_yaml_model
 
@@ -102,12 +103,58 @@ class EmulatorSection(_Strict):
         return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()
 
 
+Predicate = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,79}$")]  # as compared (lower case, underscores)
+
+
+class MemoryRules(_Strict):
+    """The episodic memory's rules (engine.memory.MemoryRules), the same for every condition.
+
+    Defaults are the seed's: a fact is confirmed with visible evidence and confidence >= 0.7, a
+    guess is capped at 0.5, retrieval gives at most 24 facts and 4,000 characters, the store holds
+    at most 256 facts. An exclusive predicate is single-valued per subject; a possession predicate
+    is single-valued per (subject, item); any other predicate is multi-valued."""
+
+    confirm_threshold: Annotated[float, Field(gt=0, le=1)] = engine_memory.CONFIRM_THRESHOLD
+    guess_cap: Annotated[float, Field(ge=0, lt=1)] = engine_memory.GUESS_CAP
+    retrieve_records: Annotated[int, Field(ge=1, le=1000)] = engine_memory.RETRIEVE_RECORDS
+    retrieve_chars: Annotated[int, Field(ge=256, le=200_000)] = engine_memory.RETRIEVE_CHARS  # one fact: ~200
+    max_facts: Annotated[int, Field(ge=1, le=100_000)] = engine_memory.MAX_FACTS
+    exclusive_predicates: Annotated[list[Predicate], Field(max_length=64)] = list(engine_memory.EXCLUSIVE_PREDICATES)
+    possession_predicates: Annotated[list[Predicate], Field(max_length=64)] = list(
+        engine_memory.POSSESSION_PREDICATES)
+
+    @field_validator("exclusive_predicates", "possession_predicates")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        twice = sorted({p for p in v if v.count(p) > 1})
+        if twice:
+            raise ValueError(f"predicates listed twice: {', '.join(twice)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MemoryRules:
+        if self.guess_cap >= self.confirm_threshold:
+            raise ValueError("guess_cap must be below confirm_threshold (a guess carries lower confidence)")
+        both = sorted(set(self.exclusive_predicates) & set(self.possession_predicates))
+        if both:
+            raise ValueError(f"predicates both exclusive and possession: {', '.join(both)}")
+        return self
+
+    def engine_rules(self) -> engine_memory.MemoryRules:
+        return engine_memory.MemoryRules(**self.model_dump())
+
+
 class AgentSection(_Strict):
     allowed_actions: Annotated[list[Action], Field(min_length=1, max_length=64)] = list(ACTIONS)
     max_actions_per_decision: Annotated[int, Field(ge=1, le=64)] = 4
     screenshot_every_decision: MustBeTrue = True
     recent_action_window: Annotated[int, Field(ge=0, le=1000)] = 12
     invalid_output_retries: Annotated[int, Field(ge=0, le=10)] = 1
+    # A model sees the screen as a lossless PNG enlarged by this whole factor (nearest neighbour):
+    # the same viewport in every condition, frozen with the manifest.
+    image_scale: Annotated[int, Field(ge=1, le=8)] = 3
+    # The episodic memory's rules, frozen (and hashed) with the manifest.
+    memory: MemoryRules = MemoryRules()
 
     @field_validator("allowed_actions")
     @classmethod
@@ -135,26 +182,86 @@ class TrialsSection(_Strict):
     blinding_seed: Seed | None = None
 
 
+PROVIDER_APIS = {"anthropic": ("messages",), "openai": ("chat", "responses"), "openai-compatible": ("chat",)}
+DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+class Sampling(_Strict):
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=16, le=200_000)] = 1024
+    reasoning_effort: Literal["low", "medium", "high"] | None = None  # where the API has one
+    seed: Seed | None = None  # where the API has one; recorded as not pinned where it has none
+
+
+class PricingRef(_Strict):
+    file: PathRef  # a dated price schedule (bundled:NAME or a path)
+    sha256: Sha256
+
+
+class RequestSettings(_Strict):
+    """How calls are made and how a provider's transport faults are retried (content faults follow
+    the agent contract's invalid_output_retries)."""
+
+    timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 60
+    max_attempts: Annotated[int, Field(ge=1, le=10)] = 3  # per decision, for transport faults
+    backoff_seconds: Annotated[float, Field(ge=0, le=60)] = 1  # doubled each time, unless retry-after says
+    backoff_cap_seconds: Annotated[float, Field(ge=0, le=600)] = 30
+
+
 class Condition(_Strict):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-    policy: Literal["scripted", "random", "replay", "human"]
-    model: Text | None = None
+    policy: Literal["scripted", "random", "replay", "human", "model"]
+    model: Text | None = None  # model: the exact model id asked for
     memory_policy: Literal["recent-window", "persistent"] = "persistent"
     script: PathRef | None = None  # scripted: input script path or bundled:NAME
     script_notes: PathRef | None = None  # scripted: observations and memory operations by decision
     seed: Seed | None = None  # random: generator seed
     replay_trace: PathRef | None = None  # replay: a recorded trial folder
     actions_per_decision: Annotated[int, Field(ge=1, le=64)] = 1
+    # policy: model
+    provider: Literal["anthropic", "openai", "openai-compatible"] | None = None
+    api: Literal["messages", "chat", "responses"] | None = None  # default: the provider's first in PROVIDER_APIS
+    sampling: Sampling | None = None
+    base_url: Annotated[str, Field(max_length=2048, pattern=r"^https?://")] | None = None
+    api_key_env: EnvName | None = None  # default: ANTHROPIC_API_KEY / OPENAI_API_KEY; none for a local server
+    pricing: PricingRef | None = None
+    request: RequestSettings | None = None
 
     @model_validator(mode="after")
     def _policy_needs(self) -> Condition:
-        needs = {"scripted": "script", "random": "seed", "replay": "replay_trace"}
+        needs = {"scripted": "script", "random": "seed", "replay": "replay_trace", "model": "model"}
         key = needs.get(self.policy)
         if key and getattr(self, key) is None:
             raise ValueError(f"policy {self.policy!r} needs '{key}'")
         if self.script_notes is not None and self.policy != "scripted":
             raise ValueError("script_notes applies only to policy 'scripted'")
+        model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request")
+        if self.policy != "model":
+            given = [k for k in model_only if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} apply only to policy 'model'")
+            return self
+        if self.provider is None:
+            raise ValueError("policy 'model' needs 'provider' (anthropic, openai or openai-compatible)")
+        if self.api is not None and self.api not in PROVIDER_APIS[self.provider]:
+            raise ValueError(f"provider {self.provider!r} has no {self.api!r} API (it has: "
+                             f"{', '.join(PROVIDER_APIS[self.provider])})")
+        if self.provider == "anthropic" and self.sampling is not None and self.sampling.temperature is not None:
+            raise ValueError("sampling.temperature: Anthropic's current Messages API takes no temperature "
+                             "(leave it out; the result records that sampling was not pinned)")
+        if self.provider == "openai-compatible" and self.base_url is None:
+            raise ValueError("provider 'openai-compatible' needs 'base_url' (the server's /v1 address)")
         return self
+
+    @property
+    def api_name(self) -> str:
+        return self.api or PROVIDER_APIS[self.provider][0]
+
+    @property
+    def key_env(self) -> str | None:
+        """The environment variable holding this condition's API key (None: the server needs none)."""
+        return self.api_key_env or DEFAULT_KEY_ENV.get(self.provider or "")
 
 
 class Manifest(_Strict):

@@ -46,9 +46,12 @@ def response_ref(decision_id: int) -> str:
 
 class TrialRecorder:
     def __init__(self, folder: Path, genesis: TrialGenesis,
-                 on_disk_full: Callable[[], None] | None = None):
-        """Create the trial folder and its genesis. Raises EvidenceError if it cannot."""
+                 on_disk_full: Callable[[], None] | None = None, secrets: tuple[str, ...] = ()):
+        """Create the trial folder and its genesis. Raises EvidenceError if it cannot. `secrets`
+        (API keys) are cut out of anything written, whatever produced it: the last net under the
+        providers' own redaction."""
         self.folder = folder
+        self._secrets = tuple(s.encode() for s in secrets if s)
         self.genesis = genesis
         self._on_disk_full = on_disk_full
         try:
@@ -111,15 +114,15 @@ class TrialRecorder:
     def _commit(self, event: DecisionRecorded) -> None:
         trace = event.trace
         response = event.response
-        memory, self._memory = b"".join(self._memory), []
-        response_bytes = (response.model_dump_json() + "\n").encode()
+        memory, self._memory = self._scrub(b"".join(self._memory)), []
+        response_bytes = self._scrub((response.model_dump_json() + "\n").encode())
         inputs = "".join(i.model_dump_json() + "\n" for i in event.inputs).encode()
         trace.raw_response_path = response_ref(trace.decision_id)
         trace.prev_sha256 = self.head
         trace.response_sha256 = sha256_hex(response_bytes)
         trace.inputs_sha256 = sha256_hex(inputs) if inputs else EMPTY_SHA256
         trace.memory_sha256 = sha256_hex(memory) if memory else EMPTY_SHA256
-        line = (trace.model_dump_json() + "\n").encode()
+        line = self._scrub((trace.model_dump_json() + "\n").encode())
 
         def write() -> None:
             logs = self._logs
@@ -137,6 +140,12 @@ class TrialRecorder:
         self.head = sha256_hex(line)
         self.decisions = trace.decision_id
         self._committed = {name: log.size for name, log in self._logs.items()}
+
+    def _scrub(self, data: bytes) -> bytes:
+        for secret in self._secrets:
+            if secret in data:
+                data = data.replace(secret, b"[redacted]")
+        return data
 
     def _sync_logs(self) -> None:
         for log in list(self._logs.values()):
@@ -157,7 +166,7 @@ class TrialRecorder:
             if self.sealed is not None:
                 raise EvidenceError(f"trial {self.folder.name} is sealed", "evidence-io-error")
             record.prev_sha256 = self.annotations_head
-            line = (record.model_dump_json() + "\n").encode()
+            line = self._scrub((record.model_dump_json() + "\n").encode())
             log = self._logs[layout.TRIAL_ANNOTATIONS]
             log.append(line)
             log.sync()
@@ -165,9 +174,10 @@ class TrialRecorder:
             self.annotation_lines += 1
 
     # -- the end --------------------------------------------------------------------------------
-    def seal(self, result: TrialResult) -> TrialResult:
-        """Finish the trial's files and write result.json. Whatever failed, the result says so.
-        Raises EvidenceError only if result.json itself cannot be written."""
+    def seal(self, result: TrialResult, provider_failure=None) -> TrialResult:
+        """Finish the trial's files and write result.json (and provider-failure.json, when the
+        provider ended the trial). Whatever failed, the result says so. Raises EvidenceError only
+        if result.json itself cannot be written."""
         with self._lock:
             frames: FrameStoreSeal | None = None
             if self.failure is not None:
@@ -191,7 +201,10 @@ class TrialRecorder:
                 genesis_sha256=self.genesis_sha256, trace_head=self.head, trace_lines=self.decisions,
                 annotations_head=self.annotations_head, annotation_lines=self.annotation_lines,
                 frames=frames)})
-            data = (result.model_dump_json(indent=2) + "\n").encode()
+            if provider_failure is not None and result.outcome == "invalid-provider":
+                write_atomic(self.folder / layout.PROVIDER_FAILURE,
+                             self._scrub((provider_failure.model_dump_json(indent=2) + "\n").encode()))
+            data = self._scrub((result.model_dump_json(indent=2) + "\n").encode())
             try:
                 write_atomic(self.folder / layout.RESULT, data)
             except EvidenceError as exc:

@@ -70,7 +70,10 @@ def recover(root: Path) -> Recovered:
             out.cut.append(f"removed the leftover temp file {tmp.relative_to(root)}")
         folder.reopen_log()
         sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
+        _refuse_unsealed_results(root, sealed)
         voided_blocks = {b for e in _events(root) if e.event == "voided" for b in e.positions or []}
+        # Finish and seal every trial first: voiding moves a whole block, trials not yet seen included.
+        seen: list[TrialResult] = []
         for trial in sorted(p for p in (root / layout.TRIALS).iterdir() if p.is_dir()):
             if not (trial / layout.TRIAL).is_file():  # never got its genesis: nothing happened in it
                 shutil.rmtree(trial)
@@ -90,6 +93,8 @@ def recover(root: Path) -> Recovered:
                              result_sha256=file_sha256(trial / layout.RESULT),
                              trace_head=result.chain.trace_head if result.chain else None)
             _list_unlisted(folder, trial)
+            seen.append(result)
+        for result in seen:
             if not is_valid(result.outcome) and result.position not in voided_blocks:
                 block = folder.block_of(result.position)
                 out.voided.append(folder.void_block(block, result).void)
@@ -127,6 +132,22 @@ def _refuse_tampered(folder: ExperimentFolder) -> None:
         raise RecoverRefused(f"sealed evidence no longer matches {layout.SUMS} ({', '.join(changed[:3])}"
                              f"{' …' if len(changed) > 3 else ''}): refusing to recover a folder that was changed "
                              f"after it was written; `oakwatch verify` says more")
+
+
+def _refuse_unsealed_results(root: Path, sealed: set[tuple[str, int]]) -> None:
+    """A sealed trial's result is durable before its seal: without it, the folder was changed, not crashed."""
+    for trial in sorted(p for p in (root / layout.TRIALS).iterdir() if p.is_dir()):
+        reader = TrialReader(trial, layout.trial_dir(trial.name))
+        if reader.exists(layout.RESULT) or not reader.exists(layout.TRIAL):
+            continue
+        try:
+            attempt = reader.genesis()[0].attempt
+        except FormatProblem:
+            continue  # finishing it reports the problem
+        if (trial.name, attempt) in sealed:
+            raise RecoverRefused(f"{layout.trial_dir(trial.name)}/{layout.RESULT} is missing but run.jsonl sealed "
+                                 f"that trial: refusing to recover a folder that was changed after it was written; "
+                                 f"`oakwatch verify` says more")
 
 
 def _list_unlisted(folder: ExperimentFolder, where: Path) -> None:
@@ -223,7 +244,7 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
         last_decision=n, milestones=[], milestones_reached=reached, pre_satisfied=[],
         deepest_milestone=deepest(game, reached) if game else None,
         progress_points=points, total_points=game.total_points if game else 0, telemetry=tally.telemetry(),
-        derived=derived_figures(tally.cost_usd, len(reached), points, tally.accepted_actions, 0),
+        derived=derived_figures(tally.telemetry().cost_usd, len(reached), points, tally.accepted_actions, 0),
         provenance={"recovered_utc": utc_now()},
         chain=Chain(genesis_sha256=genesis_sha, trace_head=head, trace_lines=n, annotations_head=ann_head,
                     annotation_lines=ann_lines, frames=seal))

@@ -53,6 +53,8 @@ def policy_seed(condition: Condition, trial_number: int) -> int | None:
 
 
 def make_policy(prepared: Prepared, condition: Condition, trial_number: int) -> Policy:
+    if condition.policy == "model":
+        return make_model_policy(prepared, condition)
     if condition.policy == "scripted":
         return ScriptedPolicy(prepared.scripts[condition.id], condition.actions_per_decision,
                               prepared.notes.get(condition.id))
@@ -61,6 +63,56 @@ def make_policy(prepared: Prepared, condition: Condition, trial_number: int) -> 
     if condition.policy == "replay":
         return ReplayPolicy(prepared.recordings[condition.id])
     raise ValueError(f"policy {condition.policy!r} is not available here")
+
+
+def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
+    """A model condition's policy; its provider's SDK is imported here, only when one plays."""
+    from engine.contract import response_json_schema
+    from engine.policies.model import ModelPolicy
+    from engine.policy import TransportRetry
+    from engine.providers import make_adapter
+    from engine.providers.base import Sampling
+    from sessions.manifest import RequestSettings
+    from sessions.manifest import Sampling as SamplingSection
+
+    m = prepared.manifest
+    sampling = condition.sampling or SamplingSection()
+    request = condition.request or RequestSettings()
+    adapter = make_adapter(condition.provider, condition.api_name, api_key=prepared.keys.get(condition.id),
+                           base_url=condition.base_url)
+    return ModelPolicy(
+        adapter, model=condition.model, system=prepared.system_prompt,
+        schema=response_json_schema(m.agent.max_actions_per_decision),
+        sampling=Sampling(sampling.temperature, sampling.max_output_tokens, sampling.reasoning_effort, sampling.seed),
+        image_scale=m.agent.image_scale,
+        transport=TransportRetry(request.max_attempts, request.backoff_seconds, request.backoff_cap_seconds,
+                                 request.timeout_seconds),
+        price=prepared.prices.get(condition.id))
+
+
+SEEDED_APIS = {("openai", "chat"), ("openai-compatible", "chat")}  # the APIs that take a sampling seed
+
+
+def model_provenance(condition: Condition) -> dict:
+    """For a model condition, what the result must say about what could not be pinned (seed 000:
+    record a seed the provider does not support, and a floating alias, as such)."""
+    if condition.policy != "model":
+        return {}
+    api = condition.api_name
+    sampling = condition.sampling
+    seed = sampling.seed if sampling is not None else None
+    if (condition.provider, api) not in SEEDED_APIS:
+        seed_note = "not supported by the API: repeated trials are the only check of determinism"
+    else:
+        seed_note = seed if seed is not None else "not set"
+    floating = "latest" in condition.model.lower()
+    return {"model": {
+        "provider": condition.provider, "api": api, "model_asked": condition.model,
+        "model_id_pinned": not floating,
+        "model_id_note": "a floating alias: the model behind it can change; each reply's model id is in "
+                         "responses.jsonl" if floating else "as named; each reply's model id is in responses.jsonl",
+        "seed": seed_note, "base_url": condition.base_url,
+        "pricing": condition.pricing.model_dump() if condition.pricing else None}}
 
 
 def parse_key(key: str) -> tuple[str, int]:
@@ -88,6 +140,7 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
         # Every trial must start on the frame the manifest pins, or else the one the preflight saw.
         expected_first_frame_sha256=m.game.first_frame_sha256 or prepared.first_frame_sha256,
         attempt=attempt,
+        memory_rules=m.agent.memory.engine_rules(),
     )
 
 
@@ -211,7 +264,7 @@ class ExperimentRunner:
             rom_sha256=p.manifest.game.rom_sha256, initial_state_sha256=p.manifest.game.initial_state_sha256,
             policy=condition.policy, policy_seed=policy_seed(condition, number), started_utc=utc_now(),
             pid=os.getpid())
-        recorder = self.folder.trial_recorder(genesis)
+        recorder = self.folder.trial_recorder(genesis, self.prepared.keys.secrets())
         result: TrialResult | None = None
         trial: Trial | None = None
         try:
@@ -227,7 +280,7 @@ class ExperimentRunner:
                 result = trial.interrupted("the run was interrupted")
             self.current_trial = None
             with self._abandoned:
-                sealed = recorder.seal(result)
+                sealed = recorder.seal(result, trial.provider_failure if trial else None)
                 self.folder.seal_trial(recorder, sealed)
             self.results.append(sealed)
             self._display(TrialEnded(sealed))
@@ -258,7 +311,8 @@ class ExperimentRunner:
                      lambda: factory(condition, config.trial_number) if factory
                      else make_policy(p, condition, config.trial_number),
                      p.start_state, p.game, [recorder, *self.sinks], self.control,
-                     {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number)})
+                     {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number),
+                      **model_provenance(condition), "memory_rules": config.memory_rules.as_dict()})
 
 
 def _read_voids(root: Path):

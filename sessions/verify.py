@@ -362,9 +362,30 @@ def verify_trial(folder: Path, ctx: Context, report: Report, *, rel: str, deep: 
     if result is not None:
         _check_result(result, genesis, genesis_sha, head, tally, last, rel, ctx, report)
         _check_frames(reader, result, frames_seen, rel, report, deep)
+        _check_provider_failure(reader, result, rel, report)
     if len(report.problems) > problems_before and result is None:
         return None
     return (result, result_sha) if result is not None else None
+
+
+def _check_provider_failure(reader: TrialReader, r: TrialResult, rel: str, report: Report) -> None:
+    """provider-failure.json sits beside the result of a trial the provider ended, and only there."""
+    from engine.records import ProviderFailureRecord
+
+    where = f"{rel}/{layout.PROVIDER_FAILURE}"
+    path = reader.folder / layout.PROVIDER_FAILURE
+    if r.outcome != "invalid-provider":
+        if path.exists():
+            report.add(f"{where}: present, but the trial's outcome is {r.outcome}")
+        return
+    if not path.is_file():
+        if r.telemetry is not None and r.telemetry.model_calls:  # a failure at startup made no call
+            report.add(f"{where} is missing: the provider ended this trial")
+        return
+    try:
+        parse(ProviderFailureRecord, path.read_bytes(), where)
+    except FormatProblem as exc:
+        report.add(str(exc))
 
 
 def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel: str) -> None:
@@ -681,16 +702,12 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
     # figures
     t = r.telemetry
     if t is not None:
-        for name, claimed, actual in (
-                ("decisions", t.decisions, tally.decisions), ("model_calls", t.model_calls, tally.model_calls),
-                ("aborted_calls", t.aborted_calls, tally.aborted_calls),
-                ("invalid_outputs", t.invalid_outputs, tally.invalid_outputs),
-                ("accepted_actions", t.accepted_actions, tally.accepted_actions),
-                ("input_tokens", t.input_tokens, tally.input_tokens),
-                ("output_tokens", t.output_tokens, tally.output_tokens),
-                ("cost_usd", t.cost_usd, tally.cost_usd)):
-            if claimed != actual:
-                report.add(f"{where}: telemetry.{name} is {claimed}, the trace gives {actual}")
+        from engine.tally import LOOP_ONLY
+
+        recomputed = tally.telemetry().model_dump(exclude=set(LOOP_ONLY))
+        for name, actual in recomputed.items():
+            if getattr(t, name) != actual:
+                report.add(f"{where}: telemetry.{name} is {getattr(t, name)}, the trace gives {actual}")
     if r.milestones_reached != tally.milestones_reached:
         report.add(f"{where}: milestones_reached {r.milestones_reached}, the trace reached "
                    f"{tally.milestones_reached}")

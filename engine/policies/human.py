@@ -35,6 +35,7 @@ class HumanPolicy:
     name = "human"
     model_id = None
     paid = False
+    transport = None
 
     def __init__(self, keys: queue.Queue[str], should_stop: Callable[[], str | None],
                  poll_seconds: float = 0.02):

@@ -12,6 +12,7 @@ class RandomPolicy:
     name = "random"
     model_id = None
     paid = False
+    transport = None
 
     def __init__(self, seed: int, actions_per_decision: int = 1):
         self._rng = random.Random(seed)

@@ -13,6 +13,7 @@ class ReplayPolicy:
     name = "replay"
     model_id = None
     paid = False
+    transport = None
 
     def __init__(self, attempts: list[list[str]]):
         """attempts: per decision, the raw texts of each attempt, in order."""

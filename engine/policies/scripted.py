@@ -16,6 +16,7 @@ class ScriptedPolicy:
     name = "scripted"
     model_id = None
     paid = False
+    transport = None
 
     def __init__(self, actions: list[str], actions_per_decision: int = 1, notes: dict[int, dict] | None = None):
         if actions_per_decision < 1:

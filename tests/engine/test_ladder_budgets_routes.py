@@ -86,6 +86,8 @@ def test_budgets_stop_at_first_exhausted():
 
 def test_unknown_cost_is_null_and_stops_a_cost_budget():
     b = Budgets(BudgetLimits(total_cost_usd=1.0))
+    b.add_call(None)  # a call that costs nothing (a script): a known zero, as result.json says
+    assert b.snapshot()["total_cost_usd"] == {"used": 0.0, "limit": 1.0} and b.snapshot()["tokens"]["used"] == 0
     b.add_call(Usage(input_tokens=10, output_tokens=5, cost_usd=0.25))
     assert b.cost_usd == 0.25 and b.tokens == 15 and b.exhausted() is None
     b.add_call(Usage(input_tokens=10, output_tokens=5, cost_usd=None))

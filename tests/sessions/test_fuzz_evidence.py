@@ -109,3 +109,40 @@ def test_replay_and_recover_report_problems_never_a_traceback(small, data):
             assert "\n" not in str(exc)
     finally:
         shutil.rmtree(root.parent)
+
+
+
+def test_recover_refuses_a_sealed_trial_whose_result_was_deleted(small, tmp_path):
+    """Found by the property above: a result is durable before its seal, so a sealed trial
+    without one was changed afterwards; recover must not write it a new (invalid) outcome."""
+    root = tmp_path / "exp"
+    shutil.copytree(small, root)
+    (root / "trials" / "X-01" / "result.json").unlink()
+    with pytest.raises(RecoverRefused, match="X-01/result.json is missing but run.jsonl sealed"):
+        recover(root)
+    assert not (root / "trials" / "X-01" / "result.json").exists() and not list(root.glob("void-*"))
+
+
+def test_recover_voids_a_block_holding_a_trial_its_loop_has_not_reached(tmp_path):
+    """Schedule X-01, Y-01, Y-02, X-02: the process dies inside X-02. Recover ends X-02 invalid
+    and voids its block, which moves Y-02 (later by name) before the loop gets to it."""
+    import json
+
+    manifest = write_manifest(tmp_path, conditions=[{"id": "a", "policy": "random", "seed": 1},
+                                                    {"id": "b", "policy": "random", "seed": 2}],
+                              budgets={"accepted_actions": 6}, trials={"per_condition": 2, "blinding_seed": 3})
+    root, _, _ = run_experiment(manifest, tmp_path / "exp")
+    order = json.loads((root / "schedule.json").read_text())["order"]
+    assert order[2:] == ["Y-02", "X-02"]
+    # Undo what happened from X-02's seal on, as a kill -9 inside X-02 would have left it.
+    log = (root / "run.jsonl").read_bytes().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(log) if b'"trial-sealed"' in line and b'"X-02"' in line)
+    (root / "run.jsonl").write_bytes(b"".join(log[:cut]))
+    (root / "trials" / "X-02" / "result.json").unlink()
+    (root / "summary.json").unlink()
+    done = recover(root)
+    assert done.finished == ["X-02"] and done.voided == [1]
+    void = json.loads((root / "void-1" / "void.json").read_text())
+    assert sorted(void["trial_keys"]) == ["X-02", "Y-02"]
+    assert sorted(p.name for p in (root / "trials").iterdir()) == ["X-01", "Y-01"]
+    assert verify_experiment(root) == []

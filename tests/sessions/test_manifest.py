@@ -54,3 +54,72 @@ def test_malformed_yaml_and_missing_file(tmp_path):
 def test_budget_values_validated():
     with pytest.raises(ManifestError, match="budgets.accepted_actions"):
         parse_manifest(GOOD + "budgets: {accepted_actions: 0}\n", "m.yaml")
+
+
+def test_memory_rules_default_to_the_engines_and_reach_the_store():
+    from engine.memory import MemoryRules as EngineRules
+
+    m = parse_manifest(GOOD, "m.yaml")
+    assert m.agent.memory.model_dump() == EngineRules().as_dict()
+    assert m.agent.memory.engine_rules() == EngineRules()
+    custom = parse_manifest(GOOD + "agent: {memory: {confirm_threshold: 0.8, guess_cap: 0.3, max_facts: 64,\n"
+                                   "  exclusive_predicates: [is_at, weather], possession_predicates: []}}\n", "m.yaml")
+    assert custom.agent.memory.engine_rules() == EngineRules(
+        confirm_threshold=0.8, guess_cap=0.3, max_facts=64, exclusive_predicates=("is_at", "weather"),
+        possession_predicates=())
+    assert parse_manifest(custom.to_yaml(), "frozen.yaml").agent.memory == custom.agent.memory
+
+
+@pytest.mark.parametrize("memory, message", [
+    ("{max_fact: 10}", "agent.memory.max_fact: unknown key (did you mean 'max_facts'?)"),
+    ("{confirm_threshold: 0}", "agent.memory.confirm_threshold: Input should be greater than 0"),
+    ("{confirm_threshold: 1.2}", "agent.memory.confirm_threshold: Input should be less than or equal to 1"),
+    ("{guess_cap: -0.1}", "agent.memory.guess_cap: Input should be greater than or equal to 0"),
+    ("{guess_cap: 0.8}", "agent.memory: guess_cap must be below confirm_threshold"),
+    ("{retrieve_records: 0}", "agent.memory.retrieve_records: Input should be greater than or equal to 1"),
+    ("{retrieve_records: 1001}", "agent.memory.retrieve_records: Input should be less than or equal to 1000"),
+    ("{retrieve_chars: 100}", "agent.memory.retrieve_chars: Input should be greater than or equal to 256"),
+    ("{max_facts: 0}", "agent.memory.max_facts: Input should be greater than or equal to 1"),
+    ("{max_facts: true}", "agent.memory.max_facts: Input should be a valid integer"),
+    ("{max_facts: '64'}", "agent.memory.max_facts: Input should be a valid integer"),
+    ("{exclusive_predicates: [Is At]}", "agent.memory.exclusive_predicates.0: String should match pattern"),
+    ("{exclusive_predicates: [is_at, is_at]}", "agent.memory.exclusive_predicates: predicates listed twice: is_at"),
+    ("{possession_predicates: [is_at]}", "agent.memory: predicates both exclusive and possession: is_at"),
+    ("[24]", "agent.memory: Input should be"),
+])
+def test_memory_rules_validated(memory, message):
+    with pytest.raises(ManifestError) as err:
+        parse_manifest(GOOD + f"agent: {{memory: {memory}}}\n", "m.yaml")
+    assert err.value.args[0].startswith("m.yaml:13: " + message), err.value.args[0]
+
+
+@pytest.mark.parametrize("memory", ["{confirm_threshold: 0.8}", "{guess_cap: 0.4}", "{retrieve_records: 12}",
+                                    "{retrieve_chars: 2000}", "{max_facts: 100}",
+                                    "{exclusive_predicates: [is_at]}", "{possession_predicates: [has_item]}"])
+def test_memory_rules_change_the_hash(memory):
+    base = parse_manifest(GOOD, "m.yaml").sha256()
+    assert parse_manifest(GOOD + f"agent: {{memory: {memory}}}\n", "m.yaml").sha256() != base
+    defaults = ("{confirm_threshold: 0.7, guess_cap: 0.5, retrieve_records: 24, retrieve_chars: 4000, "
+                "max_facts: 256, exclusive_predicates: [is_at, current_objective, status], "
+                "possession_predicates: [has_item, lacks_item, delivered_item]}")
+    assert parse_manifest(GOOD + f"agent: {{memory: {defaults}}}\n", "m.yaml").sha256() == base
+
+
+def test_every_trial_runs_under_and_reports_the_manifests_memory_rules(tmp_path):
+    from engine.memory import MemoryRules as EngineRules
+    from sessions.experiment import prepare
+    from sessions.runner import trial_config
+    from tests.conftest import write_manifest
+
+    agent = {"max_actions_per_decision": 4, "memory": {"max_facts": 32, "exclusive_predicates": ["is_at"]}}
+    prepared = prepare(write_manifest(tmp_path, agent=agent), tmp_path / "out")
+    config = trial_config(prepared, 0)
+    assert config.memory_rules == EngineRules(max_facts=32, exclusive_predicates=("is_at",))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_dry_runs_result_reports_its_memory_rules(dry_run):
+    from engine.memory import MemoryRules as EngineRules
+
+    (result,) = dry_run[2]
+    assert result.provenance["memory_rules"] == EngineRules().as_dict()

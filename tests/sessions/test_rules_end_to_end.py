@@ -403,7 +403,8 @@ def test_a_signal_during_a_slow_paid_call_cancels_it_and_records_the_decision_ab
     responses = read_jsonl(trial / "responses.jsonl")
     assert responses[1] == {"decision_id": 2, "attempts": [{
         "raw": None, "valid": False, "error": "aborted: the trial was ended during the call", "aborted": True,
-        "model_id": MODEL, "response_id": None, "latency_ms": None, "usage": UNKNOWN}]}
+        "model_id": MODEL, "response_id": None, "latency_ms": None, "usage": UNKNOWN, "prompt_sha256": None,
+        "stop_reason": None, "identity": None, "failure": None, "reply": None}]}
     assert (summary.stopped_early, summary.stop_reason) == (True, "signal")
     assert (summary.completed, summary.invalid, summary.missing_positions) == (0, 1, [0, 1])
     assert trial.parent.name == "void-1"
@@ -428,7 +429,11 @@ def test_a_provider_failure_is_recorded_and_stops_the_series(tmp_path, replies, 
     responses = read_jsonl(trial / "responses.jsonl")
     assert len(responses) == last and responses[-1] == {"decision_id": last, "attempts": [{
         "raw": None, "valid": False, "error": "provider failure: quota exceeded", "aborted": False,
-        "model_id": MODEL, "response_id": None, "latency_ms": None, "usage": UNKNOWN}]}
+        "model_id": MODEL, "response_id": None, "latency_ms": None, "usage": UNKNOWN, "prompt_sha256": None,
+        "stop_reason": None, "identity": None, "failure": "provider-failure", "reply": None}]}
+    failure = json.loads((trial / "provider-failure.json").read_text())
+    assert (failure["kind"], failure["message"], failure["decision_id"], failure["attempts"]) == \
+        ("provider-failure", "quota exceeded", last, 1)
     trace = read_jsonl(trial / "trace.jsonl")
     assert trace[-1]["termination_reason"] == "provider-failure" and trace[-1]["accepted_actions"] == 0
     assert (summary.stopped_early, summary.stop_reason) == (True, "external-provider-failure")

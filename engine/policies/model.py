@@ -1,0 +1,113 @@
+"""The model policy: a language model plays, through one provider adapter (engine/providers/).
+
+It owns what every provider shares: the prompt (built from the Observation alone, so nothing
+the hidden-state probe reads can reach a request), the screen as a lossless PNG enlarged by the
+manifest's whole factor, the request's hashes, the call and its latency, and the cost (the
+provider's where it reports one, else derived from the dated price schedule and labelled so,
+else unknown). Retries are the trial loop's: a content fault comes back as text the contract
+rejects; a transport fault is raised (ProviderError) for the loop to log, charge and retry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import numpy as np
+
+from engine.png import encode_png, enlarged
+from engine.policy import Observation, PolicyReply, TransportRetry
+from engine.pricing import Price, derived_cost
+from engine.providers.base import ModelReply, ModelRequest, ProviderAdapter, Sampling
+from engine.records import Usage
+
+
+def screen_png(frame: np.ndarray, scale: int) -> bytes:
+    """The frame as a standard PNG, each pixel a scale x scale block (lossless)."""
+    return encode_png(enlarged(frame, scale))
+
+
+def prompt_text(obs: Observation) -> str:
+    """The user turn: what the agent may see besides the screen (the information contract)."""
+    lines = [
+        f"Decision {obs.decision_id}. Press at most {obs.max_actions} button(s) this turn, from: "
+        f"{', '.join(obs.allowed_actions)}.",
+        "Your recent actions, oldest first: " + (", ".join(obs.recent_actions) or "none yet") + ".",
+    ]
+    if obs.recent_observations:
+        lines.append("Your recent observations, oldest first:")
+        lines += [json.dumps(o, sort_keys=True, ensure_ascii=False) for o in obs.recent_observations]
+    lines.append(f"Your current objective: {obs.current_objective or 'none recorded yet'}.")
+    if obs.memory:
+        lines.append("Facts from your memory (contradicted ones are marked; resolve them):")
+        lines += [json.dumps(f, sort_keys=True, ensure_ascii=False) for f in obs.memory]
+    else:
+        lines.append("Facts from your memory: none.")
+    if obs.refused_writes:
+        lines.append("Your memory refused these writes from your last turn:")
+        lines += obs.refused_writes
+    if obs.retry_feedback:
+        lines.append(obs.retry_feedback)
+    lines.append("The current screen is attached. Answer with the JSON object only.")
+    return "\n".join(lines)
+
+
+def canonical(body: dict) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class ModelPolicy:
+    name = "model"
+    paid = True
+
+    def __init__(self, adapter: ProviderAdapter, *, model: str, system: str, schema: dict, sampling: Sampling,
+                 image_scale: int, transport: TransportRetry, price: Price | None):
+        self.adapter = adapter
+        self.provider, self.api = adapter.provider, adapter.api
+        self.model_id = model  # asked for; each reply names the model that answered
+        self.system = system
+        self.schema = schema
+        self.sampling = sampling
+        self.image_scale = image_scale
+        self.transport = transport
+        self.price = price
+        self._schema_bytes = canonical(schema)
+
+    def request(self, obs: Observation) -> ModelRequest:
+        return ModelRequest(self.model_id, self.system, prompt_text(obs), screen_png(obs.frame, self.image_scale),
+                            self.schema, self.sampling)
+
+    async def decide(self, observation: Observation) -> PolicyReply:
+        request = self.request(observation)
+        body = self.adapter.body(request)
+        # The exact bytes that leave the process (credentials travel in headers, never here), and
+        # what must match across conditions: system prompt, response schema, screen.
+        prompt_sha = hashlib.sha256(canonical(body)).hexdigest()
+        core = hashlib.sha256()
+        for part in (request.system.encode(), self._schema_bytes, request.image_png):
+            core.update(hashlib.sha256(part).digest())
+        started = time.perf_counter()
+        reply = await self.adapter.send(body, self.transport.timeout_seconds)
+        latency = round((time.perf_counter() - started) * 1000, 3)
+        return PolicyReply(
+            text=reply.text, model_id=reply.model_id, response_id=reply.response_id, usage=self._priced(reply),
+            latency_ms=latency, prompt_sha256=prompt_sha, prompt_core_sha256=core.hexdigest(),
+            stop_reason=reply.stop_reason, identity=reply.identity or None, reply=reply.raw or None)
+
+    def _priced(self, reply: ModelReply) -> Usage:
+        u = reply.usage
+        if u.cost_usd is not None:  # the provider said what it charged
+            return u.model_copy(update={"cost_source": "provider"})
+        if self.price is None:
+            return u  # unknown stays unknown
+        cost = derived_cost(self.price, self.provider, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                            cached_tokens=u.cached_tokens, cache_write_tokens=reply.cache_write_tokens,
+                            reasoning_tokens=reply.reasoning_tokens)
+        return u.model_copy(update={"cost_usd": cost, "cost_source": "derived" if cost is not None else None})
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        await self.adapter.aclose()

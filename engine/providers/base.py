@@ -1,0 +1,155 @@
+"""The seam between the model policy and one provider's wire format.
+
+A provider adapter turns a neutral `ModelRequest` into the exact body its API receives, sends it
+with the provider's official async SDK (its own retries off: oakwatch makes every retry itself,
+so each attempt is logged and charged), and turns the reply into a neutral `ModelReply`. It
+classifies every failure:
+
+- a reply the agent is answerable for (text that is not JSON, a schema break, a refusal, a reply
+  cut by the output-token limit) is NOT an exception: it comes back as a `ModelReply` whose
+  `text` is whatever the model produced (possibly empty), and the action contract judges it;
+- a transport fault the provider is answerable for raises `ProviderError` with `retryable` True
+  (rate limit, server error, timeout, connection) or False (authentication, permission, a model
+  that does not exist, a reply that is not the API's format, a request the API refuses).
+
+Nothing here may ever hold or print an API key: adapters receive it once, in their constructor,
+and every text they put in an exception passes through `redact`.
+
+A new provider is one module in engine/providers/ plus one line in engine/providers/__init__.py.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from engine.policy import ProviderFailure
+from engine.records import Usage
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float | None = None
+    max_output_tokens: int = 1024
+    reasoning_effort: str | None = None  # where the API has one ("low", "medium", "high")
+    seed: int | None = None  # where the API has one
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """What the model is asked, independent of any wire format."""
+
+    model: str  # the exact model id asked for
+    system: str  # the system prompt, byte for byte as frozen in the experiment
+    text: str  # the user turn: everything the agent may see but the screen
+    image_png: bytes  # the screen, lossless, upscaled by the manifest's integer factor
+    schema: dict  # the response's JSON Schema (the contract stays the judge of what comes back)
+    sampling: Sampling
+
+
+@dataclass
+class ModelReply:
+    """One answered call, as the provider reported it."""
+
+    text: str  # the agent's response text (a forced tool's arguments as JSON, or the message text)
+    model_id: str | None  # the model that answered, as the provider names it (not the one asked for)
+    response_id: str | None
+    usage: Usage  # the provider's own numbers; a field it did not report stays None
+    stop_reason: str | None  # end_turn, tool_use, max_tokens, stop, length, refusal, ...
+    identity: dict[str, Any] = field(default_factory=dict)  # system_fingerprint, service_tier, request id
+    raw: dict[str, Any] = field(default_factory=dict)  # the API's reply as parsed JSON, for the evidence
+    reasoning_tokens: int | None = None  # part of the output tokens, where reported
+    cache_write_tokens: int | None = None  # Anthropic's cache_creation_input_tokens, OpenAI's cache_write
+
+
+class ProviderError(ProviderFailure):
+    """A transport fault: the provider, not the agent, failed this call."""
+
+    def __init__(self, message: str, *, kind: str, retryable: bool, status: int | None = None,
+                 retry_after: float | None = None, billed: bool | None = None):
+        super().__init__(message)
+        self.kind = kind  # authentication, permission, not-found, bad-request, rate-limit, server, timeout,
+        #                   connection, malformed-reply, startup
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after  # seconds, from retry-after / retry-after-ms
+        self.billed = billed  # False: the provider charged nothing (a 4xx); None: unknown (a timeout)
+
+
+class ProviderAdapter(Protocol):
+    provider: str  # "anthropic", "openai", "openai-compatible"
+    api: str  # "messages", "chat", "responses"
+
+    def body(self, request: ModelRequest) -> dict:
+        """The exact JSON body the API receives (its SHA-256 is the decision's prompt hash)."""
+
+    async def send(self, body: dict, timeout: float) -> ModelReply:
+        """One call, no retries; raises ProviderError for a transport fault."""
+
+    async def aclose(self) -> None: ...
+
+
+# A key-like token, or a masked one ("sk-proj-****cdef", "abc*****xyz", a bare "********cdef": a mask
+# starts a token even after a space, where `\b` would not match).
+_KEYISH = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-*.]{3,}|(?<![A-Za-z0-9_\-*])[A-Za-z0-9_\-]*\*{3,}[A-Za-z0-9_\-*]*")
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """Text with every key, and every masked or partial key a provider echoes, removed."""
+    for secret in secrets:
+        if secret and len(secret) >= 8:
+            text = text.replace(secret, "[redacted]")
+            for part in (secret[:8], secret[-8:], secret[-4:]):  # providers echo a key's ends
+                if len(part) >= 4:
+                    text = text.replace(part, "[redacted]")
+    return _KEYISH.sub("[redacted]", text)
+
+
+def classify_status(status: int) -> tuple[str, bool, bool | None]:
+    """(kind, retryable, billed) of an HTTP error status."""
+    if status == 401:
+        return "authentication", False, False
+    if status in (402, 403):
+        return "permission", False, False
+    if status == 404:
+        return "not-found", False, False
+    if status == 408:
+        return "timeout", True, None
+    if status == 409:
+        return "server", True, None
+    if status == 429:
+        return "rate-limit", True, False
+    if status >= 500:
+        return "server", True, None
+    return "bad-request", False, False
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds to wait, from `retry-after-ms` or `retry-after` (seconds or an HTTP date); None if absent."""
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            seconds = float(value) / 1000
+        except ValueError:
+            seconds = math.nan
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - time.time()
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

@@ -1,0 +1,242 @@
+"""Models play the cartridge through the official SDKs, against a local server speaking each
+provider's wire format (the network edge is the only fake): every call charged and classified."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine.script import parse_script
+from sessions.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.experiment import create_folder, prepare
+from sessions.records import Summary
+from sessions.replay import replay_trial
+from sessions.runner import ExperimentRunner
+from sessions.verify import verify_experiment
+from tests.conftest import find_trial, read_jsonl, write_manifest
+from tests.fakes.provider_server import FakeProviderServer, ok, sleep, status, text
+
+PRICES = ASSETS / "pricing" / "prices-2026-11-30.yaml"
+PRICING = {"file": "bundled:prices-2026-11-30.yaml", "sha256": hashlib.sha256(PRICES.read_bytes()).hexdigest()}
+WALK = parse_script((ASSETS / "cartridge" / "walkthrough.txt").read_text(), "walkthrough.txt")
+KEY = "sk-proj-PLANTEDtestkey-5150-oakwatchXYZW"
+
+
+@pytest.fixture
+def server():
+    with FakeProviderServer() as fake:
+        yield fake
+
+
+def answer(actions: list[str], note: str = "walking on") -> dict:
+    return {"reasoning_summary": note, "observed": {"screen": "overworld", "location_guess": "town",
+                                                   "objective_guess": "deliver the parcel", "certainty": 0.8},
+            "memory_read": [], "memory_write": [], "actions": actions}
+
+
+def model_condition(server, provider: str, **extra) -> dict:
+    api = {"anthropic": "messages", "openai": "chat", "openai-compatible": "chat"}[provider]
+    model = extra.pop("model", "claude-sonnet-4-6")
+    condition = {"id": "agent", "policy": "model", "provider": provider, "model": model,
+                 "base_url": server.url if provider == "anthropic" else server.base_url(api),
+                 "request": {"timeout_seconds": 2, "max_attempts": 3, "backoff_seconds": 0.01,
+                             "backoff_cap_seconds": 0.5}}
+    if provider != "openai-compatible":
+        condition["api_key_env"] = "OAKWATCH_TEST_KEY"
+        condition["pricing"] = PRICING
+    condition.update(extra)
+    return condition
+
+
+def run(tmp_path: Path, condition: dict, **sections):
+    manifest = write_manifest(tmp_path, conditions=[condition], **sections)
+    out = tmp_path / "out"
+    prepared = prepare(manifest, out)
+    runner = ExperimentRunner(prepared, create_folder(prepared, out))
+    summary = runner.run()
+    return out, summary, runner.results
+
+
+@pytest.mark.parametrize("provider", ["openai-compatible", "anthropic"])
+def test_a_model_plays_the_cartridge_to_the_dex(tmp_path, server, monkeypatch, provider):
+    monkeypatch.setenv("OAKWATCH_TEST_KEY", "sk-ant-test-not-a-real-key-0000")
+    chunks = [WALK[i:i + 4] for i in range(0, len(WALK), 4)]
+    server.script(*[ok(answer(c), model="model-that-answered-2026-10-01") for c in chunks])
+    out, summary, (result,) = run(tmp_path, model_condition(server, provider))
+    assert (result.outcome, result.termination_reason) == ("success", "final-milestone")
+    assert summary.all_succeeded and verify_experiment(out) == []
+    trial = out / "trials" / result.trial_key
+    replay_trial(trial)
+    trace = read_jsonl(trial / "trace.jsonl")
+    assert len(trace) == len(server.requests) <= len(chunks)
+    first = trace[0]
+    assert first["model_id"] == "model-that-answered-2026-10-01"  # the model that answered, not the one asked
+    assert first["response_id"] and first["paid_calls"] == 1 and first["latency_ms"] > 0
+    assert first["reasoning_summary"] == "walking on"
+    # The hash is of the exact body that left the process.
+    assert first["prompt_sha256"] == hashlib.sha256(json.dumps(
+        server.requests[0].json, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+    t = result.telemetry
+    assert t.model_calls == len(trace) and t.input_tokens == sum(line["input_tokens"] for line in trace)
+    if provider == "anthropic":  # priced: derived from the dated schedule, and labelled so
+        assert t.cost_usd is not None and t.cost_usd > 0 and t.cost_source == ["derived"]
+        assert result.provenance["model"]["seed"].startswith("not supported")
+    else:  # no price and no cost from the server: unknown, never 0
+        assert t.cost_usd is None and first["provider_cost_usd"] is None
+    responses = read_jsonl(trial / "responses.jsonl")
+    attempt = responses[0]["attempts"][0]
+    assert attempt["reply"] and attempt["identity"] and attempt["stop_reason"]
+
+
+def probe_names() -> set[str]:
+    game = yaml.safe_load((ASSETS / "games" / "parcel-quest.yaml").read_text())
+    return set(game["fields"])
+
+
+def test_no_probed_field_or_address_reaches_a_request(tmp_path, server):
+    server.script(*[ok(answer(c)) for c in [WALK[i:i + 4] for i in range(0, 40, 4)]])
+    out, _, (result,) = run(tmp_path, model_condition(server, "openai-compatible"),
+                            budgets={"accepted_actions": 40, "model_decisions": None, "wall_time_minutes": None})
+    assert result.milestones_reached  # it got far enough for the probe to have seen something
+    for request in server.requests:
+        body = request.body.decode()
+        for name in probe_names():
+            assert f'"{name}"' not in body and f" {name}:" not in body, name
+        for address in ("0xD0", "0xd0", "53248", "D000"):
+            assert address not in body
+
+
+CASES = {
+    # case: (replies, expected attempts per decision, expected outcome)
+    "not-json": ([text("I will press A now."), ok(answer(["A"]))], ["invalid", "valid"], "game-failure"),
+    "schema-break": ([ok({"actions": ["JUMP"]}), ok(answer(["A"]))], ["invalid", "valid"], "game-failure"),
+    "too-many-actions": ([ok(answer(["A"] * 9)), ok(answer(["A"]))], ["invalid", "valid"], "game-failure"),
+    "429-then-success": ([status(429, retry_after="0.05"), ok(answer(["A"]))], ["rate-limit", "valid"],
+                         "game-failure"),
+    "500-then-success": ([status(500), ok(answer(["A"]))], ["server", "valid"], "game-failure"),
+    "timeout-then-success": ([sleep(5), ok(answer(["A"]))], ["timeout", "valid"], "game-failure"),
+    "401": ([status(401)], ["authentication"], "invalid-provider"),
+}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_fault_is_logged_charged_and_classified(tmp_path, server, monkeypatch, provider, case):
+    monkeypatch.setenv("OAKWATCH_TEST_KEY", KEY)
+    replies, expected, outcome = CASES[case]
+    server.script(*replies)
+    model = "claude-sonnet-4-6" if provider == "anthropic" else "gpt-5.4"
+    out, summary, results = run(tmp_path, model_condition(server, provider, model=model),
+                                budgets={"accepted_actions": 1, "model_decisions": None})
+    (r,) = results
+    assert r.outcome == outcome, (r.termination_reason, r.error)
+    trial = find_trial(out, r.trial_key)
+    attempts = read_jsonl(trial / "responses.jsonl")[0]["attempts"]
+    kinds = ["valid" if a["valid"] else (a["failure"] or "invalid") for a in attempts]
+    assert kinds == expected
+    assert len(server.requests) == len(expected)  # every call made is an attempt on record
+    trace = read_jsonl(trial / "trace.jsonl")[0]
+    assert trace["attempts"] == len(expected) and r.telemetry.model_calls == len(expected)
+    failed = [a for a in attempts if a["failure"]]
+    for a in failed:
+        if a["failure"] in ("rate-limit", "authentication"):  # refused: nothing charged, and known
+            assert a["usage"] == {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": 0.0,
+                                  "cost_source": None}
+        else:  # a server error or a timeout may have been billed: unknown
+            assert a["usage"]["cost_usd"] is None
+    if case in ("timeout-then-success", "500-then-success"):
+        assert r.telemetry.cost_usd is None  # one call of unknown cost makes the total unknown
+    elif outcome == "game-failure":
+        assert r.telemetry.cost_usd > 0 and r.telemetry.cost_source == ["derived"]
+    if case == "429-then-success":
+        assert r.telemetry.held_seconds >= 0.05  # waiting out the provider is not the agent's time
+    if outcome == "invalid-provider":
+        failure = json.loads((trial / "provider-failure.json").read_text())
+        assert (failure["kind"], failure["status"], failure["attempts"]) == ("authentication", 401, 1)
+        assert summary.stop_reason == "external-provider-failure"
+    assert verify_experiment(out) == []
+    assert KEY.encode() not in b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+
+
+def test_a_reply_without_usage_under_a_cost_budget_ends_the_trial_as_the_providers(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("OAKWATCH_TEST_KEY", KEY)
+    server.script(ok(answer(["A"]), usage=None), ok(answer(["A"])))
+    out, summary, (r,) = run(tmp_path, model_condition(server, "openai", model="gpt-5.4"),
+                             budgets={"accepted_actions": 10, "total_cost_usd": 1.0})
+    assert (r.outcome, r.termination_reason, r.invalid_cause) == ("invalid-provider", "budget:cost_unknown",
+                                                                  "usage-unknown")
+    assert len(server.requests) == 1  # ended before the next call
+    failure = json.loads((find_trial(out, r.trial_key) / "provider-failure.json").read_text())
+    assert failure["kind"] == "usage-unknown"
+    assert verify_experiment(out) == []
+
+
+def test_a_cost_budget_on_a_model_without_a_price_is_refused_in_preflight(tmp_path, server):
+    condition = model_condition(server, "openai-compatible", model="local-llama")
+    manifest = write_manifest(tmp_path, conditions=[condition], budgets={"total_cost_usd": 5.0})
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "run", str(manifest), "--headless", "--output",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no price is known for local-llama" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_key_ends_the_run_invalid_and_appears_nowhere(tmp_path, server):
+    """The user's command line, a planted key, a provider that echoes a masked copy of it."""
+    server.script(status(401))
+    out = tmp_path / "out"
+    env = {**os.environ, "OPENAI_API_KEY": KEY}
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "run", "--headless", "--provider", "openai", "--model",
+                           "gpt-5.4", "--base-url", server.base_url("chat"), "--output", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "invalid-provider" in proc.stdout and "Traceback" not in proc.stderr
+    assert server.requests and server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent...
+    everything = proc.stdout + proc.stderr + "".join(
+        p.read_bytes().decode("utf-8", "replace") for p in out.rglob("*") if p.is_file())
+    for fragment in (KEY, KEY[:12], KEY[-8:], KEY[-4:] + ".", KEY[8:20]):
+        assert fragment not in everything, fragment  # ...and is nowhere else, whole or in part
+    summary = Summary.model_validate_json((out / "summary.json").read_text())
+    assert summary.stop_reason == "external-provider-failure" and verify_experiment(out) == []
+    manifest = yaml.safe_load((out / "manifest.yaml").read_text())
+    (condition,) = manifest["conditions"]
+    assert (condition["provider"], condition["model"], condition["api_key_env"]) == ("openai", "gpt-5.4", None)
+
+
+def test_the_bundled_model_experiments_pass_preflight_once_keys_are_set(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "x" * 20)
+    monkeypatch.setenv("OPENAI_API_KEY", "y" * 20)
+    for name in ("parcel-quest-design-a.yaml", "parcel-quest-design-b.yaml"):
+        prepared = prepare(ASSETS / "experiments" / name, None)
+        assert {c.policy for c in prepared.manifest.conditions} == {"model"}
+        assert all(prepared.prices[c.id] is not None for c in prepared.manifest.conditions)
+    assert DEFAULT_MANIFEST.name == "dry-run.yaml"
+
+
+def test_a_refused_memory_write_is_reported_to_the_model_next_turn(tmp_path, server):
+    """The store's rules reach the model twice: in the system prompt (as frozen in the manifest)
+    and as the reason a write was refused, told on the next turn only."""
+    guess = answer(["A"])
+    guess["memory_write"] = [{"kind": "objective", "value": "deliver the parcel", "confidence": 0.9,
+                              "evidence": "", "status": "completed"}]  # no evidence: a guess cannot complete
+    server.script(ok(guess), ok(answer(["A"])), ok(answer(["A"])))
+    agent = yaml.safe_load(DEFAULT_MANIFEST.read_text())["agent"]
+    agent["memory"] = {"confirm_threshold": 0.85, "possession_predicates": ["carries"]}
+    out, _, (result,) = run(tmp_path, model_condition(server, "openai-compatible"), agent=agent,
+                            budgets={"accepted_actions": 3, "model_decisions": None, "wall_time_minutes": None})
+    system = server.requests[0].json["messages"][0]["content"]
+    assert "confidence of at least 0.85" in system and "{" + "confirm_threshold}" not in system
+    assert "(the value names the item): carries." in system
+    turns = [json.dumps(r.json["messages"][1:]) for r in server.requests]
+    assert "refused" not in turns[0] and "refused" not in turns[2]  # only the turn right after
+    assert "refused these writes" in turns[1] and "deliver the parcel" in turns[1] and "unconfirmed" in turns[1]
+    ops = read_jsonl(out / "trials" / result.trial_key / "memory.jsonl")
+    assert [op["op"] for op in ops if op["op"] == "reject"] == ["reject"]
+    frozen = (out / "prompts" / "system.txt").read_text()
+    assert frozen == system and verify_experiment(out) == []
