@@ -235,3 +235,56 @@ def test_the_manifest_models_are_redacted_before_any_reply_names_them():
                                   invalid_cause="provider-failure", error=f"not-found: {SECRET_MODEL}")))
     assert sink.status().error == f"not-found: {MODEL_REDACTED}"  # no reply ever named it
     assert sink.redact(f"RuntimeError: {SECRET_MODEL} refused") == f"RuntimeError: {MODEL_REDACTED} refused"
+
+
+# -- end to end: a model plays in the live console ------------------------------------------------
+
+async def test_a_model_plays_in_the_live_console_its_cost_shown_its_name_never(tmp_path, monkeypatch):
+    """The issue's "done when", on PyBoy: the official OpenAI SDK against a local server, the
+    console live, each call's cost in the trace and the meter, the model named nowhere on screen."""
+    import hashlib
+
+    from engine.script import parse_script
+    from sessions.assets import ASSETS
+    from sessions.records import Summary
+    from sessions.verify import verify_experiment
+    from tests.conftest import read_jsonl, write_manifest
+    from tests.console.conftest import prepare_run, quit_and_wait, wait_for
+    from tests.fakes.provider_server import FakeProviderServer, ok
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-console-key-000000")
+    walk = parse_script((ASSETS / "cartridge" / "walkthrough.txt").read_text(), "walkthrough.txt")
+    prices = ASSETS / "pricing" / "prices-2026-11-30.yaml"
+    answered = "gpt-5.4-2026-03-05"
+    with FakeProviderServer() as server:
+        server.script(*[ok({"reasoning_summary": f"step {i}: follow the road", "memory_read": [], "memory_write": [],
+                            "observed": {"screen": "overworld", "location_guess": "bedroom",
+                                         "objective_guess": "leave the house", "certainty": 0.7},
+                            "actions": walk[i:i + 4]}, model=answered) for i in range(0, 12, 4)])
+        condition = {"id": "agent", "policy": "model", "provider": "openai", "model": "gpt-5.4",
+                     "base_url": server.base_url("chat"),
+                     "pricing": {"file": "bundled:prices-2026-11-30.yaml",
+                                 "sha256": hashlib.sha256(prices.read_bytes()).hexdigest()}}
+        manifest = write_manifest(tmp_path, conditions=[condition],
+                                  budgets={"accepted_actions": 12, "model_decisions": None, "wall_time_minutes": None,
+                                           "total_cost_usd": 1.0})
+        prepared, experiment = prepare_run(manifest, tmp_path)
+        app = OakwatchConsole(prepared, experiment, speed=None)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_for(pilot, lambda: app.sink.results, timeout=60, what="the trial to end")
+            await wait_for(pilot, lambda: "trial X-01 ended" in screen_text(app) and "finished" in screen_text(app)
+                           and "$1.0000" in screen_text(app), what="the console to show it")
+            text = screen_text(app)
+            await quit_and_wait(pilot, app)
+    root = experiment.root
+    assert verify_experiment(root) == []
+    (trial,) = [p for p in (root / "trials").iterdir() if p.is_dir()]
+    trace = read_jsonl(trial / "trace.jsonl")
+    assert len(trace) == 3 and all(t["cost_source"] == ["derived"] and t["provider_cost_usd"] > 0 for t in trace)
+    assert "step 8: follow the road" in text and "bedroom" in text
+    assert f"${trace[0]['provider_cost_usd']:.4f}" in text or f"${trace[0]['provider_cost_usd']:.6f}" in text
+    total = sum(t["provider_cost_usd"] for t in trace)
+    assert f"${total:.4f} / $1.0000" in text  # the live cost meter
+    assert "gpt-5.4" not in text and "gpt" not in text.lower()  # blinded: the label only
+    summary = Summary.model_validate_json((root / "summary.json").read_text())
+    assert summary.stop_reason is None and summary.stopped_early is False
