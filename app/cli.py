@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.providers import PROVIDERS
+
 EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -39,11 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>-<tag>)")
     run.add_argument("--resume", type=Path, metavar="DIR",
                      help="rerun the voided and missing schedule positions of DIR with its frozen manifest")
-    run.add_argument("--provider", choices=["anthropic", "openai", "openai-compatible"],
+    run.add_argument("--provider", choices=list(PROVIDERS),
                      help="let a model play: one condition with this provider (its key from the environment)")
     run.add_argument("--model", help="with --provider: the exact model id")
     run.add_argument("--base-url", help="with --provider: the API's address (required for openai-compatible)")
-    run.add_argument("--api", choices=["messages", "chat", "responses"],
+    run.add_argument("--api", choices=sorted({a for p in PROVIDERS.values() for a in p.apis}),
                      help="with --provider: the API (default: messages for anthropic, chat for the others)")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
                      help="console pacing (default: the manifest's emulator.speed_multiplier; "

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
+from engine.providers import PROVIDERS
 from sessions.yamlfile import load_yaml_model, parse_yaml_model
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -182,8 +183,6 @@ class TrialsSection(_Strict):
     blinding_seed: Seed | None = None
 
 
-PROVIDER_APIS = {"anthropic": ("messages",), "openai": ("chat", "responses"), "openai-compatible": ("chat",)}
-DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 
@@ -220,8 +219,8 @@ class Condition(_Strict):
     replay_trace: PathRef | None = None  # replay: a recorded trial folder
     actions_per_decision: Annotated[int, Field(ge=1, le=64)] = 1
     # policy: model
-    provider: Literal["anthropic", "openai", "openai-compatible"] | None = None
-    api: Literal["messages", "chat", "responses"] | None = None  # default: the provider's first in PROVIDER_APIS
+    provider: Annotated[str, Field(max_length=64)] | None = None  # a key of engine.providers.PROVIDERS
+    api: Annotated[str, Field(max_length=64)] | None = None  # default: the provider's first
     sampling: Sampling | None = None
     base_url: Annotated[str, Field(max_length=2048, pattern=r"^https?://")] | None = None
     api_key_env: EnvName | None = None  # default: ANTHROPIC_API_KEY / OPENAI_API_KEY; none for a local server
@@ -242,26 +241,28 @@ class Condition(_Strict):
             if given:
                 raise ValueError(f"{', '.join(given)} apply only to policy 'model'")
             return self
-        if self.provider is None:
-            raise ValueError("policy 'model' needs 'provider' (anthropic, openai or openai-compatible)")
-        if self.api is not None and self.api not in PROVIDER_APIS[self.provider]:
-            raise ValueError(f"provider {self.provider!r} has no {self.api!r} API (it has: "
-                             f"{', '.join(PROVIDER_APIS[self.provider])})")
-        if self.provider == "anthropic" and self.sampling is not None and self.sampling.temperature is not None:
-            raise ValueError("sampling.temperature: Anthropic's current Messages API takes no temperature "
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"policy 'model' needs 'provider', one of: {', '.join(PROVIDERS)}"
+                             + (f" (not {self.provider!r})" if self.provider is not None else ""))
+        entry = PROVIDERS[self.provider]
+        if self.api is not None and self.api not in entry.apis:
+            raise ValueError(f"provider {self.provider!r} has no {self.api!r} API (it has: {', '.join(entry.apis)})")
+        if not entry.takes_temperature and self.sampling is not None and self.sampling.temperature is not None:
+            raise ValueError(f"sampling.temperature: {self.provider}'s current API takes no temperature "
                              "(leave it out; the result records that sampling was not pinned)")
-        if self.provider == "openai-compatible" and self.base_url is None:
-            raise ValueError("provider 'openai-compatible' needs 'base_url' (the server's /v1 address)")
+        if entry.needs_base_url and self.base_url is None:
+            raise ValueError(f"provider {self.provider!r} needs 'base_url' (the server's /v1 address)")
         return self
 
     @property
     def api_name(self) -> str:
-        return self.api or PROVIDER_APIS[self.provider][0]
+        return self.api or next(iter(PROVIDERS[self.provider].apis))
 
     @property
     def key_env(self) -> str | None:
         """The environment variable holding this condition's API key (None: the server needs none)."""
-        return self.api_key_env or DEFAULT_KEY_ENV.get(self.provider or "")
+        entry = PROVIDERS.get(self.provider or "")
+        return self.api_key_env or (entry.key_env if entry else None)
 
 
 class Manifest(_Strict):

@@ -26,6 +26,7 @@ from engine.policies.random_policy import RandomPolicy
 from engine.policies.replay import ReplayPolicy
 from engine.policies.scripted import ScriptedPolicy
 from engine.policy import Policy
+from engine.providers import PROVIDERS
 from engine.pyboy_backend import PyBoyEmulator
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import Trial, TrialConfig, utc_now
@@ -90,9 +91,6 @@ def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
         price=prepared.prices.get(condition.id))
 
 
-SEEDED_APIS = {("openai", "chat"), ("openai-compatible", "chat")}  # the APIs that take a sampling seed
-
-
 def model_provenance(condition: Condition) -> dict:
     """For a model condition, what the result must say about what could not be pinned (seed 000:
     record a seed the provider does not support, and a floating alias, as such)."""
@@ -101,7 +99,7 @@ def model_provenance(condition: Condition) -> dict:
     api = condition.api_name
     sampling = condition.sampling
     seed = sampling.seed if sampling is not None else None
-    if (condition.provider, api) not in SEEDED_APIS:
+    if api not in PROVIDERS[condition.provider].seeded_apis:
         seed_note = "not supported by the API: repeated trials are the only check of determinism"
     else:
         seed_note = seed if seed is not None else "not set"

@@ -37,7 +37,16 @@ from typing import Any
 import anthropic
 import httpx2
 
-from engine.providers.base import ModelReply, ModelRequest, ProviderError, classify_status, redact, retry_after
+from engine.providers.base import (
+    AdapterErrors,
+    ModelReply,
+    ModelRequest,
+    ProviderError,
+    as_int,
+    as_str,
+    classify_status,
+    retry_after,
+)
 from engine.records import Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"  # given explicitly: ANTHROPIC_BASE_URL is never read
@@ -47,7 +56,7 @@ TOOL_DESCRIPTION = ("Give your answer for this decision: call this tool once, wi
 THINKING_BUDGET_TOKENS = {"low": 1024, "medium": 4096, "high": 16384}
 
 
-class AnthropicMessages:
+class AnthropicMessages(AdapterErrors):
     api = "messages"
 
     def __init__(self, *, provider: str, api_key: str | None, base_url: str | None):
@@ -98,25 +107,11 @@ class AnthropicMessages:
             async with asyncio.timeout(timeout):  # a whole-call deadline (the SDK's is per read)
                 raw = await self._client.messages.with_raw_response.create(**body, timeout=timeout)
                 parsed = await raw.parse()
-        except TimeoutError:
-            raise self._error("no reply within the timeout", kind="timeout", retryable=True) from None
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except anthropic.APITimeoutError:
-            raise self._error("the request timed out", kind="timeout", retryable=True) from None
-        except anthropic.APIConnectionError as exc:
-            raise self._error(f"connection failed: {_cause(exc)}", kind="connection", retryable=True) from None
-        except anthropic.APIResponseValidationError as exc:
-            raise self._error(f"a reply the SDK could not read: {exc.message}", kind="malformed-reply",
-                              retryable=False) from None
-        except httpx2.TimeoutException:
-            raise self._error("the reply timed out while being read", kind="timeout", retryable=True) from None
-        except httpx2.TransportError as exc:
-            raise self._error(f"the connection broke while reading the reply: {exc!r}", kind="connection",
-                              retryable=True) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # the body said JSON and was not
-            raise self._error(f"a 200 reply that is not JSON: {exc}", kind="malformed-reply",
-                              retryable=False) from None
+        except Exception as exc:
+            failure = self._transport_error(exc, anthropic)
+            if failure is None:
+                raise
+            raise failure from None
         request_id = raw.headers.get("request-id")
         data = _json_body(raw.http_response)
         if not isinstance(parsed, anthropic.types.Message) or not isinstance(data, dict) \
@@ -127,30 +122,22 @@ class AnthropicMessages:
         details = usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), dict) else {}
         return ModelReply(
             text=_reply_text(data["content"]),
-            model_id=_str(data.get("model")),
-            response_id=_str(data.get("id")),
-            usage=Usage(input_tokens=_int(usage.get("input_tokens")), output_tokens=_int(usage.get("output_tokens")),
-                        cached_tokens=_int(usage.get("cache_read_input_tokens"))),
-            stop_reason=_str(data.get("stop_reason")),
-            identity={"request_id": request_id, "service_tier": _str(usage.get("service_tier"))},
+            model_id=as_str(data.get("model")),
+            response_id=as_str(data.get("id")),
+            usage=Usage(input_tokens=as_int(usage.get("input_tokens")),
+                        output_tokens=as_int(usage.get("output_tokens")),
+                        cached_tokens=as_int(usage.get("cache_read_input_tokens"))),
+            stop_reason=as_str(data.get("stop_reason")),
+            identity={"request_id": request_id, "service_tier": as_str(usage.get("service_tier"))},
             raw=data,
-            reasoning_tokens=_int(details.get("thinking_tokens")),
-            cache_write_tokens=_int(usage.get("cache_creation_input_tokens")),
+            reasoning_tokens=as_int(details.get("thinking_tokens")),
+            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
         )
 
     async def aclose(self) -> None:
         await self._client.close()
 
     # -- failures ---------------------------------------------------------------------------------
-
-    def _error(self, message: str, *, kind: str, retryable: bool, status: int | None = None,
-               retry_after: float | None = None, billed: bool | None = None,
-               request_id: str | None = None) -> ProviderError:
-        text = f"{self.provider} {self.api}: {message}"
-        if request_id:
-            text += f" (request-id {request_id})"
-        return ProviderError(redact(text, self._secrets)[:2000], kind=kind, retryable=retryable, status=status,
-                             retry_after=retry_after, billed=billed)
 
     def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
         status = exc.status_code
@@ -179,16 +166,3 @@ def _json_body(response: httpx2.Response) -> Any:
 
 def _excerpt(response: httpx2.Response) -> str:
     return repr(response.text[:200])
-
-
-def _cause(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    return f"{exc} ({cause!r})" if cause is not None else str(exc)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

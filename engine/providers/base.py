@@ -153,3 +153,73 @@ def retry_after(headers: Any) -> float | None:
         seconds = when.timestamp() - time.time()
         return max(0.0, seconds) if math.isfinite(seconds) else None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def get(data: Any, *path: str | int) -> Any:
+    """data[path[0]][path[1]]..., or None where any step is missing or of the wrong kind."""
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(data, list) or not -len(data) <= step < len(data):
+                return None
+        elif not isinstance(data, dict):
+            return None
+        data = data[step] if isinstance(step, int) else data.get(step)
+    return data
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class AdapterErrors:
+    """How an adapter words a failure: its name first, the provider's request id last, keys cut out."""
+
+    provider: str
+    api: str
+    _secrets: tuple[str, ...] = ()
+    REQUEST_ID_LABEL = "request-id"
+
+    def _error(self, message: str, *, kind: str, retryable: bool, status: int | None = None,
+               retry_after: float | None = None, billed: bool | None = None,
+               request_id: str | None = None) -> ProviderError:
+        text = f"{self.provider} {self.api}: {message}"
+        if request_id:
+            text += f" ({self.REQUEST_ID_LABEL} {request_id})"
+        return ProviderError(redact(text, self._secrets)[:2000], kind=kind, retryable=retryable, status=status,
+                             retry_after=retry_after, billed=billed)
+
+    def _status_error(self, exc: Any) -> ProviderError:
+        raise NotImplementedError
+
+    def _transport_error(self, exc: BaseException, sdk: Any) -> ProviderError | None:
+        """The failure an exception from a call through `sdk` (anthropic or openai: the same
+        exception family) stands for, or None for one that is not the transport's."""
+        import json
+
+        import httpx2 as httpx  # what both SDKs speak through
+
+        if isinstance(exc, TimeoutError):
+            return self._error("no reply within the timeout", kind="timeout", retryable=True)
+        if isinstance(exc, sdk.APIStatusError):
+            return self._status_error(exc)
+        if isinstance(exc, sdk.APITimeoutError):
+            return self._error("the request timed out", kind="timeout", retryable=True)
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            return self._error(f"connection failed: {exc}" + (f" ({cause!r})" if cause is not None else ""),
+                               kind="connection", retryable=True)
+        if isinstance(exc, sdk.APIResponseValidationError):
+            return self._error(f"a reply the SDK could not read: {exc.message}", kind="malformed-reply",
+                               retryable=False)
+        if isinstance(exc, httpx.TimeoutException):
+            return self._error("the reply timed out while being read", kind="timeout", retryable=True)
+        if isinstance(exc, httpx.TransportError):
+            return self._error(f"the connection broke while reading the reply: {exc!r}", kind="connection",
+                               retryable=True)
+        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):  # the body said JSON and was not
+            return self._error(f"a 200 reply that is not JSON: {exc}", kind="malformed-reply", retryable=False)
+        return None

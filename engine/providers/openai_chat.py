@@ -32,10 +32,19 @@ import copy
 import json
 from typing import Any
 
-import httpx2
 import openai
 
-from engine.providers.base import ModelReply, ModelRequest, ProviderError, classify_status, redact, retry_after
+from engine.providers.base import (
+    AdapterErrors,
+    ModelReply,
+    ModelRequest,
+    ProviderError,
+    as_int,
+    as_str,
+    classify_status,
+    get,
+    retry_after,
+)
 from engine.records import Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # given explicitly: OPENAI_BASE_URL is never read
@@ -137,39 +146,19 @@ def image_data_url(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def get(data: Any, *path: str | int) -> Any:
-    """data[path[0]][path[1]]..., or None where any step is missing or of the wrong kind."""
-    for step in path:
-        if isinstance(step, int):
-            if not isinstance(data, list) or not -len(data) <= step < len(data):
-                return None
-        elif not isinstance(data, dict):
-            return None
-        data = data[step] if isinstance(step, int) else data.get(step)
-    return data
+class OpenAIAdapter(AdapterErrors):
+    """The client, the call and the failure mapping both OpenAI adapters share. A provider other
+    than openai itself is a compatible server: its base_url is required and its key optional."""
 
-
-def as_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def as_str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-class OpenAIAdapter:
-    """The client, the call and the failure mapping both OpenAI adapters share."""
-
+    REQUEST_ID_LABEL = "x-request-id"
     api = ""
     path = ""
 
     def __init__(self, *, provider: str, api_key: str | None, base_url: str | None):
-        if provider not in ("openai", "openai-compatible"):
-            raise ProviderError(f"{provider}: not an OpenAI wire-format provider", kind="startup", retryable=False,
-                                billed=False)
-        if provider == "openai-compatible":
+        self.compatible = provider != "openai"
+        if self.compatible:
             if not base_url:
-                raise ProviderError("openai-compatible: no base_url was given (the server's /v1 address)",
+                raise ProviderError(f"{provider}: no base_url was given (the server's /v1 address)",
                                     kind="startup", retryable=False, billed=False)
             api_key = api_key or NO_KEY
         elif not api_key:
@@ -191,27 +180,11 @@ class OpenAIAdapter:
             async with asyncio.timeout(timeout):  # a whole-call deadline (the SDK's is per read)
                 raw = await create(**body, timeout=timeout)
                 parsed = raw.parse()
-        except TimeoutError:
-            raise self._error("no reply within the timeout", kind="timeout", retryable=True) from None
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except openai.APITimeoutError:
-            raise self._error("the request timed out", kind="timeout", retryable=True) from None
-        except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc.__context__
-            raise self._error(f"connection failed: {exc}" + (f" ({cause!r})" if cause else ""), kind="connection",
-                              retryable=True) from None
-        except openai.APIResponseValidationError as exc:
-            raise self._error(f"a reply the SDK could not read: {exc.message}", kind="malformed-reply",
-                              retryable=False) from None
-        except httpx2.TimeoutException:
-            raise self._error("the reply timed out while being read", kind="timeout", retryable=True) from None
-        except httpx2.TransportError as exc:
-            raise self._error(f"the connection broke while reading the reply: {exc!r}", kind="connection",
-                              retryable=True) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # the body said JSON and was not
-            raise self._error(f"a 200 reply that is not JSON: {exc}", kind="malformed-reply",
-                              retryable=False) from None
+        except Exception as exc:
+            failure = self._transport_error(exc, openai)
+            if failure is None:
+                raise
+            raise failure from None
         headers = raw.headers
         try:
             data = raw.http_response.json()
@@ -221,15 +194,6 @@ class OpenAIAdapter:
             raise self._error(f"a 200 reply that is not a {model_type.__name__}: {raw.http_response.text[:200]!r}",
                               kind="malformed-reply", retryable=False, request_id=headers.get("x-request-id"))
         return data, headers
-
-    def _error(self, message: str, *, kind: str, retryable: bool, status: int | None = None,
-               retry_after: float | None = None, billed: bool | None = None,
-               request_id: str | None = None) -> ProviderError:
-        text = f"{self.provider} {self.api}: {message}"
-        if request_id:
-            text += f" (x-request-id {request_id})"
-        return ProviderError(redact(text, self._secrets)[:2000], kind=kind, retryable=retryable, status=status,
-                             retry_after=retry_after, billed=billed)
 
     def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
         status = exc.status_code
@@ -261,7 +225,7 @@ class OpenAIChat(OpenAIAdapter):
                 "name": SCHEMA_NAME, "schema": strict_schema(request.schema), "strict": True}},
         }
         # OpenAI deprecated max_tokens for max_completion_tokens; many compatible servers know only max_tokens.
-        body["max_tokens" if self.provider == "openai-compatible" else "max_completion_tokens"] = \
+        body["max_tokens" if self.compatible else "max_completion_tokens"] = \
             sampling.max_output_tokens
         if sampling.temperature is not None:
             body["temperature"] = sampling.temperature

@@ -15,7 +15,7 @@ import yaml
 
 from engine.script import parse_script
 from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.experiment import create_folder, prepare
+from sessions.experiment import PreflightError, create_folder, prepare
 from sessions.records import Summary
 from sessions.replay import replay_trial
 from sessions.runner import ExperimentRunner
@@ -240,3 +240,26 @@ def test_a_refused_memory_write_is_reported_to_the_model_next_turn(tmp_path, ser
     assert [op["op"] for op in ops if op["op"] == "reject"] == ["reject"]
     frozen = (out / "prompts" / "system.txt").read_text()
     assert frozen == system and verify_experiment(out) == []
+
+
+def test_a_new_provider_is_one_catalog_entry(tmp_path, server, monkeypatch):
+    """The seam: an entry in engine.providers.PROVIDERS is all the manifest, preflight and the
+    runner need (here a second name for the Chat Completions wire format)."""
+    from engine.providers import PROVIDERS, Provider
+
+    monkeypatch.setitem(PROVIDERS, "acme-local", Provider({"chat": "engine.providers.openai_chat:OpenAIChat"},
+                                                          None, needs_base_url=True))
+    server.script(ok(answer(WALK[:4])))
+    condition = {"id": "agent", "policy": "model", "provider": "acme-local", "model": "acme-1",
+                 "base_url": server.base_url("chat")}
+    out, _, (result,) = run(tmp_path, condition,
+                            budgets={"accepted_actions": 4, "model_decisions": None, "wall_time_minutes": None})
+    assert result.termination_reason == "budget:accepted_actions", result.error
+    assert verify_experiment(out) == []
+    assert result.provenance["model"]["provider"] == "acme-local"
+    assert result.provenance["model"]["seed"].startswith("not supported")  # it declared no seeded API
+    monkeypatch.delitem(PROVIDERS, "acme-local")
+    again = tmp_path / "again"
+    again.mkdir()
+    with pytest.raises(PreflightError, match="one of: anthropic, openai, openai-compatible"):
+        run(again, condition)
