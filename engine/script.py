@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from engine.actions import ACTIONS
+from engine.text import decode_utf8, printable
 
 MAX_REPEAT = 100_000
 MAX_ACTIONS = 1_000_000
@@ -29,24 +30,14 @@ def _shown(token: str) -> str:
     return repr(token if len(token) <= 40 else token[:40] + "…")  # repr: one line whatever the token
 
 
-def _printable(text: str) -> str:
-    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _decode(data: bytes, source: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ScriptError(f"{source}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}; "
-                          "save the script as UTF-8)") from None
-
-
 def parse_script(text: str | bytes, source: str = "<script>") -> list[str]:
     """The actions of a script (text, or bytes that must be UTF-8); errors name the line."""
-    source = _printable(source)  # a message is one line, whatever the file is called
+    source = printable(source)  # a message is one line, whatever the file is called
     if isinstance(text, bytes):
-        text = _decode(text, source)
+        try:
+            text = decode_utf8(text, source)
+        except ValueError as exc:
+            raise ScriptError(str(exc)) from None
     actions: list[str] = []
     for lineno, raw in enumerate(text.split("\n"), start=1):  # "\n" only: editors' line numbers
         line = raw.split("#", 1)[0]

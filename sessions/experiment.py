@@ -104,9 +104,10 @@ def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[by
 def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: bool = False) -> Prepared:
     # Every check first, nothing written; each refusal is one printable line (user text escaped).
     from engine.script import parse_script
+    from engine.text import printable
     from sessions.reader import FormatProblem, TrialReader
     from sessions.romcheck import RomCheckError, check_rom_and_state
-    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, printable, read_input
+    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
     from sessions.yamlfile import field_line
 
     try:

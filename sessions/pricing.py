@@ -38,7 +38,8 @@ class PricingError(ValueError):
 
 
 def load_prices(path: Path, expected_sha256: str) -> tuple[PriceSchedule, dict[str, Price]]:
-    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, decode_utf8, read_input
+    from engine.text import decode_utf8
+    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
 
     try:
         data = read_input(path, what="price schedule", max_bytes=MAX_TEXT_BYTES)

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from engine.gamedef import GameDefinition
-from sessions.safe_read import printable
+from engine.text import printable
 
 BANK = 0x4000
 MIN_ROM = 2 * BANK

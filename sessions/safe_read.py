@@ -13,6 +13,8 @@ import errno
 import os
 import stat
 
+from engine.text import printable
+
 MiB = 1 << 20
 MAX_TEXT_BYTES = 4 * MiB  # manifest, game definition, script notes, input script
 MAX_ROM_BYTES = 32 * MiB  # the largest cartridge there is (GBA)
@@ -31,15 +33,6 @@ class InputFileError(ValueError):
         self.what = what
         self.path = path
         self.reason = reason
-
-
-def printable(text: object) -> str:
-    """`text` with every control, line-separator or unencodable character escaped, so a
-    message built from user input stays on one line and can always be printed."""
-    s = str(text)
-    if s.isprintable():
-        return s
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 def _fail(what: str, shown: str, reason: str, message: str) -> InputFileError:
@@ -110,13 +103,3 @@ def read_input(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> by
 def _too_large(what: str, shown: str, size: int, cap: int, at_least: bool = False) -> InputFileError:
     n = f"{'over ' if at_least else ''}{size:,} bytes, at most {cap:,}"
     return _fail(what, shown, f"too large: {n}", f"{what} is too large: {shown} ({n})")
-
-
-def decode_utf8(data: bytes, source: str) -> str:
-    """Strict UTF-8; a bad byte is reported as `SOURCE:LINE: not UTF-8 text (byte 0xNN ...)`."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"{printable(source)}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
-                         f"{exc.start:,}; save the file as UTF-8)") from None
