@@ -74,6 +74,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.backends import BACKENDS
 from engine.emulator import Timing, frame_sha256
 from engine.events import DecisionRecorded, TrialEnded
 from engine.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
@@ -197,14 +198,15 @@ def _harness_trial(manifest: Path, out: Path, sinks=()) -> tuple[tuple[float, fl
     its folder, and its sealed result. The experiment holds exactly one trial."""
     prepared = prepare(manifest, out)
     folder = create_folder(prepared, out)
-    emu = PyBoyEmulator(prepared.rom_path)  # setup, untimed
+    emu = prepared.open_emulator()  # setup, untimed (the manifest's backend, as a run opens it)
+    close = emu.close
     emu.close = lambda: None  # and closing it is teardown, untimed (closed below)
     clock = _Clock()
     runner = _TimedRunner(prepared, folder, emu, clock, sinks)
     try:
         runner.run()  # also writes the summary and closes the folder (after the clock stopped)
     finally:
-        PyBoyEmulator.close(emu)
+        close()
     result = runner.results[0]
     if clock.elapsed is None:
         raise RuntimeError(f"{out}: the trial never ended")
@@ -213,7 +215,7 @@ def _harness_trial(manifest: Path, out: Path, sinks=()) -> tuple[tuple[float, fl
 
 def _replay(trial: Path) -> float:
     loaded = load_trial(trial)
-    emu = PyBoyEmulator(loaded.rom_path)
+    emu = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path), loaded.game.platform)
     try:
         t0 = time.perf_counter()
         replay_records(emu, loaded)
@@ -463,7 +465,7 @@ def process_figures(prepared, runs: int, tmp: Path) -> dict:
     actions = next(iter(prepared.scripts.values()))
     script = tmp / "plain.py"
     script.write_text(PLAIN_SCRIPT.format(
-        rom=str(prepared.rom_path), state=str(resolve(m.game.initial_state, prepared.base)),
+        rom=str(prepared.rom_path), state=str(resolve(m.game.start_state("pyboy").state, prepared.base)),
         press=m.emulator.press_frames, settle=m.emulator.settle_frames, buttons=BUTTONS, actions=actions),
         encoding="utf-8")
     oakwatch = _oakwatch_command()

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.backends import BACKENDS
 from engine.providers import PROVIDERS
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
@@ -47,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--base-url", help="with --provider: the API's address (required for openai-compatible)")
     run.add_argument("--api", choices=sorted({a for p in PROVIDERS.values() for a in p.apis}),
                      help="with --provider: the API (default: messages for anthropic, chat for the others)")
+    run.add_argument("--emulator", choices=list(BACKENDS),
+                     help="run on this emulator backend instead of the manifest's emulator.name (its start state "
+                          "from game.start_states; the choice is frozen with the run)")
+    run.add_argument("--force", action="store_true",
+                     help="run a ROM its game definition does not list (a hack, a bad dump); recorded in the run")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
                      help="console pacing (default: the manifest's emulator.speed_multiplier; "
                           "the bundled dry-run says 1)")
@@ -70,6 +76,25 @@ def _parser() -> argparse.ArgumentParser:
     state.add_argument("rom", type=Path)
     state.add_argument("--frames", type=int, required=True, help="frames to run from power-on with no input")
     state.add_argument("--output", type=Path, required=True, help="state file to write (must not exist)")
+    state.add_argument("--emulator", choices=list(BACKENDS), default="pyboy",
+                       help="the emulator backend whose state this is (default: pyboy)")
+    state_cmd = sub.add_parser("state", help="start states from your own ROM")
+    state_sub = state_cmd.add_subparsers(dest="state_command", required=True)
+    new = state_sub.add_parser(
+        "new", help="boot your ROM, play an input prefix (from a file, or in a console), save the start state and "
+                    "write a ready manifest")
+    new.add_argument("--rom", type=Path, required=True, help="your legally dumped ROM")
+    new.add_argument("--game", required=True, help="a bundled game definition id (e.g. pokemon-firered-leafgreen-en) "
+                                                   "or a definition file")
+    new.add_argument("--output", type=Path, required=True, help="new folder for the state, its hashes and a manifest")
+    new.add_argument("--inputs", type=Path, help="input prefix (an input script); without it, play in the console "
+                                                 "and press ctrl+s to save")
+    new.add_argument("--experiment", metavar="TEMPLATE",
+                     help="fill in this experiment (e.g. bundled:firered-design-a.yaml); default: a one-condition "
+                          "smoke test")
+    new.add_argument("--emulator", choices=list(BACKENDS), help="default: pyboy for GB games, mgba for GBA")
+    new.add_argument("--boot-frames", type=int, default=0, help="frames to run from power-on before the prefix")
+    new.add_argument("--force", action="store_true", help="a ROM the definition does not list (recorded)")
     bench = sub.add_parser("bench", help="measure the harness against the raw emulator")
     bench.add_argument("--runs", type=int, default=5, help="repetitions; the median is reported")
     bench.add_argument("--memory-actions", type=int, default=10_000,
@@ -95,14 +120,22 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "run":
         headless = args.headless or not sys.stdout.isatty()
         if args.resume is not None:
-            if args.manifest is not None or args.output is not None or args.provider is not None:
-                return _fail("--resume uses the folder's frozen manifest: give no MANIFEST, --output or --provider")
+            if (args.manifest is not None or args.output is not None or args.provider is not None
+                    or args.emulator is not None or args.force):
+                return _fail("--resume uses the folder's frozen manifest: give no MANIFEST, --output, --provider, "
+                             "--emulator or --force")
             return _resume(args.resume, headless=headless, speed=args.speed)
+        model = None
         if args.provider is not None or args.model is not None or args.base_url is not None:
-            from app.model_run import ModelRunError, model_manifest
+            model = {"provider": args.provider, "model": args.model, "base_url": args.base_url, "api": args.api}
+        if model is not None or args.emulator is not None or args.force:
+            from app.model_run import ModelRunError, overridden_manifest
 
+            if args.emulator is not None and BACKENDS[args.emulator].version() is None:
+                return _fail(BACKENDS[args.emulator].missing_message())
             try:
-                with model_manifest(args.manifest, args.provider, args.model, args.base_url, args.api) as manifest:
+                with overridden_manifest(args.manifest, model=model, emulator=args.emulator,
+                                         force=args.force) as manifest:
                     return _run(manifest, headless=headless, output=args.output, speed=args.speed)
             except ModelRunError as exc:
                 return _fail(str(exc))
@@ -116,7 +149,12 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "frames":
         return _frames(args.trial, args.decisions, args.output)
     if args.command == "make-state":
-        return _make_state(args.rom, args.frames, args.output)
+        return _make_state(args.rom, args.frames, args.output, args.emulator)
+    if args.command == "state":
+        from app.state_new import state_new
+
+        return state_new(args.rom, args.game, args.output, inputs=args.inputs, emulator=args.emulator,
+                         boot_frames=args.boot_frames, force=args.force, experiment=args.experiment)
     if args.command == "bench":
         from app.bench import run_bench
 
@@ -282,7 +320,7 @@ def _frames(trial: Path, decisions: str | None, output: Path) -> int:
     return EXIT_OK
 
 
-def _make_state(rom: Path, frames: int, output: Path) -> int:
+def _make_state(rom: Path, frames: int, output: Path, emulator: str = "pyboy") -> int:
     from engine.emulator import EmulatorError
     from sessions.startstate import write_start_state
 
@@ -293,7 +331,7 @@ def _make_state(rom: Path, frames: int, output: Path) -> int:
     if not 1 <= frames <= 1_000_000:
         return _fail("--frames must be between 1 and 1,000,000")
     try:
-        info = write_start_state(rom, frames, output)
+        info = write_start_state(rom, frames, output, emulator)
     except EmulatorError as exc:
         return _fail(str(exc))
     for key, value in info.items():

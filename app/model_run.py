@@ -1,9 +1,14 @@
-"""`oakwatch run --provider P --model ID [--base-url URL]`: a model plays the bundled experiment.
+"""Quick overrides of a manifest from the command line, written into the manifest that is frozen
+with the run like any other setting.
 
-The manifest (the bundled dry-run unless one is given) keeps its game, emulator, agent contract
-and budgets; its conditions become one model condition with the given provider, model and
-address, priced from the bundled dated price schedule. The overrides are written into the
-manifest that is frozen with the run, like any other setting.
+* `oakwatch run --provider P --model ID [--base-url URL]`: a model plays. The manifest (the bundled
+  dry-run unless one is given) keeps its game, emulator, agent contract and budgets; its conditions
+  become one model condition with the given provider, model and address, priced from the bundled
+  dated price schedule.
+* `oakwatch run --emulator pyboy|mgba`: the run uses that emulator backend (emulator.name), with
+  its start state from game.start_states and its own installed version.
+
+Both can be given together: one temporary manifest carries both.
 """
 
 from __future__ import annotations
@@ -25,24 +30,10 @@ class ModelRunError(ValueError):
     pass
 
 
-@contextmanager
-def model_manifest(manifest: Path | None, provider: str | None, model: str | None, base_url: str | None,
-                   api: str | None) -> Iterator[Path]:
+def _model_condition(provider: str | None = None, model: str | None = None, base_url: str | None = None,
+                     api: str | None = None) -> dict:
     if provider is None or not model:
         raise ModelRunError("--provider and --model go together (e.g. --provider openai --model gpt-5.4)")
-    source = manifest or DEFAULT_MANIFEST
-    try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ModelRunError(f"cannot read manifest {source} ({exc})") from None
-    if not isinstance(data, dict):
-        raise ModelRunError(f"{source}: a manifest must be a YAML mapping")
-    base = source.resolve().parent
-    game = data.get("game") if isinstance(data.get("game"), dict) else {}
-    for key in ("rom", "initial_state", "definition"):  # the copy lives elsewhere: anchor its paths
-        ref = game.get(key)
-        if isinstance(ref, str) and not ref.startswith(BUNDLED_PREFIX):
-            game[key] = str(resolve(ref, base).resolve())
     prices = ASSETS / "pricing" / PRICES
     condition = {"id": "model", "policy": "model", "provider": provider, "model": model,
                  "memory_policy": "persistent",
@@ -52,12 +43,63 @@ def model_manifest(manifest: Path | None, provider: str | None, model: str | Non
         condition["base_url"] = base_url
     if api is not None:
         condition["api"] = api
-    data["conditions"] = [condition]
-    data["experiment_id"] = f"{data.get('experiment_id', 'experiment')}-{provider}"[:128]
-    data.setdefault("trials", {})
-    if isinstance(data["trials"], dict):
-        data["trials"]["per_condition"] = 1
-    with tempfile.TemporaryDirectory(prefix="oakwatch-model-") as tmp:
+    return condition
+
+
+def _anchor(data: dict, base: Path) -> None:
+    """The copy lives elsewhere: anchor the game's relative file references to absolute paths."""
+    game = data.get("game") if isinstance(data.get("game"), dict) else {}
+    refs = [(game, key) for key in ("rom", "definition")]
+    states = game.get("start_states")
+    if isinstance(states, dict):
+        refs += [(entry, "state") for entry in states.values() if isinstance(entry, dict)]
+    for section, key in refs:
+        ref = section.get(key)
+        if isinstance(ref, str) and not ref.startswith(BUNDLED_PREFIX):
+            section[key] = str(resolve(ref, base).resolve())
+
+
+@contextmanager
+def overridden_manifest(manifest: Path | None, *, model: dict | None = None,
+                        emulator: str | None = None, force: bool = False) -> Iterator[Path]:
+    """A temporary copy of `manifest` (default: the bundled dry-run) with the overrides applied.
+    `model`: keyword arguments of the model condition (provider, model, base_url, api)."""
+    condition = _model_condition(**model) if model is not None else None
+    source = manifest or DEFAULT_MANIFEST
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ModelRunError(f"cannot read manifest {source} ({exc})") from None
+    if not isinstance(data, dict):
+        raise ModelRunError(f"{source}: a manifest must be a YAML mapping")
+    _anchor(data, source.resolve().parent)
+    if condition is not None:
+        data["conditions"] = [condition]
+        data["experiment_id"] = f"{data.get('experiment_id', 'experiment')}-{condition['provider']}"[:128]
+        data.setdefault("trials", {})
+        if isinstance(data["trials"], dict):
+            data["trials"]["per_condition"] = 1
+    if emulator is not None:
+        section = data.get("emulator")
+        if not isinstance(section, dict):
+            raise ModelRunError(f"{source}: no emulator section to override")
+        if section.get("name") != emulator:
+            section["name"] = emulator
+            section.pop("version", None)  # the installed version of the new backend is recorded
+            section.pop("config_sha256", None)  # computed again for the new backend
+    if force:
+        if not isinstance(data.get("game"), dict):
+            raise ModelRunError(f"{source}: no game section")
+        data["game"]["allow_unidentified_rom"] = True  # frozen with the run: every trial records it
+    with tempfile.TemporaryDirectory(prefix="oakwatch-run-") as tmp:
         path = Path(tmp) / "manifest.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        yield path
+
+
+@contextmanager
+def model_manifest(manifest: Path | None, provider: str | None, model: str | None, base_url: str | None,
+                   api: str | None, emulator: str | None = None) -> Iterator[Path]:
+    with overridden_manifest(manifest, model={"provider": provider, "model": model, "base_url": base_url,
+                                              "api": api}, emulator=emulator) as path:
         yield path

@@ -1,7 +1,23 @@
-"""Declarative game definitions: the RAM fields a probe reads and the milestone ladder.
+"""Declarative game definitions: the RAM a probe reads and the milestone ladder.
 
 A definition is data (YAML under assets/games/); this module is its schema and the
 condition evaluator. Conditions are structured, never evaluated as code.
+
+What a probe can read (format v2; the agreed spec is repeated here in brief):
+
+  pointers:  name -> {address, source}: a little-endian pointer (32-bit on gba, 16-bit on gb/gbc)
+             read afresh at every sample; its value is in the sample under its own name.
+  arrays:    name -> one of
+             {kind: flags, [base], address, bytes}        flag i = bit i%8 of byte address + i//8
+             {kind: vars, [base], address, start, count}  var v = u16le at address + 2*(v - start)
+             {kind: items, [base], address, slots, stride, id: u8|u16le, quantity: u8|u16le,
+              [terminator], [key]}                        (id, quantity) pairs, one per `stride` bytes
+  fields:    name -> {address, [base], kind, [length]}    a value in memory (kind u8, u16le, u32le,
+             s8, s16le, s32le or bytes; with `base` the address is an offset from that pointer's value)
+             name -> {flag|var|item: ARRAY, index: N}     a value derived from an array
+
+A milestone is `required` (the default) or optional (`required: false`); see engine.ladder for
+what that changes.
 """
 
 from __future__ import annotations
@@ -16,8 +32,12 @@ Sample = dict[str, "int | list[int]"]
 
 Name = Annotated[str, Field(min_length=1, max_length=64)]
 Text = Annotated[str, Field(max_length=500)]
-Value = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]  # what a probed field can hold (u8 .. u32le)
+Address = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
+Value = Annotated[int, Field(ge=-(2**31), le=0xFFFFFFFF)]  # what a probed field can hold (s32le .. u32le)
 ADDRESS_SPACE = {"gb": 0x10000, "gbc": 0x10000, "gba": 0x1_0000_0000}
+POINTER_WIDTH = {"gb": 2, "gbc": 2, "gba": 4}
+WIDTHS = {"u8": 1, "s8": 1, "u16le": 2, "s16le": 2, "u32le": 4, "s32le": 4}
+SIGNED = frozenset({"s8", "s16le", "s32le"})
 
 
 class _Strict(BaseModel):
@@ -25,18 +45,112 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
+class Pointer(_Strict):
+    address: Address
+    source: Text | None = None
+
+
+class FlagArray(_Strict):
+    kind: Literal["flags"]
+    base: Name | None = None  # a pointer name: then `address` is an offset from its value
+    address: Address
+    bytes: Annotated[int, Field(ge=1, le=65536)]
+    source: Text | None = None
+
+    @property
+    def size(self) -> int:
+        return self.bytes
+
+
+class VarArray(_Strict):
+    kind: Literal["vars"]
+    base: Name | None = None
+    address: Address
+    start: Annotated[int, Field(ge=0, le=0xFFFF)] = 0
+    count: Annotated[int, Field(ge=1, le=65536)]
+    source: Text | None = None
+
+    @property
+    def size(self) -> int:
+        return 2 * self.count
+
+
+class ItemArray(_Strict):
+    kind: Literal["items"]
+    base: Name | None = None
+    address: Address
+    slots: Annotated[int, Field(ge=1, le=4096)]
+    stride: Annotated[int, Field(ge=2, le=256)]
+    id: Literal["u8", "u16le"] = "u8"
+    quantity: Literal["u8", "u16le"] = "u8"  # right after the id
+    terminator: Annotated[int, Field(ge=0, le=0xFFFF)] | None = None  # an id that ends the list
+    key: Name | None = None  # a numeric field XORed (masked to the quantity's width) into each quantity
+    source: Text | None = None
+
+    @property
+    def size(self) -> int:
+        return self.slots * self.stride
+
+    @model_validator(mode="after")
+    def _fits(self) -> ItemArray:
+        if WIDTHS[self.id] + WIDTHS[self.quantity] > self.stride:
+            raise ValueError(f"stride {self.stride} is smaller than an id ({self.id}) and a quantity "
+                             f"({self.quantity})")
+        if self.terminator is not None and self.terminator > (0xFF if self.id == "u8" else 0xFFFF):
+            raise ValueError(f"terminator 0x{self.terminator:X} does not fit an id of kind {self.id}")
+        return self
+
+
+Array = Annotated[FlagArray | VarArray | ItemArray, Field(discriminator="kind")]
+
+
 class RamField(_Strict):
-    address: Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
-    kind: Literal["u8", "u16le", "u32le", "bytes"] = "u8"
+    """A value in memory (address, with base: an offset from a pointer) or one derived from an
+    array (flag, var or item, with index)."""
+
+    address: Address | None = None
+    base: Name | None = None
+    kind: Literal["u8", "u16le", "u32le", "s8", "s16le", "s32le", "bytes"] = "u8"
     length: Annotated[int, Field(ge=1, le=256)] = 1
+    flag: Name | None = None  # a flags array: the value is 0 or 1
+    var: Name | None = None  # a vars array: the u16 value
+    item: Name | None = None  # an items array: the quantity held (decrypted), 0 when absent
+    index: Annotated[int, Field(ge=0, le=0xFFFF)] | None = None  # flag number, var number or item id
     source: Text | None = None  # where the address comes from (disassembly symbol, our RAM.md)
 
     @property
     def width(self) -> int:
-        return {"u8": 1, "u16le": 2, "u32le": 4}.get(self.kind, self.length)
+        return WIDTHS.get(self.kind, self.length)
+
+    @property
+    def derived_from(self) -> tuple[str, str] | None:
+        """(flag|var|item, array name) for a derived field, None for one read at an address."""
+        for how in ("flag", "var", "item"):
+            if (array := getattr(self, how)) is not None:
+                return how, array
+        return None
+
+    @property
+    def is_bytes(self) -> bool:
+        return self.kind == "bytes" and self.derived_from is None
 
     @model_validator(mode="after")
-    def _length_matches_kind(self) -> RamField:
+    def _one_source(self) -> RamField:
+        derived = [k for k in ("flag", "var", "item") if getattr(self, k) is not None]
+        if len(derived) > 1:
+            raise ValueError(f"a field is one of flag, var or item, not {' and '.join(derived)}")
+        if derived:
+            mixed = sorted({"address", "base", "kind", "length"} & self.model_fields_set)
+            if mixed:
+                raise ValueError(f"a {derived[0]} field takes an array and an index; it cannot also have "
+                                 f"{', '.join(mixed)}")
+            if self.index is None:
+                raise ValueError(f"a {derived[0]} field needs an index")
+            return self
+        if self.address is None:
+            raise ValueError("a field needs an address (a value in memory) or one of flag, var, item (with index)")
+        if self.index is not None:
+            raise ValueError("index applies only to flag, var and item fields")
         if self.kind != "bytes" and self.length != 1:
             raise ValueError("length applies only to kind 'bytes'")
         return self
@@ -113,6 +227,7 @@ class MilestoneDef(_Strict):
     id: Name
     name: Annotated[str, Field(max_length=200)]
     points: Annotated[int, Field(ge=0, le=1_000_000)]
+    required: bool = True  # false: an optional rung (success does not need it; see engine.ladder)
     all: Annotated[list[Condition], Field(min_length=1, max_length=64)]
 
     def holds(self, sample: Sample) -> bool:
@@ -131,13 +246,33 @@ class Position(_Strict):
     y: Name
 
 
+class RomIdentity(_Strict):
+    """One ROM dump a definition is for, as its header and public dump databases identify it."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]  # a human label
+    title: Annotated[str, Field(max_length=16)]  # the header title as stored, trailing NULs trimmed
+    code: Annotated[str, Field(min_length=1, max_length=4)] | None = None  # GBA game code (or a CGB code)
+    revision: Annotated[int, Field(ge=0, le=255)]  # GB 0x14C mask ROM version; GBA 0xBC software version
+    header_checksum: Annotated[int, Field(ge=0, le=255)]  # GB 0x14D; GBA complement check 0xBD
+    sha1: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]  # of the whole file
+    source: Annotated[str, Field(min_length=1, max_length=500)]  # where the SHA-1 comes from
+
+
+def _names(names) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
 class GameDefinition(_Strict):
     id: Name
     title: Annotated[str, Field(max_length=200)]
     platform: Literal["gb", "gbc", "gba"]
     rom_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    verified: bool = False  # true only once an opt-in real-ROM test has passed on this definition
+    roms: Annotated[list[RomIdentity], Field(max_length=64)] = []
+    pointers: Annotated[dict[Name, Pointer], Field(max_length=64)] = {}
+    arrays: Annotated[dict[Name, Array], Field(max_length=256)] = {}
     fields: Annotated[dict[Name, RamField], Field(min_length=1, max_length=1024)]
-    # probe results mean nothing until these hold (e.g. an init magic byte)
+    # probe results mean nothing until these hold (e.g. an init magic byte, a pointer into RAM)
     ready: Annotated[list[Condition], Field(max_length=64)] = []
     position: Position | None = None  # for route tracking
     # a change in any of these resets route-repetition tracking
@@ -147,12 +282,8 @@ class GameDefinition(_Strict):
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
-        space = ADDRESS_SPACE[self.platform]
-        outside = sorted(name for name, f in self.fields.items() if f.address + f.width > space)
-        if outside:
-            raise ValueError(f"fields outside the {self.platform} address space (0x0-0x{space - 1:X}): "
-                             f"{', '.join(outside)}")
-        known = set(self.fields)
+        self._check_memory()
+        known = set(self.fields) | set(self.pointers)
         refs = [c.field for c in self.ready] + list(self.progress_fields)
         refs += [c.field for m in self.milestones for c in m.all]
         if self.position:
@@ -162,19 +293,89 @@ class GameDefinition(_Strict):
             raise ValueError(f"conditions refer to undefined fields: {', '.join(missing)}")
         # A test that does not fit its field's kind would fail mid-trial (`in` on a number), so refuse it here.
         for c in [*self.ready, *(c for m in self.milestones for c in m.all)]:
-            is_bytes = self.fields[c.field].kind == "bytes"
+            is_bytes = self.is_bytes(c.field)
             if is_bytes and c.model_dump(include={"eq", "ne", "ge", "le", "bit_set", "bit_clear"}, exclude_none=True):
                 raise ValueError(f"field {c.field!r} holds bytes: test it with contains or lacks")
             if not is_bytes and (c.contains is not None or c.lacks is not None):
                 raise ValueError(f"field {c.field!r} holds a number: contains and lacks apply to kind 'bytes'")
-        if self.position and any(self.fields[f].kind == "bytes" for f in self.position.model_dump().values()):
+        if self.position and any(self.is_bytes(f) for f in self.position.model_dump().values()):
             raise ValueError("position fields must hold numbers, not bytes")
         ids = [m.id for m in self.milestones]
         if len(set(ids)) != len(ids):
             raise ValueError("milestone ids must be unique")
         if self.final_milestone is not None and self.final_milestone not in ids:
             raise ValueError(f"final_milestone {self.final_milestone!r} is not a milestone id")
+        if not self.milestones[ids.index(self.final_id)].required:
+            raise ValueError(f"the final milestone {self.final_id!r} must be required (reaching it ends the trial)")
+        shas = [r.sha1 for r in self.roms]
+        if len(set(shas)) != len(shas):
+            raise ValueError("roms: the same sha1 is listed twice")
         return self
+
+    def _check_memory(self) -> None:
+        """Every pointer, array and field names what exists and lies inside the platform's address space."""
+        space, plat = ADDRESS_SPACE[self.platform], self.platform
+        clash = sorted(set(self.pointers) & set(self.fields))
+        if clash:
+            raise ValueError(f"pointer values appear in the sample under their own names, so a field cannot "
+                             f"share one: {', '.join(clash)}")
+        width = POINTER_WIDTH[plat]
+        outside = sorted(n for n, p in self.pointers.items() if p.address + width > space)
+        if outside:
+            raise ValueError(f"pointers outside the {plat} address space (0x0-0x{space - 1:X}): {', '.join(outside)}")
+
+        def placed(what: str, base: str | None, address: int, size: int) -> None:
+            if base is not None and base not in self.pointers:
+                raise ValueError(f"{what} is based on unknown pointer {base!r} (pointers: {_names(self.pointers)})")
+            # Absolute: the whole range must be in the space. Based: only the offset can be checked
+            # (the pointer's value is known at sample time), and an offset beyond the space never fits.
+            if address + size > space:
+                where = "offset" if base is not None else "address"
+                raise ValueError(f"{what} lies outside the {plat} address space (0x0-0x{space - 1:X}): "
+                                 f"{where} 0x{address:X} + {size} bytes")
+
+        for name, a in self.arrays.items():
+            placed(f"array {name!r}", a.base, a.address, a.size)
+        for name, f in self.fields.items():
+            derived = f.derived_from
+            if derived is None:
+                placed(f"field {name!r}", f.base, f.address, f.width)
+                continue
+            how, array_name = derived
+            array = self.arrays.get(array_name)
+            if array is None:
+                raise ValueError(f"field {name!r} names unknown array {array_name!r} (arrays: {_names(self.arrays)})")
+            want = {"flag": "flags", "var": "vars", "item": "items"}[how]
+            if array.kind != want:
+                raise ValueError(f"field {name!r}: {how} needs an array of kind {want}, and {array_name!r} is "
+                                 f"of kind {array.kind}")
+            i = f.index
+            if isinstance(array, FlagArray) and i >= array.bytes * 8:
+                raise ValueError(f"field {name!r}: flag 0x{i:X} is outside array {array_name!r} "
+                                 f"(flags 0x0-0x{array.bytes * 8 - 1:X}, {array.bytes} bytes)")
+            if isinstance(array, VarArray) and not array.start <= i < array.start + array.count:
+                raise ValueError(f"field {name!r}: var 0x{i:X} is outside array {array_name!r} "
+                                 f"(vars 0x{array.start:X}-0x{array.start + array.count - 1:X})")
+            if isinstance(array, ItemArray):
+                if array.id == "u8" and i > 0xFF:
+                    raise ValueError(f"field {name!r}: item id 0x{i:X} does not fit array {array_name!r}'s "
+                                     f"u8 ids")
+                if array.terminator is not None and i == array.terminator:
+                    raise ValueError(f"field {name!r}: item id 0x{i:X} is array {array_name!r}'s terminator")
+        for name, a in self.arrays.items():
+            if not isinstance(a, ItemArray) or a.key is None:
+                continue
+            key = self.fields.get(a.key)
+            if key is None:
+                raise ValueError(f"array {name!r}: key {a.key!r} is not a field (fields: {_names(self.fields)})")
+            if key.derived_from is not None or key.kind == "bytes":
+                raise ValueError(f"array {name!r}: key {a.key!r} must be a number read at an address "
+                                 f"(u8 .. s32le), not {key.derived_from[0] if key.derived_from else 'bytes'}")
+
+    def is_bytes(self, name: str) -> bool:
+        """Whether a sample name (a field or a pointer) holds a list of bytes rather than a number."""
+        f = self.fields.get(name)
+        return f is not None and f.is_bytes
 
     @property
     def final_id(self) -> str:

@@ -26,7 +26,9 @@ class Ending:
 
 # reason -> what it makes the trial
 ENDINGS: dict[str, Ending] = {
-    "final-milestone": Ending(SUCCESS, None, True),
+    "final-milestone": Ending(SUCCESS, None, True),  # every required rung reached or pre-satisfied
+    # the final rung reached with an earlier required rung skipped (engine.ladder): not a success
+    "final-milestone-skipped-required": Ending(GAME_FAILURE, None, True),
     "budget:accepted_actions": Ending(GAME_FAILURE, None, True),
     "budget:model_decisions": Ending(GAME_FAILURE, None, True),
     "budget:total_cost": Ending(GAME_FAILURE, None, True),

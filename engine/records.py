@@ -257,8 +257,9 @@ class TrialResult(Record):
     last_decision: int  # the last whole decision on disk
     milestones: list[MilestoneAward]
     milestones_reached: list[str]
-    pre_satisfied: list[str]
-    deepest_milestone: str | None
+    pre_satisfied: list[str]  # rungs true at the start: never awarded, 0 points, block nothing
+    skipped_required: list[str] = []  # required rungs passed over on the way (engine.ladder)
+    deepest_milestone: str | None  # the deepest rung reached in ladder order (engine.ladder)
     progress_points: int
     total_points: int
     telemetry: Telemetry | None  # None only when recovered without a loop's counters

@@ -43,7 +43,7 @@ from engine.events import (
     TrialStarted,
 )
 from engine.gamedef import GameDefinition, Sample
-from engine.ladder import Ladder
+from engine.ladder import Ladder, deepest, skipped_required
 from engine.memory import STORE_CHANGING_OPS, MemoryPolicy, MemoryRules, MemoryStore
 from engine.outcomes import EndRequest, classify
 from engine.policy import Observation, Policy, PolicyExhausted, PolicyReply, ProviderFailure
@@ -507,8 +507,8 @@ class Trial:
                 self.routes.progress()
             looped = self.routes.record(before_pos, action, self._position(sample)) \
                 if before_pos is not None else False
-            if ladder.final_reached:
-                d.end = EndRequest("final-milestone")
+            if ladder.ending is not None:  # the final rung, or every required rung (engine.ladder)
+                d.end = EndRequest(ladder.ending)
             elif looped:
                 d.end = EndRequest("unrecoverable-loop")
             if d.end is not None:
@@ -523,6 +523,8 @@ class Trial:
             d.end = EndRequest("provider-failure")
         elif d.aborted:
             d.end = self.control.request or EndRequest("harness-error")
+        elif d.end is None and self.ladder.ending is not None:
+            d.end = EndRequest(self.ladder.ending)  # e.g. every required rung held at the start: no action needed
         elif d.exhausted:
             d.end = self.control.request or EndRequest("policy-exhausted")
         elif d.end is None and (budget := self.budgets.exhausted()) is not None and budget != "budget:wall_time":
@@ -586,7 +588,7 @@ class Trial:
         if self.ladder is not None:
             awards = {k: a for k, a in self.ladder.awards.items() if a.decision_id <= tally.decisions}
         reached = [m.id for m in self.game.milestones if m.id in awards]
-        points = sum(a.points for a in awards.values())
+        points = sum(a.points for a in awards.values())  # pre-satisfied rungs are never awarded: 0 points
         accepted = tally.accepted_actions
         telemetry = tally.telemetry(
             rejected_actions=self.counts.rejected_actions, ignored_inputs=self.counts.ignored_inputs,
@@ -596,6 +598,7 @@ class Trial:
             held_seconds=round(self.control.held_seconds, 3), frames=self.counts.frames)
         cost = telemetry.cost_usd
         ladder = self.ladder
+        pre = sorted(ladder.pre_satisfied) if ladder else []
         return build(TrialResult,
             experiment_id=cfg.experiment_id, condition=cfg.label, trial=cfg.trial_number,
             trial_key=cfg.trial_key, position=cfg.position, attempt=cfg.attempt,
@@ -603,8 +606,8 @@ class Trial:
             invalid_cause=cause, error=error, recovered=False, started_utc=started_utc, ended_utc=utc_now(),
             last_decision=tally.decisions,
             milestones=[awards[m] for m in reached], milestones_reached=reached,
-            pre_satisfied=sorted(ladder.pre_satisfied) if ladder else [],
-            deepest_milestone=deepest(self.game, reached), progress_points=points,
+            pre_satisfied=pre, skipped_required=skipped_required(self.game, reached, pre),
+            deepest_milestone=deepest(self.game, reached, pre), progress_points=points,
             total_points=self.game.total_points, telemetry=telemetry,
             derived=derived_figures(cost, len(reached), points, accepted, self.counts.repeated_navigation_actions),
             provenance={"emulator": {"name": getattr(self.emulator, "name", None),
@@ -629,16 +632,6 @@ def _usage_totals(paid: list[Attempt]) -> dict:
     return {"input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
             "cached_tokens": total("cached_tokens"), "provider_cost_usd": total("cost_usd"),
             "cost_source": sources or None}
-
-
-def deepest(game: GameDefinition, reached: list[str]) -> str | None:
-    """The deepest milestone reached with every earlier rung reached too."""
-    out = None
-    for m in game.milestones:
-        if m.id not in reached:
-            break
-        out = m.id
-    return out
 
 
 def derived_figures(cost: float | None, milestones: int, points: int, actions: int,

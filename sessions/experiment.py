@@ -14,16 +14,15 @@ from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
+from engine.backends import BACKENDS
 from engine.gamedef import GameDefinition
-from engine.pyboy_backend import PYBOY_VERSION
 from engine.script import ScriptError
 from sessions.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 from sessions.gamedefs import GameDefinitionError, load_game_definition
 from sessions.manifest import Condition, Manifest, ManifestError, load_manifest
 from sessions.notes import NotesError, load_notes
+from sessions.romid import RomIdentity, RomIdentityError, identify
 from sessions.schedule import blind_labels, trial_order
-
-EMULATOR_FRAME_SIZES = {"pyboy": (160, 144)}
 
 
 class PreflightError(ValueError):
@@ -59,7 +58,8 @@ class Prepared:
     scripts: dict[str, list[str]] = field(default_factory=dict)  # condition id -> actions
     notes: dict[str, dict[int, dict]] = field(default_factory=dict)  # condition id -> script notes
     replay_dirs: dict[str, Path] = field(default_factory=dict)
-    first_frame_sha256: str | None = None  # what the preflight probe saw after restoring the state
+    # what the preflight probe saw after restoring the state (the chosen backend's start state)
+    first_frame_sha256: str | None = None
     recordings: dict[str, list[list[str]]] = field(default_factory=dict)  # replay: raw texts per decision
     rom: bytes = b""  # the ROM's bytes as hashed in preflight: every trial plays exactly these
     # policy: model — prices per condition (None: none known), and the API keys, read from the
@@ -67,10 +67,17 @@ class Prepared:
     prices: dict[str, object] = field(default_factory=dict)
     keys: Keys = field(default_factory=lambda: Keys({}), repr=False)
     system_prompt: str = ""
+    rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.romid)
 
     @property
     def base(self) -> Path:
         return self.manifest_path.parent
+
+    def open_emulator(self):
+        """A new emulator of the manifest's backend with this experiment's ROM (the bytes hashed in
+        preflight) loaded, for the game's platform."""
+        rom = self.rom or self.rom_path.read_bytes()
+        return BACKENDS[self.manifest.emulator.name].open(rom, str(self.rom_path), self.game.platform)
 
     def condition(self, label: str) -> Condition:
         cid = next(c for c, lab in self.labels.items() if lab == label)
@@ -80,12 +87,14 @@ class Prepared:
         m = self.manifest
         return {
             "rom_sha256": m.game.rom_sha256,
-            "initial_state_sha256": m.game.initial_state_sha256,
+            "initial_state_sha256": m.start_state().sha256,
             "manifest_sha256": m.sha256(),
             "game_definition_sha256": hashlib.sha256(self.game_path.read_bytes()).hexdigest(),
             "emulator_config_sha256": m.emulator.config_sha256,
             "oakwatch_version": dist_version("oakwatch"),
             "python_version": platform.python_version(),
+            "rom_identity": self.rom_identity.as_dict() if self.rom_identity else None,
+            "game_definition_verified": self.game.verified,
         }
 
 
@@ -141,28 +150,39 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         if exists:
             raise PreflightError(f"output folder already exists: {output} (choose a new one)")
 
-        if emu.version != PYBOY_VERSION:
+        chosen = BACKENDS[emu.name]
+        installed = chosen.version()
+        if installed is None:
+            raise PreflightError(chosen.missing_message())
+        if emu.version is not None and emu.version != installed:
             raise PreflightError(f"{at('emulator.version')}: pins {emu.name} {emu.version}, "
-                                 f"but {PYBOY_VERSION} is installed (save states depend on the version)")
-        computed = emu.config_hash()
+                                 f"but {installed} is installed (save states depend on the version)")
+        entry = manifest.start_state()
+        if entry is None:
+            raise PreflightError(f"{at('emulator.name')}: no start state for {emu.name} in game.start_states "
+                                 f"(it lists one for: {', '.join(g.start_states)}); make one with "
+                                 f"`oakwatch make-state ROM --emulator {emu.name} --frames N --output FILE`")
+        state_field = f"game.start_states.{emu.name}"
+        if entry.emulator_version != installed:
+            raise PreflightError(f"{at(state_field + '.emulator_version')}: the {emu.name} start state was made by "
+                                 f"{emu.name} {entry.emulator_version}, but {installed} is installed (a state "
+                                 f"loads only in the version that made it): make it again with oakwatch make-state")
+        pinned = emu.model_copy(update={"version": installed})
+        computed = pinned.config_hash()
         if emu.config_sha256 is not None and emu.config_sha256 != computed:
             raise PreflightError(f"{at('emulator.config_sha256')}: does not match the emulator "
                                  f"settings (computed {computed})")
-        if (emu.frame_width, emu.frame_height) != EMULATOR_FRAME_SIZES[emu.name]:
-            w, h = EMULATOR_FRAME_SIZES[emu.name]
-            raise PreflightError(f"{at('emulator.frame_width')}: frame width and height must be {w}x{h} "
-                                 f"for {emu.name}")
 
         rom_path = where("game.rom", g.rom)
         rom, rom_sha = sha256_file(rom_path, "ROM")
         if rom_sha != g.rom_sha256:
             raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, but the manifest's game.rom_sha256 "
                                  f"is {g.rom_sha256}: refusing a different ROM")
-        state_path = where("game.initial_state", g.initial_state)
+        state_path = where(f"{state_field}.state", entry.state)
         state, state_sha = sha256_file(state_path, "initial state")
-        if state_sha != g.initial_state_sha256:
+        if state_sha != entry.sha256:
             raise PreflightError(f"initial state {state_path} has SHA-256 {state_sha}, but the manifest's "
-                                 f"game.initial_state_sha256 is {g.initial_state_sha256}")
+                                 f"{state_field}.sha256 is {entry.sha256}")
 
         game_path = where("game.definition", g.definition)
         try:
@@ -172,6 +192,20 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         if game.rom_sha256 is not None and game.rom_sha256 != g.rom_sha256:
             raise PreflightError(f"game definition {game_path} is for ROM {game.rom_sha256}, "
                                  f"not the manifest's {g.rom_sha256}")
+        try:
+            rom_identity = identify(rom, game, force=g.allow_unidentified_rom, source=f"ROM {rom_path}")
+        except RomIdentityError as exc:
+            raise PreflightError(str(exc)) from None
+        if not chosen.runs(game.platform):
+            others = [b.name for b in BACKENDS.values() if b.runs(game.platform)]
+            raise PreflightError(f"{at('emulator.name')}: {emu.name} runs {', '.join(chosen.platforms)} games; "
+                                 f"game definition {game_path} is for {game.platform}"
+                                 + (f" (run it on {' or '.join(others)})" if others else ""))
+        size = chosen.frame_size(game.platform)
+        if (emu.frame_width, emu.frame_height) != size:
+            raise PreflightError(f"{at('emulator.frame_width')}: frame width and height must be {size[0]}x{size[1]} "
+                                 f"for {game.platform} on {emu.name} (the manifest says "
+                                 f"{emu.frame_width}x{emu.frame_height})")
 
         scripts: dict[str, list[str]] = {}
         notes: dict[str, dict[int, dict]] = {}
@@ -217,15 +251,18 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         # game's fields, all in a child process, so a cartridge or state PyBoy cannot run is
         # refused here rather than after the folder exists.
         try:
-            first_frame = check_rom_and_state(rom_path, rom, state, game, g.first_frame_sha256,
-                                              state_path=state_path, game_path=game_path)
+            first_frame = check_rom_and_state(rom_path, rom, state, game, entry.first_frame_sha256,
+                                              state_path=state_path, game_path=game_path, emulator=emu.name,
+                                              first_frame_field=f"{state_field}.first_frame_sha256")
         except RomCheckError as exc:
             raise PreflightError(str(exc)) from None
 
         frozen = manifest.model_copy(deep=True)
+        frozen.emulator.version = installed  # the frozen manifest records the version that ran
         frozen.emulator.config_sha256 = computed
         # The frozen copy lives elsewhere: anchor relative file references to absolute paths.
-        for section, key in [(frozen.game, "rom"), (frozen.game, "initial_state"), (frozen.game, "definition"),
+        for section, key in [(frozen.game, "rom"), (frozen.game, "definition"),
+                             *[(s, "state") for s in frozen.game.start_states.values()],
                              *[(c, k) for c in frozen.conditions for k in ("script", "script_notes", "replay_trace")]]:
             ref = getattr(section, key)
             if ref is not None and not ref.startswith(BUNDLED_PREFIX):
@@ -238,7 +275,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         system_prompt = system_prompt_for(frozen)
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
                         scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
-                        system_prompt)
+                        system_prompt, rom_identity)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
+from engine.backends import BACKENDS
 from engine.providers import PROVIDERS
 from sessions.yamlfile import load_yaml_model, parse_yaml_model
 
@@ -62,23 +63,77 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+def _backend_name(value: str) -> str:
+    if value not in BACKENDS:
+        raise ValueError(f"no emulator backend {value!r} (there are: {', '.join(BACKENDS)})")
+    return value
+
+
+BackendName = Annotated[str, Field(max_length=32), AfterValidator(_backend_name)]
+Version = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class StartState(_Strict):
+    """One backend's start state: a state file is the emulator's own (a PyBoy state does not load
+    in mGBA) and its first frame differs by palette, so each backend lists its own."""
+
+    state: PathRef  # bundled:NAME or a path relative to the manifest
+    sha256: Sha256
+    first_frame_sha256: Sha256 | None = None  # checked when given (the preflight's is used otherwise)
+    emulator_version: Version  # the version that made the state: another version is refused
+
+
+_MOVED = ("initial_state", "initial_state_sha256", "first_frame_sha256")
+
+
 class GameSection(_Strict):
     title: Text
     definition: PathRef  # game definition YAML: bundled:NAME.yaml or a path
     rom: PathRef  # path relative to the manifest, or bundled:NAME
     rom_sha256: Sha256
-    initial_state: PathRef
-    initial_state_sha256: Sha256
-    first_frame_sha256: Sha256 | None = None
+    # Start states by emulator backend (a key of engine.backends.BACKENDS).
+    start_states: Annotated[dict[BackendName, StartState], Field(min_length=1)]
+    # Run a ROM the game definition does not list (`oakwatch run --force`); every trial records it.
+    allow_unidentified_rom: bool = False
     language: Text = "English"
     starter: Text | None = None
     text_speed: Text | None = None
     battle_style: Text | None = None
+    _backend: str | None = PrivateAttr(None)  # the manifest's emulator.name, set by Manifest
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data):
+        if isinstance(data, dict) and any(k in data for k in _MOVED):
+            raise ValueError("initial_state, initial_state_sha256 and first_frame_sha256 moved into "
+                             "start_states.<emulator> (state, sha256, first_frame_sha256, emulator_version)")
+        return data
+
+    def start_state(self, backend: str | None = None) -> StartState | None:
+        """The start state for `backend` (default: the manifest's emulator), None if none is listed."""
+        return self.start_states.get(backend or self._backend or "")
+
+    # The chosen backend's values under their former names (readers that predate start_states).
+    @property
+    def initial_state(self) -> str | None:
+        entry = self.start_state()
+        return entry.state if entry else None
+
+    @property
+    def initial_state_sha256(self) -> str | None:
+        entry = self.start_state()
+        return entry.sha256 if entry else None
+
+    @property
+    def first_frame_sha256(self) -> str | None:
+        entry = self.start_state()
+        return entry.first_frame_sha256 if entry else None
 
 
 class EmulatorSection(_Strict):
-    name: Literal["pyboy"]
-    version: Annotated[str, Field(max_length=64)]
+    name: BackendName  # a key of engine.backends.BACKENDS
+    # Optional: when given it must be the installed version; the frozen manifest records the installed one.
+    version: Version | None = None
     config_sha256: Sha256 | None = None  # computed when absent; checked when given
     frame_width: Annotated[int, Field(ge=1, le=4096)]
     frame_height: Annotated[int, Field(ge=1, le=4096)]
@@ -265,6 +320,19 @@ class Condition(_Strict):
         return self.api_key_env or (entry.key_env if entry else None)
 
 
+PLACEHOLDER = "REPLACE_WITH_"  # the bundled real-game experiments are templates until filled in
+
+
+def _placeholders(data: object, path: str = "") -> list[str]:
+    if isinstance(data, str):
+        return [path] if data.startswith(PLACEHOLDER) else []
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in _placeholders(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(data, list):
+        return [p for i, v in enumerate(data) for p in _placeholders(v, f"{path}.{i}")]
+    return []
+
+
 class Manifest(_Strict):
     experiment_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
     protocol_version: Annotated[int, AfterValidator(_is_protocol_1)] = 1
@@ -275,6 +343,15 @@ class Manifest(_Strict):
     budgets: BudgetSection = BudgetSection()
     trials: TrialsSection = TrialsSection()
     conditions: Annotated[list[Condition], Field(min_length=1, max_length=26)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _filled_in(cls, data):
+        found = _placeholders(data)
+        if found:
+            raise ValueError(f"a template: {', '.join(found[:4])} still say {PLACEHOLDER}...; `oakwatch state new "
+                             "--rom YOUR_ROM --game ID --experiment THIS_FILE --output DIR` fills them in")
+        return data
 
     @field_validator("conditions")
     @classmethod
@@ -287,9 +364,14 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
+        self.game._backend = self.emulator.name
         if self.agent.max_actions_per_decision < max(c.actions_per_decision for c in self.conditions):
             raise ValueError("conditions: actions_per_decision exceeds agent.max_actions_per_decision")
         return self
+
+    def start_state(self) -> StartState | None:
+        """The start state listed for this manifest's emulator (None: none is)."""
+        return self.game.start_state(self.emulator.name)
 
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

@@ -14,10 +14,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.ladder import deepest
 from engine.outcomes import classify, is_valid
 from engine.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResult
 from engine.tally import TraceTally
-from engine.trial import deepest, derived_figures, utc_now
+from engine.trial import derived_figures, utc_now
 from sessions import layout
 from sessions.checksums import file_sha256
 from sessions.durable import write_atomic
@@ -231,6 +232,9 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
     outcome, cause = classify("process-died")
     ended = tally.last.termination_reason if tally.last else None  # the loop had ended it
     reached = tally.milestones_reached
+    # Which rungs held at the start is not in the trace (the loop's start sample died with it): the
+    # result lists none pre-satisfied and none skipped, so its deepest rung and its skipped rungs are
+    # lower bounds (a rung that held at the start would only add to the first and take from the second).
     game = _game(manifest, trial.parent.parent)
     points = sum(m.points for m in game.milestones if m.id in reached) if game else 0
     last = tally.last
@@ -242,7 +246,7 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
               f"decision {n}",
         recovered=True, started_utc=genesis.started_utc, ended_utc=last.timestamp_utc if last else utc_now(),
         last_decision=n, milestones=[], milestones_reached=reached, pre_satisfied=[],
-        deepest_milestone=deepest(game, reached) if game else None,
+        skipped_required=[], deepest_milestone=deepest(game, reached) if game else None,
         progress_points=points, total_points=game.total_points if game else 0, telemetry=tally.telemetry(),
         derived=derived_figures(tally.telemetry().cost_usd, len(reached), points, tally.accepted_actions, 0),
         provenance={"recovered_utc": utc_now()},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engine.emulator import Timing, frame_sha256
 from engine.gamedef import GameDefinition
-from engine.ladder import Ladder
+from engine.ladder import FINAL, FINAL_SKIPPED, Ladder
 from engine.probe import Probe
 from engine.records import InputLine, TraceLine
 from engine.routes import RouteTracker
@@ -55,10 +55,23 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
     rom_bytes, rom_sha = sha256_file(rom_path, "ROM")
     if rom_sha != g.rom_sha256:
         raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, the experiment used {g.rom_sha256}")
-    state, state_sha = sha256_file(resolve(g.initial_state, folder), "initial state")
-    if state_sha != g.initial_state_sha256:
-        raise PreflightError(f"initial state has SHA-256 {state_sha}, the experiment used "
-                             f"{g.initial_state_sha256}")
+    from engine.backends import BACKENDS
+
+    chosen = BACKENDS[manifest.emulator.name]
+    installed = chosen.version()
+    if installed is None:
+        raise PreflightError(chosen.missing_message())
+    entry = manifest.start_state()
+    if entry is None:
+        raise PreflightError(f"{folder / layout.MANIFEST}: no start state for {manifest.emulator.name} in "
+                             f"game.start_states")
+    if installed != (manifest.emulator.version or entry.emulator_version):
+        raise PreflightError(f"the experiment ran on {manifest.emulator.name} "
+                             f"{manifest.emulator.version or entry.emulator_version}, but {installed} is "
+                             f"installed: a replay needs the same emulator version")
+    state, state_sha = sha256_file(resolve(entry.state, folder), "initial state")
+    if state_sha != entry.sha256:
+        raise PreflightError(f"initial state has SHA-256 {state_sha}, the experiment used {entry.sha256}")
     try:
         game = load_game_definition(resolve(g.definition, folder))
     except GameDefinitionError as exc:
@@ -70,10 +83,10 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
 def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[int], None] | None = None) -> dict:
     """Replay and check; return counts. Raise Divergence at the first mismatch and
     FormatProblem for a malformed record."""
-    from engine.pyboy_backend import PyBoyEmulator
+    from engine.backends import BACKENDS
 
     loaded = load_trial(trial_dir, rom)
-    emulator = PyBoyEmulator(loaded.rom, name=str(loaded.rom_path))
+    emulator = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path), loaded.game.platform)
     try:
         return replay_records(emulator, loaded, progress)
     finally:
@@ -86,8 +99,9 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
     probe = Probe(game)
     emulator.restore(loaded.state)
     first = frame_sha256(emulator.frame())
-    if m.game.first_frame_sha256 and m.game.first_frame_sha256 != first:
-        raise Divergence(f"start state: first frame is {first}, the manifest recorded {m.game.first_frame_sha256}")
+    pinned = m.start_state().first_frame_sha256
+    if pinned and pinned != first:
+        raise Divergence(f"start state: first frame is {first}, the manifest recorded {pinned}")
     sample = probe(emulator.read_range)
     ladder = Ladder(game, sample)
     routes = RouteTracker(m.budgets.unrecoverable_loop_repeats)
@@ -152,15 +166,21 @@ def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, l
         return
     result, _ = reader.result()
     reason = result.termination_reason
-    if reason == "final-milestone" and not ladder.final_reached:
-        raise Divergence("the result claims the final milestone; the replay never reaches it")
+    expected = ladder.ending  # engine.ladder: final-milestone, final-milestone-skipped-required or None
+    if reason in (FINAL, FINAL_SKIPPED) and reason != expected:
+        raise Divergence(f"the result claims {reason}; the replay " + (
+            f"ends the ladder with {expected}" if expected else "never reaches the end of the ladder"))
     if reason == "unrecoverable-loop" and not looped:
         raise Divergence("the result claims an unrecoverable loop; the replay has none")
     if reason == "budget:accepted_actions" and actions != manifest.budgets.accepted_actions:
         raise Divergence(f"the result claims the action budget ({manifest.budgets.accepted_actions}); "
                          f"the replay pressed {actions}")
-    if ladder.final_reached and reason != "final-milestone" and result.outcome in ("success", "game-failure"):
-        raise Divergence(f"the replay reaches the final milestone; the result says {reason}")
+    if expected is not None and reason != expected and result.outcome in ("success", "game-failure") \
+            and last is not None:
+        raise Divergence(f"the replay reaches the end of the ladder ({expected}); the result says {reason}")
+    if not result.recovered and result.pre_satisfied != sorted(ladder.pre_satisfied):
+        raise Divergence(f"the replay's start state satisfies {sorted(ladder.pre_satisfied)}; the result says "
+                         f"{result.pre_satisfied}")
     for m in result.milestones:
         if awards.get(m.id) != (m.decision_id, m.frame_index, m.frame_sha256):
             raise Divergence(f"{m.id}: the result's evidence (decision {m.decision_id}, frame {m.frame_index}) "

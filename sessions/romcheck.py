@@ -12,8 +12,11 @@ Two steps. First, in this process, the Game Boy cartridge header is checked agai
 * a one-bank (16 KiB) ROM: PyBoy accepts it and then reads bank 1 past the end of its buffer
   (its Cython build does no bounds checks) - so we require at least two banks (32 KiB).
 
-Second, in a child process, the ROM is booted with engine.pyboy_backend.PyBoyEmulator, the
-start state restored, the first frame hashed, the game definition's fields probed, and a few
+These header checks are PyBoy's: they run for the pyboy backend only (mGBA checks the header
+itself and refuses what it does not recognise, in the child).
+
+Second, in a child process, the ROM is booted with the manifest's emulator backend
+(engine.backends), the start state restored, the first frame hashed, the game definition's fields probed, and a few
 frames run. A child because PyBoy does not survive every state: empty, truncated or random
 bytes are refused cleanly ("No data", "Cannot load state from a newer version of PyBoy", "LCD
 was supposed to be downgraded!"), but a valid state with some bytes changed can restore and then
@@ -32,6 +35,7 @@ import sys
 from pathlib import Path
 
 from engine.gamedef import GameDefinition
+from engine.romheader import gb_header_checksum
 from engine.text import printable
 
 BANK = 0x4000
@@ -49,13 +53,6 @@ class RomCheckError(ValueError):
     """The ROM or start state cannot run; one line naming the file."""
 
 
-def header_checksum(rom: bytes) -> int:
-    x = 0
-    for b in rom[0x134:0x14D]:
-        x = (x - b - 1) & 0xFF
-    return x
-
-
 def check_rom_header(rom: bytes, source: str) -> None:
     """Refuse what PyBoy would refuse, or mis-run, before handing it the file."""
     where = f"ROM {printable(source)}"
@@ -66,9 +63,9 @@ def check_rom_header(rom: bytes, source: str) -> None:
     if len(rom) % BANK:
         raise RomCheckError(f"{where} is {len(rom):,} bytes, not a whole number of 16 KiB banks "
                             "(a truncated or padded dump?)")
-    if rom[0x14D] != header_checksum(rom):
+    if rom[0x14D] != gb_header_checksum(rom):
         raise RomCheckError(f"{where} is not a Game Boy ROM: header checksum at 0x14D is 0x{rom[0x14D]:02X}, "
-                            f"the header gives 0x{header_checksum(rom):02X}")
+                            f"the header gives 0x{gb_header_checksum(rom):02X}")
     if rom[0x147] not in PYBOY_CART_TYPES:
         raise RomCheckError(f"{where}: cartridge type 0x{rom[0x147]:02X} is not emulated by PyBoy")
     if rom[0x149] not in PYBOY_RAM_SIZE_CODES:
@@ -78,43 +75,53 @@ def check_rom_header(rom: bytes, source: str) -> None:
 def check_rom_and_state(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition,
                         expected_first_frame_sha256: str | None = None, *, state_path: Path | None = None,
                         game_path: Path | None = None, frames: int = PROBE_FRAMES,
-                        timeout: float = PROBE_TIMEOUT) -> str:
-    """Check that the ROM boots, the state restores and runs, and the game's fields can be read;
-    return the SHA-256 of the first frame after the restore. Raises RomCheckError; writes nothing."""
+                        timeout: float = PROBE_TIMEOUT, emulator: str = "pyboy",
+                        first_frame_field: str = "first_frame_sha256") -> str:
+    """Check that the ROM boots on `emulator` (a key of engine.backends.BACKENDS), the state
+    restores and runs, and the game's fields can be read; return the SHA-256 of the first frame
+    after the restore. Raises RomCheckError; writes nothing."""
+    from engine.backends import BACKENDS
+
     rom_where = f"ROM {printable(rom_path)}"
     state_where = f"initial state {printable(state_path or '(bytes)')}"
     game_where = f"game definition {printable(game_path or game.id)}"
-    if game.platform == "gba":
-        raise RomCheckError(f"{game_where} is for platform 'gba'; PyBoy runs Game Boy and Game Boy Color games")
-    check_rom_header(rom, str(rom_path))
+    chosen = BACKENDS[emulator]
+    version = chosen.version()
+    if version is None:
+        raise RomCheckError(chosen.missing_message())
+    if not chosen.runs(game.platform):
+        raise RomCheckError(f"{game_where} is for platform {game.platform!r}; {chosen.title} runs "
+                            f"{', '.join(chosen.platforms)} games")
+    if emulator == "pyboy":
+        check_rom_header(rom, str(rom_path))
+    elif not rom:
+        raise RomCheckError(f"{rom_where} is empty")
     if not state:
         raise RomCheckError(f"{state_where} is empty")
 
-    key = _cache_key(rom, state, game, frames)
+    key = _cache_key(rom, state, game, frames, emulator, version)
     first = _cached(key)
     if first is None:
-        first = _probe(rom_path, rom, state, game, frames, timeout, rom_where, state_where, game_where)
+        first = _probe(rom_path, rom, state, game, frames, timeout, rom_where, state_where, game_where, emulator)
         _remember(key, first)
     if expected_first_frame_sha256 is not None and first != expected_first_frame_sha256:
         raise RomCheckError(f"{state_where} restores to first frame {first}, but the manifest's "
-                            f"game.first_frame_sha256 is {expected_first_frame_sha256} (emulator or state differs)")
+                            f"game.{first_frame_field} is {expected_first_frame_sha256} (emulator or state differs)")
     return first
 
 
 # A probe of the same bytes gives the same answer: remembered per user (keyed by the ROM, state,
-# game definition, frame count and PyBoy version), so only the first run of a ROM and state pays
+# game definition, frame count, emulator backend and its version), so only the first run of a ROM and state pays
 # for the child process (~1 s).
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "oakwatch" / "probes"
 
 
-def _cache_key(rom: bytes, state: bytes, game: GameDefinition, frames: int) -> str:
-    from engine.pyboy_backend import PYBOY_VERSION
-
+def _cache_key(rom: bytes, state: bytes, game: GameDefinition, frames: int, emulator: str, version: str) -> str:
     h = hashlib.sha256()
     for part in (hashlib.sha256(rom).digest(), hashlib.sha256(state).digest(),
-                 game.model_dump_json().encode(), str(frames).encode(), PYBOY_VERSION.encode()):
+                 game.model_dump_json().encode(), str(frames).encode(), f"{emulator} {version}".encode()):
         h.update(hashlib.sha256(part).digest())
     return h.hexdigest()
 
@@ -139,11 +146,11 @@ def _remember(key: str, first: str) -> None:
 
 
 def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frames: int, timeout: float,
-           rom_where: str, state_where: str, game_where: str) -> str:
+           rom_where: str, state_where: str, game_where: str, emulator: str) -> str:
     """Boot, restore and run in a child process; the first frame's SHA-256 or RomCheckError."""
     # The bytes already read and hashed go down the pipe: the file is not read again.
     header = json.dumps({"rom": os.path.abspath(os.fsdecode(rom_path)), "rom_size": len(rom),
-                         "game": game.model_dump(mode="json"), "frames": frames})
+                         "game": game.model_dump(mode="json"), "frames": frames, "emulator": emulator})
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     try:
@@ -161,7 +168,7 @@ def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frame
     result = _result(proc.stdout)
     if result is None:
         last = stages[-1] if stages else "start"
-        if proc.returncode >= 0 and not stages:  # not PyBoy: the probe could not start (environment)
+        if proc.returncode >= 0 and not stages:  # not the emulator: the probe could not start (environment)
             why = (proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"])[-1]
             raise RomCheckError(f"cannot check {rom_where}: the emulator probe failed ({printable(why[:200])})")
         culprit = {"start": rom_where, "booted": state_where, "restored": game_where}.get(last, state_where)
@@ -206,9 +213,9 @@ def _child() -> int:
     import io
     import logging
 
+    from engine.backends import BACKENDS
     from engine.emulator import frame_sha256
     from engine.probe import Probe
-    from engine.pyboy_backend import PyBoyEmulator
 
     logging.disable(logging.CRITICAL)  # PyBoy logs to stderr; the parent reports in one line
     data = sys.stdin.buffer.read()
@@ -216,25 +223,27 @@ def _child() -> int:
     spec = json.loads(head)
     rom, state = rest[:spec["rom_size"]], rest[spec["rom_size"]:]
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=True)
+    chosen = BACKENDS[spec.get("emulator", "pyboy")]
+    game = GameDefinition.model_validate(spec["game"])
 
     def report(**fields) -> int:
         print(json.dumps(fields), file=out)
         return 0
 
     try:
-        emulator = PyBoyEmulator(rom, name=spec["rom"])
+        emulator = chosen.open(rom, spec["rom"], game.platform)
     except Exception as exc:  # PyBoy raises bare Exceptions (and KeyError) for bad cartridges
-        return report(ok=False, stage="rom", detail=f"PyBoy cannot load this ROM ({_short(exc)})")
+        return report(ok=False, stage="rom", detail=f"{chosen.title} cannot load this ROM ({_short(exc)})")
     print("booted", file=out)
     try:
         emulator.restore(state)
     except Exception as exc:
         why = _short(exc.__cause__ or exc)
-        return report(ok=False, stage="state", detail=f"PyBoy cannot restore this state ({why})")
+        return report(ok=False, stage="state", detail=f"{chosen.title} cannot restore this state ({why})")
     first = frame_sha256(emulator.frame())
     print("restored", file=out)
     try:
-        probe = Probe(GameDefinition.model_validate(spec["game"]))
+        probe = Probe(game)
         probe(emulator.read_range)
     except Exception as exc:
         return report(ok=False, stage="game", detail=f"its fields cannot be read ({_short(exc)})")

@@ -27,7 +27,6 @@ from engine.policies.replay import ReplayPolicy
 from engine.policies.scripted import ScriptedPolicy
 from engine.policy import Policy
 from engine.providers import PROVIDERS
-from engine.pyboy_backend import PyBoyEmulator
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import Trial, TrialConfig, utc_now
 from sessions.annotation_layer import late_tagger
@@ -136,7 +135,7 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
                             b.total_cost_usd, b.tokens),
         loop_repeats=b.unrecoverable_loop_repeats,
         # Every trial must start on the frame the manifest pins, or else the one the preflight saw.
-        expected_first_frame_sha256=m.game.first_frame_sha256 or prepared.first_frame_sha256,
+        expected_first_frame_sha256=m.start_state().first_frame_sha256 or prepared.first_frame_sha256,
         attempt=attempt,
         memory_rules=m.agent.memory.engine_rules(),
     )
@@ -259,7 +258,7 @@ class ExperimentRunner:
             position=position, attempt=attempt, manifest_sha256=self.folder.manifest_sha256,
             schedule_sha256=self.folder.schedule_sha256,
             condition_sha256=self.folder.sums[f"conditions/{label}.yaml"],
-            rom_sha256=p.manifest.game.rom_sha256, initial_state_sha256=p.manifest.game.initial_state_sha256,
+            rom_sha256=p.manifest.game.rom_sha256, initial_state_sha256=p.manifest.start_state().sha256,
             policy=condition.policy, policy_seed=policy_seed(condition, number), started_utc=utc_now(),
             pid=os.getpid())
         recorder = self.folder.trial_recorder(genesis, self.prepared.keys.secrets())
@@ -305,7 +304,7 @@ class ExperimentRunner:
         p = self.prepared
         condition = p.condition(config.label)
         factory = self.policy_factories.get(condition.policy)
-        return Trial(config, lambda: PyBoyEmulator(p.rom or p.rom_path, name=str(p.rom_path)),
+        return Trial(config, p.open_emulator,
                      lambda: factory(condition, config.trial_number) if factory
                      else make_policy(p, condition, config.trial_number),
                      p.start_state, p.game, [recorder, *self.sinks], self.control,

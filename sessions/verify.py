@@ -25,6 +25,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from engine.contract import response_json_schema
+from engine.ladder import FINAL, FINAL_SKIPPED, deciding, deepest, final_ending, skipped_required
 from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
 from engine.records import InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
 from engine.tally import TraceTally
@@ -696,9 +697,8 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
         if m is not None and r.termination_reason == "budget:model_decisions" \
                 and (m.budgets.model_decisions is None or tally.model_calls < m.budgets.model_decisions):
             report.add(f"{where}: ended on the decision budget after {tally.model_calls} calls")
-        if ctx.game is not None and r.termination_reason == "final-milestone" \
-                and ctx.game.final_id not in tally.milestones_reached:
-            report.add(f"{where}: final-milestone, but the trace never reached {ctx.game.final_id}")
+        if ctx.game is not None:
+            _check_final(r, tally, where, ctx.game, report)
     # figures
     t = r.telemetry
     if t is not None:
@@ -724,10 +724,40 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
     if points != r.progress_points:
         report.add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
     if ctx.game is not None:
-        from engine.trial import deepest
+        _check_ladder_figures(r, where, ctx.game, report)
 
-        if deepest(ctx.game, r.milestones_reached) != r.deepest_milestone:
-            report.add(f"{where}: deepest_milestone {r.deepest_milestone} does not follow from the awards")
+
+def _check_final(r: TrialResult, tally: TraceTally, where: str, game, report: Report) -> None:
+    """The ending the ladder gives (engine.ladder) against the one recorded."""
+    reason = r.termination_reason
+    expected = final_ending(game, tally.milestones_reached, r.pre_satisfied)
+    if reason == FINAL and expected != FINAL:
+        missing = [m for m in deciding(game) if m not in tally.milestones_reached and m not in r.pre_satisfied]
+        report.add(f"{where}: final-milestone, but the trace never reached {', '.join(missing)}")
+    elif reason == FINAL_SKIPPED and expected != FINAL_SKIPPED:
+        report.add(f"{where}: {FINAL_SKIPPED}, but the trace " + (
+            "satisfied every required rung" if expected == FINAL else f"never reached {game.final_id}"))
+    elif expected is not None and reason not in (FINAL, FINAL_SKIPPED) and r.outcome in VALID_OUTCOMES \
+            and tally.decisions:
+        report.add(f"{where}: the trace reached the end of the ladder ({expected}), but the trial ended with "
+                   f"{reason}")
+
+
+def _check_ladder_figures(r: TrialResult, where: str, game, report: Report) -> None:
+    """pre_satisfied, skipped_required and deepest_milestone, by the ladder's rules (engine.ladder)."""
+    ids = [m.id for m in game.milestones]
+    unknown = sorted(set(r.pre_satisfied) - set(ids))
+    if unknown:
+        report.add(f"{where}: pre_satisfied names rungs the game does not have: {', '.join(unknown)}")
+    both = sorted(set(r.pre_satisfied) & set(r.milestones_reached))
+    if both:
+        report.add(f"{where}: {', '.join(both)} held at the start and cannot be reached again")
+    # A recovered result cannot know which rungs held at the start (see sessions.recover): it claims none skipped.
+    skipped = [] if r.recovered else skipped_required(game, r.milestones_reached, r.pre_satisfied)
+    if skipped != r.skipped_required:
+        report.add(f"{where}: skipped_required {r.skipped_required}, the rungs reached skip {skipped}")
+    if deepest(game, r.milestones_reached, r.pre_satisfied) != r.deepest_milestone:
+        report.add(f"{where}: deepest_milestone {r.deepest_milestone} does not follow from the awards")
 
 
 def _check_frames(reader: TrialReader, r: TrialResult, referenced: set[str], rel: str, report: Report,

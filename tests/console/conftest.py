@@ -47,10 +47,11 @@ def human_manifest(tmp_path: Path) -> Path:
     source = dry_run_manifest()
     data = yaml.safe_load(source.read_text(encoding="utf-8"))
     game = data["game"]
-    for key in ("rom", "initial_state", "definition"):
-        ref = game[key]
+    refs = [(game, "rom"), (game, "definition"), *[(s, "state") for s in game["start_states"].values()]]
+    for section, key in refs:
+        ref = section[key]
         if not ref.startswith(BUNDLED_PREFIX) and not Path(ref).is_absolute():
-            game[key] = str((source.parent / ref).resolve())
+            section[key] = str((source.parent / ref).resolve())
     data["experiment_id"] = "human-play"
     data["conditions"] = [{"id": "operator", "policy": "human"}]
     data["trials"] = {"per_condition": 1, "order": "sequential"}

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.budgets import BudgetLimits, Budgets
 from engine.gamedef import GameDefinition
@@ -49,7 +51,8 @@ def test_never_awarded_when_true_at_start():
     assert lad.pre_satisfied == {"M1"}
     assert upd(lad, s(flags=1), s(flags=1)) == []
     assert upd(lad, s(flags=1, bag=(1, 0)), s(flags=1, bag=(1, 0)), did=2) == ["M2"]
-    assert lad.deepest is None  # M1 never reached, so nothing is reached in order
+    # M1 held at the start: it is never awarded and earns nothing, but it blocks nothing either.
+    assert lad.deepest == "M2" and lad.points == 2 and lad.skipped_required == []
 
 
 def test_not_ready_samples_award_nothing():
@@ -146,3 +149,119 @@ def test_compiled_conditions_agree_with_holds(cond):
         for bag in ([0, 0], [1, 0], [2, 1]):
             sample = {"v": v, "b": bag}
             assert compiled(sample) == c.holds(sample), (cond, sample)
+
+
+# -- required and optional rungs (engine.ladder's rules) -------------------------------------------
+
+RUNGS = ["R1", "R2", "R3", "R4"]
+
+
+def ladder_game(required=(True, True, True, True), final=None, extra=()):
+    """Four rungs on bits 0..3 of `flags` (plus `extra` rungs on bits 4.. after them)."""
+    rungs = [{"id": f"R{i + 1}", "name": f"r{i + 1}", "points": i + 1, "required": req,
+              "all": [{"field": "flags", "bit_set": i}]} for i, req in enumerate(required)]
+    rungs += [{"id": x, "name": x, "points": 10, "all": [{"field": "flags", "bit_set": 4 + i}]}
+              for i, x in enumerate(extra)]
+    return GameDefinition.model_validate({
+        "id": "t", "title": "t", "platform": "gb", "fields": {"magic": {"address": 1}, "flags": {"address": 2}},
+        "ready": [{"field": "magic", "eq": 0x4F}], "milestones": rungs, "final_milestone": final})
+
+
+def f(flags):
+    return {"magic": 0x4F, "flags": flags}
+
+
+def test_a_skipped_required_rung_ends_the_trial_without_success_and_is_reported():
+    from engine.ladder import FINAL_SKIPPED
+
+    lad = Ladder(ladder_game(), f(0))
+    assert upd(lad, f(0b0001), f(0b0001)) == ["R1"] and lad.ending is None
+    assert upd(lad, f(0b0101), f(0b0101), 2) == ["R3"] and lad.ending is None  # R2 passed over
+    assert lad.skipped_required == ["R2"] and lad.deepest == "R1"
+    assert upd(lad, f(0b1101), f(0b1101), 3) == ["R4"]
+    assert lad.ending == FINAL_SKIPPED and lad.final_reached
+    assert lad.skipped_required == ["R2"] and lad.deepest == "R1" and lad.points == 1 + 3 + 4
+
+
+def test_a_skipped_optional_rung_is_stepped_over():
+    from engine.ladder import FINAL
+
+    lad = Ladder(ladder_game(required=(True, False, True, True)), f(0))
+    upd(lad, f(0b0001), f(0b0001))
+    upd(lad, f(0b0101), f(0b0101), 2)
+    assert lad.deepest == "R3" and lad.skipped_required == [] and lad.ending is None
+    upd(lad, f(0b1101), f(0b1101), 3)
+    assert lad.ending == FINAL and lad.deepest == "R4" and lad.reached == ["R1", "R3", "R4"]
+
+
+def test_a_pre_satisfied_rung_is_reported_earns_nothing_and_blocks_nothing():
+    from engine.ladder import FINAL
+
+    lad = Ladder(ladder_game(), f(0b0010))
+    assert lad.pre_satisfied == {"R2"} and lad.deepest is None  # R1 still stops the walk
+    upd(lad, f(0b0011), f(0b0011))
+    assert lad.deepest == "R2" and lad.points == 1  # passes R2 without its 2 points
+    upd(lad, f(0b1111), f(0b1111), 2)
+    assert lad.reached == ["R1", "R3", "R4"] and "R2" not in lad.awards
+    assert lad.ending == FINAL and lad.skipped_required == [] and lad.points == 1 + 3 + 4
+
+
+def test_a_pre_satisfied_final_rung_ends_the_trial_when_the_last_required_rung_is_reached():
+    from engine.ladder import FINAL
+
+    lad = Ladder(ladder_game(), f(0b1000))
+    assert lad.pre_satisfied == {"R4"} and lad.ending is None  # it cannot be reached again: play on
+    upd(lad, f(0b1011), f(0b1011))
+    assert lad.ending is None
+    upd(lad, f(0b1111), f(0b1111), 2)
+    assert lad.ending == FINAL and lad.deepest == "R4" and lad.points == 6
+
+
+def test_every_rung_held_at_the_start_is_a_success_at_once_worth_nothing():
+    from engine.ladder import FINAL
+
+    lad = Ladder(ladder_game(), f(0b1111))
+    assert lad.ending == FINAL and lad.points == 0 and lad.deepest == "R4"
+
+
+def test_rungs_after_the_final_rung_decide_nothing():
+    from engine.ladder import FINAL, deciding
+
+    game = ladder_game(final="R3", extra=("B1",))
+    assert deciding(game) == ["R1", "R2", "R3"]
+    lad = Ladder(game, f(0))
+    upd(lad, f(0b10111), f(0b10111))  # R1, R2, R3 and the bonus rung, R4 not
+    assert lad.ending == FINAL and lad.skipped_required == [] and lad.points == 1 + 2 + 3 + 10
+    assert lad.deepest == "R3"  # the walk stops at R4, still a required rung of the ladder
+
+
+def test_the_final_rung_must_be_required():
+    with pytest.raises(ValueError, match="final milestone 'R4' must be required"):
+        ladder_game(required=(True, True, True, False))
+    with pytest.raises(ValueError, match="final milestone 'R2' must be required"):
+        ladder_game(required=(True, False, True, True), final="R2")
+
+
+@settings(max_examples=300, deadline=None)
+@given(required=st.lists(st.booleans(), min_size=4, max_size=4), reached=st.sets(st.sampled_from(RUNGS)),
+       pre=st.sets(st.sampled_from(RUNGS)))
+def test_the_rules_agree_with_their_definitions(required, reached, pre):
+    from engine.ladder import FINAL, FINAL_SKIPPED, complete, deepest, final_ending, skipped_required
+
+    required[-1] = True
+    game = ladder_game(required=tuple(required))
+    reached -= pre  # a rung that held at the start is never reached
+    need = [r for r, req in zip(RUNGS, required, strict=True) if req]
+    satisfied = reached | pre
+    assert complete(game, reached, pre) == (set(need) <= satisfied)
+    skipped = skipped_required(game, reached, pre)
+    last = max((RUNGS.index(r) for r in reached), default=-1)
+    assert skipped == [r for r in need[:-1] if r not in satisfied and RUNGS.index(r) < last]
+    # deepest: the last satisfied rung before the first required rung not satisfied
+    stop = next((RUNGS.index(r) for r in need if r not in satisfied), len(RUNGS))
+    before = [r for r in RUNGS[:stop] if r in satisfied]
+    assert deepest(game, reached, pre) == (before[-1] if before else None)
+    expected = FINAL if set(need) <= satisfied else FINAL_SKIPPED if "R4" in reached else None
+    assert final_ending(game, reached, pre) == expected
+    if expected == FINAL_SKIPPED:
+        assert skipped  # the final rung was reached past something: it is named

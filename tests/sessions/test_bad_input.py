@@ -48,8 +48,9 @@ def test_wrong_rom_hash(tmp_path):
 
 def test_wrong_state_hash(tmp_path):
     game = yaml.safe_load(DEFAULT_MANIFEST.read_text())["game"]
-    m = write_manifest(tmp_path, game={**game, "initial_state_sha256": "1" * 64})
-    assert_refused(oakwatch("run", m, "--headless", "--output", tmp_path / "o"), "initial_state_sha256",
+    game["start_states"]["pyboy"]["sha256"] = "1" * 64
+    m = write_manifest(tmp_path, game=game)
+    assert_refused(oakwatch("run", m, "--headless", "--output", tmp_path / "o"), "start_states.pyboy.sha256",
                    out=tmp_path / "o")
 
 

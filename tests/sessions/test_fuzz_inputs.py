@@ -321,9 +321,10 @@ def test_preflight_on_mutated_manifests(scratch, odd_files, data):
     manifest = copy.deepcopy(DRY)
     section = data.draw(st.sampled_from(["game", "conditions", "emulator", "budgets", "trials", "agent"]))
     if data.draw(st.booleans()):  # point a file reference somewhere odd
-        ref = data.draw(st.sampled_from([("game", "rom"), ("game", "initial_state"), ("game", "definition"),
+        ref = data.draw(st.sampled_from([("game", "rom"), ("state", "state"), ("game", "definition"),
                                          ("cond", "script"), ("cond", "script_notes")]))
-        target = manifest["game"] if ref[0] == "game" else manifest["conditions"][0]
+        target = {"game": manifest["game"], "state": manifest["game"]["start_states"]["pyboy"]}.get(
+            ref[0], manifest["conditions"][0])
         target[ref[1]] = data.draw(st.sampled_from(odd_files))
     else:
         manifest[section] = mutate(data.draw, manifest[section], max_steps=2)

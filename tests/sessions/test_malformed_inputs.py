@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.romheader import gb_header_checksum as header_checksum
 from sessions.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.experiment import PreflightError, prepare
 from sessions.gamedefs import load_game_definition
@@ -28,7 +29,6 @@ from sessions.romcheck import (
     RomCheckError,
     check_rom_and_state,
     check_rom_header,
-    header_checksum,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def rom(content) -> Make:
 
 
 def state(content) -> Make:
-    return with_file("initial_state", "initial_state_sha256", "bundled:parcel-quest.state", STATE_SHA,
+    return with_file("state", "sha256", "bundled:parcel-quest.state", STATE_SHA,
                      content, "start.state")
 
 
@@ -313,16 +313,18 @@ CASES = [
       at="m.yaml", field="agent.allowed_actions.0"),
     c("action-twice", edit("allowed_actions: [UP,", "allowed_actions: [UP, UP,"), "listed twice",
       at="m.yaml", field="agent.allowed_actions"),
-    c("version-float", edit('version: "2.8.1"', "version: 2.8"), "valid string, not a number",
-      at="m.yaml", field="emulator.version"),
+    c("version-float", edit('emulator_version: "2.8.1"', "emulator_version: 2.8"), "valid string, not a number",
+      at="m.yaml", field="game.start_states.pyboy.emulator_version"),
     c("bad-experiment-id", edit("experiment_id: parcel-quest-dry-run", 'experiment_id: "bad id!"'),
       "should match pattern", at="m.yaml", field="experiment_id"),
     c("created-list", edit("protocol_version: 1", "protocol_version: 1\ncreated_utc: [1]"), "valid string",
       at="m.yaml", field="created_utc"),
     c("order-bad-list", edit("order: counterbalanced", "order: [X, X]"), "exactly 1 times", at="m.yaml",
       field="trials.order"),
-    c("version-mismatch", edit('version: "2.8.1"', 'version: "2.7.0"'), "2.8.1 is installed", at="m.yaml",
-      field="emulator.version"),
+    c("version-mismatch", edit('emulator_version: "2.8.1"', 'emulator_version: "2.7.0"'), "2.8.1 is installed",
+      at="m.yaml", field="game.start_states.pyboy.emulator_version"),
+    c("version-pin-mismatch", edit("  name: pyboy\n", '  name: pyboy\n  version: "2.7.0"\n'), "2.8.1 is installed",
+      at="m.yaml", field="emulator.version"),
     c("frame-size", edit("frame_width: 160", "frame_width: 320"), "must be 160x144", at="m.yaml",
       field="emulator.frame_width"),
     c("config-hash", edit("frame_skip: 0", 'frame_skip: 0\n  config_sha256: "' + "a" * 64 + '"'),
@@ -349,11 +351,11 @@ CASES = [
       "start.state", "PyBoy cannot restore this state"),
     c("state-truncated", state(STATE.read_bytes()[:1000]), "initial state", "start.state", "cannot restore"),
     c("state-fifo", state(fifo), "initial state is not a regular file", "start.state", "a FIFO"),
-    c("state-dev-zero", dev_zero("initial_state", "bundled:parcel-quest.state"), "initial state",
+    c("state-dev-zero", dev_zero("state", "bundled:parcel-quest.state"), "initial state",
       "/dev/zero", "character device"),
     c("state-too-large", state(sparse(17 << 20)), "initial state is too large", "start.state"),
     c("first-frame-wrong", edit("first_frame_sha256: 90d6", "first_frame_sha256: 00d6"), "initial state",
-      "restores to first frame", "game.first_frame_sha256"),
+      "restores to first frame", "game.start_states.pyboy.first_frame_sha256"),
     # -- the input script ------------------------------------------------------------------------------------
     c("script-dev-zero", dev_zero("script", "bundled:walkthrough.txt"), "/dev/zero", "cannot read input script",
       "character device"),
@@ -389,7 +391,7 @@ CASES = [
       at="game.yaml"),
     c("game-dev-zero", dev_zero("definition", "bundled:parcel-quest.yaml"), "/dev/zero",
       "cannot read game definition", "character device"),
-    c("game-gba", game(GAME_TEXT.replace("platform: gb\n", "platform: gba\n").encode()), "platform 'gba'",
+    c("game-gba", game(GAME_TEXT.replace("platform: gb\n", "platform: gba\n").encode()), "is for gba",
       "game.yaml"),
     # -- the manifest file itself --------------------------------------------------------------------------
     c("manifest-fifo", lambda tmp: (os.mkfifo(tmp / "m.yaml"), tmp / "m.yaml")[1], "m.yaml",

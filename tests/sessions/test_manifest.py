@@ -12,8 +12,8 @@ GOOD = textwrap.dedent("""
       definition: bundled:parcel-quest.yaml
       rom: bundled:parcel-quest.gb
       rom_sha256: "%s"
-      initial_state: bundled:parcel-quest.state
-      initial_state_sha256: "%s"
+      start_states:
+        pyboy: {state: bundled:parcel-quest.state, sha256: "%s", emulator_version: "2.8.1"}
     emulator: {name: pyboy, version: "2.8.1", frame_width: 160, frame_height: 144}
     conditions:
       - {id: a, policy: random, seed: 1}
@@ -29,7 +29,7 @@ def test_good_manifest_and_defaults():
 
 @pytest.mark.parametrize("edit, message", [
     (("  title: Parcel Quest", "  title: Parcel Quest\n  colour: red"), "m.yaml:5: game.colour: unknown key"),
-    (("version: \"2.8.1\"", "version: \"2.8.1\", speed: 3"), "m.yaml:10: emulator.speed: unknown key"),
+    (("pyboy, version: \"2.8.1\"", "pyboy, version: \"2.8.1\", speed: 3"), "m.yaml:10: emulator.speed: unknown key"),
     (("seed: 1", "seed: one"), "m.yaml:12: conditions.0.seed"),
     (("policy: random, seed: 1", "policy: cheat"), "m.yaml:12: conditions.0.policy"),
     (("policy: random, seed: 1", "policy: random"), "policy 'random' needs 'seed'"),

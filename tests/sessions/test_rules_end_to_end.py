@@ -30,6 +30,7 @@ from engine.policy import PolicyExhausted, PolicyReply, ProviderFailure
 from engine.probe import Probe
 from engine.pyboy_backend import PyBoyEmulator
 from engine.records import Usage
+from engine.romheader import gb_header_checksum as header_checksum
 from engine.script import parse_script
 from engine.trial import TagRefused
 from sessions.assets import DEFAULT_MANIFEST
@@ -37,7 +38,6 @@ from sessions.experiment import create_folder, prepare
 from sessions.gamedefs import load_game_definition
 from sessions.records import Summary
 from sessions.replay import replay_trial
-from sessions.romcheck import header_checksum
 from sessions.runner import ExperimentRunner
 from sessions.startstate import make_start_state
 from sessions.verify import verify_experiment
@@ -69,9 +69,16 @@ SQUARE = ["UP", "LEFT", "DOWN", "RIGHT"]  # (14,12) -> (14,11) -> (13,11) -> (13
 OUT_AND_BACK = ["DOWN", "UP"]  # doormat -> ACORN_TOWN (3,6): LEFT_HOUSE, M1; the door (3,5) -> back to (14,12)
 
 
-def game_section(*, pinned: bool = True, **changes) -> dict:
-    """The bundled manifest's game section; unpinned: no first_frame_sha256 (the preflight's is used)."""
-    return dict(BASE["game"], **changes, **({} if pinned else {"first_frame_sha256": None}))
+def game_section(*, pinned: bool = True, initial_state: str | None = None, initial_state_sha256: str | None = None,
+                 **changes) -> dict:
+    """The bundled manifest's game section, its PyBoy start state replaced when given; unpinned: no
+    first_frame_sha256 (the preflight's is used)."""
+    pyboy = dict(BASE["game"]["start_states"]["pyboy"])
+    if initial_state is not None:
+        pyboy.update(state=initial_state, sha256=initial_state_sha256)
+    if not pinned:
+        pyboy["first_frame_sha256"] = None
+    return dict(BASE["game"], **changes, start_states={"pyboy": pyboy})
 
 
 def budgets(**limits) -> dict:
@@ -359,7 +366,8 @@ def test_milestones_need_two_qualifying_frames_and_never_award_what_held_at_the_
     assert (r.outcome, r.termination_reason, r.last_decision) == ("game-failure", "policy-exhausted", 11)
     assert r.pre_satisfied == ["M1"]
     assert r.milestones_reached == ["M2", "T1"] and "M1" not in [m.id for m in r.milestones]
-    assert (r.progress_points, r.total_points, r.deepest_milestone) == (2, 21, None)  # M1 is not on the ladder
+    # M1 held at the start: never awarded, no points, but it blocks nothing (engine.ladder): the deepest is M2
+    assert (r.progress_points, r.total_points, r.deepest_milestone, r.skipped_required) == (2, 21, "M2", [])
     inputs = read_jsonl(trial / "inputs.jsonl")
     awards = {m.id: m for m in r.milestones}
     t1 = awards["T1"]

@@ -10,6 +10,7 @@ def test_bundled_start_state_is_reproducible_from_power_on():
     start = yaml.safe_load((ASSETS / "cartridge" / "start.yaml").read_text())
     game = yaml.safe_load(DEFAULT_MANIFEST.read_text())["game"]
     state, first = make_start_state(ASSETS / "cartridge" / "parcel-quest.gb", start["boot_frames"])
-    assert hashlib.sha256(state).hexdigest() == game["initial_state_sha256"]
+    pinned = game["start_states"]["pyboy"]
+    assert hashlib.sha256(state).hexdigest() == pinned["sha256"]
     assert state == (ASSETS / "cartridge" / "parcel-quest.state").read_bytes()
-    assert first == start["first_frame_sha256"] == game["first_frame_sha256"]
+    assert first == start["first_frame_sha256"] == pinned["first_frame_sha256"]
