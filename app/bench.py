@@ -465,7 +465,7 @@ def process_figures(prepared, runs: int, tmp: Path) -> dict:
     actions = next(iter(prepared.scripts.values()))
     script = tmp / "plain.py"
     script.write_text(PLAIN_SCRIPT.format(
-        rom=str(prepared.rom_path), state=str(resolve(m.game.start_state("pyboy").state, prepared.base)),
+        rom=str(prepared.rom_path), state=str(resolve(m.game.start_states["pyboy"].state, prepared.base)),
         press=m.emulator.press_frames, settle=m.emulator.settle_frames, buttons=BUTTONS, actions=actions),
         encoding="utf-8")
     oakwatch = _oakwatch_command()

@@ -94,7 +94,8 @@ class OakwatchConsole(App[int]):
         self.folder = folder
         self.sink = sink or ConsoleSink(experiment_id, clock=clock)
         if prepared is not None and sink is None:
-            self.sink.preset_ladder(tuple((m.id, m.name, m.points) for m in prepared.game.milestones))
+            self.sink.preset_ladder(tuple((m.id, m.name, m.points) for m in prepared.game.milestones),
+                                    tuple(m.id for m in prepared.game.milestones if not m.required))
             self.sink.blind(c.model for c in prepared.manifest.conditions if c.model)
         self.speed = speed
         self.frame_fps = frame_fps

@@ -69,6 +69,7 @@ class LadderSnapshot:
     pre_satisfied: tuple[str, ...] = ()
     awards: dict[str, dict] = field(default_factory=dict)  # id -> MilestoneAward as a dict
     version: int = 0
+    optional: tuple[str, ...] = ()
 
 
 @dataclass
@@ -149,7 +150,7 @@ class ConsoleSink:
                 record = event.award.model_dump()
                 lad = self._ladder
                 self._ladder = LadderSnapshot(lad.milestones, lad.pre_satisfied,
-                                              {**lad.awards, record["id"]: record}, lad.version + 1)
+                                              {**lad.awards, record["id"]: record}, lad.version + 1, lad.optional)
                 self._push("milestone", record)
             elif isinstance(event, AnnotationAdded):
                 self._push("annotation", event.record.model_dump())
@@ -167,7 +168,7 @@ class ConsoleSink:
                 s.frame_sha256, s.frame_index = event.frame_sha256, event.frame_index
                 self._status_version += 1
                 self._ladder = LadderSnapshot(event.milestones, event.pre_satisfied, {},
-                                              self._ladder.version + 1)
+                                              self._ladder.version + 1, event.optional)
                 self._memory = MemorySnapshot(version=self._memory.version + 1)
                 self._budgets = event.budgets
                 self._budgets_version += 1
@@ -216,10 +217,10 @@ class ConsoleSink:
         self._frame = FrameSnapshot(frame, decision_id, sha, index, self._frame_version)
 
     # -- UI thread -------------------------------------------------------------------------
-    def preset_ladder(self, milestones: tuple[tuple[str, str, int], ...]) -> None:
+    def preset_ladder(self, milestones: tuple[tuple[str, str, int], ...], optional: tuple[str, ...] = ()) -> None:
         """Show the game's ladder before the first trial starts (so its size never changes)."""
         with self._lock:
-            self._ladder = LadderSnapshot(tuple(milestones), (), {}, self._ladder.version + 1)
+            self._ladder = LadderSnapshot(tuple(milestones), (), {}, self._ladder.version + 1, tuple(optional))
 
     def mark(self, state: str, detail: str | None = None, error: str | None = None) -> None:
         """Console-side state changes (quitting, finished, run error)."""

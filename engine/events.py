@@ -43,6 +43,7 @@ class TrialStarted:
     milestones: tuple[tuple[str, str, int], ...]  # (id, name, points) in ladder order
     pre_satisfied: tuple[str, ...]
     budgets: dict
+    optional: tuple[str, ...] = ()  # rungs that do not decide success
 
 
 @dataclass(frozen=True)

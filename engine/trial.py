@@ -329,7 +329,8 @@ class Trial:
         self._emit(TrialStarted(cfg.trial_key, cfg.label, cfg.trial_number, cfg.position, cfg.schedule_length,
                                 self._frame, self._frame_sha, self._frame_index,
                                 tuple((m.id, m.name, m.points) for m in self.game.milestones),
-                                tuple(sorted(self.ladder.pre_satisfied)), self.budgets.snapshot()))
+                                tuple(sorted(self.ladder.pre_satisfied)), self.budgets.snapshot(),
+                                tuple(m.id for m in self.game.milestones if not m.required)))
         self._emit(StateChanged(self.control.state))  # a pause made before this trial still holds
         while True:
             self.budgets.active_seconds = time.monotonic() - t0 - self.control.held_seconds

@@ -1,5 +1,7 @@
 """Milestone ladder pane: each rung with its points, the decision that reached it and the
-evidence frame hash; the deepest milestone and the points so far beneath."""
+evidence frame hash; the deepest milestone and the points so far beneath. Rungs that held at
+the start, optional rungs, and required rungs passed over (a later rung reached first) are
+marked as such, by the rules of engine.ladder."""
 
 from __future__ import annotations
 
@@ -17,15 +19,26 @@ class LadderLike(Protocol):
     pre_satisfied: tuple[str, ...]
     awards: dict[str, dict]
     version: int
+    optional: tuple[str, ...]
 
 
-def deepest(milestones, awards) -> str | None:
+def deepest(snap: LadderLike) -> str | None:
+    """engine.ladder.deepest on a snapshot: held-at-start rungs pass, unreached optional ones are stepped over."""
     found = None
-    for mid, _, _ in milestones:
-        if mid not in awards:
+    for mid, _, _ in snap.milestones:
+        if mid in snap.awards or mid in snap.pre_satisfied:
+            found = mid
+        elif mid not in snap.optional:
             break
-        found = mid
     return found
+
+
+def passed_over(snap: LadderLike) -> set[str]:
+    """Required rungs neither reached nor held at the start, with a later rung reached."""
+    ids = [mid for mid, _, _ in snap.milestones]
+    last = max((i for i, mid in enumerate(ids) if mid in snap.awards), default=-1)
+    return {mid for mid in ids[:max(last, 0)]
+            if mid not in snap.awards and mid not in snap.pre_satisfied and mid not in snap.optional}
 
 
 class LadderPane(Static):
@@ -69,6 +82,7 @@ class LadderPane(Static):
         room = (self.size.width or 80) - 2 - 4 - name_w - 1 - 3 - 8
         hash_w = 12 if room >= 12 else max(0, room)
         lines = []
+        skipped = passed_over(snap)
         for mid, name, points in snap.milestones:
             award = snap.awards.get(mid)
             if award is not None:
@@ -81,13 +95,18 @@ class LadderPane(Static):
                     ("= ", "$foreground-muted"), (f"{mid:<4}", "$foreground-muted"),
                     (f"{name:<{name_w}} ", "$foreground-muted"), (f" {points:<2}", "$foreground-muted"),
                     (" held at start", "$foreground-muted")))
+            elif mid in skipped:
+                lines.append(Content.assemble(
+                    ("✗ ", "$error bold"), (f"{mid:<4}", "$error"), (f"{name:<{name_w}} ", "$error"),
+                    (f" {points:<2}", "$error"), (" skipped", "$error")))
             else:
                 lines.append(Content.assemble(
                     ("· ", "$foreground-muted"), (f"{mid:<4}", ""), (f"{name:<{name_w}} ", "$foreground-muted"),
-                    (f" {points:<2}", "$foreground-muted")))
+                    (f" {points:<2}", "$foreground-muted"),
+                    (" optional" if mid in snap.optional else "", "$foreground-muted")))
         total = sum(p for _, _, p in snap.milestones)
         got = sum(a["points"] for a in snap.awards.values())
-        deep = deepest(snap.milestones, snap.awards) or "none"
+        deep = deepest(snap) or "none"
         self.update(Content("\n").join(lines), layout=len(lines) != self._lines)
         self._lines = len(lines)
         self.border_subtitle = (f"deepest {deep} · {got}/{total} points · "

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
@@ -99,7 +99,6 @@ class GameSection(_Strict):
     starter: Text | None = None
     text_speed: Text | None = None
     battle_style: Text | None = None
-    _backend: str | None = PrivateAttr(None)  # the manifest's emulator.name, set by Manifest
 
     @model_validator(mode="before")
     @classmethod
@@ -108,26 +107,6 @@ class GameSection(_Strict):
             raise ValueError("initial_state, initial_state_sha256 and first_frame_sha256 moved into "
                              "start_states.<emulator> (state, sha256, first_frame_sha256, emulator_version)")
         return data
-
-    def start_state(self, backend: str | None = None) -> StartState | None:
-        """The start state for `backend` (default: the manifest's emulator), None if none is listed."""
-        return self.start_states.get(backend or self._backend or "")
-
-    # The chosen backend's values under their former names (readers that predate start_states).
-    @property
-    def initial_state(self) -> str | None:
-        entry = self.start_state()
-        return entry.state if entry else None
-
-    @property
-    def initial_state_sha256(self) -> str | None:
-        entry = self.start_state()
-        return entry.sha256 if entry else None
-
-    @property
-    def first_frame_sha256(self) -> str | None:
-        entry = self.start_state()
-        return entry.first_frame_sha256 if entry else None
 
 
 class EmulatorSection(_Strict):
@@ -364,14 +343,13 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
-        self.game._backend = self.emulator.name
         if self.agent.max_actions_per_decision < max(c.actions_per_decision for c in self.conditions):
             raise ValueError("conditions: actions_per_decision exceeds agent.max_actions_per_decision")
         return self
 
     def start_state(self) -> StartState | None:
         """The start state listed for this manifest's emulator (None: none is)."""
-        return self.game.start_state(self.emulator.name)
+        return self.game.start_states.get(self.emulator.name)
 
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

@@ -411,7 +411,8 @@ def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel:
         report.add(f"{where}: condition {g.condition} trial {g.trial} do not make {key}")
     m = ctx.manifest
     if m is not None:
-        if g.rom_sha256 != m.game.rom_sha256 or g.initial_state_sha256 != m.game.initial_state_sha256:
+        state = m.start_state()
+        if g.rom_sha256 != m.game.rom_sha256 or state is None or g.initial_state_sha256 != state.sha256:
             report.add(f"{where}: ROM or start state differs from the manifest's")
         cid = ctx.labels.get(g.condition)
         cond = next((c for c in m.conditions if c.id == cid), None)
@@ -479,7 +480,8 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     frames_seen: set[str] = set()
     head = genesis_sha
     prev: TraceLine | None = None
-    first_frame = ctx.manifest.game.first_frame_sha256 if ctx.manifest is not None else None
+    state = ctx.manifest.start_state() if ctx.manifest is not None else None
+    first_frame = state.first_frame_sha256 if state is not None else None
     awards = {(m.frame_index, m.frame_sha256) for m in result.milestones} if result else set()
     award_frames: set[tuple[int, str]] = set()
     last_capture = -1

@@ -174,3 +174,24 @@ def test_frame_capture_copy_is_not_mutated():
     sink.handle(FrameCaptured(1, frame, "a" * 64, 10))
     snap = sink.frame()
     assert snap.frame is frame and np.array_equal(snap.frame, fixed_frame())
+
+
+async def test_ladder_marks_held_optional_and_skipped_rungs_by_the_engine_rules():
+    from app.console_state import LadderSnapshot
+    from panes.ladder import LadderPane
+
+    rungs = (("M1", "start", 1), ("M2", "side quest", 1), ("M3", "needed", 2), ("M4", "later", 2), ("M5", "end", 3))
+    award = {"id": "M4", "points": 2, "decision_id": 7, "frame_sha256": "c0ffee" * 10}
+    pane = LadderPane()
+    async with One(pane).run_test(size=(90, 10)) as pilot:
+        pane.show(LadderSnapshot(rungs, ("M1",), {"M4": award}, 1, ("M2",)))
+        await pilot.pause()
+        lines = {line.split()[1]: line for line in str(pane.render()).splitlines()}
+        assert "held at start" in lines["M1"]
+        assert "optional" in lines["M2"] and "skipped" not in lines["M2"]
+        assert lines["M3"].startswith("✗") and "skipped" in lines["M3"]
+        assert lines["M4"].startswith("✓") and "d7" in lines["M4"]
+        assert "optional" not in lines["M5"] and "skipped" not in lines["M5"]
+        # M1 held, M2 optional: deepest stops at the skipped M3; 2 points (nothing for a held rung)
+        assert "deepest M2" not in pane.border_subtitle and "deepest M1" in pane.border_subtitle
+        assert "2/9 points" in pane.border_subtitle

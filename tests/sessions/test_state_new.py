@@ -190,3 +190,26 @@ def test_bundled_real_game_experiments_are_templates_that_state_new_fills_in(tem
     assert len(manifest.conditions) == 2 and {c.policy for c in manifest.conditions} == {"model"}
     assert (timing.press_frames, timing.settle_frames) == ((2, 8) if game.platform == "gba" else (4, 12))
     assert smoke_experiment(s)["game"]["definition"] == ref
+
+
+def test_runs_record_the_rom_identity_and_refuse_an_unlisted_dump_unless_forced(tmp_path, capsys):
+    from sessions.assets import DEFAULT_MANIFEST
+
+    game = _listed_definition(tmp_path, "0" * 40)
+    data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
+    data["game"]["definition"] = str(game)
+    data["budgets"]["accepted_actions"] = 20
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(yaml.safe_dump(data))
+    assert main(["run", str(manifest), "--headless", "--output", str(tmp_path / "refused")]) == 2
+    assert "--force" in capsys.readouterr().err and not (tmp_path / "refused").exists()
+
+    assert main(["run", str(manifest), "--headless", "--force", "--output", str(tmp_path / "forced")]) == 1
+    result = json.loads(next((tmp_path / "forced" / "trials").glob("*/result.json")).read_text())
+    ident = result["provenance"]["rom_identity"]
+    assert ident["forced"] is True and ident["matched"] is None
+    assert ident["sha1"] == hashlib.sha1(ROM.read_bytes()).hexdigest()
+    assert result["provenance"]["game_definition_verified"] is True  # copied from parcel-quest.yaml
+    frozen = yaml.safe_load((tmp_path / "forced" / "manifest.yaml").read_text())
+    assert frozen["game"]["allow_unidentified_rom"] is True
+    assert main(["verify", str(tmp_path / "forced")]) == 0
