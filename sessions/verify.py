@@ -571,7 +571,10 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
         prev = t
     for name, left in ((layout.RESPONSES, next(responses, None)), (layout.INPUTS, next(inputs, None)),
                        (layout.MEMORY, memory.peek())):
-        if left is not None:
+        if left is not None and result is None:  # a decision cut short by the interruption: recover cuts it
+            report.interrupted.append(f"{rel}/{name}:{left[0]}: lines after the last recorded decision (interrupted "
+                                      f"mid-decision; `oakwatch recover` cuts them)")
+        elif left is not None:
             add(f"{rel}/{name}:{left[0]}: lines after the last recorded decision")
     for name, stream in ((layout.TRACE, trace), (layout.RESPONSES, responses), (layout.INPUTS, inputs)):
         if stream.digest is not None:

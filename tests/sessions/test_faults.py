@@ -126,6 +126,35 @@ def test_kill_9_at_random_points_then_recover_and_resume(tmp_path):
     assert recovered >= 4
 
 
+DIE_MID_DECISION = """
+import os, sys
+import sessions.framestore as fs
+add, calls = fs.FrameStoreWriter.add, [0]
+def dying_add(self, *args):  # the response, inputs and memory lines are written; the trace line is not
+    calls[0] += 1
+    if calls[0] == 30:
+        os._exit(9)
+    return add(self, *args)
+fs.FrameStoreWriter.add = dying_add
+from app.cli import main
+sys.exit(main(["run", "--headless", "--output", sys.argv[1]]))
+"""
+
+
+def test_death_between_a_decisions_response_and_its_trace_line_is_interrupted_not_tampered(tmp_path):
+    out = tmp_path / "exp"
+    done = subprocess.run([sys.executable, "-c", DIE_MID_DECISION, str(out)], capture_output=True, text=True)
+    assert done.returncode == 9, done.stderr
+    trial = next((out / "trials").iterdir())
+    assert _lines_in(trial / layout.RESPONSES) == _lines_in(trial / layout.TRACE) + 1  # the torn decision
+    problems = verify_experiment(out)
+    assert any("lines after the last recorded decision" in p for p in problems)
+    assert all("recover" in p or "interrupted" in p or "torn" in p for p in problems), problems
+    recover(out)
+    assert_whole(out)
+    assert _lines_in(trial / layout.RESPONSES) == _lines_in(trial / layout.TRACE)  # recover cut it
+
+
 def test_recover_refuses_a_folder_held_by_a_live_run(tmp_path):
     manifest = write_manifest(tmp_path, budgets=budget(1_000_000),
                               conditions=[{"id": "rnd", "policy": "random", "seed": 1}])
