@@ -25,7 +25,8 @@ def _fail(message: str) -> int:
 def _version() -> str:
     from importlib.metadata import version
 
-    return f"oakwatch {version('oakwatch')} (pyboy {version('pyboy')}, textual {version('textual')})"
+    emulators = ", ".join(f"{b.name} {b.version() or 'not installed'}" for b in BACKENDS.values())
+    return f"oakwatch {version('oakwatch')} ({emulators}, textual {version('textual')})"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     frames.add_argument("--decisions", default=None, metavar="A:B",
                         help="decision range, inclusive (0 is the start frame); default: all")
     frames.add_argument("--output", type=Path, required=True, help="new folder for the PNG files")
+    review = sub.add_parser("review", help="the console on a finished or running experiment: scrub, inspect, "
+                                           "label memory errors (blinded)")
+    review.add_argument("folder", type=Path, help="an evidence folder")
+    review.add_argument("--annotator", metavar="NAME",
+                        help="label as NAME: labels go to annotations/NAME/ (without it, review is read-only)")
     state = sub.add_parser("make-state", help="make a canonical start state: power on, run N frames, save")
     state.add_argument("rom", type=Path)
     state.add_argument("--frames", type=int, required=True, help="frames to run from power-on with no input")
@@ -95,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("--emulator", choices=list(BACKENDS), help="default: pyboy for GB games, mgba for GBA")
     new.add_argument("--boot-frames", type=int, default=0, help="frames to run from power-on before the prefix")
     new.add_argument("--force", action="store_true", help="a ROM the definition does not list (recorded)")
+    from app.annotate_cli import add_parsers as annotate_parsers
+
+    annotate_parsers(sub)  # annotate, unblind, export
+    from app.report_cli import add_parsers as report_parsers
+
+    report_parsers(sub)  # report; --include-raw and --seed on export
     bench = sub.add_parser("bench", help="measure the harness against the raw emulator")
     bench.add_argument("--runs", type=int, default=5, help="repetitions; the median is reported")
     bench.add_argument("--memory-actions", type=int, default=10_000,
@@ -148,6 +160,8 @@ def _main(argv: list[str] | None) -> int:
         return _recover(args.folder)
     if args.command == "frames":
         return _frames(args.trial, args.decisions, args.output)
+    if args.command == "review":
+        return _review(args.folder, args.annotator)
     if args.command == "make-state":
         return _make_state(args.rom, args.frames, args.output, args.emulator)
     if args.command == "state":
@@ -155,6 +169,14 @@ def _main(argv: list[str] | None) -> int:
 
         return state_new(args.rom, args.game, args.output, inputs=args.inputs, emulator=args.emulator,
                          boot_frames=args.boot_frames, force=args.force, experiment=args.experiment)
+    if args.command == "report":
+        from app.report_cli import report_main
+
+        return report_main(args)
+    if args.command in ("annotate", "unblind", "export"):
+        from app import annotate_cli
+
+        return annotate_cli.run(args)
     if args.command == "bench":
         from app.bench import run_bench
 
@@ -318,6 +340,19 @@ def _frames(trial: Path, decisions: str | None, output: Path) -> int:
         return _fail(str(exc))
     print(f"oakwatch frames: {written} PNG file(s) in {output}")
     return EXIT_OK
+
+
+def _review(folder: Path, annotator: str | None) -> int:
+    from app.review import annotator_problem, run_review
+
+    if not (folder / "trials").is_dir():
+        return _fail(f"{folder}: not an evidence folder (no trials/)")
+    problem = annotator_problem(annotator)
+    if problem:
+        return _fail(problem)
+    if not sys.stdout.isatty():
+        return _fail("review is a console: run it in a terminal")
+    return run_review(folder, annotator)
 
 
 def _make_state(rom: Path, frames: int, output: Path, emulator: str = "pyboy") -> int:

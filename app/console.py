@@ -5,6 +5,12 @@ events into a ConsoleSink (thread-safe latest state plus a bounded trace buffer)
 pulls from it on its own timer. Nothing is posted per frame and the run thread never waits
 on the UI. Operator commands go to the run's one RunControl, which the loop obeys at
 decision boundaries (a pause pressed between trials holds the next one).
+
+On a real terminal that speaks an image protocol (Kitty graphics, Sixel) the frame is sent as
+an image (panes.image_frame, asked before the app starts); elsewhere, in tests and with
+OAKWATCH_FRAME=halfblock it is drawn with half blocks. `f` zooms the frame, `m` maximises the
+focused pane, `?` shows every key and glyph, enter on a trace line or memory fact shows it whole,
+and when the run is over a summary table appears above the trace.
 """
 
 from __future__ import annotations
@@ -31,15 +37,29 @@ from engine.trial import utc_now
 from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.frame import FramePane
+from panes.help import HelpScreen, TextScreen
 from panes.ladder import LadderPane
 from panes.memory import MemoryPane
-from panes.status import StatusBar, speed_label
-from panes.trace import TracePane
+from panes.status import StatusBar, SummaryPane, speed_label
+from panes.trace import TracePane, detail_text
 from themes import DEFAULT_THEME, TCSS, THEMES, load_config, save_config
 
 RUBRIC = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "memory-error-rubric.yaml"
 HUMAN_KEYS = {"up": "UP", "down": "DOWN", "left": "LEFT", "right": "RIGHT", "z": "A", "x": "B",
               "enter": "START", "backspace": "SELECT"}
+ZOOMS = ("", "fit", "native")  # f: normal -> the frame on the whole screen -> whole pixels (1:1) -> normal
+
+
+def short_path(path, width: int) -> str:
+    """A folder as the operator would type it (relative to here when inside it), its tail kept when cut."""
+    text = str(path)
+    try:
+        text = str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        home = str(Path.home())
+        if text.startswith(home + "/"):
+            text = "~" + text[len(home):]
+    return text if len(text) <= width else "…" + text[-max(1, width - 1):]
 
 
 def rubric_types() -> dict[str, str]:
@@ -61,6 +81,7 @@ class OakwatchConsole(App[int]):
     TITLE = "oakwatch"
     CSS_PATH = TCSS
     AUTO_FOCUS = None  # nothing focused at start: no table cursor, every key goes to the console
+    ALLOW_IN_MAXIMIZED_VIEW = "Footer, StatusBar"  # a maximised pane keeps the status bar and the keys
     BINDINGS = [
         Binding("p", "pause", "Pause/resume"),
         Binding("s", "step", "Step"),
@@ -69,6 +90,9 @@ class OakwatchConsole(App[int]):
         Binding("ctrl+x", "end_trial_human", "End trial"),
         Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
         Binding("minus", "slower", "Slower", key_display="-"),
+        Binding("f", "zoom", "Zoom"),
+        Binding("m", "maximise", "Max"),
+        Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),  # ends the run cleanly too
         # Human play: active only while a human-policy trial runs and no dialog is open.
@@ -87,8 +111,10 @@ class OakwatchConsole(App[int]):
                  clock: Callable[[], float] = time.monotonic, frame_fps: float = 30.0,
                  max_speed_fps: float = 5.0,
                  human_labels: Iterable[str] | None = None, theme: str | None = None,
-                 policy_factories: dict | None = None, positions: list[int] | None = None):
+                 policy_factories: dict | None = None, positions: list[int] | None = None,
+                 frame_protocol: str | None = None):
         super().__init__()
+        self.frame_protocol = frame_protocol  # "tgp", "sixel" or None (half blocks): see panes.image_frame
         experiment_id = prepared.manifest.experiment_id if prepared is not None else ""
         self.prepared = prepared
         self.folder = folder
@@ -143,11 +169,12 @@ class OakwatchConsole(App[int]):
         yield StatusBar(sink.status, extras=self._status_extras, interval=None, id="status")
         with Horizontal(id="top"):
             with Vertical(id="left"):
-                yield FramePane(sink.frame, fps=None, id="frame")
+                yield FramePane(sink.frame, fps=None, protocol=self.frame_protocol, id="frame")
             with Vertical(id="right"):
                 yield BudgetsPane(sink.budgets, interval=None, id="budgets")
                 yield LadderPane(sink.ladder, interval=None, id="ladder")
                 yield MemoryPane(sink.memory, interval=None, id="memory")
+        yield SummaryPane(id="summary")
         yield TracePane(sink.drain_trace, interval=None, id="trace")
         yield Footer()
 
@@ -160,6 +187,8 @@ class OakwatchConsole(App[int]):
         self._last_fast = self._last_slow = 0.0
         self._tick_timer = None
         self._schedule_tick(self.speed)
+        self.watch(self.screen, "maximized", self._maximized_changed, init=False)
+        self._show_folder()
         if self.runner is not None:
             # Start once the first screen is painted: the initial layout never competes with the run.
             self.call_after_refresh(self._start_run)
@@ -206,6 +235,20 @@ class OakwatchConsole(App[int]):
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.height < 40, "-compact")
+        self.set_class(event.size.height < 28, "-tiny")
+        for footer in self.query(Footer):
+            footer.compact = event.size.width < 120  # every key on one line at 100 columns
+        self._show_folder()
+
+    def _show_folder(self) -> None:
+        """The folder being written, under the trace (written, once the run is over)."""
+        root = getattr(self.folder, "root", None)
+        trace = self.query(TracePane)
+        if root is None or not trace:
+            return
+        verb = "written" if self.runner is not None and self.run_done else "writing"
+        width = max(12, self.size.width - 8 - len(verb))
+        trace.first().border_subtitle = f"{verb} {short_path(root, width)}"
 
     def _status_extras(self) -> dict:
         return {"speed": self.control.speed, "human": self._human_active}
@@ -250,6 +293,21 @@ class OakwatchConsole(App[int]):
         self.refresh_bindings()
         if self._quitting:
             self.exit(self.exit_status(), return_code=self.exit_status())
+            return
+        self._show_folder()
+        if state == WorkerState.SUCCESS and self.summary is not None:
+            self.show_summary(self.summary, list(self.runner.results) if self.runner is not None else [])
+
+    def show_summary(self, summary, results: list) -> None:
+        """The summary table the headless printer ends with, as a pane above the trace."""
+        from app.headless import summary_table
+
+        try:
+            table = summary_table(summary, results)
+        except Exception as exc:  # a display fault must not hide that the run is over
+            table = f"(the summary could not be shown: {type(exc).__name__}: {exc})"
+        root = getattr(self.folder, "root", None)
+        self.query_one(SummaryPane).show_table(self.sink.redact(table) or "", str(root) if root else None)
 
     @property
     def run_done(self) -> bool:
@@ -296,7 +354,48 @@ class OakwatchConsole(App[int]):
         if action in ("pause", "step", "tag", "faster", "slower") and self.runner is not None \
                 and self.run_done:
             return None  # shown greyed once the run is over
+        if action in ("zoom", "maximise", "help"):
+            return not modal
         return True
+
+    # -- looking closer --------------------------------------------------------------------
+    def action_zoom(self) -> None:
+        """f: the frame on the whole screen (scaled to fit), then whole pixels (1:1), then back."""
+        frame = self.query_one(FramePane)
+        zoom = ZOOMS[(ZOOMS.index(frame.zoom) + 1) % len(ZOOMS)] if frame.zoom in ZOOMS else ""
+        if zoom:
+            self.screen.maximize(frame, container=False)
+            frame.set_zoom(zoom)
+        else:
+            frame.set_zoom("")
+            self.screen.minimize()
+
+    def action_maximise(self) -> None:
+        """m: the focused pane (the frame when none is) fills the screen; m again restores."""
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+            return
+        target = screen.focused
+        if target is None or not target.allow_maximize:
+            target = self.query_one(FramePane)
+        screen.maximize(target, container=False)
+
+    def _maximized_changed(self, maximized) -> None:
+        frame = self.query_one(FramePane)
+        if maximized is not frame and frame.zoom:
+            frame.set_zoom("")  # escape (or m) restored the layout: the frame unzooms too
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def on_trace_pane_selected(self, event: TracePane.Selected) -> None:
+        text = self.sink.redact(detail_text(event.kind, event.payload)) or ""
+        self.push_screen(TextScreen("Trace line", text))
+
+    def on_memory_pane_selected(self, event: MemoryPane.Selected) -> None:
+        title = f"Memory fact {event.fact.get('fact_id', '')}"
+        self.push_screen(TextScreen(title, self.sink.redact(event.text) or ""))
 
     def action_pause(self) -> None:
         control = self.control
@@ -414,6 +513,11 @@ class OakwatchConsole(App[int]):
                             self.action_end_trial)
         yield SystemCommand("Faster", "Pace: 1× → 2× → 4× → max (+)", self.action_faster)
         yield SystemCommand("Slower", "Pace: max → 4× → 2× → 1× (-)", self.action_slower)
+        yield SystemCommand("Zoom the frame", "Whole screen, then 1:1 pixels, then back (f)", self.action_zoom)
+        yield SystemCommand("Maximise / restore the focused pane", "The frame if none is focused (m)",
+                            self.action_maximise)
+        yield SystemCommand("Help: keys and legend", "Every key and every glyph the panes draw (?)",
+                            self.action_help)
         yield SystemCommand("Quit oakwatch", "End the run cleanly and exit (q)", self.action_quit)
         for name, label in (("gameboy", "Game Boy green"), ("firered", "FireRed red"),
                             ("emerald", "Emerald green")):
@@ -425,8 +529,10 @@ def run_console(prepared, folder, speed: float | None = 1.0, positions: list[int
     """Open the console on a prepared experiment; returns the exit status (as headless does).
     SIGINT, SIGTERM and SIGHUP end the run cleanly, like q; a second one exits at once."""
     from app.signals import SignalStop
+    from panes.image_frame import frame_protocol
 
-    app = OakwatchConsole(prepared, folder, speed=speed, positions=positions)
+    # Asked now: textual-image queries the terminal, which it cannot once Textual reads stdin.
+    app = OakwatchConsole(prepared, folder, speed=speed, positions=positions, frame_protocol=frame_protocol())
 
     def defer(callback) -> None:
         loop = app.event_loop

@@ -258,6 +258,46 @@ class RomIdentity(_Strict):
     source: Annotated[str, Field(min_length=1, max_length=500)]  # where the SHA-1 comes from
 
 
+class RequiredBacktrack(_Strict):
+    """A return the task requires (seed 000: Viridian back to Pallet): transitions whose maps before and
+    after all lie in {from_map, to_map, *via} are never repetition while the ladder is inside the window
+    (`after` reached, `until` not yet; either may be omitted)."""
+
+    from_map: Value
+    to_map: Value
+    via: Annotated[list[Value], Field(max_length=256)] = []
+    after: Name | None = None
+    until: Name | None = None
+
+    @property
+    def maps(self) -> frozenset[int]:
+        return frozenset({self.from_map, self.to_map, *self.via})
+
+    def applies(self, reached) -> bool:
+        return (self.after is None or self.after in reached) and (self.until is None or self.until not in reached)
+
+
+class LongHorizon(_Strict):
+    """Seed 002's long-horizon scorer, with its constants from the definition (sessions.scoring):
+    progress = 70 m / required_milestones, speed = 40 log2(1 + reference_hours / t),
+    discipline = 10 clamp((level_zero - L) / (level_zero - level_full), 0, 1), and F = 1 only when
+    `final_milestone` is reached within budget_hours of active play."""
+
+    required_milestones: Annotated[int, Field(ge=1, le=100_000)] | None = None  # default: the required rungs
+    reference_hours: Annotated[float, Field(gt=0, le=100_000)] = 20.0
+    budget_hours: Annotated[float, Field(gt=0, le=100_000)] = 40.0
+    level_field: Name | None = None  # the highest party level, probed (discipline is null without it)
+    level_full: Annotated[int, Field(ge=0, le=1_000_000)] = 60  # at or below: all 10 discipline points
+    level_zero: Annotated[int, Field(ge=1, le=1_000_000)] = 100  # at or above: none
+    final_milestone: Name | None = None  # default: the ladder's final rung
+
+    @model_validator(mode="after")
+    def _levels(self) -> LongHorizon:
+        if self.level_zero <= self.level_full:
+            raise ValueError("long_horizon: level_zero must be above level_full")
+        return self
+
+
 def _names(names) -> str:
     return ", ".join(sorted(names)) or "none"
 
@@ -279,12 +319,22 @@ class GameDefinition(_Strict):
     progress_fields: Annotated[list[Name], Field(max_length=1024)] = []
     milestones: Annotated[list[MilestoneDef], Field(min_length=1, max_length=256)]
     final_milestone: Name | None = None  # defaults to the last rung
+    # Optional, for the metrics (sessions.metrics, docs/metrics.md): returns the task requires are
+    # never repeated-route penalties; a change in a recovery-event field (a justified recovery, e.g.
+    # a blackout's return to the last heal point) resets repetition counting like a progress field.
+    required_backtracking: Annotated[list[RequiredBacktrack], Field(max_length=256)] = []
+    recovery_events: Annotated[list[Name], Field(max_length=1024)] = []
+    battle_field: Name | None = None  # nonzero while a battle is on: battle actions are counted apart
+    long_horizon: LongHorizon | None = None  # seed 002's scorer; absent: that scorer reports null
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
         self._check_memory()
         known = set(self.fields) | set(self.pointers)
-        refs = [c.field for c in self.ready] + list(self.progress_fields)
+        refs = [c.field for c in self.ready] + list(self.progress_fields) + list(self.recovery_events)
+        refs += [self.battle_field] if self.battle_field else []
+        if self.long_horizon and self.long_horizon.level_field:
+            refs.append(self.long_horizon.level_field)
         refs += [c.field for m in self.milestones for c in m.all]
         if self.position:
             refs += [self.position.map, self.position.x, self.position.y]
@@ -303,6 +353,12 @@ class GameDefinition(_Strict):
         ids = [m.id for m in self.milestones]
         if len(set(ids)) != len(ids):
             raise ValueError("milestone ids must be unique")
+        named = [("required_backtracking", b.after) for b in self.required_backtracking]
+        named += [("required_backtracking", b.until) for b in self.required_backtracking]
+        named += [("long_horizon", self.long_horizon.final_milestone)] if self.long_horizon else []
+        for where, mid in named:
+            if mid is not None and mid not in ids:
+                raise ValueError(f"{where}: {mid!r} is not a milestone id")
         if self.final_milestone is not None and self.final_milestone not in ids:
             raise ValueError(f"final_milestone {self.final_milestone!r} is not a milestone id")
         if not self.milestones[ids.index(self.final_id)].required:

@@ -164,21 +164,40 @@ class TraceLine(Record):
 
 
 class Annotation(Record):
-    """annotations.jsonl: an operator tag, stamped with what the operator saw when tagging began."""
+    """annotations.jsonl: one label. Live operator tags (source operator) are stamped with what the
+    operator saw when tagging began; annotators' labels (source annotator) come from review or the
+    CLI and live in their own layer, annotations/<annotator>/ (sessions.annotation_layer).
+
+    kind memory-error: `decision_id` is the LATER, contradicting decision and `refers_to` the EARLIER
+    fact id (fact-0003) or decision number; a consequence names its primary cause in `primary_id`
+    (aggregates never count both). kind route: `room` (and `landmark`) where coordinates are missing.
+    kind adjudication (layer `adjudication`): settles the ids in `resolves`, originals untouched.
+    kind freeze: the layer's last line; it refuses appends after it. Fields added later have defaults,
+    so earlier tags still load."""
 
     trial_key: str
-    decision_id: int  # the decision in view when the dialog opened
+    decision_id: int  # the decision in view when the dialog opened; the later, contradicting decision
     frame_sha256: Sha256 | None
     frame_index: int | None
     opened_utc: str  # when the dialog opened
     timestamp_utc: str  # when the tag was submitted
     annotator: str
-    source: Literal["operator"] = "operator"
+    source: Literal["operator", "annotator"] = "operator"
     type: str
     severity: Literal["minor", "material", "critical"]
     refers_to: str | None  # a fact id (fact-0003) or an earlier decision number
     note: str
-    prev_sha256: Sha256 | None = None  # the annotation chain, set by the recorder
+    prev_sha256: Sha256 | None = None  # the annotation chain, set by the recorder or the layer
+    id: str | None = None  # "<annotator>-<n>", n from 1 in the layer; set by the layer on append
+    kind: Literal["memory-error", "route", "adjudication", "freeze"] = "memory-error"
+    role: Literal["primary", "consequence"] = "primary"
+    primary_id: str | None = None  # a consequence's primary cause (an annotation id in the same layer)
+    recovered_decision: int | None = None  # where the agent recovered (memory_recovery_cost)
+    room: str | None = None  # kind route
+    landmark: str | None = None  # kind route
+    resolves: list[str] | None = None  # kind adjudication: the annotation ids settled (one or more)
+    resolution: Literal["accept", "reject", "relabel"] | None = None  # kind adjudication
+    reason: str | None = None  # kind adjudication: required there
 
 
 # -- per trial ------------------------------------------------------------------------------------

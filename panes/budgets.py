@@ -54,15 +54,19 @@ def fmt(key: str, value) -> str:
 def meter_line(key: str, label: str, used, limit, width: int) -> Content:
     lvl = level(used, limit)
     used_s = fmt(key, used)
-    bar_w = max(4, width - 12 - 22 - 6)
+    # The figures keep 22 columns where there is room; narrower, they shrink first (never the bar's 4).
+    num_w = max(10, min(22, width - 12 - 6 - 4))
+    bar_w = max(4, width - 12 - num_w - 6)
     style = {"unknown": "$foreground-muted", "success": "$success", "warning": "$warning", "error": "$error"}[lvl]
     if limit is None:  # nothing to measure against: the figure alone
         return Content.assemble(
             (f"{label:<11}", "bold"),
             (f"{'no limit':<{bar_w + 6}}", "$foreground-disabled"),
-            (f"{used_s:>22}", "$foreground-muted" if used is None else ""),
+            (f"{used_s:>{num_w}}", "$foreground-muted" if used is None else ""),
         )
     numbers = f"{used_s} / {fmt(key, limit)}"
+    if len(numbers) > num_w:
+        numbers = f"{used_s}/{fmt(key, limit)}"
     if limit and used is not None:
         ratio = min(1.0, used / limit)
         filled = int(round(ratio * bar_w))
@@ -76,7 +80,7 @@ def meter_line(key: str, label: str, used, limit, width: int) -> Content:
         " ",
         (pct, style),
         " ",
-        (f"{numbers:>22}", style if lvl != "success" else ""),
+        (f"{numbers:>{num_w}}", style if lvl != "success" else ""),
     )
 
 
@@ -84,6 +88,8 @@ class BudgetsPane(Static):
     DEFAULT_CSS = """
     BudgetsPane { height: auto; }  /* five lines, fixed */
     """
+    ALLOW_MAXIMIZE = True
+    can_focus = True  # tab to it, then m maximises it
 
     def __init__(self, source: Callable[[], tuple[int, dict]] | None = None, *, interval: float | None = 0.25,
                  id: str | None = None, classes: str | None = None):
@@ -119,3 +125,16 @@ class BudgetsPane(Static):
             entry = budgets.get(key, {"used": None, "limit": None})
             lines.append(meter_line(key, label, entry.get("used"), entry.get("limit"), self._width))
         self.update(Content("\n").join(lines), layout=False)  # always five lines
+        self.border_subtitle = wall_note(budgets.get("wall_time_minutes", {}).get("limit"), self._width)
+
+
+def wall_note(limit, width: int) -> str:
+    """What the wall-time meter measures, against the header's elapsed clock."""
+    per = f", limit {fmt('wall_time_minutes', limit)}" if limit is not None else ""
+    for note in (f"wall time = this trial's active time, pauses excluded{per} a trial · elapsed (top) = whole run",
+                 f"wall time = this trial, pauses excluded{per} · elapsed (top) = whole run",
+                 f"wall time = this trial, pauses excluded{per}",
+                 f"wall = this trial, pauses excluded{per}"):
+        if len(note) <= width - 6:
+            return note
+    return "wall = trial, no pauses"

@@ -10,6 +10,7 @@ run produces faster than that are dropped, never queued.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -42,6 +43,29 @@ def pack_rgb(pixels: np.ndarray) -> np.ndarray:
     return (p[..., 0] << 16) | (p[..., 1] << 8) | p[..., 2]
 
 
+def native_scale(width: int, height: int, cells_w: int, cells_h: int) -> int:
+    """The largest whole-number scale (at least 1) at which the frame's width fits cells_w cells."""
+    return max(1, min(cells_w // max(1, width), (2 * cells_h) // max(1, height)) if cells_w >= width else 1)
+
+
+def sample_indices(width: int, height: int, cells_w: int, cells_h: int, mode: str = "fit"):
+    """(rows, cols) source pixel indices drawn in a cells_w x cells_h pane (rows even in number).
+
+    "fit": the whole frame scaled (nearest neighbour) to fit. "native": whole pixels (1:1 or a
+    larger whole-number scale); what does not fit is cut, keeping the bottom rows (where the
+    games draw their dialogue boxes) and the middle columns."""
+    if mode != "native":
+        tw, th = fit_size(width, height, cells_w, cells_h)
+        return ((np.arange(th) * height // th).astype(np.intp), (np.arange(tw) * width // tw).astype(np.intp))
+    k = native_scale(width, height, cells_w, cells_h)
+    tw = min(cells_w, width * k)
+    th = min(2 * cells_h, height * k)
+    th -= th % 2
+    rows = (height * k - th + np.arange(th)) // k
+    cols = ((width * k - tw) // 2 + np.arange(tw)) // k
+    return rows.astype(np.intp), cols.astype(np.intp)
+
+
 def fit_size(width: int, height: int, cells_w: int, cells_h: int) -> tuple[int, int]:
     """Pixel size (w, h, h even) of a width x height frame scaled to fit cells_w x cells_h cells."""
     if cells_w <= 0 or cells_h <= 0:
@@ -72,6 +96,21 @@ class FrameView(Widget):
         self.rows_refreshed = 0
         self._painted_version = 0
         self._pad_style: Style | None = None  # widget.rich_style is recomputed after every refresh
+        self.mode = "fit"  # or "native": whole pixels, cut to the pane (the zoom)
+
+    def set_mode(self, mode: str) -> None:
+        if mode != self.mode:
+            self.mode = mode
+            if self._frame is not None:
+                self._convert(full=True)
+
+    @property
+    def shown(self) -> tuple[int, int, int, int]:
+        """(source pixels across, source pixels down, cells across, cells down) of the picture drawn."""
+        if self._frame is None or self._keys is None:
+            return 0, 0, 0, 0
+        rows, cols = self._indices
+        return len(np.unique(cols)), len(np.unique(rows)), self._keys.shape[1], self._keys.shape[0]
 
     # -- data in ---------------------------------------------------------------------------
     def show(self, frame: np.ndarray) -> None:
@@ -89,15 +128,16 @@ class FrameView(Widget):
         if frame is None or cw <= 0 or ch <= 0:
             return
         fh, fw = frame.shape[:2]
-        tw, th = fit_size(fw, fh, cw, ch)
-        key = (fw, fh, tw, th)
+        key = (fw, fh, cw, ch, self.mode)
         idx = self._index_cache.get(key)
         if idx is None:
             if len(self._index_cache) > 16:
                 self._index_cache.clear()
-            idx = ((np.arange(th) * fh // th).astype(np.intp), (np.arange(tw) * fw // tw).astype(np.intp))
+            idx = sample_indices(fw, fh, cw, ch, self.mode)
             self._index_cache[key] = idx
+        self._indices = idx
         rows, cols = idx
+        tw, th = len(cols), len(rows)
         packed = pack_rgb(frame[rows][:, cols])
         keys = (packed[0::2] << 24) | packed[1::2]
         layout = (cw, ch, tw, th)
@@ -201,23 +241,41 @@ class Caption(Widget):
 
 
 class FramePane(Vertical):
-    """The frame, with its decision index and frame hash beneath it; pulls on a timer."""
+    """The frame, with its decision index and frame hash beneath it; pulls on a timer.
+
+    With `protocol` ("tgp" for the Kitty graphics protocol, "sixel"), the frame is sent to the
+    terminal as an image at full resolution (panes.image_frame); otherwise it is drawn with half
+    blocks. Either way a frame is converted only when its version changes, at most `fps` times a
+    second (at most IMAGE_FPS for an image protocol, where each frame is an encoded picture)."""
 
     DEFAULT_CSS = """
     FramePane { height: 1fr; }
     """
+    ALLOW_MAXIMIZE = True
+    can_focus = True  # tab to it, then m maximises it
 
     def __init__(self, source: Callable[[], FrameLike | None] | None = None, *, fps: float | None = 30.0,
-                 id: str | None = None, classes: str | None = None):
+                 protocol: str | None = None, id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
         self.source = source
         self.fps = fps
+        self.protocol = protocol
         self._version = -1
+        self._shown_at = 0.0
+        self._min_interval = 0.0
+        self.zoom = ""  # "", "fit" (whole frame, whole screen) or "native" (whole pixels)
+        self._caption = "waiting for the first frame…"
         self.border_title = "Frame"
 
     def compose(self) -> ComposeResult:
-        yield FrameView(id="frame-view")
-        yield Caption("waiting for the first frame…", id="frame-caption")
+        if self.protocol:
+            from panes.image_frame import IMAGE_FPS, ImageFrameView
+
+            self._min_interval = 1 / IMAGE_FPS
+            yield ImageFrameView(self.protocol, id="frame-view")
+        else:
+            yield FrameView(id="frame-view")
+        yield Caption(self._caption, id="frame-caption")
 
     def on_mount(self) -> None:
         self._timer = None
@@ -236,20 +294,42 @@ class FramePane(Vertical):
             self._timer = self.set_interval(1 / fps, self.pull, name="frame-pull")
 
     @property
-    def view(self) -> FrameView:
-        return self.query_one(FrameView)
+    def view(self):
+        """The FrameView (half blocks) or the ImageFrameView (an image protocol)."""
+        return self.query_one("#frame-view")
+
+    def set_zoom(self, zoom: str) -> None:
+        """"" normal, "fit" or "native": the half-block view's sampling (an image is always whole)."""
+        self.zoom = zoom
+        self.set_class(bool(zoom), "-zoomed")
+        view = self.view
+        if isinstance(view, FrameView):
+            view.set_mode("native" if zoom == "native" else "fit")
+        self._set_caption()
 
     def pull(self) -> None:
         snap = self.source() if self.source else None
         if snap is None or snap.version == self._version:
             return
+        if self._min_interval:
+            now = time.monotonic()
+            if now - self._shown_at < self._min_interval:
+                return  # not consumed: the next pull shows the newest frame
+            self._shown_at = now
         self.show(snap)
 
     def show(self, snap: FrameLike) -> None:
-        views, captions = self.query(FrameView), self.query(Caption)
+        views, captions = self.query("#frame-view"), self.query(Caption)
         if not views or not captions:
             return  # not composed yet (a tick can come first): the next pull shows it
         self._version = snap.version
         views.first().show(snap.frame)
-        captions.first().set(
-            f"decision {snap.decision_id} · frame {snap.frame_index} · {snap.frame_sha256[:16]}")
+        self._caption = f"decision {snap.decision_id} · frame {snap.frame_index} · {snap.frame_sha256[:16]}"
+        self._set_caption()
+
+    def _set_caption(self) -> None:
+        captions = self.query(Caption)
+        if not captions:
+            return
+        lead = {"fit": "ZOOM fit · f: 1:1 · ", "native": "ZOOM 1:1, bottom rows kept · f: back · "}.get(self.zoom, "")
+        captions.first().set(lead + self._caption)

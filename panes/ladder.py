@@ -45,6 +45,8 @@ class LadderPane(Static):
     DEFAULT_CSS = """
     LadderPane { height: auto; }
     """
+    ALLOW_MAXIMIZE = True
+    can_focus = True  # tab to it, then m maximises it (the whole ladder)
 
     def __init__(self, source: Callable[[], LadderLike] | None = None, *, interval: float | None = 0.25,
                  id: str | None = None, classes: str | None = None):

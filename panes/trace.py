@@ -4,6 +4,10 @@ milestones and operator tags highlighted.
 Items are drained from the run's buffer on a ~10 Hz timer, formatted here on the UI thread and
 written in one batch with Log.write_lines; the log keeps the last 10,000 lines. A line wider
 than the pane ends in an ellipsis when drawn (the log keeps the whole line, for copying).
+
+Focused (tab), the pane has a row cursor (arrows, page keys, home/end); enter posts
+TracePane.Selected with the item behind the line, which the console shows whole
+(`detail_text`).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from rich.highlighter import Highlighter
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.binding import Binding
 from textual.color import Color
-from textual.geometry import Size
+from textual.geometry import Region, Size
+from textual.message import Message
 from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.widgets import Log
@@ -142,6 +148,55 @@ def format_item(kind: str, payload) -> str:
     return f"  {_clean(payload)}"
 
 
+DETAIL_FIELDS = (  # what the detail view shows of a decision (never the model id or the condition id)
+    ("decision_id", "decision"), ("timestamp_utc", "time"), ("parsed_actions", "actions"),
+    ("accepted_actions", "accepted"), ("invalid_output", "invalid output"), ("attempts", "attempts"),
+    ("aborted", "aborted"), ("observed", "observed"), ("provider_cost_usd", "cost (USD)"),
+    ("cost_source", "cost source"), ("input_tokens", "input tokens"), ("output_tokens", "output tokens"),
+    ("cached_tokens", "cached tokens"), ("latency_ms", "latency (ms)"), ("memory_reads", "memory read"),
+    ("memory_writes", "memory written"), ("milestones_before", "milestones before"),
+    ("milestones_after", "milestones after"), ("frame_sha256", "frame"), ("result_frame_sha256", "result frame"),
+    ("result_frame_index", "result frame index"), ("prompt_sha256", "prompt"),
+    ("termination_reason", "end"), ("reasoning_summary", "reasoning summary"))
+ENDED_FIELDS = (("trial_key", "trial"), ("outcome", "outcome"), ("termination_reason", "reason"),
+                ("termination_detail", "detail"), ("invalid_cause", "invalid cause"), ("error", "error"),
+                ("started_utc", "started"), ("ended_utc", "ended"), ("last_decision", "last decision"),
+                ("deepest_milestone", "deepest"), ("progress_points", "points"), ("total_points", "of points"))
+
+
+def _value(value) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_value(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join("✗ (not stored)" if v is None else str(v) for v in value) or "—"
+    return str(value)
+
+
+def detail_text(kind: str, payload) -> str:
+    """One trace item whole: its line, then every field that matters, the reasoning summary in full."""
+    lines = [format_item(kind, payload), ""]
+    if kind == "decision":
+        t = payload if isinstance(payload, dict) else payload.model_dump()
+        for key, label in DETAIL_FIELDS:
+            if key in t:
+                lines.append(f"{label}: {_value(t[key])}")
+    elif kind == "ended" and isinstance(payload, dict):
+        for key, label in ENDED_FIELDS:
+            if payload.get(key) is not None:
+                lines.append(f"{label}: {_value(payload[key])}")
+        telemetry = payload.get("telemetry") or {}
+        if telemetry:
+            lines.append(f"cost: {usd(telemetry.get('cost_usd'))}, tokens: {count(telemetry.get('tokens'))}, "
+                         f"decisions: {_value(telemetry.get('decisions'))}, "
+                         f"accepted actions: {_value(telemetry.get('accepted_actions'))}")
+    elif isinstance(payload, dict):
+        for key, value in payload.items():
+            lines.append(f"{key}: {_value(value)}")
+    return "\n".join(lines).rstrip()
+
+
 class TraceHighlighter(Highlighter):
     """Colours whole lines by their leading mark, reasoning lines muted, flags and unknowns
     in the theme's error and warning colours."""
@@ -178,6 +233,24 @@ class TracePane(Log):
     DEFAULT_CSS = """
     TracePane { height: 1fr; overflow-y: scroll; }
     """
+    ALLOW_MAXIMIZE = True
+    BINDINGS = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "cursor_page(-1)", "Page up", show=False),
+        Binding("pagedown", "cursor_page(1)", "Page down", show=False),
+        Binding("home", "cursor_to(0)", "First", show=False),
+        Binding("end", "cursor_to(-1)", "Last", show=False),
+        Binding("enter", "select", "Show whole"),
+    ]
+
+    class Selected(Message):
+        """Enter on a trace line: the item (kind, payload) behind it."""
+
+        def __init__(self, kind: str, payload) -> None:
+            super().__init__()
+            self.kind = kind
+            self.payload = payload
 
     # Log grows its virtual size with every write, and a layout-triggering reactive would reflow
     # the whole screen ten times a second; this pane's own size never depends on its content,
@@ -196,6 +269,8 @@ class TracePane(Log):
         self.highlighter = TraceHighlighter(self._theme_styles)
         self.border_title = "Trace"
         self._style_cache: tuple[str, dict[str, Style]] | None = None
+        self._sources: list[tuple[str, object]] = []  # the item behind each line, in step with the log
+        self.cursor: int | None = None  # the selected line while the pane has focus
 
     def _theme_styles(self) -> dict[str, Style]:
         theme = self.app.current_theme
@@ -209,10 +284,19 @@ class TracePane(Log):
                 "state": Style(italic=True),
                 "warning": Style(color=theme.warning, bold=True),
                 "reasoning": Style(color=_muted(theme), italic=True),
+                "cursor": Style(bgcolor=theme.panel or theme.secondary, bold=True),
             })
         return self._style_cache[1]
 
     def render_line(self, y: int) -> Strip:
+        strip = self._render_cut(y)
+        if self.cursor is not None and self.cursor == self.scroll_offset.y + y and self.has_focus:
+            cursor = self._theme_styles()["cursor"]
+            strip = Strip([Segment(seg.text, (seg.style or Style()) + cursor, seg.control) for seg in strip],
+                          strip.cell_length)
+        return strip
+
+    def _render_cut(self, y: int) -> Strip:
         strip = super().render_line(y)
         scroll_x, scroll_y = self.scroll_offset
         index, width = scroll_y + y, self.scrollable_content_region.width  # the scrollbar's cells excluded
@@ -239,5 +323,50 @@ class TracePane(Log):
             self.add_items(items)
 
     def add_items(self, items: list[tuple[str, object]]) -> None:
-        lines = [format_item(kind, payload) for kind, payload in items[-MAX_LINES:]]
+        items = items[-MAX_LINES:]
+        lines = [format_item(kind, payload) for kind, payload in items]
+        for item, line in zip(items, lines, strict=True):
+            self._sources.extend([item] * (line.count("\n") + 1))
+        before = len(self._lines)
         self.write_lines(lines)
+        dropped = before + sum(line.count("\n") + 1 for line in lines) - len(self._lines)
+        if len(self._sources) > len(self._lines):
+            del self._sources[: len(self._sources) - len(self._lines)]
+        if self.cursor is not None and dropped > 0:
+            self.cursor = max(0, self.cursor - dropped)
+
+    # -- the row cursor (focused) ----------------------------------------------------------
+    def on_focus(self) -> None:
+        if self.cursor is None and self._lines:
+            self.cursor = min(len(self._lines) - 1, self.scroll_offset.y + self.scrollable_content_region.height - 1)
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def _move(self, to: int) -> None:
+        if not self._lines:
+            return
+        self.cursor = max(0, min(len(self._lines) - 1, to))
+        self.scroll_to_region(Region(0, self.cursor, 1, 1), animate=False, immediate=True)
+        self.refresh()
+
+    def action_cursor(self, step: int) -> None:
+        self._move((self.cursor if self.cursor is not None else len(self._lines) - 1) + step)
+
+    def action_cursor_page(self, step: int) -> None:
+        page = max(1, self.scrollable_content_region.height - 1)
+        self._move((self.cursor if self.cursor is not None else len(self._lines) - 1) + step * page)
+
+    def action_cursor_to(self, where: int) -> None:
+        self._move(where if where >= 0 else len(self._lines) - 1)
+
+    def item_at(self, index: int | None) -> tuple[str, object] | None:
+        if index is None or not 0 <= index < len(self._sources):
+            return None
+        return self._sources[index]
+
+    def action_select(self) -> None:
+        item = self.item_at(self.cursor)
+        if item is not None:
+            self.post_message(self.Selected(*item))

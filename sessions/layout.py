@@ -8,6 +8,7 @@
       void-<n>/               void.json and the voided attempts, <label>-<NN>/ as above
       annotations/<annotator>/  annotations.jsonl SHA256SUMS   (its own sums: a layer beside the evidence)
       reports/                  report files and their own SHA256SUMS
+      unblinded/                summary.json blinding.json SHA256SUMS  (`oakwatch unblind`, once labels are frozen)
       .lock .reserve            only while a run holds the folder
 
 `verify` reports anything else as an unknown file, and a leftover temp file as such.
@@ -29,6 +30,7 @@ RESERVE = ".reserve"
 TRIALS = "trials"
 ANNOTATIONS = "annotations"
 REPORTS = "reports"
+UNBLINDED = "unblinded"
 OPERATOR_ANNOTATOR = "operator"  # live tags made after their trial had ended
 
 # Per trial
@@ -64,6 +66,7 @@ EVIDENCE_PATTERNS = [re.compile(p) for p in (
 LAYER_PATTERNS = [re.compile(p) for p in (
     rf"{ANNOTATIONS}/{_NAME}/(?:annotations\.jsonl|{SUMS})",
     rf"{REPORTS}/{_NAME}",
+    rf"{UNBLINDED}/(?:summary\.json|blinding\.json|{SUMS})",
 )]
 RUN_ONLY = (LOCK, RESERVE)  # present only while a run holds the folder
 

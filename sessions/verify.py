@@ -135,7 +135,8 @@ def _check_files(ctx: Context, report: Report) -> None:
             if kind == "evidence":
                 present.add(rel)
             elif kind == "layer":
-                layers.add(rel.rsplit("/", 1)[0] if rel.startswith(layout.ANNOTATIONS) else layout.REPORTS)
+                layers.add(rel.rsplit("/", 1)[0] if rel.startswith(layout.ANNOTATIONS)
+                           else layout.UNBLINDED if rel.startswith(layout.UNBLINDED + "/") else layout.REPORTS)
             elif kind == "temp":
                 report.add(f"{rel}: leftover temp file (a write was interrupted)")
             elif kind == "run-only":
@@ -178,12 +179,17 @@ def _lock_note(root: Path, rel: str) -> str:
 
 def _check_layer(folder: Path, rel: str, report: Report) -> None:
     """annotations/<annotator>/ and reports/: their own SHA256SUMS over their own files."""
+    from sessions.annotation_layer import check_layer, split_sums
+
     sums = folder / layout.SUMS
     if not sums.is_file():
         report.add(f"{rel}/{layout.SUMS} is missing")
         return
+    annotations = rel.startswith(layout.ANNOTATIONS + "/")
     try:
-        listed = parse_sums(sums.read_text(encoding="utf-8"))
+        text = sums.read_text(encoding="utf-8")
+        # An annotation layer's sums end with `FROZEN <sha256>` once it is frozen.
+        listed = split_sums(text)[0] if annotations else parse_sums(text)
     except (SumsFormatError, UnicodeDecodeError) as exc:
         report.add(f"{rel}/{exc}")
         return
@@ -196,6 +202,12 @@ def _check_layer(folder: Path, rel: str, report: Report) -> None:
             report.add(f"{rel}/{name}: listed in {rel}/{layout.SUMS} but missing")
         elif file_sha256(path) != digest:
             report.add(f"{rel}/{name}: content differs from its {rel}/{layout.SUMS} entry")
+    key, original = folder / layout.BLINDING, folder.parent / layout.BLINDING
+    if rel == layout.UNBLINDED and key.is_file() and original.is_file() and file_sha256(key) != file_sha256(original):
+        report.add(f"{rel}/{layout.BLINDING}: differs from the run's {layout.BLINDING}")
+    if annotations:  # the layer's chain, freeze, ids and every label's references into the evidence
+        for problem in check_layer(folder.parent.parent, folder.name):
+            report.add(problem)
 
 
 # -- the frozen header -------------------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""`oakwatch report` end to end on a real two-condition run of the bundled cartridge."""
+
+import csv
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+import yaml
+
+from app.cli import main
+from sessions import annotation_layer as al
+from sessions.assets import DEFAULT_MANIFEST
+from sessions.verify import verify_experiment
+from tests.conftest import run_experiment, write_manifest
+
+SECTIONS = ["conclusion", "trials", "conditions", "progress-actions", "progress-cost", "timelines",
+            "memory-errors", "agreement", "long-horizon", "checklist", "reconciliation", "definitions"]
+
+
+class _Html(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.ids, self.external = [], set(), []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        a = dict(attrs)
+        if "id" in a and tag == "section":
+            self.ids.add(a["id"])
+        for key in ("src", "href"):
+            if a.get(key, "").startswith(("http", "//")) or tag in ("script", "link"):
+                self.external.append((tag, a))
+
+
+@pytest.fixture(scope="module")
+def two_conditions(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("two")
+    data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
+    conditions = data["conditions"] + [{"id": "wander", "policy": "random", "seed": 7,
+                                        "memory_policy": "recent-window", "actions_per_decision": 2}]
+    manifest = write_manifest(tmp, conditions=conditions, trials={**data["trials"], "per_condition": 2})
+    root, summary, results = run_experiment(manifest, tmp / "exp")
+    # two blind annotators on X-01: agree at decision 5, disagree at 9; then frozen
+    al.add_label(root, "ann", "X-01", 5, type="omission", severity="material", refers_to="2", recovered_decision=7)
+    al.add_label(root, "ann", "X-01", 9, type="fabrication", severity="minor", refers_to="3")
+    al.add_label(root, "bob", "X-01", 5, type="omission", severity="material", refers_to="2", recovered_decision=7)
+    for name in ("ann", "bob"):
+        al.AnnotationLayer(root, name).freeze()
+    return root, summary, results
+
+
+def test_report_end_to_end(two_conditions, tmp_path, capsys):
+    root, summary, results = two_conditions
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--output", str(out), "--seed", "11"]) == 0
+    printed = capsys.readouterr().out
+    assert "replaying trials/X-01" in printed and "report written" in printed  # progress per step
+    doc = json.loads((out / "report.json").read_text())
+    page = (out / "report.html").read_text()
+    parsed = _Html()
+    parsed.feed(page)
+    assert set(SECTIONS) <= parsed.ids
+    assert not parsed.external  # self-contained: no script, stylesheet link or remote address
+    # progress vs actions, progress vs cost, one timeline per trial, memory errors by type and severity
+    assert parsed.tags.count("svg") == 2 + len(results) + 1
+    assert "http" not in re.sub(r'xmlns(:\w+)?="[^"]*"', "", page)  # namespaces only, nothing to fetch
+    # blinded: labels only, never the condition ids
+    assert doc["blinded"] and "walkthrough" not in page and "wander" not in page
+    # every number traced back to result.json
+    by_key = {r["trial_key"]: r for r in doc["trials"]}
+    for r in results:
+        row = by_key[r.trial_key]
+        on_disk = json.loads((root / "trials" / r.trial_key / "result.json").read_text())
+        assert row["points"] == on_disk["progress_points"]
+        assert row["accepted_actions"] == on_disk["telemetry"]["accepted_actions"]
+        assert row["model_decisions"] == on_disk["telemetry"]["decisions"]
+        assert row["cost_usd"] == on_disk["telemetry"]["cost_usd"]
+        assert row["deepest"] == on_disk["deepest_milestone"]
+        assert row["state_source"] == "replay"
+        # without a required-backtracking declaration the replayed routes match the live tracker
+        assert row["repeated_navigation_actions"] == on_disk["telemetry"]["repeated_navigation_actions"]
+    assert doc["reconciliation"]["ok"] and "reconcile with summary.json" in (out / "report.md").read_text()
+    # the agreed omission counts (recovery: decisions 5 and 6, one action each); the disputed one does not
+    x1 = by_key["X-01"]
+    assert (x1["memory_errors"], x1["material_errors"], x1["memory_recovery_cost"]) == (1, 1, 2)
+    assert x1["memory_error_rate"] == pytest.approx(100 / x1["model_decisions"], abs=1e-6)
+    pair = doc["agreement"]["pairs"][0]
+    assert [d["decision_id"] for d in pair["disagreements"]] == [9]
+    assert doc["summary"]["bootstrap"]["seed"] == 11
+    assert "significance claims are not supported" in doc["summary"]["significance_note"]
+    assert doc["conclusion"].startswith("Under the frozen Parcel Quest protocol")
+    assert "condition X reached a deeper median milestone" in doc["conclusion"]
+    checks = {c["check"]: c["status"] for c in doc["checklist"]}
+    assert len(checks) == 11 and checks["sha256sum --check SHA256SUMS succeeds."] == "pass"
+    assert checks["Annotators were blinded until labels were frozen."] == "pass"
+    assert not doc["scorers"]["long_horizon"]["used"] and doc["scorers"]["long_horizon"]["reason"]
+    with (out / "trials.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == len(results)
+    with (out / "conditions.csv").open() as f:
+        assert {r["condition"] for r in csv.DictReader(f)} == {"X", "Y"}
+
+
+def test_default_output_keeps_the_folder_verifiable(two_conditions, tmp_path):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(two_conditions[0], root)
+    assert main(["report", str(root), "--no-replay"]) == 0
+    assert (root / "reports" / "report.html").is_file() and (root / "reports" / "SHA256SUMS").is_file()
+    assert verify_experiment(root) == []
+
+
+def test_export_package(two_conditions, tmp_path):
+    root = two_conditions[0]
+    out = tmp_path / "pkg"
+    assert main(["export", str(root), "--output", str(out)]) == 0
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert {"manifest.redacted.yaml", "prompts/system.txt", "scoring/memory-error-rubric.yaml",
+            "report/trials.csv", "annotation-disagreements.json", "SHA256SUMS", "README.md"} <= files
+    assert not any(f.endswith(("frames.pack", "responses.jsonl", ".state", ".gb")) for f in files)
+    assert "blinding.json" not in files and not any(f.startswith("conditions/") for f in files)  # still blinded
+    for f in files:
+        text = (out / f).read_bytes().decode("utf-8", "replace")
+        assert str(root) not in text and str(tmp_path) not in text
+    assert main(["export", str(root), "--output", str(out)]) == 2  # never over an existing folder
+    raw = tmp_path / "raw"
+    assert main(["export", str(root), "--output", str(raw), "--include-raw"]) == 0
+    assert (raw / "trials" / "X-01" / "responses.jsonl").is_file()
