@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from textual.app import App, ComposeResult
 
 from app.console_state import ConsoleSink
 from engine.events import (
@@ -177,3 +178,14 @@ def feed(sink: ConsoleSink, decisions: int = 12, unknown_cost_at: int | None = N
         opened_utc="2026-11-30T10:00:00.000Z", timestamp_utc="2026-11-30T10:00:01.000Z", annotator="operator",
         type="contradiction", severity="material", refers_to="fact-0004", note="rival in two places")))
     sink.handle(BudgetUpdated(budgets(decisions * 25, cost, tokens, cost_limit=0.5)))
+
+
+class One(App):
+    """An app holding one widget, for testing a pane on its own."""
+
+    def __init__(self, widget):
+        super().__init__()
+        self.widget = widget
+
+    def compose(self) -> ComposeResult:
+        yield self.widget

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from textual.app import App, ComposeResult
 
 from app.console import OakwatchConsole
 from app.console_state import ConsoleSink, MemorySnapshot
@@ -19,16 +18,7 @@ from panes.image_frame import IMAGE_FPS, ImageFrameView, frame_protocol, scaled_
 from panes.memory import MemoryPane
 from panes.status import SummaryPane
 from panes.trace import MARKS, TracePane
-from tests.console.fixed import SECRET_MODEL, STORY, fact, feed, fixed_frame, result, telemetry
-
-
-class One(App):
-    def __init__(self, widget):
-        super().__init__()
-        self.widget = widget
-
-    def compose(self) -> ComposeResult:
-        yield self.widget
+from tests.console.fixed import SECRET_MODEL, STORY, One, fact, feed, fixed_frame, result, telemetry
 
 
 def fixed_console(**kwargs) -> OakwatchConsole:

@@ -4,7 +4,7 @@ action, cost and tokens per decision, per trial and as meters, with unknown read
 
 from __future__ import annotations
 
-from textual.app import App, ComposeResult
+from textual.app import App
 
 from app.console import OakwatchConsole
 from app.console_state import MODEL_REDACTED, ConsoleSink
@@ -15,6 +15,7 @@ from panes.lines import trial_ended_line
 from panes.trace import MAX_LINES, REASONING, REASONING_MAX, TracePane, decision_line, format_item
 from tests.console.fixed import (
     SECRET_MODEL,
+    One,
     aborted,
     budgets,
     decision,
@@ -29,15 +30,6 @@ from tests.console.fixed import (
 
 LONG_WHY = ("The rival is standing by the left table and the professor is at the back, so walk up to the "
             "three balls, take the left one before the rival does, then talk to the professor again. ") * 3
-
-
-class One(App):
-    def __init__(self, widget):
-        super().__init__()
-        self.widget = widget
-
-    def compose(self) -> ComposeResult:
-        yield self.widget
 
 
 def shown(item) -> list[str]:

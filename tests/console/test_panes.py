@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import numpy as np
-from textual.app import App, ComposeResult
 
 from app.console import OakwatchConsole
 from app.console_state import TRACE_BUFFER, ConsoleSink, MemorySnapshot
@@ -16,16 +15,7 @@ from panes.budgets import BudgetsPane, level
 from panes.frame import FramePane, FrameView, fit_size
 from panes.memory import MemoryPane
 from panes.trace import MAX_LINES, TracePane
-from tests.console.fixed import budgets, decision, fact, feed, fixed_frame
-
-
-class One(App):
-    def __init__(self, widget):
-        super().__init__()
-        self.widget = widget
-
-    def compose(self) -> ComposeResult:
-        yield self.widget
+from tests.console.fixed import One, budgets, decision, fact, feed, fixed_frame
 
 
 def test_fit_size_keeps_aspect_and_even_rows():
