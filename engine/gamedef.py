@@ -441,5 +441,10 @@ class GameDefinition(_Strict):
     def total_points(self) -> int:
         return sum(m.points for m in self.milestones)
 
+    @property
+    def route_resets(self) -> list[str]:
+        """Fields whose change ends route repetition: progress, and justified recovery events."""
+        return [*self.progress_fields, *self.recovery_events]
+
     def is_ready(self, sample: Sample) -> bool:
         return all(c.holds(sample) for c in self.ready)

@@ -32,6 +32,11 @@ class RouteTracker:
     backtracking: Sequence = ()  # engine.gamedef.RequiredBacktrack entries
     excused_actions: int = 0  # repeated segments that were required backtracking (not counted)
 
+    @classmethod
+    def for_game(cls, game, loop_repeats: int | None) -> RouteTracker:
+        """The tracker for a game definition: its required backtracking excused (needs positions)."""
+        return cls(loop_repeats, backtracking=tuple(game.required_backtracking) if game.position else ())
+
     def _excused(self, segment: tuple, reached: Collection[str]) -> bool:
         for entry in self.backtracking:
             if entry.applies(reached) and all(t[0] in entry.maps and t[4] in entry.maps for t in segment):

@@ -166,7 +166,8 @@ class Trial:
         self.provenance = provenance or {}
         self.probe = Probe(game)
         self.budgets = Budgets(config.limits)
-        self.routes = RouteTracker(config.loop_repeats)
+        self.routes = RouteTracker.for_game(self.game, config.loop_repeats)
+        self._route_resets = self.game.route_resets
         self.memory = MemoryStore(config.memory_policy, log=self._memory_log,
                                   recent_window=config.recent_window, rules=config.memory_rules)
         self.tally = TraceTally()  # committed decisions only
@@ -504,9 +505,9 @@ class Trial:
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256):
                 self.routes.progress()
                 self._emit(MilestoneReached(award))
-            if any(before_sample.get(f) != sample.get(f) for f in self.game.progress_fields):
+            if any(before_sample.get(f) != sample.get(f) for f in self._route_resets):
                 self.routes.progress()
-            looped = self.routes.record(before_pos, action, self._position(sample)) \
+            looped = self.routes.record(before_pos, action, self._position(sample), ladder.awards) \
                 if before_pos is not None else False
             if ladder.ending is not None:  # the final rung, or every required rung (engine.ladder)
                 d.end = EndRequest(ladder.ending)

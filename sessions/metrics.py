@@ -149,10 +149,9 @@ def action_figures(trace: list[TraceLine], inputs: list[InputLine], awards: dict
     for row in inputs:
         out.per_decision[row.decision_id] = out.per_decision.get(row.decision_id, 0) + 1
     use_state = states is not None and game is not None and len(states.after) == len(inputs)
-    backtracking = tuple(game.required_backtracking) if use_state and game.position else ()
-    tracker = RouteTracker(loop_repeats=None, backtracking=backtracking)
+    tracker = RouteTracker.for_game(game, None) if use_state else RouteTracker(None)
     watched = state_fields(game) if use_state else []
-    resets = list(game.progress_fields) + list(game.recovery_events) if use_state else []
+    resets = game.route_resets if use_state else []
     pos = game.position if use_state else None
     battle_field = game.battle_field if use_state else None
     if battle_field:

@@ -104,7 +104,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
         raise Divergence(f"start state: first frame is {first}, the manifest recorded {pinned}")
     sample = probe(emulator.read_range)
     ladder = Ladder(game, sample)
-    routes = RouteTracker(m.budgets.unrecoverable_loop_repeats)
+    routes = RouteTracker.for_game(game, m.budgets.unrecoverable_loop_repeats)
     actions = 0
     looped = False
     awards: dict[str, tuple[int, int, str]] = {}
@@ -138,11 +138,11 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256):
                 awards[award.id] = (did, step.frame_index, step.frame_sha256)
                 routes.progress()
-            if any(sample.get(f) != step.ram_last.get(f) for f in game.progress_fields):
+            if any(sample.get(f) != step.ram_last.get(f) for f in game.route_resets):
                 routes.progress()
             sample = step.ram_last
             if before is not None:
-                looped = routes.record(before, row.action, _position(game, sample)) or looped
+                looped = routes.record(before, row.action, _position(game, sample), ladder.awards) or looped
         if ladder.reached != t.milestones_after:
             raise Divergence(f"decision {did}: milestones {ladder.reached} differ from the recorded "
                              f"{t.milestones_after}")

@@ -87,3 +87,29 @@ def test_an_optional_rung_passed_over_and_a_rung_held_at_the_start_still_succeed
     assert exit_status(summary) == 0
     assert verify_experiment(out) == []
     assert replay_trial(trial)["milestones"] == ["M2", "M3", "M4", "M5", "M6", "M7", "M8"]
+
+
+def test_required_backtracking_is_not_repetition_in_the_live_loop_or_the_replay(tmp_path):
+    """The same random play, with and without the cartridge's whole map declared required
+    backtracking: the live count of repeated navigation drops to nothing, and replay agrees."""
+    import yaml
+
+    from sessions.assets import ASSETS
+    from sessions.replay import replay_trial
+    from tests.conftest import run_experiment, write_manifest
+
+    counts = {}
+    for name, backtracking in (("plain", []), ("excused", [{"from_map": 0, "to_map": 6, "via": [1, 2, 3, 4, 5]}])):
+        game = yaml.safe_load((ASSETS / "games" / "parcel-quest.yaml").read_text())
+        game["required_backtracking"] = backtracking
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "game.yaml").write_text(yaml.safe_dump(game))
+        data = yaml.safe_load(write_manifest(tmp_path / name).read_text())
+        manifest = write_manifest(
+            tmp_path / name, game={**data["game"], "definition": str(tmp_path / name / "game.yaml")},
+            conditions=[{"id": "rnd", "policy": "random", "seed": 5}],
+            budgets={**data["budgets"], "accepted_actions": 400, "unrecoverable_loop_repeats": None})
+        root, _summary, (result,) = run_experiment(manifest, tmp_path / name / "exp")
+        counts[name] = result.telemetry.repeated_navigation_actions
+        replay_trial(root / "trials" / result.trial_key)  # the replay reaches the same ending
+    assert counts["plain"] > 0 and counts["excused"] == 0, counts
