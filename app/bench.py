@@ -74,6 +74,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from engine.backends import BACKENDS
 from engine.emulator import Timing, frame_sha256
 from engine.events import DecisionRecorded, TrialEnded
@@ -575,7 +577,51 @@ class BenchFailure(RuntimeError):
     """Something the bench measures broke (not a missed target): the bench fails."""
 
 
-def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool) -> int:
+WORKERS_TARGET = 1.8  # issue 11: 2 workers vs 1 on a 2-core machine, random-policy trials of 10,000 actions
+
+
+def workers_figures(tmp: Path, trials: int = 8, actions: int = 10_000, workers: int = 2) -> dict:
+    """Throughput (accepted actions per second of the whole run, trial start-up and sealing
+    included) of `trials` random-policy trials of `actions` actions on the cartridge, run one at a
+    time and then with `workers` processes, and the ratio, next to the 1.8x target."""
+    from sessions.experiment import create_folder
+    from sessions.manifest import load_manifest
+    from sessions.runner import ExperimentRunner
+
+    data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
+    data["budgets"] = {"accepted_actions": actions, "model_decisions": None, "wall_time_minutes": None,
+                       "unrecoverable_loop_repeats": None}
+    data["conditions"] = [{"id": "rnd-a", "policy": "random", "seed": 3},
+                          {"id": "rnd-b", "policy": "random", "seed": 4}]
+    data["trials"] = {"per_condition": max(1, trials // 2), "blinding_seed": 1}
+    manifest = tmp / "workers-manifest.yaml"
+    manifest.write_text(yaml.safe_dump(data))
+    load_manifest(manifest)
+    figures: dict = {"trials": 2 * max(1, trials // 2), "actions_per_trial": actions, "workers": workers}
+    for n in (1, workers):
+        prepared = prepare(manifest, None)
+        folder = create_folder(prepared, tmp / f"workers-{n}")
+        print(f"workers: {figures['trials']} trials of {actions} actions with {n} worker(s) …", flush=True)
+        t0 = time.perf_counter()
+        ExperimentRunner(prepared, folder, workers=n).run()
+        seconds = time.perf_counter() - t0
+        done = sum(json.loads(p.read_text())["telemetry"]["accepted_actions"]
+                   for p in (tmp / f"workers-{n}").glob("trials/*/result.json"))
+        figures[f"seconds_{n}"] = round(seconds, 2)
+        figures[f"actions_per_second_{n}"] = round(done / seconds, 1)
+    ratio = figures[f"actions_per_second_{workers}"] / figures["actions_per_second_1"]
+    figures["speedup"] = round(ratio, 2)
+    figures["target"] = WORKERS_TARGET
+    figures["meets_target"] = ratio >= WORKERS_TARGET
+    print(f"workers: 1 worker {figures['actions_per_second_1']:,.0f} actions/s ({figures['seconds_1']} s), "
+          f"{workers} workers {figures[f'actions_per_second_{workers}']:,.0f} actions/s "
+          f"({figures[f'seconds_{workers}']} s): {ratio:.2f}x (target >= {WORKERS_TARGET}x, "
+          f"{os.cpu_count()} cores) {'ok' if ratio >= WORKERS_TARGET else 'BELOW TARGET'}", flush=True)
+    return figures
+
+
+def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
+              workers_phase: bool = False) -> int:
     runs = max(1, runs)
     prepared = prepare(DEFAULT_MANIFEST, None)
     report: dict = {}
@@ -603,6 +649,8 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
                 failed = not report["verify"]["zero_problems"]
             else:
                 print("phase 4/4: skipped (--verify-decisions 0)")
+            if workers_phase:
+                report["workers"] = workers_figures(tmp)
             if console:
                 from app.bench_console import bench_console
 

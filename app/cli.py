@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                           "from game.start_states; the choice is frozen with the run)")
     run.add_argument("--force", action="store_true",
                      help="run a ROM its game definition does not list (a hack, a bad dump); recorded in the run")
+    run.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="trials at once, each in its own process (default 1: one after another)")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
                      help="console pacing (default: the manifest's emulator.speed_multiplier; "
                           "the bundled dry-run says 1)")
@@ -78,6 +80,19 @@ def _parser() -> argparse.ArgumentParser:
     review.add_argument("folder", type=Path, help="an evidence folder")
     review.add_argument("--annotator", metavar="NAME",
                         help="label as NAME: labels go to annotations/NAME/ (without it, review is read-only)")
+    serve = sub.add_parser("serve", help="the attached console for an experiment as a web page (one console per "
+                                         "browser tab; read-only unless --operator)")
+    serve.add_argument("folder", type=Path, help="an evidence folder (a running or finished experiment)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: 127.0.0.1; watch a remote run through an SSH tunnel)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    serve.add_argument("--operator", action="store_true",
+                       help="let the page control the run (pause, step, terminate, tag) through its control socket")
+    attach = sub.add_parser("attach", help="the console over a run started elsewhere: follows its evidence folder "
+                                           "as it grows (operator keys through the run's control channel)")
+    attach.add_argument("folder", type=Path, help="an evidence folder (being written, or finished)")
+    attach.add_argument("--read-only", action="store_true",
+                        help="watch only: the operator keys do nothing (also with OAKWATCH_READONLY=1)")
     state = sub.add_parser("make-state", help="make a canonical start state: power on, run N frames, save")
     state.add_argument("rom", type=Path)
     state.add_argument("--frames", type=int, required=True, help="frames to run from power-on with no input")
@@ -114,6 +129,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--verify-decisions", type=int, default=100_000,
                        help="length of the trial whose verify is timed (0 to skip)")
     bench.add_argument("--console", action="store_true", help="also measure the console (issue targets)")
+    bench.add_argument("--workers-phase", action="store_true",
+                       help="also measure 8 random trials of 10,000 actions with 2 workers vs 1 (target 1.8x)")
     return parser
 
 
@@ -131,6 +148,10 @@ def _main(argv: list[str] | None) -> int:
         return _run(None, headless=not sys.stdout.isatty(), output=None, speed=None)
     if args.command == "run":
         headless = args.headless or not sys.stdout.isatty()
+        if not 1 <= args.workers <= 256:
+            return _fail(f"--workers {args.workers}: give a number from 1 to 256")
+        global _WORKERS
+        _WORKERS = args.workers
         if args.resume is not None:
             if (args.manifest is not None or args.output is not None or args.provider is not None
                     or args.emulator is not None or args.force):
@@ -162,6 +183,12 @@ def _main(argv: list[str] | None) -> int:
         return _frames(args.trial, args.decisions, args.output)
     if args.command == "review":
         return _review(args.folder, args.annotator)
+    if args.command == "serve":
+        from app.serve import serve
+
+        return serve(args.folder, host=args.host, port=args.port, operator=args.operator)
+    if args.command == "attach":
+        return _attach(args.folder, args.read_only)
     if args.command == "make-state":
         return _make_state(args.rom, args.frames, args.output, args.emulator)
     if args.command == "state":
@@ -180,7 +207,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "bench":
         from app.bench import run_bench
 
-        return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console)
+        return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase)
     return _fail(f"unknown command {args.command}")
 
 
@@ -216,11 +243,14 @@ def _resume(root: Path, *, headless: bool, speed: str | None) -> int:
 
 
 def _start(prepared, folder, *, headless: bool, speed: str | None, positions: list[int] | None) -> int:
-    if headless:
+    if headless or _WORKERS > 1:  # the console over many trials at once is app.attach's (issue 11)
         return _run_headless(prepared, folder, positions)
     from app.console import run_console
 
     return run_console(prepared, folder, speed=_pacing(prepared, speed), positions=positions)
+
+
+_WORKERS = 1  # `run --workers N`, for the run about to start
 
 
 def _run_headless(prepared, folder, positions: list[int] | None) -> int:
@@ -229,10 +259,11 @@ def _run_headless(prepared, folder, positions: list[int] | None) -> int:
     from sessions.runner import ExperimentRunner
     from sessions.summary import exit_status
 
-    printer = HeadlessPrinter()
+    printer = HeadlessPrinter(schedule=len(positions) if positions is not None else len(prepared.schedule))
     signals = SignalStop(lambda name: runner.control.stop_run("signal", name, f"signal:{name}"), folder.root)
     runner = ExperimentRunner(prepared, folder, sinks=[printer], positions=positions,
-                              resumed=positions is not None, watchdog_options={"signal_waiting": signals.waiting})
+                              resumed=positions is not None, watchdog_options={"signal_waiting": signals.waiting},
+                              workers=_WORKERS)
     signals.install()
     print_line(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder.root}")
     printer.start()
@@ -353,6 +384,19 @@ def _review(folder: Path, annotator: str | None) -> int:
     if not sys.stdout.isatty():
         return _fail("review is a console: run it in a terminal")
     return run_review(folder, annotator)
+
+
+def _attach(folder: Path, read_only: bool = False) -> int:
+    import os
+
+    from app.attach import run_attach
+    from app.attach_data import is_evidence_folder
+
+    if not is_evidence_folder(folder):
+        return _fail(f"{folder}: not an evidence folder (no trials/ or schedule.json)")
+    if not sys.stdout.isatty() and not os.environ.get("TEXTUAL_DRIVER"):  # textual-serve sets a web driver
+        return _fail("attach is a console: run it in a terminal")
+    return run_attach(folder, read_only=read_only or os.environ.get("OAKWATCH_READONLY") == "1")
 
 
 def _make_state(rom: Path, frames: int, output: Path, emulator: str = "pyboy") -> int:

@@ -47,6 +47,27 @@ def rtc_seconds(platform: str) -> int:
     return calendar.timegm((*RTC_FIELDS, 0, 0, 0))
 
 
+_callbacks_ready = False
+
+
+def ready_python_callbacks() -> None:
+    """Call before a process runs its first mGBA frame. mGBA's binding calls back into Python at
+    every frame's end, and the first such call initialises cffi's embedding behind a spin lock that
+    CPython 3.11 keeps in PyCapsule_Type.tp_version_tag (cffi/_embedding.h). Any attribute lookup on
+    a capsule's type gives that type a version tag, and then the spin lock never opens: the first
+    frame hangs forever (seen under pytest with trio imported). PyType_Modified() drops the tag."""
+    global _callbacks_ready
+    if _callbacks_ready:
+        return
+    import ctypes
+    import datetime
+    import sys
+
+    if sys.version_info < (3, 12):  # from 3.12 cffi locks on tp_as_buffer, which nothing sets
+        ctypes.pythonapi.PyType_Modified(ctypes.py_object(type(datetime.datetime_CAPI)))
+    _callbacks_ready = True
+
+
 def mgba_version() -> str:
     """The installed binding's version; ImportError (or OSError) if it or libmgba is missing."""
     import mgba  # noqa: F401  (loads the binding and libmgba)
@@ -167,6 +188,7 @@ class MGBAEmulator:
 
     def boot(self, frames: int) -> None:
         """Run from power-on (or from where it is) with no input."""
+        ready_python_callbacks()
         self._set_keys(self._native, 0)
         self._frame_n(frames)
 
@@ -177,6 +199,7 @@ class MGBAEmulator:
         return bytes(self._ffi.buffer(buf))
 
     def restore(self, state: bytes) -> None:
+        ready_python_callbacks()
         if len(state) != self._state_size:
             why = (f"{len(state):,} bytes; an mGBA state for this core is {self._state_size:,}: not an mGBA "
                    f"state, or another emulator's")
@@ -220,6 +243,7 @@ class MGBAEmulator:
     # -- input -------------------------------------------------------------------------
     def step(self, action: str, timing: Timing, probe: ProbeFn) -> StepResult:
         """Hold one button for press_frames, settle, probe the last two frames, capture."""
+        ready_python_callbacks()
         press_frame = -1
         native = self._native
         try:

@@ -47,6 +47,12 @@ ENDINGS: dict[str, Ending] = {
     "evidence-failure": Ending(HARNESS_ERROR, "evidence-io-error", False),
     "harness-error": Ending(HARNESS_ERROR, "harness-bug", False),
     "process-died": Ending(HARNESS_ERROR, "process-died", False),  # finished by `oakwatch recover`
+    # --workers N: a trial still running when another trial of its block turned invalid (the block is
+    # void, so it is stopped and moved with it), or when the run stopped for another trial's reason
+    "block-voided": Ending(HARNESS_ERROR, "block-voided", False),
+    "run-stopped": Ending(HARNESS_ERROR, "run-stopped", False),
+    # budgets.experiment_cost_usd reached: the experiment's money ran out, not the agent's play
+    "experiment-cost-ceiling": Ending(HARNESS_ERROR, "experiment-cost-ceiling", False),
 }
 
 

@@ -282,6 +282,11 @@ class TrialResult(Record):
     progress_points: int
     total_points: int
     telemetry: Telemetry | None  # None only when recovered without a loop's counters
+    # Seconds this trial waited for the run's shared rate limiter before its model calls: apart from
+    # every call's latency and (like pauses and backoffs) outside the wall-time budget; None: no limiter.
+    # Beside the telemetry rather than in it: the telemetry's figures are the ones verify recomputes
+    # from the trace, and this one is the loop's own.
+    limiter_wait_s: float | None = None
     derived: dict[str, float | None]
     provenance: dict[str, Any]
     chain: Chain | None = None  # set by the recorder

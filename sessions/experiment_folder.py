@@ -17,6 +17,7 @@ import os
 import secrets
 import shutil
 import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -87,6 +88,7 @@ class ExperimentFolder:
         self._log: AppendLog | None = None
         self.run_head = ""
         self.run_seq = 0
+        self._event_lock = threading.Lock()  # the control socket's thread logs refusals too
         self.schedule: ScheduleFile | None = None
         self.schedule_sha256 = ""
         self.manifest_sha256 = ""
@@ -216,6 +218,10 @@ class ExperimentFolder:
         self._open_log(new=False)
 
     def event(self, kind: str, **fields) -> RunEvent:
+        with self._event_lock:
+            return self._event(kind, **fields)
+
+    def _event(self, kind: str, **fields) -> RunEvent:
         self.run_seq += 1
         event = RunEvent(seq=self.run_seq, event=kind, timestamp_utc=utc_now(), pid=os.getpid(),
                          prev_sha256=self.run_head, **fields)
@@ -308,11 +314,12 @@ class ExperimentFolder:
         if self.finished:
             self.release_reserve()
         if self._lock_fd is not None:
-            if self.finished:
-                try:
-                    (self.root / layout.LOCK).unlink()
-                except FileNotFoundError:
-                    pass
+            if self.finished:  # the lock last; a killed run's control socket and pointer go too
+                for name in (*(n for n in layout.RUN_ONLY if n not in (layout.LOCK, layout.RESERVE)), layout.LOCK):
+                    try:
+                        (self.root / name).unlink()
+                    except FileNotFoundError:
+                        pass
             self._unlock()
 
 

@@ -68,7 +68,7 @@ LAYER_PATTERNS = [re.compile(p) for p in (
     rf"{REPORTS}/{_NAME}",
     rf"{UNBLINDED}/(?:summary\.json|blinding\.json|{SUMS})",
 )]
-RUN_ONLY = (LOCK, RESERVE)  # present only while a run holds the folder
+RUN_ONLY = (LOCK, RESERVE, "control.sock", ".control")  # present only while a run holds the folder
 
 
 def trial_dir(key: str) -> str:

@@ -207,6 +207,8 @@ class BudgetSection(_Strict):
     total_cost_usd: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
     tokens: Annotated[int, Field(ge=1, le=10**12)] | None = None
     unrecoverable_loop_repeats: Annotated[int, Field(ge=2, le=1000)] | None = 3
+    # Across every trial of a run (all workers): no model call is made once spend reaches it.
+    experiment_cost_usd: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
 
 
 class TrialsSection(_Strict):
@@ -240,6 +242,9 @@ class RequestSettings(_Strict):
     max_attempts: Annotated[int, Field(ge=1, le=10)] = 3  # per decision, for transport faults
     backoff_seconds: Annotated[float, Field(ge=0, le=60)] = 1  # doubled each time, unless retry-after says
     backoff_cap_seconds: Annotated[float, Field(ge=0, le=600)] = 30
+    # One limiter per provider and key, shared by every trial (and worker) of a run.
+    requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    tokens_per_minute: Annotated[int, Field(ge=1, le=10**10)] | None = None
 
 
 class Condition(_Strict):

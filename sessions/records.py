@@ -30,7 +30,7 @@ class RunEvent(Record):
     """run.jsonl: the experiment's own log, hash-chained (the first line's prev is schedule.json's hash)."""
 
     seq: int
-    event: Literal["run-started", "trial-sealed", "voided", "run-finished", "recovered"]
+    event: Literal["run-started", "trial-sealed", "voided", "limits", "control-refused", "run-finished", "recovered"]
     timestamp_utc: str
     pid: int
     resume: bool | None = None
@@ -46,6 +46,11 @@ class RunEvent(Record):
     cause: str | None = None
     stopped_early: bool | None = None
     stop_reason: str | None = None
+    detail: str | None = None  # control-refused: who was refused (sessions.control_socket)
+    # "limits", logged just before run-finished when the run had them: trials at once (`--workers N`)
+    # and the shared limits (sessions.limits: the cost ceiling's rule, spend, rate limits, waits)
+    workers: int | None = None
+    limits: dict[str, Any] | None = None
     prev_sha256: Sha256
 
 

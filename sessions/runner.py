@@ -41,6 +41,8 @@ from sessions.watchdog import Watchdog
 
 PolicyFactory = Callable[[Condition, int], Policy]
 
+MODEL_POLICIES = ("model",)  # the policies that make calls the run's shared limits govern
+
 
 def derive_seed(condition_seed: int, trial_number: int) -> int:
     """Each trial of a random condition plays its own stream, reproducible from the manifest."""
@@ -148,8 +150,12 @@ class ExperimentRunner:
                  control: RunControl | None = None,
                  policy_factories: dict[str, PolicyFactory] | None = None,
                  positions: list[int] | None = None, resumed: bool = False,
-                 watchdog_options: dict | None = None):
+                 watchdog_options: dict | None = None, workers: int = 1):
+        from sessions.limits import limits_for
+
         self.prepared = prepared
+        self.workers = max(1, workers)
+        self.limits = limits_for(prepared)  # the experiment's cost ceiling and rate limiters, shared
         self.folder = folder
         self.sinks = sinks or []
         self.control = control or RunControl()
@@ -186,10 +192,15 @@ class ExperimentRunner:
         return self.summary
 
     async def run_async(self) -> Summary:
+        if self.workers > 1:
+            from sessions.workers import run_parallel
+
+            return await run_parallel(self)
         voided_blocks: set[int] = set()
         watchdog = Watchdog(self, **{"hang_seconds": self.prepared.manifest.emulator.hang_seconds,
                                      **self.watchdog_options})
         watchdog.start()
+        server = self._control_server()
         try:
             for position in self.positions:
                 block = self.folder.block_of(position)
@@ -211,6 +222,9 @@ class ExperimentRunner:
                 if result.invalid_cause == "disk-full":
                     self.stop_reason = "disk-full"
                     break
+                if self.limits.reached:
+                    self.stop_reason = "experiment-cost-ceiling"
+                    break
         except EvidenceError as exc:  # a record of the run itself could not be written
             self.stop_reason = "disk-full" if exc.cause == "disk-full" else "evidence-failure"
             self.fatal = str(exc)
@@ -221,14 +235,39 @@ class ExperimentRunner:
             self.fatal = f"{type(exc).__name__}: {exc}"
         finally:
             watchdog.stop()
+            if server is not None:
+                server.stop()
             self.summary = self._finish()
         return self.summary
+
+    def _control_server(self):
+        """The run's owner-only control socket (sessions.control_socket), for `oakwatch attach` and
+        `serve --operator`; refusals go into the run log. None when no socket can be made here."""
+        from sessions.control_socket import ControlServer, runner_handler
+
+        def current() -> str | None:
+            trial = self.current_trial
+            return trial.config.trial_key if trial is not None else None
+
+        def refused(line: str) -> None:
+            try:
+                self.folder.event("control-refused", detail=line)
+            except EvidenceError:
+                pass  # the refusal was still refused; the disk is the run's problem, reported elsewhere
+
+        try:
+            return ControlServer(self.folder.root, runner_handler(self.control, current), on_refused=refused).start()
+        except OSError:
+            return None
 
     def _finish(self) -> Summary | None:
         """Summary and sums, however the run ended. None only if even they cannot be written."""
         folder = self.folder
         stopped = self.stop_reason is not None
         try:
+            limits = self.limits.record()
+            if limits is not None or self.workers > 1:
+                folder.event("limits", workers=self.workers, limits=limits)
             results = read_results(folder.root)
             voids = _read_voids(folder.root)
             recovered = any(e.event == "recovered" for e in read_run_log(folder.root)[0])
@@ -246,7 +285,8 @@ class ExperimentRunner:
             folder.close()
 
     # -- one slot -------------------------------------------------------------------------------
-    async def _run_slot(self, position: int) -> TrialResult:
+    def slot(self, position: int) -> tuple[TrialConfig, TrialGenesis]:
+        """A schedule position's config and genesis (its attempt counts the voided ones before it)."""
         p = self.prepared
         key = self.folder.schedule.order[position]
         label, number = parse_key(key)
@@ -261,13 +301,21 @@ class ExperimentRunner:
             rom_sha256=p.manifest.game.rom_sha256, initial_state_sha256=p.manifest.start_state().sha256,
             policy=condition.policy, policy_seed=policy_seed(condition, number), started_utc=utc_now(),
             pid=os.getpid())
+        return config, genesis
+
+    async def _run_slot(self, position: int) -> TrialResult:
+        config, genesis = self.slot(position)
         recorder = self.folder.trial_recorder(genesis, self.prepared.keys.secrets())
+        gate = None
         result: TrialResult | None = None
         trial: Trial | None = None
         try:
-            trial = self.build_trial(config, recorder)
+            gate = local_gate(self.prepared, self.limits, self.control, config) if self.limits.active else None
+            trial = self.build_trial(config, recorder, gate)
             self.current_trial, self._current_recorder = trial, recorder
             result = await trial.run()  # records every failure of the trial itself
+            if gate is not None:
+                result = result.model_copy(update={"limiter_wait_s": round(gate.waited_s, 3)})
         except Exception as exc:  # a bug of ours around the loop: the trial still gets a result
             trial = trial or self.build_trial(config, recorder)
             result = trial.interrupted(f"{type(exc).__name__}: {exc}", cause="harness-bug")
@@ -298,18 +346,37 @@ class ExperimentRunner:
         self.summary = self._finish()
         return self.summary
 
-    def build_trial(self, config: TrialConfig, recorder) -> Trial:
+    def build_trial(self, config: TrialConfig, recorder, gate=None) -> Trial:
         """The trial with its recorder attached; the emulator and policy start inside `run`,
         so a failure to start them is recorded like any other (the bench times this path)."""
-        p = self.prepared
-        condition = p.condition(config.label)
-        factory = self.policy_factories.get(condition.policy)
-        return Trial(config, p.open_emulator,
-                     lambda: factory(condition, config.trial_number) if factory
-                     else make_policy(p, condition, config.trial_number),
-                     p.start_state, p.game, [recorder, *self.sinks], self.control,
-                     {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number),
-                      **model_provenance(condition), "memory_rules": config.memory_rules.as_dict()})
+        return make_trial(self.prepared, config, [recorder, *self.sinks], self.control, self.policy_factories, gate)
+
+
+def make_trial(prepared: Prepared, config: TrialConfig, sinks: list, control: RunControl,
+               policy_factories: dict[str, PolicyFactory] | None = None, gate=None) -> Trial:
+    """One trial, as the serial runner and a worker process (sessions.workers) both build it."""
+    p = prepared
+    condition = p.condition(config.label)
+    factory = (policy_factories or {}).get(condition.policy)
+
+    def policy() -> Policy:
+        made = factory(condition, config.trial_number) if factory else make_policy(p, condition, config.trial_number)
+        if gate is not None and hasattr(made, "gate"):
+            made.gate = gate  # the run's shared limits, asked before every model call
+        return made
+
+    return Trial(config, p.open_emulator, policy, p.start_state, p.game, sinks, control,
+                 {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number),
+                  **model_provenance(condition), "memory_rules": config.memory_rules.as_dict()})
+
+
+def local_gate(prepared: Prepared, limits, control: RunControl, config: TrialConfig):
+    """The serial path's gate: asks the run's limits in-process."""
+    from sessions.limits import CallGate, limiter_key
+
+    condition = prepared.condition(config.label)
+    key = limiter_key(condition, prepared.keys.get(condition.id)) if condition.policy in MODEL_POLICIES else ""
+    return CallGate(limits.ask, limits.spent, control, key, config.trial_key)
 
 
 def _read_voids(root: Path):

@@ -19,7 +19,7 @@ import numpy as np
 from engine.png import encode_png, enlarged
 from engine.policy import Observation, PolicyReply, TransportRetry
 from engine.pricing import Price, derived_cost
-from engine.providers.base import ModelReply, ModelRequest, ProviderAdapter, Sampling
+from engine.providers.base import CallGate, ModelReply, ModelRequest, ProviderAdapter, Sampling
 from engine.records import Usage
 
 
@@ -73,6 +73,7 @@ class ModelPolicy:
         self.transport = transport
         self.price = price
         self._schema_bytes = canonical(schema)
+        self.gate: CallGate | None = None  # the run's shared limits, set by the runner
 
     def request(self, obs: Observation) -> ModelRequest:
         return ModelRequest(self.model_id, self.system, prompt_text(obs), screen_png(obs.frame, self.image_scale),
@@ -87,11 +88,16 @@ class ModelPolicy:
         core = hashlib.sha256()
         for part in (request.system.encode(), self._schema_bytes, request.image_png):
             core.update(hashlib.sha256(part).digest())
-        started = time.perf_counter()
+        if self.gate is not None:  # may wait (rate limits) or refuse (the experiment's cost ceiling)
+            self.gate.before_call()
+        started = time.perf_counter()  # after any limiter wait: latency is the call's own
         reply = await self.adapter.send(body, self.transport.timeout_seconds)
         latency = round((time.perf_counter() - started) * 1000, 3)
+        usage = self._priced(reply)
+        if self.gate is not None:
+            self.gate.after_call(usage.cost_usd, usage.total_tokens)
         return PolicyReply(
-            text=reply.text, model_id=reply.model_id, response_id=reply.response_id, usage=self._priced(reply),
+            text=reply.text, model_id=reply.model_id, response_id=reply.response_id, usage=usage,
             latency_ms=latency, prompt_sha256=prompt_sha, prompt_core_sha256=core.hexdigest(),
             stop_reason=reply.stop_reason, identity=reply.identity or None, reply=reply.raw or None)
 

@@ -80,6 +80,16 @@ class ProviderError(ProviderFailure):
         self.billed = billed  # False: the provider charged nothing (a 4xx); None: unknown (a timeout)
 
 
+class CallGate(Protocol):
+    """The hook around every model call (sessions.limits implements it): `before_call` may wait
+    (a shared rate limiter, counted apart from the agent's time) or refuse the call by raising
+    (the experiment's cost ceiling); `after_call` reports what the call cost."""
+
+    def before_call(self) -> None: ...
+
+    def after_call(self, cost_usd: float | None, tokens: int | None) -> None: ...
+
+
 class ProviderAdapter(Protocol):
     provider: str  # "anthropic", "openai", "openai-compatible"
     api: str  # "messages", "chat", "responses"

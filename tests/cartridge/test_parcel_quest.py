@@ -317,7 +317,10 @@ def _mgba_core():
         import mgba.log
     except ImportError as exc:  # pragma: no cover - depends on the platform
         pytest.skip(f"mGBA python binding not available: {exc}")
+    from engine.mgba_backend import ready_python_callbacks
+
     mgba.log.silence()
+    ready_python_callbacks()  # see there: else the first frame can hang in cffi's start-up lock
     core = mgba.core.load_path(str(ROM))
     assert core is not None
     core.reset()

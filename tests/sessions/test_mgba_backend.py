@@ -209,3 +209,19 @@ def test_work_ram_read_straight_from_mgba_equals_bus_reads():
         assert across == [emu._bus_read(emu._native, a) for a in range(0x0203FFFE, 0x02040002)]
     finally:
         emu.close()
+
+
+def test_the_first_frame_runs_when_the_capsule_type_was_looked_at_first():
+    """A fresh process that first does an attribute lookup on PyCapsule's type (which is what
+    importing trio did under pytest) must still run mGBA frames, not spin in cffi's start-up lock."""
+    import subprocess
+    import sys
+
+    code = ("import datetime; type(datetime.datetime_CAPI).__name__; getattr(datetime.datetime_CAPI, 'x', None)\n"
+            "from engine.backends import BACKENDS\n"
+            "from engine.emulator import Timing\n"
+            f"emu = BACKENDS['mgba'].open(open({str(ROM)!r}, 'rb').read(), 'cart', 'gb')\n"
+            "emu.boot(10); emu.step('A', Timing(4, 12), lambda read_range: {}); print('ran', emu.frame_index)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ran 26"

@@ -1,0 +1,317 @@
+"""`oakwatch attach DIR`: the console over an experiment started elsewhere (headless, CI, a cluster,
+another terminal), following its evidence folder as it grows.
+
+The overview shows every trial of the schedule at once (blinded label, status, deepest rung,
+accepted actions, cost, a sparkline of points over actions); enter drills into one with the live
+console's panes (frame, budgets, ladder, memory, trace), escape goes back. The folder is read with
+aiofiles on a timer (app.attach_data), so the UI never waits on disk.
+
+Operator keys p (pause/resume), s (step), x (end the trial) and t (tag) act on the selected trial
+through the run's control channel (sessions.control_socket) when the run listens on one; without
+it attach is read-only and says so. q only closes the console: the run goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Static
+
+from app.attach_data import AttachFolder, TrialFollower
+from app.console import rubric_types, short_path
+from engine.trial import utc_now
+from panes.budgets import BudgetsPane
+from panes.dialogs import EndTrialDialog, TagDialog
+from panes.frame import FramePane
+from panes.help import TextScreen
+from panes.ladder import LadderPane
+from panes.memory import MemoryPane
+from panes.overview import OverviewPane
+from panes.status import StatusBar
+from panes.trace import TracePane, detail_text
+from sessions.control_socket import ControlClient
+from themes import DEFAULT_THEME, TCSS, THEMES, load_config
+
+POLL_SECONDS = 0.25
+STATUS_SECONDS = 1.0
+READ_ONLY = "read-only: no control channel"
+
+
+class TrialScreen(Screen):
+    """One trial with the live console's panes, fed from its follower's sink."""
+
+    BINDINGS = [Binding("escape", "back", "Overview"), Binding("m", "maximise", "Max")]
+
+    def __init__(self, follower: TrialFollower, frame_protocol: str | None = None):
+        super().__init__()
+        self.follower = follower
+        self.frame_protocol = frame_protocol
+
+    @property
+    def key(self) -> str:
+        return self.follower.key
+
+    def compose(self) -> ComposeResult:
+        sink = self.follower.sink
+        yield StatusBar(sink.status, interval=None, id="status")
+        with Horizontal(id="top"):
+            with Vertical(id="left"):
+                yield FramePane(sink.frame, fps=None, protocol=self.frame_protocol, id="frame")
+            with Vertical(id="right"):
+                yield BudgetsPane(sink.budgets, interval=None, id="budgets")
+                yield LadderPane(sink.ladder, interval=None, id="ladder")
+                yield MemoryPane(sink.memory, interval=None, id="memory")
+        yield TracePane(sink.drain_trace, interval=None, id="trace")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._last_slow = 0.0
+        self.query_one(TracePane).border_subtitle = f"following {short_path(self.follower.folder, 60)}"
+        self.pull()
+        self.set_interval(1 / 15, self.pull, name="attach-trial-tick")
+
+    def pull(self) -> None:
+        try:
+            self.query_one(FramePane).pull()
+            self.query_one(TracePane).pull()
+            now = time.monotonic()
+            if now - self._last_slow >= 0.245:
+                self._last_slow = now
+                for pane in (self.query_one(StatusBar), self.query_one(BudgetsPane), self.query_one(LadderPane),
+                             self.query_one(MemoryPane)):
+                    pane.pull()
+        except Exception as exc:  # a display fault must not take the console down
+            self.follower.sink.note("error", f"display: {type(exc).__name__}: {exc}")
+
+    def action_back(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        self.app.pop_screen()
+
+    def action_maximise(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        target = self.focused if self.focused is not None and self.focused.allow_maximize else None
+        self.maximize(target or self.query_one(FramePane), container=False)
+
+    def on_trace_pane_selected(self, event: TracePane.Selected) -> None:
+        sink = self.follower.sink
+        self.app.push_screen(TextScreen("Trace line", sink.redact(detail_text(event.kind, event.payload)) or ""))
+
+    def on_memory_pane_selected(self, event: MemoryPane.Selected) -> None:
+        title = f"Memory fact {event.fact.get('fact_id', '')}"
+        self.app.push_screen(TextScreen(title, self.follower.sink.redact(event.text) or ""))
+
+
+class AttachApp(App[int]):
+    """The attached console over `root`."""
+
+    TITLE = "oakwatch attach"
+    CSS_PATH = TCSS
+    CSS = """
+    #attach-status { height: 1; background: $panel; color: $foreground; padding: 0 1; }
+    OverviewPane { border: round $secondary; border-title-color: $primary; border-title-style: bold;
+                   border-subtitle-color: $text-muted; background: $surface; }
+    """
+    BINDINGS = [
+        Binding("p", "pause", "Pause/resume"),
+        Binding("s", "step", "Step"),
+        Binding("t", "tag", "Tag"),
+        Binding("x", "end_trial", "End trial"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, root: Path, *, poll_seconds: float | None = POLL_SECONDS, theme: str | None = None,
+                 frame_protocol: str | None = None, client: ControlClient | None = None,
+                 read_only: bool = False):
+        super().__init__()
+        self.read_only = read_only
+        self.root = Path(root)
+        self.folder = AttachFolder(self.root)
+        self.client = client or ControlClient(self.root, timeout=2.0)
+        self.poll_seconds = poll_seconds
+        self.frame_protocol = frame_protocol
+        self.control_state: dict | None = None
+        self._polling = False
+        self._last_status = 0.0
+        self.polls = 0
+        for t in THEMES.values():
+            self.register_theme(t)
+        chosen = theme or load_config().get("theme") or DEFAULT_THEME
+        self.theme = chosen if chosen in self.available_themes else DEFAULT_THEME
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="attach-status", markup=False)
+        yield OverviewPane(id="overview")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        self.query_one(OverviewPane).focus()
+        await self.poll()
+        if self.poll_seconds:
+            self.set_interval(self.poll_seconds, self.poll, name="attach-poll")
+
+    # -- following ------------------------------------------------------------------------------
+    @property
+    def trial_screen(self) -> TrialScreen | None:
+        screen = self.screen
+        if isinstance(screen, ModalScreen):
+            for s in reversed(self.screen_stack):
+                if isinstance(s, TrialScreen):
+                    return s
+            return None
+        return screen if isinstance(screen, TrialScreen) else None
+
+    async def poll(self) -> None:
+        """One read of everything new in the folder (re-entrant calls are skipped)."""
+        if self._polling:
+            return
+        self._polling = True
+        try:
+            shown = self.trial_screen
+            await self.folder.poll(focus=shown.key if shown is not None else None)
+            if shown is not None and self.folder.followers.get(shown.key) is not shown.follower:
+                # The trial was read again from scratch (recovered, voided, a new attempt): follow that.
+                self.pop_screen()
+                self._open(shown.key)
+            now = time.monotonic()
+            if now - self._last_status >= STATUS_SECONDS:
+                self._last_status = now
+                await self._control_status()
+            self.polls += 1
+            self.show_overview()
+        except Exception as exc:  # a fault in reading must not take the console down
+            self.notify(f"attach: {type(exc).__name__}: {exc}", severity="error", timeout=5)
+        finally:
+            self._polling = False
+
+    async def _control_status(self) -> None:
+        if not self.client.available:
+            self.control_state = None
+            self.folder.paused_trial = None
+            return
+        reply = await self.client.asend({"op": "status"})
+        self.control_state = reply if reply.get("ok") else None
+        self.folder.paused_trial = reply.get("trial") if reply.get("ok") and reply.get("paused") else None
+
+    def show_overview(self) -> None:
+        rows = self.folder.rows()
+        self.query_one(OverviewPane).show(rows)
+        counts = {s: sum(1 for r in rows if r.status == s) for s in ("running", "ended", "waiting", "voided")}
+        parts = ["attach (blinded)", self.folder.experiment_id or short_path(self.root, 40),
+                 f"run {self.folder.run_state}",
+                 ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no trials yet",
+                 "read-only" if self.read_only else
+                 "control channel" if self.control_state is not None else READ_ONLY]
+        self.query_one("#attach-status", Static).update(" · ".join(parts))
+
+    # -- moving -----------------------------------------------------------------------------------
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self._open(event.row_key.value)
+
+    def _open(self, key: str | None) -> None:
+        follower = self.folder.followers.get(key) if key else None
+        if follower is None or not follower.started:
+            self.notify(f"Trial {key} has not started yet.", timeout=2)
+            return
+        self.push_screen(TrialScreen(follower, self.frame_protocol))
+        self.call_later(self.poll)  # its frame is decoded now that it is in view
+
+    def selected_key(self) -> str | None:
+        shown = self.trial_screen
+        if shown is not None:
+            return shown.key
+        return self.query_one(OverviewPane).selected_key
+
+    # -- operator controls ------------------------------------------------------------------------
+    def _target(self) -> str | None:
+        if isinstance(self.screen, ModalScreen):
+            return None
+        if self.read_only:
+            self.notify("read-only: started with --read-only", severity="warning", timeout=3)
+            return None
+        if not self.client.available:
+            self.notify(READ_ONLY, severity="warning", timeout=3)
+            return None
+        key = self.selected_key()
+        if key is None:
+            self.notify("No trial selected.", severity="warning", timeout=3)
+        return key
+
+    async def _send(self, message: dict, done: str) -> dict:
+        reply = await self.client.asend(message)
+        if reply.get("ok"):
+            self.notify(done, timeout=3)
+        else:
+            self.notify(f"Refused: {reply.get('error')}", severity="error", timeout=5)
+        self._last_status = 0.0
+        return reply
+
+    async def action_pause(self) -> None:
+        key = self._target()
+        if key is None:
+            return
+        await self._control_status()
+        op = "resume" if self.folder.paused_trial == key else "pause"
+        await self._send({"op": op, "trial": key},
+                         f"{'Resuming' if op == 'resume' else 'Pausing'} {key} at the next decision boundary")
+
+    async def action_step(self) -> None:
+        key = self._target()
+        if key is not None:
+            await self._send({"op": "step", "trial": key}, f"Stepping {key} one decision")
+
+    def action_end_trial(self) -> None:
+        key = self._target()
+        if key is None:
+            return
+
+        async def done(reason: str | None) -> None:
+            if reason:
+                await self._send({"op": "end", "trial": key, "reason": reason}, f"Ending trial {key}: {reason}")
+
+        self.push_screen(EndTrialDialog(key), done)
+
+    def action_tag(self) -> None:
+        key = self._target()
+        if key is None:
+            return
+        follower = self.folder.followers.get(key)
+        status = follower.sink.status() if follower is not None else None
+        decision = status.decisions if status is not None else 0
+        captured = {"op": "tag", "trial": key, "decision": decision,
+                    "frame_sha256": status.frame_sha256 if status is not None else None,
+                    "frame_index": status.frame_index if status is not None else None, "opened_utc": utc_now()}
+
+        def message(tag: dict) -> dict:
+            return {**captured, "type": tag.get("type"), "severity": tag.get("severity"),
+                    "refers_to": tag.get("refers_to"), "note": tag.get("note") or ""}
+
+        def check(tag: dict) -> str | None:
+            reply = self.client.send({**message(tag), "check": True})
+            return None if reply.get("ok") else str(reply.get("error"))
+
+        async def done(tag: dict | None) -> None:
+            if tag is not None:
+                await self._send(message(tag), f"Tagged {tag.get('type')} ({tag.get('severity')}) at {key} "
+                                                f"decision {decision}")
+
+        self.push_screen(TagDialog(rubric_types(), decision, key, check), done)
+
+
+def run_attach(root: Path, read_only: bool = False) -> int:
+    import os
+
+    from panes.image_frame import frame_protocol
+
+    web = bool(os.environ.get("TEXTUAL_DRIVER"))  # in a browser (textual-serve): half blocks
+    app = AttachApp(root, frame_protocol=None if web else frame_protocol(), read_only=read_only)
+    app.run()
+    return 0

@@ -1,0 +1,554 @@
+"""`oakwatch run --workers N`: trials in parallel, each in its own OS process.
+
+Each trial runs in a fresh process (multiprocessing's "forkserver" context: a clean,
+single-threaded server process, started once per run with the harness already imported, forks
+one child per trial; nothing is ever forked from the driver, which holds threads) with its own
+emulator, policy, memory and run control. The child writes its trial folder itself, through the
+ordinary recorder, into the one experiment folder, and streams the trial's events to the driver
+over its pipe (batched, at most ~0.1 s late), where the driver feeds them to the run's sinks
+(headless progress, the console) with the trial's key stamped on each (`event.trial_key`).
+
+The driver (ExperimentRunner, here `_Driver`) keeps everything else, alone: the schedule and
+its order of starting (schedule order, up to N at once), blinding, the run log, SHA256SUMS,
+voids and the summary, written once after every trial has ended.
+
+Voiding (seed 000: an invalid trial voids its block), with workers:
+  - when a trial's result is invalid, its block is void: positions of the block not yet started
+    are never started (like the serial run), and trials of the block still running are stopped at
+    their next decision boundary (a model call in flight is cancelled and recorded as aborted),
+    sealed as harness-error with cause `block-voided`, and kept; once none of the block's trials is
+    running, the whole block moves under void-<n>/ with the first invalid trial as its trigger;
+  - `oakwatch run --resume` reruns the block's positions, as after a serial run.
+Stopping: Ctrl-C, SIGTERM or SIGHUP (app.signals) stop the run: every running trial gets the same
+stop request (harness-error, `signal:<NAME>`), is sealed by its worker, and its block voided; an
+invalid-provider trial, a full disk, or the experiment's cost ceiling stop the run too, and the
+other running trials end as `run-stopped` (or `experiment-cost-ceiling`). Workers ignore those
+signals themselves (a terminal's Ctrl-C reaches the whole process group): the driver stops them.
+A worker that dies (kill -9, a segfault in the emulator) takes only its trial: the driver finishes
+that trial from its folder exactly as `oakwatch recover` would (harness-error, `process-died`, cut
+to its last whole decision) and voids its block. A worker whose emulator hangs is caught by its
+own watchdog (sessions.watchdog), which seals the trial as an emulator fault and ends the worker.
+Human-played positions run in the driver, one at a time, when no worker trial is running.
+"""
+
+from __future__ import annotations
+
+import os
+
+# The forkserver imports this module before forking any child: keep numerical libraries from starting
+# thread pools there (the server must hold no thread when it forks). The driver is unaffected.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import asyncio  # noqa: E402
+import dataclasses  # noqa: E402
+import multiprocessing  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections import deque  # noqa: E402
+from multiprocessing.connection import Connection, wait  # noqa: E402
+from pathlib import Path  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from engine.control import RunControl  # noqa: E402
+from engine.events import DecisionRecorded, MilestoneReached, StateChanged, TrialEnded, TrialStarted  # noqa: E402
+from engine.outcomes import INVALID_PROVIDER, is_valid  # noqa: E402
+from engine.records import TrialGenesis, TrialResult  # noqa: E402
+from engine.trial import TrialConfig  # noqa: E402
+from sessions import layout  # noqa: E402
+from sessions.durable import EvidenceError  # noqa: E402
+from sessions.limits import CEILING, Ask, CallGate  # noqa: E402
+
+_EMPTY_FRAME = None  # set lazily (numpy) where frames are not wanted by any display
+FLUSH_SECONDS = 0.1
+BATCH = 256
+
+
+def _context():
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["sessions.workers", "sessions.runner", "sessions.recorder", "engine.pyboy_backend"])
+    return ctx
+
+
+# -- the worker process ---------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class TrialJob:
+    prepared: object  # sessions.experiment.Prepared (pickled: ROM and state bytes travel with it)
+    root: str  # the experiment folder
+    genesis: TrialGenesis
+    config: TrialConfig
+    policy_factories: dict | None
+    wants: dict  # what the driver's sinks ask for: wants_frames, wants_budgets, wants_memory_store
+    hang_seconds: float
+    limit_key: str | None  # the rate limiter's key; None: the run has no shared limits
+
+
+class _Link:
+    """The worker's end of its pipe: sends from any thread; a reader thread takes the driver's
+    stop requests and the limiter's answers."""
+
+    def __init__(self, conn: Connection, control: RunControl):
+        self.conn = conn
+        self.control = control
+        self._send_lock = threading.Lock()
+        self._answers: deque = deque()
+        self._answered = threading.Condition()
+        self.gone = False
+        threading.Thread(target=self._read, name="driver-link", daemon=True).start()
+
+    def send(self, message) -> None:
+        with self._send_lock:
+            try:
+                self.conn.send(message)
+            except (OSError, EOFError, BrokenPipeError):
+                self._driver_gone()
+
+    def _driver_gone(self) -> None:
+        if not self.gone:
+            self.gone = True
+            self.control.stop_run("run-stopped", "the driver process is gone", "run-stopped")
+            with self._answered:
+                self._answered.notify_all()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (OSError, EOFError):
+                self._driver_gone()
+                return
+            kind = message[0]
+            if kind == "stop":
+                _, reason, detail, cause = message
+                self.control.stop_run(reason, detail, cause)
+            elif kind == "answer":
+                with self._answered:
+                    self._answers.append(message[1])
+                    self._answered.notify_all()
+
+    def ask(self, ask: Ask) -> tuple[float, str | None]:
+        self.send(("ask", ask))
+        with self._answered:
+            while not self._answers:
+                if self.gone:
+                    return 0.0, "run-stopped"
+                self._answered.wait(0.5)
+            return self._answers.popleft()
+
+    def spent(self, key: str, cost: float | None, tokens: int | None) -> None:
+        self.send(("spent", key, cost, tokens))
+
+
+class _Forward:
+    """The trial's second sink: its events, in batches, to the driver."""
+
+    def __init__(self, link: _Link, trial_key: str, wants: dict):
+        self.link = link
+        self.trial_key = trial_key
+        self.wants_frames = wants.get("wants_frames", False)
+        self.wants_budgets = wants.get("wants_budgets", False)
+        self.wants_memory_store = wants.get("wants_memory_store", False)
+        self._batch: list = []
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._tick, name="event-flush", daemon=True).start()
+
+    def handle(self, event) -> None:
+        if isinstance(event, DecisionRecorded) and not self.wants_frames:
+            event = dataclasses.replace(event, frame=_empty_frame())  # no display draws it: do not ship it
+        stamp(event, self.trial_key)
+        with self._lock:
+            self._batch.append(event)
+            urgent = isinstance(event, (TrialStarted, MilestoneReached, StateChanged))
+            if urgent or len(self._batch) >= BATCH or time.monotonic() - self._last >= FLUSH_SECONDS:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self.link.send(("events", batch))
+        self._last = time.monotonic()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(FLUSH_SECONDS):
+            self.flush()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.flush()
+
+
+def _empty_frame():
+    global _EMPTY_FRAME
+    if _EMPTY_FRAME is None:
+        import numpy as np
+
+        _EMPTY_FRAME = np.zeros((0, 0, 3), np.uint8)
+    return _EMPTY_FRAME
+
+
+def stamp(event, trial_key: str) -> None:
+    """Give an event the key of the trial it belongs to (`event.trial_key`), so a display of many
+    trials can tell them apart. engine.events declares the field on TrialStarted only; the others
+    get it as an attribute (frozen dataclasses without slots keep it, and it survives pickling)."""
+    if getattr(event, "trial_key", None) is None:
+        object.__setattr__(event, "trial_key", trial_key)
+
+
+class _WorkerRun:
+    """What the watchdog needs of a run (sessions.watchdog.Watchdog)."""
+
+    def __init__(self, root: Path, link: _Link):
+        self.folder = SimpleNamespace(root=root)
+        self.link = link
+        self.current_trial = None
+        self.recorder = None
+        self.sealing = threading.Lock()
+
+    def abandon_hung(self, trial, detail: str):
+        if not self.sealing.acquire(timeout=5):
+            raise RuntimeError("the worker is sealing its trial")
+        sealed = self.recorder.seal(trial.hung(detail))
+        self.link.send(("sealed", sealed, self.recorder.result_sha256))
+
+
+def worker_main(job: TrialJob, conn: Connection) -> None:
+    """One trial, start to seal, in this process."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # the driver stops us; a terminal's Ctrl-C reaches us too
+    from sessions.recorder import TrialRecorder
+    from sessions.runner import make_trial
+    from sessions.watchdog import Watchdog
+
+    control = RunControl()
+    link = _Link(conn, control)
+    root = Path(job.root)
+    genesis = job.genesis.model_copy(update={"pid": os.getpid()})
+    key = genesis.trial_key
+
+    def release_reserve() -> None:
+        try:
+            (root / layout.RESERVE).unlink()
+        except FileNotFoundError:
+            pass
+
+    try:
+        recorder = TrialRecorder(root / layout.trial_dir(key), genesis, on_disk_full=release_reserve,
+                                 secrets=job.prepared.keys.secrets())
+    except EvidenceError as exc:
+        link.send(("evidence-error", str(exc), exc.cause))
+        return
+    forward = _Forward(link, key, job.wants)
+    gate = None
+    if job.limit_key is not None:
+        gate = CallGate(link.ask, link.spent, control, job.limit_key, key)
+    run = _WorkerRun(root, link)
+    trial = make_trial(job.prepared, job.config, [recorder, forward], control, job.policy_factories, gate)
+    run.current_trial, run.recorder = trial, recorder
+    watchdog = Watchdog(run, hang_seconds=job.hang_seconds)
+    watchdog.start()
+    result: TrialResult | None = None
+    try:
+        result = asyncio.run(trial.run())
+        if gate is not None:
+            result = result.model_copy(update={"limiter_wait_s": round(gate.waited_s, 3)})
+    except BaseException as exc:  # a bug of ours around the loop: the trial still gets a result
+        result = trial.interrupted(f"{type(exc).__name__}: {exc}", cause="harness-bug")
+    finally:
+        watchdog.stop()
+        run.current_trial = None
+        forward.close()
+        with run.sealing:
+            try:
+                sealed = recorder.seal(result, trial.provider_failure)
+            except EvidenceError as exc:
+                link.send(("evidence-error", str(exc), exc.cause))
+                return
+            link.send(("sealed", sealed, recorder.result_sha256))
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Running:
+    position: int
+    key: str
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    started: float
+    result: TrialResult | None = None
+    result_sha256: str | None = None
+    stop_sent: bool = False
+    evidence_error: tuple[str, str] | None = None
+
+
+class _Driver:
+    def __init__(self, runner):
+        self.r = runner
+        self.folder = runner.folder
+        self.ctx = _context()
+        self.running: dict[int, _Running] = {}
+        self.voided: set[int] = set()  # first positions of void blocks
+        self.void_waiting: dict[int, TrialResult] = {}  # block start -> trigger, until its trials end
+        self.stop_request: tuple[str, str | None, str] | None = None  # (reason, detail, cause) for running trials
+        sinks = runner.sinks
+        self.wants = {name: any(getattr(s, name, False) for s in sinks)
+                      for name in ("wants_frames", "wants_budgets", "wants_memory_store")}
+
+    # -- starting -------------------------------------------------------------------------------
+    def _limit_key(self, position: int) -> str | None:
+        from sessions.limits import limiter_key
+        from sessions.runner import MODEL_POLICIES, parse_key
+
+        if not self.r.limits.active:
+            return None
+        p = self.r.prepared
+        c = p.condition(parse_key(self.folder.schedule.order[position])[0])
+        return limiter_key(c, p.keys.get(c.id)) if c.policy in MODEL_POLICIES else ""
+
+    def start(self, position: int) -> None:
+        r = self.r
+        config, genesis = r.slot(position)
+        job = TrialJob(r.prepared, str(self.folder.root), genesis, config, r.policy_factories or None, self.wants,
+                       r.watchdog_options.get("hang_seconds", r.prepared.manifest.emulator.hang_seconds),
+                       self._limit_key(position))
+        parent, child = self.ctx.Pipe(duplex=True)
+        process = self.ctx.Process(target=worker_main, args=(job, child), name=f"oakwatch-{genesis.trial_key}",
+                                   daemon=True)
+        process.start()
+        child.close()
+        self.running[position] = _Running(position, genesis.trial_key, process, parent, time.monotonic())
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        r = self.r
+        pending = deque(r.positions)
+        while True:
+            self._check_stops()
+            while self.stop_request is None and r.stop_reason is None and pending \
+                    and len(self.running) < r.workers:
+                position = pending[0]
+                if self.folder.block_of(position)[0] in self.voided:
+                    pending.popleft()
+                    continue
+                if self._human(position):
+                    if self.running:
+                        break  # a human plays alone, in the driver
+                    pending.popleft()
+                    result = await r._run_slot(position)
+                    self._after(result)
+                    self._void_ready()
+                    self._check_stops()
+                    continue
+                pending.popleft()
+                self.start(position)
+            if not self.running:
+                if self.stop_request is not None or r.stop_reason is not None or not pending:
+                    break
+                continue
+            objects = [w.conn for w in self.running.values()] + [w.process.sentinel for w in self.running.values()]
+            ready = await asyncio.to_thread(wait, objects, 0.2)
+            ready_set = set(map(id, ready))
+            for w in list(self.running.values()):
+                if id(w.conn) in ready_set:
+                    self._drain(w)
+                if id(w.process.sentinel) in ready_set or w.result is not None:
+                    if not w.process.is_alive() or w.result is not None:
+                        self._drain(w)
+                        w.process.join(5 if w.result is not None else 0.5)
+                        if w.process.is_alive() and w.result is None:
+                            continue
+                        self._ended(w)
+            self._void_ready()
+
+    def _human(self, position: int) -> bool:
+        from sessions.runner import parse_key
+
+        return self.r.prepared.condition(parse_key(self.folder.schedule.order[position])[0]).policy == "human"
+
+    def _check_stops(self) -> None:
+        r = self.r
+        if self.stop_request is None:
+            if r.control.stopping:
+                stop = r.control.stop_request
+                r.stop_reason = stop.reason
+                self._stop_all(stop.reason, stop.detail, stop.cause or stop.reason)
+            elif r.limits.reached:
+                r.stop_reason = CEILING
+                self._stop_all(CEILING, "the experiment's cost ceiling (budgets.experiment_cost_usd) was reached",
+                               CEILING)
+            elif r.stop_reason is not None:
+                self._stop_all("run-stopped", f"the run stopped: {r.stop_reason}", "run-stopped")
+
+    def _stop_all(self, reason: str, detail: str | None, cause: str) -> None:
+        self.stop_request = (reason, detail, cause)
+        for w in self.running.values():
+            self._send_stop(w, reason, detail, cause)
+
+    def _send_stop(self, w: _Running, reason: str, detail: str | None, cause: str) -> None:
+        if w.stop_sent:
+            return
+        w.stop_sent = True
+        try:
+            w.conn.send(("stop", reason, detail, cause))
+        except (OSError, EOFError, BrokenPipeError):
+            pass
+
+    def _drain(self, w: _Running) -> None:
+        r = self.r
+        try:
+            while w.conn.poll():
+                message = w.conn.recv()
+                kind = message[0]
+                if kind == "events":
+                    for event in message[1]:
+                        r._display(event)
+                elif kind == "ask":
+                    w.conn.send(("answer", r.limits.ask(message[1])))
+                elif kind == "spent":
+                    r.limits.spent(*message[1:])
+                elif kind == "sealed":
+                    w.result, w.result_sha256 = message[1], message[2]
+                elif kind == "evidence-error":
+                    w.evidence_error = (message[1], message[2])
+        except (OSError, EOFError):
+            pass
+
+    # -- a trial's end --------------------------------------------------------------------------
+    def _ended(self, w: _Running) -> None:
+        del self.running[w.position]
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+        if w.result is None and w.evidence_error is not None and not (self.folder.trial_path(w.key)
+                                                                      / layout.TRIAL).is_file():
+            raise EvidenceError(w.evidence_error[0], w.evidence_error[1])  # as in the serial run
+        result = w.result
+        if result is None:
+            result = self._finish_dead(w)
+            if result is None:
+                return
+        self.folder.seal_trial(SimpleNamespace(result_sha256=w.result_sha256 or _sha(self.folder, w.key)), result)
+        self.r.results.append(result)
+        self.r._display(stamped(TrialEnded(result), result.trial_key))
+        self._after(result)
+
+    def _after(self, result: TrialResult) -> None:
+        """What a sealed result means for its block and for the run (the serial rules)."""
+        r = self.r
+        block = self.folder.block_of(result.position)
+        if not is_valid(result.outcome) and block[0] not in self.voided:
+            self.voided.add(block[0])
+            self.void_waiting[block[0]] = result
+            for w in self.running.values():
+                if w.position in block:
+                    self._send_stop(w, "block-voided", f"{result.trial_key} of the same block turned invalid "
+                                                       f"({result.invalid_cause})", "block-voided")
+        if r.stop_reason is None:
+            if result.outcome == INVALID_PROVIDER:
+                r.stop_reason = "external-provider-failure"  # seed 001
+            elif result.invalid_cause == "disk-full":
+                r.stop_reason = "disk-full"
+                self.folder.release_reserve()
+
+    def _void_ready(self) -> None:
+        for start, trigger in list(self.void_waiting.items()):
+            block = self.folder.block_of(start)
+            if not any(p in block for p in self.running):
+                del self.void_waiting[start]
+                self.folder.void_block(block, trigger)
+
+    def _finish_dead(self, w: _Running) -> TrialResult | None:
+        """The worker died before sending its result: finish its trial from the folder, as recover does."""
+        from sessions.manifest import load_manifest
+        from sessions.reader import TrialReader
+        from sessions.recover import Recovered, _finish_trial
+
+        trial = self.folder.trial_path(w.key)
+        if not (trial / layout.TRIAL).is_file():  # died before its genesis: nothing happened
+            shutil.rmtree(trial, ignore_errors=True)
+            return None
+        reader = TrialReader(trial, layout.trial_dir(w.key))
+        if reader.exists(layout.RESULT):  # sealed, then died before saying so
+            return reader.result()[0]
+        for tmp in trial.rglob("*.tmp"):
+            tmp.unlink()
+        manifest = load_manifest(self.folder.root / layout.MANIFEST)
+        result = _finish_trial(reader, manifest, Recovered())
+        code = w.process.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        result = result.model_copy(update={
+            "error": f"the worker process (pid {w.process.pid}) died ({how}) before the trial ended; finished by "
+                     f"the driver from its folder at decision {result.last_decision}, as `oakwatch recover` does"})
+        from sessions.durable import write_atomic
+
+        write_atomic(trial / layout.RESULT, (result.model_dump_json(indent=2) + "\n").encode())
+        return result
+
+    # -- the end --------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """However the driver leaves (a bug, an interrupt): no worker outlives it unsealed."""
+        for w in self.running.values():
+            self._send_stop(w, "run-stopped", "the driver is ending", "run-stopped")
+        deadline = time.monotonic() + 30
+        for w in list(self.running.values()):
+            while w.process.is_alive() and time.monotonic() < deadline:
+                self._drain(w)
+                w.process.join(0.1)
+            self._drain(w)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(5)
+            try:
+                self._ended(w)
+            except Exception:
+                pass
+
+
+def stamped(event, trial_key: str):
+    stamp(event, trial_key)
+    return event
+
+
+def _sha(folder, key: str) -> str:
+    from sessions.checksums import file_sha256
+
+    return file_sha256(folder.trial_path(key) / layout.RESULT)
+
+
+async def run_parallel(runner):
+    """ExperimentRunner.run_async with runner.workers > 1."""
+    from sessions.watchdog import Watchdog
+
+    driver = _Driver(runner)
+    watchdog = Watchdog(runner, **{"hang_seconds": runner.prepared.manifest.emulator.hang_seconds,
+                                   **runner.watchdog_options})  # for human trials, which run in the driver
+    watchdog.start()
+    try:
+        await driver.run()
+    except EvidenceError as exc:
+        runner.stop_reason = "disk-full" if exc.cause == "disk-full" else "evidence-failure"
+        runner.fatal = str(exc)
+        if exc.cause == "disk-full":
+            runner.folder.release_reserve()
+    except BaseException as exc:  # a bug of ours, or an interrupt: still finish every trial and the folder
+        runner.stop_reason = runner.stop_reason or "harness-error"
+        if not isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+            runner.fatal = f"{type(exc).__name__}: {exc}"
+    finally:
+        watchdog.stop()
+        try:
+            driver.shutdown()
+            driver._void_ready()
+        finally:
+            runner.summary = runner._finish()
+    return runner.summary
