@@ -39,7 +39,8 @@ def two_conditions(tmp_path_factory):
     data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
     conditions = data["conditions"] + [{"id": "wander", "policy": "random", "seed": 7,
                                         "memory_policy": "recent-window", "actions_per_decision": 2}]
-    manifest = write_manifest(tmp, conditions=conditions, trials={**data["trials"], "per_condition": 2})
+    manifest = write_manifest(tmp, conditions=conditions, trials={**data["trials"], "per_condition": 2,
+                                                                      "blinding_seed": 0})  # X: the walkthrough
     root, summary, results = run_experiment(manifest, tmp / "exp")
     # two blind annotators on X-01: agree at decision 5, disagree at 9; then frozen
     al.add_label(root, "ann", "X-01", 5, type="omission", severity="material", refers_to="2", recovered_decision=7)
