@@ -55,7 +55,6 @@ from sessions.reader import FormatProblem, parse
 from sessions.records import RunEvent, ScheduleFile
 
 BLANK = np.zeros((144, 160, 3), dtype=np.uint8)
-SPARK = " ▁▂▃▄▅▆▇█"
 FACT_WRITING_OPS = frozenset({"write", "update", "supersede", "complete"})
 BUDGET_KEYS = ("accepted_actions", "model_decisions", "wall_time_minutes", "total_cost_usd", "tokens")
 
@@ -194,31 +193,6 @@ def manifest_facts(text: str) -> tuple[dict, list[str]]:
     limits = {k: budgets.get(k) for k in BUDGET_KEYS} if isinstance(budgets, dict) else {}
     models = [c["model"] for c in (data.get("conditions") or []) if isinstance(c, dict) and c.get("model")]
     return limits, models
-
-
-def sparkline(series: list[tuple[int, int]], width: int, total: int, max_x: int | None = None) -> str:
-    """Points over accepted actions: `series` is (actions so far, points so far) per decision."""
-    if width <= 0:
-        return ""
-    if not series:
-        return SPARK[0] * width
-    top_x = max(max_x or 0, series[-1][0], 1)
-    top_y = max(total, max(p for _, p in series), 1)
-    out, i, points = [], 0, 0
-    for col in range(width):
-        edge = (col + 1) * top_x / width
-        while i < len(series) and series[i][0] <= edge:
-            points = series[i][1]
-            i += 1
-        if i == 0 and series[0][0] > edge:
-            out.append(SPARK[1])  # no points yet: the bottom of the line
-            continue
-        level = 1 + round(points / top_y * (len(SPARK) - 2))
-        out.append(SPARK[min(level, len(SPARK) - 1)])
-    # Beyond the actions taken so far there is nothing yet: blank, so the line shows how far it got.
-    reached = series[-1][0]
-    cut = int(reached / top_x * width + 0.999)
-    return "".join(out[:cut]) + " " * (width - cut)
 
 
 @dataclass

@@ -1,19 +1,65 @@
 """Every trial of an experiment at once: status, deepest rung, actions, cost and a progress sparkline.
 
-Rows come from app.attach_data (`Row`); the table is updated cell by cell so the cursor stays on
-the trial it was on. Enter on a row posts DataTable.RowSelected (the row key is the trial key).
+Rows come from app.attach_data (its `Row`, read here through RowLike); the table is updated cell
+by cell so the cursor stays on the trial it was on. Enter on a row posts DataTable.RowSelected
+(the row key is the trial key).
 Labels only: no condition or model is ever named here.
 """
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
+from typing import Protocol
 
-from app.attach_data import Row, sparkline
+from textual.widgets import DataTable
 
 COLUMNS = (("trial", "Trial"), ("status", "Status"), ("deepest", "Deepest"), ("decisions", "Decisions"),
            ("actions", "Actions"), ("cost", "Cost"), ("points", "Points"), ("progress", "Points over actions"))
 SPARK_WIDTH = 24
+
+
+
+SPARK = " ▁▂▃▄▅▆▇█"
+
+
+class RowLike(Protocol):
+    key: str
+    status: str
+    deepest: str | None
+    decisions: int
+    actions: int
+    points: int
+    total_points: int
+    series: list[tuple[int, int]]
+    max_actions: int | None
+
+    def status_text(self) -> str: ...
+
+    def cost_text(self) -> str: ...
+
+
+def sparkline(series: list[tuple[int, int]], width: int, total: int, max_x: int | None = None) -> str:
+    """Points over accepted actions: `series` is (actions so far, points so far) per decision."""
+    if width <= 0:
+        return ""
+    if not series:
+        return SPARK[0] * width
+    top_x = max(max_x or 0, series[-1][0], 1)
+    top_y = max(total, max(p for _, p in series), 1)
+    out, i, points = [], 0, 0
+    for col in range(width):
+        edge = (col + 1) * top_x / width
+        while i < len(series) and series[i][0] <= edge:
+            points = series[i][1]
+            i += 1
+        if i == 0 and series[0][0] > edge:
+            out.append(SPARK[1])  # no points yet: the bottom of the line
+            continue
+        level = 1 + round(points / top_y * (len(SPARK) - 2))
+        out.append(SPARK[min(level, len(SPARK) - 1)])
+    # Beyond the actions taken so far there is nothing yet: blank, so the line shows how far it got.
+    reached = series[-1][0]
+    cut = int(reached / top_x * width + 0.999)
+    return "".join(out[:cut]) + " " * (width - cut)
 
 
 class OverviewPane(DataTable):
@@ -31,14 +77,14 @@ class OverviewPane(DataTable):
             self.add_column(label, key=key)
 
     @staticmethod
-    def cells(row: Row) -> tuple:
+    def cells(row: RowLike) -> tuple:
         waiting = row.status == "waiting"
         return (row.key, row.status_text(), "" if waiting else (row.deepest or "none"),
                 "" if waiting else str(row.decisions), "" if waiting else str(row.actions),
                 row.cost_text(), "" if waiting else f"{row.points}/{row.total_points}",
                 sparkline(row.series, SPARK_WIDTH, row.total_points, row.max_actions))
 
-    def show(self, rows: list[Row]) -> None:
+    def show(self, rows: list[RowLike]) -> None:
         keys = [r.key for r in rows]
         if list(self._cells) != keys:  # the schedule is new (or first read): rebuild
             selected = self.selected_key

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from app.attach import AttachApp, TrialScreen
-from app.attach_data import AttachFolder, sparkline
+from app.attach_data import AttachFolder
 from panes.frame import FramePane, FrameView
 from panes.ladder import LadderPane
-from panes.overview import OverviewPane
+from panes.overview import OverviewPane, sparkline
 from sessions import layout
 from sessions.control_socket import ControlServer
 from tests.conftest import run_experiment, write_manifest
