@@ -18,12 +18,11 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
 from app.attach_data import AttachFolder, TrialFollower
-from app.console import rubric_types, short_path
+from app.console import rubric_types, short_path, trial_panes
 from engine.trial import utc_now
 from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
@@ -59,14 +58,7 @@ class TrialScreen(Screen):
     def compose(self) -> ComposeResult:
         sink = self.follower.sink
         yield StatusBar(sink.status, interval=None, id="status")
-        with Horizontal(id="top"):
-            with Vertical(id="left"):
-                yield FramePane(sink.frame, fps=None, protocol=self.frame_protocol, id="frame")
-            with Vertical(id="right"):
-                yield BudgetsPane(sink.budgets, interval=None, id="budgets")
-                yield LadderPane(sink.ladder, interval=None, id="ladder")
-                yield MemoryPane(sink.memory, interval=None, id="memory")
-        yield TracePane(sink.drain_trace, interval=None, id="trace")
+        yield from trial_panes(sink, self.frame_protocol)
         yield Footer()
 
     def on_mount(self) -> None:

@@ -62,6 +62,21 @@ def short_path(path, width: int) -> str:
     return text if len(text) <= width else "…" + text[-max(1, width - 1):]
 
 
+def trial_panes(sink, frame_protocol, *, summary: bool = False) -> ComposeResult:
+    """The live panes of one trial, fed by a ConsoleSink (the live console, and attach's drill-in).
+    Yielded inside a compose(); the panes pull from the sink on the owner's one tick."""
+    with Horizontal(id="top"):
+        with Vertical(id="left"):
+            yield FramePane(sink.frame, fps=None, protocol=frame_protocol, id="frame")
+        with Vertical(id="right"):
+            yield BudgetsPane(sink.budgets, interval=None, id="budgets")
+            yield LadderPane(sink.ladder, interval=None, id="ladder")
+            yield MemoryPane(sink.memory, interval=None, id="memory")
+    if summary:
+        yield SummaryPane(id="summary")
+    yield TracePane(sink.drain_trace, interval=None, id="trace")
+
+
 def rubric_types() -> dict[str, str]:
     try:
         data = yaml.safe_load(RUBRIC.read_text(encoding="utf-8"))
@@ -167,15 +182,7 @@ class OakwatchConsole(App[int]):
         # changed lands in the same screen update (separate timers out of phase would cost a
         # compositor pass each).
         yield StatusBar(sink.status, extras=self._status_extras, interval=None, id="status")
-        with Horizontal(id="top"):
-            with Vertical(id="left"):
-                yield FramePane(sink.frame, fps=None, protocol=self.frame_protocol, id="frame")
-            with Vertical(id="right"):
-                yield BudgetsPane(sink.budgets, interval=None, id="budgets")
-                yield LadderPane(sink.ladder, interval=None, id="ladder")
-                yield MemoryPane(sink.memory, interval=None, id="memory")
-        yield SummaryPane(id="summary")
-        yield TracePane(sink.drain_trace, interval=None, id="trace")
+        yield from trial_panes(sink, self.frame_protocol, summary=True)
         yield Footer()
 
     def on_mount(self) -> None:
