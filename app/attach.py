@@ -187,11 +187,17 @@ class AttachApp(App[int]):
     async def _control_status(self) -> None:
         if not self.client.available:
             self.control_state = None
-            self.folder.paused_trial = None
+            self.folder.paused_trials = set()
             return
         reply = await self.client.asend({"op": "status"})
         self.control_state = reply if reply.get("ok") else None
-        self.folder.paused_trial = reply.get("trial") if reply.get("ok") and reply.get("paused") else None
+        paused: set[str] = set()
+        if reply.get("ok"):
+            if isinstance(reply.get("paused_trials"), list):  # a run of many trials at once
+                paused = {k for k in reply["paused_trials"] if isinstance(k, str)}
+            elif reply.get("paused") and isinstance(reply.get("trial"), str):
+                paused = {reply["trial"]}
+        self.folder.paused_trials = paused
 
     def show_overview(self) -> None:
         rows = self.folder.rows()
@@ -251,7 +257,7 @@ class AttachApp(App[int]):
         if key is None:
             return
         await self._control_status()
-        op = "resume" if self.folder.paused_trial == key else "pause"
+        op = "resume" if key in self.folder.paused_trials else "pause"
         await self._send({"op": op, "trial": key},
                          f"{'Resuming' if op == 'resume' else 'Pausing'} {key} at the next decision boundary")
 

@@ -480,7 +480,7 @@ class AttachFolder:
         self._run_log = Tail(self.root / layout.RUN_LOG)
         self._schedule = Watched(self.root / layout.SCHEDULE)
         self._manifest_read = False
-        self.paused_trial: str | None = None  # from the control channel, when there is one
+        self.paused_trials: set[str] = set()  # from the control channel, when there is one
 
     async def _setup(self) -> None:
         data = await self._schedule.changed()
@@ -583,7 +583,7 @@ class AttachFolder:
                                total_points=total, max_actions=self.limits.get("accepted_actions")))
             else:
                 row = follower.row("voided" if key in self.voided else None)
-                row.paused = self.paused_trial == key and row.status == "running"
+                row.paused = key in self.paused_trials and row.status == "running"
                 out.append(row)
         return out
 

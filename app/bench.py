@@ -179,8 +179,8 @@ class _TimedRunner(ExperimentRunner):
         self._emulator = emulator
         self._clock = clock
 
-    def build_trial(self, config, recorder) -> Trial:
-        built = super().build_trial(config, recorder)
+    def build_trial(self, config, recorder, gate=None) -> Trial:
+        built = super().build_trial(config, recorder, gate)
         condition = self.prepared.condition(config.label)
         trial = Trial(config, lambda: self._emulator,
                       lambda: make_policy(self.prepared, condition, config.trial_number),

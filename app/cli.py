@@ -54,8 +54,15 @@ def _parser() -> argparse.ArgumentParser:
                           "from game.start_states; the choice is frozen with the run)")
     run.add_argument("--force", action="store_true",
                      help="run a ROM its game definition does not list (a hack, a bad dump); recorded in the run")
-    run.add_argument("--workers", type=int, default=1, metavar="N",
-                     help="trials at once, each in its own process (default 1: one after another)")
+    run.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="trials at once, each in its own process (default 1: one after another; "
+                          "with --executor ray: the cluster's CPUs)")
+    run.add_argument("--executor", choices=["local", "ray"], default="local",
+                     help="where trial processes run: this machine (default) or a Ray cluster (optional extra "
+                          "`ray`; docs/ray.md)")
+    run.add_argument("--ray-address", metavar="ADDRESS",
+                     help="with --executor ray: an existing cluster (e.g. auto, or ray://head:10001); "
+                          "default: a local Ray instance started for the run")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
                      help="console pacing (default: the manifest's emulator.speed_multiplier; "
                           "the bundled dry-run says 1)")
@@ -148,10 +155,20 @@ def _main(argv: list[str] | None) -> int:
         return _run(None, headless=not sys.stdout.isatty(), output=None, speed=None)
     if args.command == "run":
         headless = args.headless or not sys.stdout.isatty()
-        if not 1 <= args.workers <= 256:
+        if args.workers is not None and not 1 <= args.workers <= 256:
             return _fail(f"--workers {args.workers}: give a number from 1 to 256")
-        global _WORKERS
-        _WORKERS = args.workers
+        if args.ray_address is not None and args.executor != "ray":
+            return _fail("--ray-address goes with --executor ray")
+        if args.executor == "ray":
+            from sessions.ray_pool import RayUnavailable, ray_module
+
+            try:
+                ray_module()
+            except RayUnavailable as exc:
+                return _fail(str(exc))
+        global _WORKERS, _EXECUTOR
+        _WORKERS = args.workers if args.workers is not None else (0 if args.executor == "ray" else 1)
+        _EXECUTOR = (args.executor, args.ray_address)
         if args.resume is not None:
             if (args.manifest is not None or args.output is not None or args.provider is not None
                     or args.emulator is not None or args.force):
@@ -243,14 +260,25 @@ def _resume(root: Path, *, headless: bool, speed: str | None) -> int:
 
 
 def _start(prepared, folder, *, headless: bool, speed: str | None, positions: list[int] | None) -> int:
-    if headless or _WORKERS > 1:  # the console over many trials at once is app.attach's (issue 11)
+    if headless or _WORKERS != 1 or _EXECUTOR[0] != "local":
+        if not headless:  # many trials at once: the console over all of them follows the folder
+            return _run_watched(prepared, folder, positions)
         return _run_headless(prepared, folder, positions)
     from app.console import run_console
 
     return run_console(prepared, folder, speed=_pacing(prepared, speed), positions=positions)
 
 
-_WORKERS = 1  # `run --workers N`, for the run about to start
+_WORKERS = 1  # `run --workers N`, for the run about to start (0: as many as the Ray cluster has CPUs)
+_EXECUTOR: tuple[str, str | None] = ("local", None)  # `run --executor`, `--ray-address`
+
+
+def _run_watched(prepared, folder, positions: list[int] | None) -> int:
+    from app.run_watch import run_watched
+    from sessions.runner import ExperimentRunner
+
+    return run_watched(ExperimentRunner(prepared, folder, positions=positions, resumed=positions is not None,
+                                        workers=_WORKERS, executor=_EXECUTOR[0], ray_address=_EXECUTOR[1]))
 
 
 def _run_headless(prepared, folder, positions: list[int] | None) -> int:
@@ -263,7 +291,7 @@ def _run_headless(prepared, folder, positions: list[int] | None) -> int:
     signals = SignalStop(lambda name: runner.control.stop_run("signal", name, f"signal:{name}"), folder.root)
     runner = ExperimentRunner(prepared, folder, sinks=[printer], positions=positions,
                               resumed=positions is not None, watchdog_options={"signal_waiting": signals.waiting},
-                              workers=_WORKERS)
+                              workers=_WORKERS, executor=_EXECUTOR[0], ray_address=_EXECUTOR[1])
     signals.install()
     print_line(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder.root}")
     printer.start()

@@ -68,6 +68,7 @@ class Prepared:
     keys: Keys = field(default_factory=lambda: Keys({}), repr=False)
     system_prompt: str = ""
     rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.romid)
+    game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
 
     @property
     def base(self) -> Path:
@@ -89,7 +90,7 @@ class Prepared:
             "rom_sha256": m.game.rom_sha256,
             "initial_state_sha256": m.start_state().sha256,
             "manifest_sha256": m.sha256(),
-            "game_definition_sha256": hashlib.sha256(self.game_path.read_bytes()).hexdigest(),
+            "game_definition_sha256": self.game_sha256 or hashlib.sha256(self.game_path.read_bytes()).hexdigest(),
             "emulator_config_sha256": m.emulator.config_sha256,
             "oakwatch_version": dist_version("oakwatch"),
             "python_version": platform.python_version(),

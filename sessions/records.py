@@ -50,6 +50,7 @@ class RunEvent(Record):
     # "limits", logged just before run-finished when the run had them: trials at once (`--workers N`)
     # and the shared limits (sessions.limits: the cost ceiling's rule, spend, rate limits, waits)
     workers: int | None = None
+    executor: Literal["local", "ray"] | None = None  # where trial processes ran (`--executor`)
     limits: dict[str, Any] | None = None
     prev_sha256: Sha256
 

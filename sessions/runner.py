@@ -150,11 +150,15 @@ class ExperimentRunner:
                  control: RunControl | None = None,
                  policy_factories: dict[str, PolicyFactory] | None = None,
                  positions: list[int] | None = None, resumed: bool = False,
-                 watchdog_options: dict | None = None, workers: int = 1):
+                 watchdog_options: dict | None = None, workers: int = 1, executor: str = "local",
+                 ray_address: str | None = None):
         from sessions.limits import limits_for
 
         self.prepared = prepared
+        self.workers_auto = workers == 0 and executor == "ray"  # as many as the cluster has CPUs
         self.workers = max(1, workers)
+        self.executor = executor  # "local" (this machine's processes) or "ray" (sessions.ray_pool)
+        self.ray_address = ray_address  # Ray: an existing cluster's address; None starts a local one
         self.limits = limits_for(prepared)  # the experiment's cost ceiling and rate limiters, shared
         self.folder = folder
         self.sinks = sinks or []
@@ -192,7 +196,7 @@ class ExperimentRunner:
         return self.summary
 
     async def run_async(self) -> Summary:
-        if self.workers > 1:
+        if self.workers > 1 or self.executor == "ray":
             from sessions.workers import run_parallel
 
             return await run_parallel(self)
@@ -240,9 +244,10 @@ class ExperimentRunner:
             self.summary = self._finish()
         return self.summary
 
-    def _control_server(self):
+    def _control_server(self, handler=None):
         """The run's owner-only control socket (sessions.control_socket), for `oakwatch attach` and
-        `serve --operator`; refusals go into the run log. None when no socket can be made here."""
+        `serve --operator`; refusals go into the run log. None when no socket can be made here.
+        `handler`: the ops' handler (many trials at once pass theirs; default: the trial playing here)."""
         from sessions.control_socket import ControlServer, runner_handler
 
         def current() -> str | None:
@@ -256,7 +261,8 @@ class ExperimentRunner:
                 pass  # the refusal was still refused; the disk is the run's problem, reported elsewhere
 
         try:
-            return ControlServer(self.folder.root, runner_handler(self.control, current), on_refused=refused).start()
+            return ControlServer(self.folder.root, handler or runner_handler(self.control, current),
+                                 on_refused=refused).start()
         except OSError:
             return None
 
@@ -266,8 +272,8 @@ class ExperimentRunner:
         stopped = self.stop_reason is not None
         try:
             limits = self.limits.record()
-            if limits is not None or self.workers > 1:
-                folder.event("limits", workers=self.workers, limits=limits)
+            if limits is not None or self.workers > 1 or self.executor != "local":
+                folder.event("limits", workers=self.workers, executor=self.executor, limits=limits)
             results = read_results(folder.root)
             voids = _read_voids(folder.root)
             recovered = any(e.event == "recovered" for e in read_run_log(folder.root)[0])

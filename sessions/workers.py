@@ -90,9 +90,11 @@ class _Link:
     """The worker's end of its pipe: sends from any thread; a reader thread takes the driver's
     stop requests and the limiter's answers."""
 
-    def __init__(self, conn: Connection, control: RunControl):
+    def __init__(self, conn: Connection, control: RunControl, trial_key: str = ""):
         self.conn = conn
         self.control = control
+        self.trial_key = trial_key
+        self._operator = None  # the control socket's ops for this trial, made on first use
         self._send_lock = threading.Lock()
         self._answers: deque = deque()
         self._answered = threading.Condition()
@@ -128,6 +130,18 @@ class _Link:
                 with self._answered:
                     self._answers.append(message[1])
                     self._answered.notify_all()
+            elif kind == "control":  # an operator's op from the run's control socket, for this trial
+                self.send(("control-reply", message[1], self._operate(message[2])))
+
+    def _operate(self, message: dict) -> dict:
+        from sessions.control_socket import runner_handler
+
+        if self._operator is None:
+            self._operator = runner_handler(self.control, lambda: self.trial_key)
+        try:
+            return self._operator(message)
+        except Exception as exc:  # a bad op must not end the link (and with it the trial)
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
     def ask(self, ask: Ask) -> tuple[float, str | None]:
         self.send(("ask", ask))
@@ -229,10 +243,10 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
     from sessions.watchdog import Watchdog
 
     control = RunControl()
-    link = _Link(conn, control)
     root = Path(job.root)
     genesis = job.genesis.model_copy(update={"pid": os.getpid()})
     key = genesis.trial_key
+    link = _Link(conn, control, key)
 
     def release_reserve() -> None:
         try:
@@ -247,6 +261,7 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
         link.send(("evidence-error", str(exc), exc.cause))
         return
     forward = _Forward(link, key, job.wants)
+    control.on_state(lambda state: forward.handle(StateChanged(state)))  # paused/stepping, for every display
     gate = None
     if job.limit_key is not None:
         gate = CallGate(link.ask, link.spent, control, job.limit_key, key)
@@ -275,30 +290,117 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
             link.send(("sealed", sealed, recorder.result_sha256))
 
 
+# -- where worker processes come from ------------------------------------------------------------
+
+class ProcessHandle:
+    """A trial's worker as the driver sees it: a local forkserver process and its pipe. The Ray
+    executor (sessions.ray_pool) hands the driver objects with the same methods."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess, conn: Connection):
+        self.process = process
+        self.conn = conn
+        self._send_lock = threading.Lock()  # the driver's loop and the control socket's thread both send
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def send(self, message) -> bool:
+        with self._send_lock:
+            try:
+                self.conn.send(message)
+                return True
+            except (OSError, EOFError, BrokenPipeError, ValueError):
+                return False
+
+    def receive(self) -> list:
+        out = []
+        try:
+            while self.conn.poll():
+                out.append(self.conn.recv())
+        except (OSError, EOFError):
+            pass
+        return out
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self.process.join(timeout)
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def death(self) -> str:
+        code = self.process.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        return f"the worker process (pid {self.process.pid}) died ({how})"
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+
+class LocalPool:
+    """Worker processes on this machine (multiprocessing's forkserver)."""
+
+    name = "local"
+
+    def __init__(self):
+        self.ctx = _context()
+
+    def launch(self, job: TrialJob) -> ProcessHandle:
+        parent, child = self.ctx.Pipe(duplex=True)
+        process = self.ctx.Process(target=worker_main, args=(job, child), name=f"oakwatch-{job.genesis.trial_key}",
+                                   daemon=True)
+        process.start()
+        child.close()
+        return ProcessHandle(process, parent)
+
+    def wait(self, handles: list[ProcessHandle], timeout: float) -> set[int]:
+        """Block until a handle has a message or its process ended (or `timeout`); their ids."""
+        objects = [h.conn for h in handles] + [h.process.sentinel for h in handles]
+        ready = set(map(id, wait(objects, timeout)))
+        return {id(h) for h in handles if id(h.conn) in ready or id(h.process.sentinel) in ready}
+
+    def close(self) -> None:
+        pass
+
+
 # -- the driver -----------------------------------------------------------------------------------
 
 @dataclasses.dataclass
 class _Running:
     position: int
     key: str
-    process: multiprocessing.process.BaseProcess
-    conn: Connection
+    handle: ProcessHandle
     started: float
     result: TrialResult | None = None
     result_sha256: str | None = None
     stop_sent: bool = False
     evidence_error: tuple[str, str] | None = None
+    arrival_problem: str | None = None  # a Ray trial's folder did not arrive whole
+    state: str = "running"  # its run control's state, as its StateChanged events say (paused, stepping)
+
+
+CONTROL_REPLY_SECONDS = 5.0
 
 
 class _Driver:
-    def __init__(self, runner):
+    def __init__(self, runner, pool=None):
         self.r = runner
         self.folder = runner.folder
-        self.ctx = _context()
+        self.pool = pool or LocalPool()
         self.running: dict[int, _Running] = {}
+        self.by_key: dict[str, _Running] = {}  # read by the control socket's thread
         self.voided: set[int] = set()  # first positions of void blocks
         self.void_waiting: dict[int, TrialResult] = {}  # block start -> trigger, until its trials end
         self.stop_request: tuple[str, str | None, str] | None = None  # (reason, detail, cause) for running trials
+        self._replies: dict[int, list] = {}  # control op id -> [Event, reply]
+        self._reply_ids = iter(range(1, 1 << 62))
+        self._replies_lock = threading.Lock()
         sinks = runner.sinks
         self.wants = {name: any(getattr(s, name, False) for s in sinks)
                       for name in ("wants_frames", "wants_budgets", "wants_memory_store")}
@@ -320,12 +422,55 @@ class _Driver:
         job = TrialJob(r.prepared, str(self.folder.root), genesis, config, r.policy_factories or None, self.wants,
                        r.watchdog_options.get("hang_seconds", r.prepared.manifest.emulator.hang_seconds),
                        self._limit_key(position))
-        parent, child = self.ctx.Pipe(duplex=True)
-        process = self.ctx.Process(target=worker_main, args=(job, child), name=f"oakwatch-{genesis.trial_key}",
-                                   daemon=True)
-        process.start()
-        child.close()
-        self.running[position] = _Running(position, genesis.trial_key, process, parent, time.monotonic())
+        w = _Running(position, genesis.trial_key, self.pool.launch(job), time.monotonic())
+        self.running[position] = w
+        self.by_key[w.key] = w
+
+    # -- the operator's control socket ------------------------------------------------------------
+    def control_handler(self):
+        """The run's control socket, over many trials: an op names its trial, and goes to the
+        worker playing it (its reply comes back); a human trial in the driver is run's own."""
+        from sessions.control_socket import runner_handler
+
+        human = runner_handler(self.r.control, lambda: self.r.current_trial.config.trial_key
+                               if self.r.current_trial is not None else None)
+
+        def handle(message: dict) -> dict:
+            op = message.get("op")
+            if op == "status":
+                running = dict(self.by_key)
+                return {"ok": True, "running": sorted(running), "state": self.r.control.state,
+                        "paused_trials": sorted(k for k, w in running.items() if w.state in ("paused", "stepping")),
+                        "stopping": self.stop_request is not None}
+            key = message.get("trial")
+            if not isinstance(key, str) or not key:
+                return {"ok": False, "error": "name the trial (\"trial\": KEY)"}
+            w = self.by_key.get(key)
+            if w is None:
+                if self.r.current_trial is not None:
+                    return human(message)
+                return {"ok": False, "error": f"trial {key} is not running"}
+            with self._replies_lock:
+                ident = next(self._reply_ids)
+                waiter = self._replies[ident] = [threading.Event(), None]
+            try:
+                if not w.handle.send(("control", ident, message)):
+                    return {"ok": False, "error": f"trial {key} has ended"}
+                if not waiter[0].wait(CONTROL_REPLY_SECONDS):
+                    return {"ok": False, "error": f"trial {key} did not answer within {CONTROL_REPLY_SECONDS:.0f} s"}
+                return waiter[1]
+            finally:
+                with self._replies_lock:
+                    self._replies.pop(ident, None)
+
+        return handle
+
+    def _control_reply(self, ident: int, reply: dict) -> None:
+        with self._replies_lock:
+            waiter = self._replies.get(ident)
+        if waiter is not None:
+            waiter[1] = reply
+            waiter[0].set()
 
     # -- the loop -------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -354,19 +499,18 @@ class _Driver:
                 if self.stop_request is not None or r.stop_reason is not None or not pending:
                     break
                 continue
-            objects = [w.conn for w in self.running.values()] + [w.process.sentinel for w in self.running.values()]
-            ready = await asyncio.to_thread(wait, objects, 0.2)
-            ready_set = set(map(id, ready))
+            handles = [w.handle for w in self.running.values()]
+            ready = await asyncio.to_thread(self.pool.wait, handles, 0.2)
             for w in list(self.running.values()):
-                if id(w.conn) in ready_set:
+                if id(w.handle) in ready:
                     self._drain(w)
-                if id(w.process.sentinel) in ready_set or w.result is not None:
-                    if not w.process.is_alive() or w.result is not None:
-                        self._drain(w)
-                        w.process.join(5 if w.result is not None else 0.5)
-                        if w.process.is_alive() and w.result is None:
-                            continue
-                        self._ended(w)
+                if w.result is not None or not w.handle.alive():
+                    self._drain(w)
+                    w.handle.join(5 if w.result is not None else 0.5)
+                    self._drain(w)
+                    if w.handle.alive() and w.result is None:
+                        continue
+                    self._ended(w)
             self._void_ready()
 
     def _human(self, position: int) -> bool:
@@ -397,42 +541,40 @@ class _Driver:
         if w.stop_sent:
             return
         w.stop_sent = True
-        try:
-            w.conn.send(("stop", reason, detail, cause))
-        except (OSError, EOFError, BrokenPipeError):
-            pass
+        w.handle.send(("stop", reason, detail, cause))
 
     def _drain(self, w: _Running) -> None:
         r = self.r
-        try:
-            while w.conn.poll():
-                message = w.conn.recv()
-                kind = message[0]
-                if kind == "events":
-                    for event in message[1]:
-                        r._display(event)
-                elif kind == "ask":
-                    w.conn.send(("answer", r.limits.ask(message[1])))
-                elif kind == "spent":
-                    r.limits.spent(*message[1:])
-                elif kind == "sealed":
-                    w.result, w.result_sha256 = message[1], message[2]
-                elif kind == "evidence-error":
-                    w.evidence_error = (message[1], message[2])
-        except (OSError, EOFError):
-            pass
+        for message in w.handle.receive():
+            kind = message[0]
+            if kind == "events":
+                for event in message[1]:
+                    if isinstance(event, StateChanged):
+                        w.state = event.state
+                    r._display(event)
+            elif kind == "ask":
+                w.handle.send(("answer", r.limits.ask(message[1])))
+            elif kind == "spent":
+                r.limits.spent(*message[1:])
+            elif kind == "sealed":
+                w.result, w.result_sha256 = message[1], message[2]
+            elif kind == "control-reply":
+                self._control_reply(message[1], message[2])
+            elif kind == "evidence-error":
+                w.evidence_error = (message[1], message[2])
+            elif kind == "arrival-problem":  # the Ray pool found the trial's folder did not arrive whole
+                w.arrival_problem = message[1]
+                w.result = None
 
     # -- a trial's end --------------------------------------------------------------------------
     def _ended(self, w: _Running) -> None:
         del self.running[w.position]
-        try:
-            w.conn.close()
-        except OSError:
-            pass
+        self.by_key.pop(w.key, None)
+        w.handle.close()
         if w.result is None and w.evidence_error is not None and not (self.folder.trial_path(w.key)
                                                                       / layout.TRIAL).is_file():
             raise EvidenceError(w.evidence_error[0], w.evidence_error[1])  # as in the serial run
-        result = w.result
+        result = w.result if w.arrival_problem is None else None
         if result is None:
             result = self._finish_dead(w)
             if result is None:
@@ -478,17 +620,19 @@ class _Driver:
             shutil.rmtree(trial, ignore_errors=True)
             return None
         reader = TrialReader(trial, layout.trial_dir(w.key))
-        if reader.exists(layout.RESULT):  # sealed, then died before saying so
+        if reader.exists(layout.RESULT) and w.arrival_problem is None:  # sealed, then died before saying so
             return reader.result()[0]
+        if w.arrival_problem is not None:
+            (trial / layout.RESULT).unlink(missing_ok=True)
         for tmp in trial.rglob("*.tmp"):
             tmp.unlink()
         manifest = load_manifest(self.folder.root / layout.MANIFEST)
         result = _finish_trial(reader, manifest, Recovered())
-        code = w.process.exitcode
-        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        why = (f"its folder did not arrive whole ({w.arrival_problem})" if w.arrival_problem is not None
+               else f"{w.handle.death()} before the trial ended")
         result = result.model_copy(update={
-            "error": f"the worker process (pid {w.process.pid}) died ({how}) before the trial ended; finished by "
-                     f"the driver from its folder at decision {result.last_decision}, as `oakwatch recover` does"})
+            "error": f"{why}; finished by the driver from its folder at decision {result.last_decision}, "
+                     f"as `oakwatch recover` does"})
         from sessions.durable import write_atomic
 
         write_atomic(trial / layout.RESULT, (result.model_dump_json(indent=2) + "\n").encode())
@@ -501,13 +645,13 @@ class _Driver:
             self._send_stop(w, "run-stopped", "the driver is ending", "run-stopped")
         deadline = time.monotonic() + 30
         for w in list(self.running.values()):
-            while w.process.is_alive() and time.monotonic() < deadline:
+            while w.handle.alive() and time.monotonic() < deadline:
                 self._drain(w)
-                w.process.join(0.1)
+                w.handle.join(0.1)
             self._drain(w)
-            if w.process.is_alive():
-                w.process.kill()
-                w.process.join(5)
+            if w.handle.alive():
+                w.handle.kill()
+                w.handle.join(5)
             try:
                 self._ended(w)
             except Exception:
@@ -525,14 +669,32 @@ def _sha(folder, key: str) -> str:
     return file_sha256(folder.trial_path(key) / layout.RESULT)
 
 
+def make_pool(runner):
+    """The executor the run asked for: local processes, or tasks on a Ray cluster."""
+    if runner.executor == "ray":
+        from sessions.ray_pool import RayPool
+
+        return RayPool(runner.folder.root, address=runner.ray_address, workers=runner.workers)
+    return LocalPool()
+
+
 async def run_parallel(runner):
-    """ExperimentRunner.run_async with runner.workers > 1."""
+    """ExperimentRunner.run_async with runner.workers > 1 or on Ray."""
     from sessions.watchdog import Watchdog
 
-    driver = _Driver(runner)
+    try:
+        pool = make_pool(runner)
+    except RuntimeError as exc:  # sessions.ray_pool.RayUnavailable: no trial ran; the folder says why
+        runner.stop_reason, runner.fatal = "executor-unavailable", str(exc)
+        runner.summary = runner._finish()
+        return runner.summary
+    if getattr(runner, "workers_auto", False):
+        runner.workers = pool.capacity
+    driver = _Driver(runner, pool)
     watchdog = Watchdog(runner, **{"hang_seconds": runner.prepared.manifest.emulator.hang_seconds,
                                    **runner.watchdog_options})  # for human trials, which run in the driver
     watchdog.start()
+    server = runner._control_server(driver.control_handler())
     try:
         await driver.run()
     except EvidenceError as exc:
@@ -546,9 +708,12 @@ async def run_parallel(runner):
             runner.fatal = f"{type(exc).__name__}: {exc}"
     finally:
         watchdog.stop()
+        if server is not None:
+            server.stop()
         try:
             driver.shutdown()
             driver._void_ready()
         finally:
+            pool.close()
             runner.summary = runner._finish()
     return runner.summary

@@ -1,0 +1,84 @@
+"""`oakwatch run --executor ray` on a local Ray instance: two conditions of ten trials each, every
+trial a Ray task whose folder is mirrored into the one experiment folder; the folder verifies and
+every trial's digest equals a serial run's. A Ray worker killed mid-trial takes only its trial,
+which the driver finishes from what arrived."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from sessions import layout
+from sessions.verify import verify_experiment
+from tests.conftest import write_manifest
+from tests.sessions.test_control_socket import lines_in, wait_for
+from tests.sessions.test_workers import budget, digests, summary_of
+
+pytest.importorskip("ray", reason="Ray (the optional extra `ray`) is not installed")
+
+REPO = Path(__file__).resolve().parents[2]
+
+TWO_BY_TEN = {"conditions": [{"id": "rnd", "policy": "random", "seed": 5},
+                             {"id": "walk", "policy": "scripted", "script": "bundled:walkthrough.txt",
+                              "actions_per_decision": 1}],
+              "trials": {"per_condition": 10, "blinding_seed": 4}}
+
+
+def test_twenty_trials_on_ray_equal_a_serial_run_trial_for_trial(tmp_path):
+    manifest = write_manifest(tmp_path, budgets=budget(60), **TWO_BY_TEN)
+    serial, on_ray = tmp_path / "serial", tmp_path / "ray"
+    assert main(["run", str(manifest), "--headless", "--output", str(serial)]) in (0, 1)
+    assert main(["run", str(manifest), "--headless", "--executor", "ray", "--workers", "2",
+                 "--output", str(on_ray)]) in (0, 1)
+    assert verify_experiment(serial) == [] and verify_experiment(on_ray) == []
+    assert len(digests(serial)) == 20
+    assert digests(serial) == digests(on_ray)
+    summary = summary_of(on_ray)
+    assert summary.completed == 20 and not summary.stopped_early
+    # each trial played in its own Ray worker process, none in the driver
+    pids = {json.loads((p / layout.TRIAL).read_text())["pid"] for p in (on_ray / "trials").iterdir()}
+    assert len(pids) == 20 and os.getpid() not in pids
+    log = [json.loads(x) for x in (on_ray / layout.RUN_LOG).read_text().splitlines()]
+    assert any(e["event"] == "limits" and e.get("executor") == "ray" for e in log)
+
+
+def test_a_killed_ray_worker_takes_only_its_trial(tmp_path):
+    manifest = write_manifest(tmp_path, budgets=budget(400_000),
+                              conditions=[{"id": "rnd", "policy": "random", "seed": 9}], trials={"per_condition": 2})
+    out = tmp_path / "exp"
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "run", str(manifest), "--headless", "--workers", "2",
+                             "--executor", "ray", "--output", str(out)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        trials = out / "trials"
+        wait_for(lambda: trials.is_dir() and len([p for p in trials.iterdir()
+                                                  if lines_in(p / layout.TRACE) >= 20]) == 2
+                 or proc.poll() is not None, timeout=120, what="two trials playing")
+        victim, other = sorted(p.name for p in trials.iterdir())
+        pid = json.loads((trials / victim / layout.TRIAL).read_text())["pid"]
+        os.kill(pid, signal.SIGKILL)
+        from sessions.control_socket import ControlClient
+
+        client = ControlClient(out)
+        wait_for(lambda: other in client.status().get("running", []) and victim not in
+                 client.status().get("running", []), timeout=60, what="the victim's end")
+        assert client.end(other, "enough")["ok"]
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    results = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/*/result.json")}
+    dead = results[victim]
+    assert (dead["outcome"], dead["invalid_cause"]) == ("harness-error", "process-died")
+    assert "Ray task ended without a result" in dead["error"] and dead["last_decision"] >= 20
+    assert results[other]["termination_detail"] == "enough"
+    assert verify_experiment(out) == []
