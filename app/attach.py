@@ -65,7 +65,7 @@ class TrialScreen(Screen):
         self._last_slow = 0.0
         self.query_one(TracePane).border_subtitle = f"following {short_path(self.follower.folder, 60)}"
         self.pull()
-        self.set_interval(1 / 15, self.pull, name="attach-trial-tick")
+        self.set_interval(1 / 20, self.pull, name="attach-trial-tick")  # paints up to 20 fps (target 15)
 
     def pull(self) -> None:
         try:

@@ -57,7 +57,9 @@ Phase 4, verify: a random-policy trial of --verify-decisions decisions (one acti
   above the small one's (under ~190 bytes per extra decision; holding every decision's
   record would cost kilobytes each).
 
-`--console` adds app.bench_console's figures. The last line is `json: {...}`, every figure.
+`--console` adds app.bench_console's figures; `--parallel-models` adds app.bench_parallel's (16 model
+trials against a local 200 ms server, 8 workers vs 1, and the attached console over that run).
+The last line is `json: {...}`, every figure.
 Evidence goes under ./runs/.bench-*, removed at the end.
 """
 
@@ -621,7 +623,7 @@ def workers_figures(tmp: Path, trials: int = 8, actions: int = 10_000, workers: 
 
 
 def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
-              workers_phase: bool = False) -> int:
+              workers_phase: bool = False, parallel_models: bool = False) -> int:
     runs = max(1, runs)
     prepared = prepare(DEFAULT_MANIFEST, None)
     report: dict = {}
@@ -651,6 +653,11 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
                 print("phase 4/4: skipped (--verify-decisions 0)")
             if workers_phase:
                 report["workers"] = workers_figures(tmp)
+            if parallel_models:
+                from app.bench_parallel import attach_figures, model_workers_figures
+
+                report["parallel_models"] = model_workers_figures(tmp / "parallel-models")
+                report["attach"] = attach_figures(tmp / "attach")
             if console:
                 from app.bench_console import bench_console
 

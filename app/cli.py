@@ -138,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--console", action="store_true", help="also measure the console (issue targets)")
     bench.add_argument("--workers-phase", action="store_true",
                        help="also measure 8 random trials of 10,000 actions with 2 workers vs 1 (target 1.8x)")
+    bench.add_argument("--parallel-models", action="store_true",
+                       help="also measure 16 model trials against a local 200 ms server with 8 workers vs 1 "
+                            "(target <= 1/6 of the serial time) and the console attached to that run")
     return parser
 
 
@@ -224,7 +227,8 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "bench":
         from app.bench import run_bench
 
-        return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase)
+        return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase,
+                         args.parallel_models)
     return _fail(f"unknown command {args.command}")
 
 

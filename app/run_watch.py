@@ -76,8 +76,16 @@ def run_watched(runner) -> int:
     from app.signals import SignalStop
     from panes.image_frame import frame_protocol
     from sessions.summary import exit_status
+    from sessions.workers import make_pool
 
     root = runner.folder.root
+    try:  # before the app takes over stdout and stderr: Ray and the forkserver hand stderr to children
+        runner.pool = make_pool(runner)
+    except RuntimeError as exc:  # the Ray cluster cannot be used: no trial ran, and the folder says why
+        runner.stop_reason, runner.fatal = "executor-unavailable", str(exc)
+        runner.summary = runner._finish()
+        print(f"oakwatch: error: {exc}")
+        return 2
     app = RunWatchApp(root, runner, frame_protocol=frame_protocol())
 
     def defer(callback) -> None:

@@ -20,6 +20,7 @@ import os
 import queue
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ from sessions.durable import AppendLog, EvidenceError
 MAGIC = b"OWF1"
 HEADER = struct.Struct(">4s32sI")
 BATCH = 8  # frames handed to the encoder at a time: one thread wake-up (and one write) per batch
+MAX_BATCH_AGE = 0.1  # seconds a frame may wait for its batch to fill: a slow (model) trial's frames
+#                      still reach the disk, and consoles attached to the folder, within a decision
 QUEUE_BATCHES = 16  # batches waiting for the encoder before the loop waits (never, at these speeds)
 MAX_FRAME_BYTES = 64 << 20
 
@@ -65,6 +68,7 @@ class FrameStoreWriter:
         self.frames = 0
         self.error: EvidenceError | None = None
         self._batch: list[tuple[str, np.ndarray]] = []
+        self._batch_started = 0.0
         self._queue: queue.Queue = queue.Queue(QUEUE_BATCHES)
         self._thread = threading.Thread(target=self._serve, name="frame-store", daemon=True)
         self._thread.start()
@@ -77,8 +81,10 @@ class FrameStoreWriter:
         if sha256_hex in self._seen:
             return
         self._seen.add(sha256_hex)
+        if not self._batch:
+            self._batch_started = time.monotonic()
         self._batch.append((sha256_hex, frame))
-        if len(self._batch) >= BATCH:
+        if len(self._batch) >= BATCH or time.monotonic() - self._batch_started >= MAX_BATCH_AGE:
             self._hand_over()
 
     def _hand_over(self) -> None:

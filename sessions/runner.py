@@ -159,6 +159,7 @@ class ExperimentRunner:
         self.workers = max(1, workers)
         self.executor = executor  # "local" (this machine's processes) or "ray" (sessions.ray_pool)
         self.ray_address = ray_address  # Ray: an existing cluster's address; None starts a local one
+        self.pool = None  # sessions.workers' executor, when made before the run (app.run_watch)
         self.limits = limits_for(prepared)  # the experiment's cost ceiling and rate limiters, shared
         self.folder = folder
         self.sinks = sinks or []

@@ -66,10 +66,28 @@ FLUSH_SECONDS = 0.1
 BATCH = 256
 
 
-def _context():
+PRELOAD = ["sessions.workers", "sessions.runner", "sessions.recorder", "engine.pyboy_backend"]
+
+
+def _context(extra: tuple[str, ...] = ()):
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["sessions.workers", "sessions.runner", "sessions.recorder", "engine.pyboy_backend"])
+    ctx.set_forkserver_preload([*PRELOAD, *extra])
     return ctx
+
+
+def preload_for(prepared) -> tuple[str, ...]:
+    """What a run's trials import besides the harness: a model condition's policy and its
+    provider's SDK (over a second per worker, paid once in the forkserver instead)."""
+    from engine.providers import PROVIDERS
+
+    out: list[str] = []
+    for c in prepared.manifest.conditions:
+        if c.policy == "model":
+            module = PROVIDERS[c.provider].apis[c.api_name].partition(":")[0]
+            out += ["engine.policies.model", module]
+    return tuple(dict.fromkeys(out))
+
+
 
 
 # -- the worker process ---------------------------------------------------------------------------
@@ -348,8 +366,16 @@ class LocalPool:
 
     name = "local"
 
-    def __init__(self):
-        self.ctx = _context()
+    def __init__(self, preload: tuple[str, ...] = ()):
+        self.ctx = _context(preload)
+
+    def prestart(self) -> None:
+        """Start the forkserver (and multiprocessing's resource tracker) now, while this process's
+        stdout and stderr are the real ones: both hand stderr's descriptor to their child, which
+        fails once a full-screen app has replaced sys.stderr with an object without one."""
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
 
     def launch(self, job: TrialJob) -> ProcessHandle:
         parent, child = self.ctx.Pipe(duplex=True)
@@ -670,12 +696,18 @@ def _sha(folder, key: str) -> str:
 
 
 def make_pool(runner):
-    """The executor the run asked for: local processes, or tasks on a Ray cluster."""
+    """The executor the run asked for, started: local processes, or tasks on a Ray cluster.
+    Raises RuntimeError (sessions.ray_pool.RayUnavailable) when the cluster cannot be used."""
     if runner.executor == "ray":
         from sessions.ray_pool import RayPool
 
-        return RayPool(runner.folder.root, address=runner.ray_address, workers=runner.workers)
-    return LocalPool()
+        pool = RayPool(runner.folder.root, address=runner.ray_address, workers=runner.workers)
+        if getattr(runner, "workers_auto", False):
+            runner.workers = pool.capacity
+        return pool
+    pool = LocalPool(preload_for(runner.prepared))
+    pool.prestart()
+    return pool
 
 
 async def run_parallel(runner):
@@ -683,13 +715,11 @@ async def run_parallel(runner):
     from sessions.watchdog import Watchdog
 
     try:
-        pool = make_pool(runner)
+        pool = runner.pool or make_pool(runner)  # a console makes it first (app.run_watch)
     except RuntimeError as exc:  # sessions.ray_pool.RayUnavailable: no trial ran; the folder says why
         runner.stop_reason, runner.fatal = "executor-unavailable", str(exc)
         runner.summary = runner._finish()
         return runner.summary
-    if getattr(runner, "workers_auto", False):
-        runner.workers = pool.capacity
     driver = _Driver(runner, pool)
     watchdog = Watchdog(runner, **{"hang_seconds": runner.prepared.manifest.emulator.hang_seconds,
                                    **runner.watchdog_options})  # for human trials, which run in the driver

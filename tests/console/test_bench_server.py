@@ -1,0 +1,50 @@
+"""The bench's local OpenAI-compatible server (app.bench_server): replies the official SDK reads and
+the contract accepts, served concurrently (4 requests at once take about one delay, not four)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+
+from app.bench_server import BenchServer, action_for
+from engine.contract import parse_response
+
+DELAY = 0.3
+
+
+def test_concurrent_replies_parse_through_the_contract():
+    with BenchServer(delay=DELAY) as server:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=10)
+
+        def ask(i: int):
+            return client.chat.completions.create(model="bench-model",
+                                                  messages=[{"role": "user", "content": f"decision {i}"}])
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(4) as pool:
+            replies = list(pool.map(ask, range(4)))
+        elapsed = time.perf_counter() - t0
+        assert server.requests == 4
+    assert elapsed < 0.9, f"4 concurrent requests took {elapsed:.2f} s (served one at a time?)"
+    actions = []
+    for reply in replies:
+        assert reply.model == "bench-model" and reply.choices[0].finish_reason == "stop"
+        assert reply.usage is not None and reply.usage.prompt_tokens > 0
+        parsed = parse_response(reply.choices[0].message.content, max_actions=4)
+        assert len(parsed.actions) == 1
+        actions.append(parsed.actions[0])
+    assert sorted(actions) == sorted(action_for(n) for n in range(4))  # by request count, whatever the order
+
+
+def test_other_paths_answer_404():
+    with BenchServer(delay=0) as server:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=10)
+        try:
+            client.responses.create(model="bench-model", input="hi")
+        except openai.NotFoundError:
+            pass
+        else:
+            raise AssertionError("the Responses path should not be served")
+        assert server.requests == 0

@@ -1,0 +1,69 @@
+"""`oakwatch run --workers 2` on a terminal: the run's own console shows every trial of the run at
+once while they play in worker processes, drills into one, pauses it through the run's control
+socket, and q ends the run cleanly (records written, the folder verifies)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from app.attach import TrialScreen
+from app.run_watch import RunWatchApp
+from panes.overview import OverviewPane
+from sessions.control_socket import ControlClient
+from sessions.experiment import create_folder, prepare
+from sessions.runner import ExperimentRunner
+from sessions.verify import verify_experiment
+from sessions.workers import make_pool
+from tests.conftest import write_manifest
+
+SIZE = (160, 50)
+
+
+async def until(pilot, condition, timeout: float = 90.0, what: str = "it") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+        await pilot.pause()
+
+
+async def test_the_run_console_over_two_workers(tmp_path):
+    manifest = write_manifest(
+        tmp_path, budgets={"accepted_actions": 500_000, "model_decisions": None, "wall_time_minutes": None,
+                           "unrecoverable_loop_repeats": None},
+        conditions=[{"id": "a", "policy": "random", "seed": 1}], trials={"per_condition": 3})
+    prepared = prepare(manifest, tmp_path / "exp")
+    folder = create_folder(prepared, tmp_path / "exp")
+    runner = ExperimentRunner(prepared, folder, workers=2)
+    runner.pool = make_pool(runner)  # as run_watched does, before the app takes over stderr
+    app = RunWatchApp(folder.root, runner, poll_seconds=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        overview = app.query_one(OverviewPane)
+        await until(pilot, lambda: sum(r.status == "running" for r in app.folder.rows()) == 2,
+                    what="two trials running at once")
+        rows = {r.key: r.status for r in app.folder.rows()}
+        assert sorted(rows.values()) == ["running", "running", "waiting"]  # the schedule, whole
+        running = sorted(k for k, s in rows.items() if s == "running")
+        assert overview.selected_key in rows
+
+        # pause the selected trial through the socket, from the console's own key
+        while overview.selected_key != running[0]:
+            await pilot.press("down")
+        await pilot.press("p")
+        client = ControlClient(folder.root)
+        await until(pilot, lambda: client.status().get("paused_trials") == [running[0]], what="the pause")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, TrialScreen), what="the trial's panes")
+        assert app.screen.key == running[0]
+        await pilot.press("p")  # resume, from the drilled-in view
+        await until(pilot, lambda: client.status().get("paused_trials") == [], what="the resume")
+        await pilot.press("escape")
+
+        await pilot.press("q")  # ends the run: the running trials are ended and recorded
+        await until(pilot, lambda: app.run_done, what="the run to finish")
+        await until(pilot, lambda: not app.is_running, timeout=10, what="the console to close")
+    summary = runner.summary
+    assert summary is not None and summary.stopped_early and summary.stop_reason == "operator-quit"
+    assert verify_experiment(folder.root) == []
