@@ -87,7 +87,8 @@ from sessions import layout
 from sessions.assets import DEFAULT_MANIFEST, resolve
 from sessions.experiment import create_folder, prepare
 from sessions.replay import load_trial, replay_records
-from sessions.runner import ExperimentRunner, make_policy
+from sessions.runner import ExperimentRunner
+from sessions.trial_factory import make_policy
 
 PROJECT = Path(__file__).resolve().parent.parent
 FAST_FILE_US = 100.0  # below this per small file, the disk counts as fast

@@ -91,7 +91,19 @@ class ExperimentLimits:
         self.wait_s = 0.0
         self.reached = False
         self.stopped_trials: list[str] = []
+        self.before_usd: float | None = None  # spend of the folder's earlier runs (a resumed run), counted in
+        self.before_unknown_trials = 0  # earlier trials whose cost is unknown (they add nothing)
         self._lock = threading.Lock()
+
+    def carry_over(self, spent_usd: float, unknown_trials: int) -> None:
+        """A resumed run's ceiling counts what the folder's earlier runs spent (every sealed attempt,
+        voided ones included: money spent is spent)."""
+        with self._lock:
+            self.before_usd = spent_usd
+            self.before_unknown_trials = unknown_trials
+            self.spent_usd += spent_usd
+            if self.ceiling_usd is not None and self.spent_usd >= self.ceiling_usd:
+                self.reached = True
 
     @property
     def active(self) -> bool:
@@ -132,10 +144,32 @@ class ExperimentLimits:
         return {
             "experiment_cost_usd": self.ceiling_usd, "rule": CEILING_RULE if self.ceiling_usd is not None else None,
             "spent_usd": round(self.spent_usd, 6), "unknown_cost_calls": self.unknown_cost_calls,
+            "spent_before_resume_usd": None if self.before_usd is None else round(self.before_usd, 6),
+            "unknown_cost_trials_before_resume": self.before_unknown_trials,
             "ceiling_reached": self.reached, "stopped_by_ceiling": list(self.stopped_trials),
             "rate_limits": {k: {"requests_per_minute": v.rpm, "tokens_per_minute": v.tpm}
                             for k, v in sorted(self.limiters.items())},
             "limited_calls": self.calls, "limiter_waits": self.waits, "limiter_wait_s": round(self.wait_s, 3)}
+
+
+def spend_in_folder(root) -> tuple[float, int]:
+    """(sum of known costs, trials of unknown cost) over every sealed attempt in an evidence folder."""
+    from pathlib import Path
+
+    from engine.records import TrialResult
+
+    total, unknown = 0.0, 0
+    for path in sorted(Path(root).glob("*/*/result.json")):
+        try:
+            result = TrialResult.model_validate_json(path.read_bytes())
+        except (OSError, ValueError):
+            continue  # verify reports a broken result; the ceiling counts what can be read
+        cost = result.telemetry.cost_usd
+        if cost is None:
+            unknown += 1
+        else:
+            total += cost
+    return total, unknown
 
 
 def limiter_key(condition, api_key: str | None) -> str:

@@ -104,7 +104,7 @@ class Hub:
 # -- the task's side -----------------------------------------------------------------------------
 
 class HubConn:
-    """What sessions.workers.worker_main uses as its pipe, over the hub. Sends are synchronous
+    """What sessions.worker_process.worker_main uses as its pipe, over the hub. Sends are synchronous
     (each waits for the hub), so the driver gets them in the order sent. Before the trial's
     "sealed" message, the mirror sends the folder's last bytes and the worker's sums."""
 
@@ -147,7 +147,7 @@ def run_ray_trial(job, hub, blobs: list, sums: dict[str, str]) -> str:
 
     from sessions import layout
     from sessions.mirror import FolderMirror
-    from sessions.workers import worker_main
+    from sessions.worker_process import worker_main
 
     fetched = ray.get(blobs)
     for (name, digest), data in zip(sums.items(), fetched, strict=True):

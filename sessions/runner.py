@@ -11,136 +11,24 @@ the positions left without a valid trial.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
-from engine.budgets import BudgetLimits
 from engine.control import RunControl
-from engine.emulator import Timing
 from engine.events import Sink, StateChanged, TrialEnded
 from engine.outcomes import INVALID_PROVIDER, is_valid
-from engine.policies.random_policy import RandomPolicy
-from engine.policies.replay import ReplayPolicy
-from engine.policies.scripted import ScriptedPolicy
-from engine.policy import Policy
-from engine.providers import PROVIDERS
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import Trial, TrialConfig, utc_now
 from sessions.annotation_layer import late_tagger
 from sessions.durable import EvidenceError
 from sessions.experiment import Prepared
 from sessions.experiment_folder import ExperimentFolder
-from sessions.manifest import Condition
 from sessions.reader import read_results, read_run_log
 from sessions.records import Summary
 from sessions.summary import summarise
+from sessions.trial_factory import MODEL_POLICIES, PolicyFactory, make_trial, parse_key, policy_seed, trial_config
 from sessions.watchdog import Watchdog
-
-PolicyFactory = Callable[[Condition, int], Policy]
-
-MODEL_POLICIES = ("model",)  # the policies that make calls the run's shared limits govern
-
-
-def derive_seed(condition_seed: int, trial_number: int) -> int:
-    """Each trial of a random condition plays its own stream, reproducible from the manifest."""
-    digest = hashlib.sha256(f"oakwatch-trial-seed:{condition_seed}:{trial_number}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
-def policy_seed(condition: Condition, trial_number: int) -> int | None:
-    return derive_seed(condition.seed, trial_number) if condition.policy == "random" else None
-
-
-def make_policy(prepared: Prepared, condition: Condition, trial_number: int) -> Policy:
-    if condition.policy == "model":
-        return make_model_policy(prepared, condition)
-    if condition.policy == "scripted":
-        return ScriptedPolicy(prepared.scripts[condition.id], condition.actions_per_decision,
-                              prepared.notes.get(condition.id))
-    if condition.policy == "random":
-        return RandomPolicy(policy_seed(condition, trial_number), condition.actions_per_decision)
-    if condition.policy == "replay":
-        return ReplayPolicy(prepared.recordings[condition.id])
-    raise ValueError(f"policy {condition.policy!r} is not available here")
-
-
-def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
-    """A model condition's policy; its provider's SDK is imported here, only when one plays."""
-    from engine.contract import response_json_schema
-    from engine.policies.model import ModelPolicy
-    from engine.policy import TransportRetry
-    from engine.providers import make_adapter
-    from engine.providers.base import Sampling
-    from sessions.manifest import RequestSettings
-    from sessions.manifest import Sampling as SamplingSection
-
-    m = prepared.manifest
-    sampling = condition.sampling or SamplingSection()
-    request = condition.request or RequestSettings()
-    adapter = make_adapter(condition.provider, condition.api_name, api_key=prepared.keys.get(condition.id),
-                           base_url=condition.base_url)
-    return ModelPolicy(
-        adapter, model=condition.model, system=prepared.system_prompt,
-        schema=response_json_schema(m.agent.max_actions_per_decision),
-        sampling=Sampling(sampling.temperature, sampling.max_output_tokens, sampling.reasoning_effort, sampling.seed),
-        image_scale=m.agent.image_scale,
-        transport=TransportRetry(request.max_attempts, request.backoff_seconds, request.backoff_cap_seconds,
-                                 request.timeout_seconds),
-        price=prepared.prices.get(condition.id))
-
-
-def model_provenance(condition: Condition) -> dict:
-    """For a model condition, what the result must say about what could not be pinned (seed 000:
-    record a seed the provider does not support, and a floating alias, as such)."""
-    if condition.policy != "model":
-        return {}
-    api = condition.api_name
-    sampling = condition.sampling
-    seed = sampling.seed if sampling is not None else None
-    if api not in PROVIDERS[condition.provider].seeded_apis:
-        seed_note = "not supported by the API: repeated trials are the only check of determinism"
-    else:
-        seed_note = seed if seed is not None else "not set"
-    floating = "latest" in condition.model.lower()
-    return {"model": {
-        "provider": condition.provider, "api": api, "model_asked": condition.model,
-        "model_id_pinned": not floating,
-        "model_id_note": "a floating alias: the model behind it can change; each reply's model id is in "
-                         "responses.jsonl" if floating else "as named; each reply's model id is in responses.jsonl",
-        "seed": seed_note, "base_url": condition.base_url,
-        "pricing": condition.pricing.model_dump() if condition.pricing else None}}
-
-
-def parse_key(key: str) -> tuple[str, int]:
-    label, _, number = key.partition("-")
-    return label, int(number)
-
-
-def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialConfig:
-    m = prepared.manifest
-    label, number = prepared.schedule[position]
-    c = prepared.condition(label)
-    b = m.budgets
-    return TrialConfig(
-        experiment_id=m.experiment_id, label=label, trial_number=number, position=position,
-        schedule_length=len(prepared.schedule),
-        timing=Timing(m.emulator.press_frames, m.emulator.settle_frames),
-        max_actions=m.agent.max_actions_per_decision,
-        allowed_actions=tuple(m.agent.allowed_actions),
-        invalid_output_retries=m.agent.invalid_output_retries,
-        recent_window=m.agent.recent_action_window,
-        memory_policy=c.memory_policy,
-        limits=BudgetLimits(b.accepted_actions, b.model_decisions, b.wall_time_minutes,
-                            b.total_cost_usd, b.tokens),
-        loop_repeats=b.unrecoverable_loop_repeats,
-        # Every trial must start on the frame the manifest pins, or else the one the preflight saw.
-        expected_first_frame_sha256=m.start_state().first_frame_sha256 or prepared.first_frame_sha256,
-        attempt=attempt,
-        memory_rules=m.agent.memory.engine_rules(),
-    )
 
 
 class ExperimentRunner:
@@ -161,6 +49,10 @@ class ExperimentRunner:
         self.ray_address = ray_address  # Ray: an existing cluster's address; None starts a local one
         self.pool = None  # sessions.workers' executor, when made before the run (app.run_watch)
         self.limits = limits_for(prepared)  # the experiment's cost ceiling and rate limiters, shared
+        if resumed and self.limits.ceiling_usd is not None:
+            from sessions.limits import spend_in_folder
+
+            self.limits.carry_over(*spend_in_folder(folder.root))
         self.folder = folder
         self.sinks = sinks or []
         self.control = control or RunControl()
@@ -213,6 +105,9 @@ class ExperimentRunner:
                     continue  # its block is void: the position is rerun with it, later
                 if self.control.stopping:
                     self.stop_reason = self.control.stop_request.reason
+                    break
+                if self.limits.reached:  # a resumed run whose earlier runs spent the ceiling already
+                    self.stop_reason = "experiment-cost-ceiling"
                     break
                 result = await self._run_slot(position)
                 if not is_valid(result.outcome):
@@ -357,24 +252,6 @@ class ExperimentRunner:
         """The trial with its recorder attached; the emulator and policy start inside `run`,
         so a failure to start them is recorded like any other (the bench times this path)."""
         return make_trial(self.prepared, config, [recorder, *self.sinks], self.control, self.policy_factories, gate)
-
-
-def make_trial(prepared: Prepared, config: TrialConfig, sinks: list, control: RunControl,
-               policy_factories: dict[str, PolicyFactory] | None = None, gate=None) -> Trial:
-    """One trial, as the serial runner and a worker process (sessions.workers) both build it."""
-    p = prepared
-    condition = p.condition(config.label)
-    factory = (policy_factories or {}).get(condition.policy)
-
-    def policy() -> Policy:
-        made = factory(condition, config.trial_number) if factory else make_policy(p, condition, config.trial_number)
-        if gate is not None and hasattr(made, "gate"):
-            made.gate = gate  # the run's shared limits, asked before every model call
-        return made
-
-    return Trial(config, p.open_emulator, policy, p.start_state, p.game, sinks, control,
-                 {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number),
-                  **model_provenance(condition), "memory_rules": config.memory_rules.as_dict()})
 
 
 def local_gate(prepared: Prepared, limits, control: RunControl, config: TrialConfig):

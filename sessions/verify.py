@@ -429,7 +429,7 @@ def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel:
         cid = ctx.labels.get(g.condition)
         cond = next((c for c in m.conditions if c.id == cid), None)
         if cond is not None:
-            from sessions.runner import policy_seed
+            from sessions.trial_factory import policy_seed
 
             if cond.policy != g.policy:
                 report.add(f"{where}: policy {g.policy}, the condition's is {cond.policy}")

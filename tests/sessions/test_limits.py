@@ -84,3 +84,24 @@ def test_rate_limit_waits_are_recorded_apart_from_latency(tmp_path, server, monk
         assert sum(t["latency_ms"] for t in trace) / 1000 < r.limiter_wait_s + 0.1 * len(trace)
         assert r.telemetry.held_seconds >= r.limiter_wait_s * 0.9  # outside the wall-time budget
     assert runner.limits.record()["limiter_waits"] > 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_resumed_run_counts_what_the_folder_spent_before(tmp_path, server, monkeypatch, workers):
+    from sessions.experiment import prepare_resume
+
+    monkeypatch.setenv("OAKWATCH_TEST_KEY", "sk-ant-test-not-a-real-key-0000")
+    cond = model_condition(server, "anthropic")
+    out, summary, runner = run(tmp_path, [cond], workers=workers, per_condition=3, experiment_cost_usd=0.000001)
+    assert summary.stop_reason == CEILING and summary.missing_positions
+    spent_first = sum(r.telemetry.cost_usd for r in runner.results)
+    calls = len(server.requests)
+    prepared, folder, positions = prepare_resume(out)
+    resumed = ExperimentRunner(prepared, folder, positions=positions, resumed=True, workers=workers)
+    again = resumed.run()
+    assert again.stop_reason == CEILING and resumed.results == []  # no trial starts: the ceiling was spent
+    assert len(server.requests) == calls  # and no call is made
+    limits = [e.limits for e in read_run_log(out)[0] if e.event == "limits"][-1]
+    assert limits["spent_before_resume_usd"] == pytest.approx(spent_first)
+    assert limits["spent_usd"] >= limits["spent_before_resume_usd"] > 0
+    assert verify_experiment(out) == []
