@@ -37,6 +37,7 @@ Value = Annotated[int, Field(ge=-(2**31), le=0xFFFFFFFF)]  # what a probed field
 ADDRESS_SPACE = {"gb": 0x10000, "gbc": 0x10000, "gba": 0x1_0000_0000}
 POINTER_WIDTH = {"gb": 2, "gbc": 2, "gba": 4}
 WIDTHS = {"u8": 1, "s8": 1, "u16le": 2, "s16le": 2, "u32le": 4, "s32le": 4}
+Presses = Annotated[int, Field(ge=1, le=10_000_000)]
 SIGNED = frozenset({"s8", "s16le", "s32le"})
 
 
@@ -328,7 +329,7 @@ class GameDefinition(_Strict):
     long_horizon: LongHorizon | None = None  # seed 002's scorer; absent: that scorer reports null
     # Fewest presses from the start state to each rung under the manifest's input timing (a solver's
     # plan, e.g. `oakwatch cartridge variant`): the yardstick of path efficiency. Absent: null.
-    optimal_presses: Annotated[dict[Name, Annotated[int, Field(ge=1, le=10_000_000)]], Field(max_length=256)] | None = None
+    optimal_presses: Annotated[dict[Name, Presses], Field(max_length=256)] | None = None
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
