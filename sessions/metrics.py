@@ -58,6 +58,7 @@ SUMMARY_METRICS: dict[str, str | None] = {
     "material_memory_error_rate": "model_decisions", "memory_recovery_cost": None,
     "cost_per_milestone": "milestones", "cost_per_point": "points", "actions_per_milestone": "milestones",
     "progress_efficiency": "cost_usd", "storage_quality": None, "use_quality": None,
+    "path_efficiency": "milestones",
 }
 
 
@@ -470,6 +471,9 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         "cost_per_milestone": ratio(cost, milestones), "cost_per_point": ratio(cost, points),
         "actions_per_milestone": ratio(accepted, milestones), "progress_efficiency": ratio(points, cost),
         "zero_progress": points == 0,
+        # the result's own figures (engine.trial.path_figures; verify recomputes them)
+        "path_efficiency": r.derived.get("path_efficiency"),
+        "path_optimal_presses": r.derived.get("path_optimal_presses"), "path_actions": r.derived.get("path_actions"),
         "long_horizon": long_horizon(r, game, level),
         "timeline": [{"id": a.id, "decision_id": a.decision_id, "points": a.points} for a in r.milestones],
         "curve": _curve(rec.trace, acts, r),

@@ -50,7 +50,8 @@ TRIAL_COLUMNS = [
     "productive_action_rate", "battle_actions", "navigation_actions", "repeated_navigation_actions",
     "required_backtracking_actions", "repeat_overhead", "memory_errors", "material_errors", "memory_error_rate",
     "material_memory_error_rate", "memory_recovery_cost", "storage_quality", "use_quality", "cost_per_milestone",
-    "cost_per_point", "actions_per_milestone", "progress_efficiency", "zero_progress", "state_source",
+    "cost_per_point", "actions_per_milestone", "progress_efficiency", "path_efficiency", "path_optimal_presses",
+    "path_actions", "zero_progress", "state_source",
     "long_horizon_overall", "folder"]
 
 

@@ -496,6 +496,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     first_frame = state.first_frame_sha256 if state is not None else None
     awards = {(m.frame_index, m.frame_sha256) for m in result.milestones} if result else set()
     award_frames: set[tuple[int, str]] = set()
+    inputs_read = 0
     last_capture = -1
     response_ref = f"{layout.RESPONSES}#"
     add = report.add
@@ -554,8 +555,10 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
             if r.capture_frame <= last_capture:
                 add(f"{rel}/{layout.INPUTS}:{k}: capture frames do not increase")
             last_capture = r.capture_frame
+            inputs_read += 1
             if awards and (r.capture_frame, r.frame_sha256) in awards:
                 award_frames.add((r.capture_frame, r.frame_sha256))
+                tally.award_actions.setdefault((r.capture_frame, r.frame_sha256), inputs_read)
         if chunk:
             if r.frame_sha256 != t.result_frame_sha256 or r.capture_frame != t.result_frame_index:
                 add(f"{rel}/{layout.TRACE}:{n}: result frame differs from the decision's last input")
@@ -742,6 +745,24 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
         report.add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
     if ctx.game is not None:
         _check_ladder_figures(r, where, ctx.game, report)
+        _check_path_figures(r, tally, where, ctx.game, report)
+
+
+def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, report: Report) -> None:
+    """Path efficiency from the game's optimal presses and the input that reached the deepest rung.
+    (A result written before path efficiency existed has none of its keys and is not checked.)"""
+    from engine.trial import PATH_KEYS, path_figures
+
+    if not any(k in r.derived for k in PATH_KEYS):
+        return
+    award = next((m for m in r.milestones if m.id == r.deepest_milestone), None)
+    used = tally.award_actions.get((award.frame_index, award.frame_sha256)) if award else None
+    expected = path_figures(game, r.deepest_milestone if award else None, used) if not r.recovered \
+        else path_figures(None, None, None)
+    for key, value in expected.items():
+        if r.derived.get(key) != value:
+            report.add(f"{where}: derived.{key} is {r.derived.get(key)}, the trace and the game definition give "
+                       f"{value}")
 
 
 def _check_final(r: TrialResult, tally: TraceTally, where: str, game, report: Report) -> None:
