@@ -67,9 +67,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-Coord = Annotated[int, Field(ge=0, le=255)]
-
-
 class Place(_Strict):
     map: Annotated[int, Field(ge=0, lt=NUM_MAPS)]
     x: Annotated[int, Field(ge=0, lt=MAP_W)]

@@ -45,8 +45,11 @@ def seed_of(entry, index: int) -> int:
     where = f"variants.{index}"
     if entry.seed is not None:
         seed = entry.seed
+    elif entry.seed_env is None:  # a frozen manifest drops a held-out seed that was written in the file
+        raise SuiteError(f"{where}: no seed for this held-out variant (a frozen manifest keeps none): give it "
+                         "again with seed_env")
     else:
-        raw = os.environ.get(entry.seed_env or "")
+        raw = os.environ.get(entry.seed_env)
         if raw is None:
             raise SuiteError(f"{where}.seed_env: no environment variable {entry.seed_env}")
         try:
