@@ -3,11 +3,12 @@
 `make_variant(seed)` draws, from a hash stream of the seed (the same bytes on every platform and
 Python version), new layouts for ACORN TOWN, NORTH PATH and MAPLE CITY inside the fixed 20x18
 bounds (border thickness, buildings, doors, exits, ponds and tree lines with one gap), the
-positions of the player's start and of every NPC but the clerk, the ball order, the names of the
-towns, the route, the professor, the rival and the three creatures, and one wording per dialogue
-page from the pool in art/world.yaml. The story, its eight rungs and the WRAM layout never change.
-Seed 0 is the bundled cartridge itself. A draw the solver cannot finish is retried (the attempt
-number is part of the stream), so every seed yields one fixed, solvable variant.
+positions of the player's start and of every NPC but the clerk, a few obstacles in every room, the
+ball order, the names of the towns, the route, the professor, the rival and the three creatures,
+and one wording per dialogue page from the pool in art/world.yaml. The story, its eight rungs and
+the WRAM layout never change. Seed 0 is the bundled cartridge itself. A draw the solver cannot
+finish is retried (the attempt number is part of the stream), so every seed yields one fixed,
+solvable variant.
 """
 
 from __future__ import annotations
@@ -294,6 +295,21 @@ def indoor_cell(s: Stream, base: Tables, m: int, avoid: set[tuple[int, int]]) ->
     return s.choice(cells)
 
 
+def furnish(s: Stream, base: Tables, m: int, plant: int, floor: int, count: int,
+            avoid: set[tuple[int, int]]) -> tuple[bytes, bytes]:
+    """An interior with `count` potted plants (solid) on floor cells away from `avoid` and the warps."""
+    tiles, kinds = bytearray(base.tiles[m]), bytearray(base.kinds[m])
+    around = ((0, 0), (0, 1), (0, -1), (1, 0), (-1, 0))
+    near = {(w.x + dx, w.y + dy) for w in base.warps if w.map == m for dx, dy in around}
+    near |= {(w.to.x, w.to.y) for w in base.warps if w.to.map == m}
+    cells = [(x, y) for y in range(MAP_H) for x in range(MAP_W)
+             if tiles[y * MAP_W + x] == floor and kinds[y * MAP_W + x] == ct.KIND_WALK and (x, y) not in near | avoid]
+    for _ in range(count):
+        x, y = cells.pop(s.below(len(cells)))
+        tiles[y * MAP_W + x], kinds[y * MAP_W + x] = plant, ct.KIND_SOLID
+    return bytes(tiles), bytes(kinds)
+
+
 def draw_tables(seed: int, attempt: int, base: Tables, spec: ct.WorldSpec) -> Tables:
     s = Stream(seed, attempt)
     drawn = draw_world(s, base)
@@ -325,6 +341,13 @@ def draw_tables(seed: int, attempt: int, base: Tables, spec: ct.WorldSpec) -> Ta
     kinds = list(base.kinds)
     for m, (tl, kd) in drawn.tiles.items():
         tiles[m], kinds[m] = tl, kd
+    # the rooms get a different set of obstacles: a few plants, never on a warp, an arrival or a person
+    T = tile_ids()
+    for m in (0, 1, 3, 6):
+        avoid = {(a.x, a.y) for a in actors if a.map == m}
+        avoid |= {(start.x, start.y)} if start.map == m else set()
+        avoid |= {(base.stop.to.x, base.stop.to.y)} if base.stop.to.map == m else set()
+        tiles[m], kinds[m] = furnish(s, base, m, T["PLANT"], T["FLOOR"], s.between(1, 3), avoid)
     signs = [(Pos(map=sg.map, x=sg.x, y=sg.y), ct.TEXT_IDS.index(sg.text))
              for sg in drawn.signs] + [(p, t) for p, t in base.signs if p.map not in drawn.tiles]
     interior_warps = [w for w in base.warps if w.map in (0, 1) and w.to.map in (0, 1)]
