@@ -206,3 +206,29 @@ def test_the_written_manifest_runs_the_walkthrough_to_m8(tmp_path):
     result = next(run.rglob("result.json"))
     data = yaml.safe_load(result.read_text())
     assert data["deepest_milestone"] == "M8"
+
+
+def test_the_battle_search_agrees_with_the_emulator_for_many_rng_states():
+    """From the battle's first text, wasted presses (a direction: only A and B act on text) shift the
+    RNG; for each shift the searched battle ends (M4) exactly at its last press, never before."""
+    sol = solve(ct.decode(ct.rom_block(ROM.read_bytes())))
+    start = sol.reached_at["M3"] + 3  # YES, then two pages and the press that starts the battle
+    machine = BACKENDS["pyboy"].open(ROM.read_bytes(), "pq.gb", "gb")
+    try:
+        machine.boot(BOOT)
+        for a in sol.actions[:start]:
+            machine.step(a, TIMING, lambda read: {})
+        assert machine.read_range(0xD014, 1)[0] == 1  # in battle
+        at_battle = machine.save_state()
+        lengths = set()
+        for waste in (0, 1, 2, 3, 5, 8, 13):
+            machine.restore(at_battle)
+            fight = battle(rng_after(start + waste))
+            lengths.add(len(fight))
+            for a in ["LEFT"] * waste + fight:
+                assert not machine.read_range(0xD005, 1)[0] & 0x08, f"battle over early (waste {waste})"
+                machine.step(a, TIMING, lambda read: {})
+            assert machine.read_range(0xD005, 1)[0] & 0x08 and machine.read_range(0xD014, 1)[0] == 0, waste
+        assert len(lengths) > 1  # the shifts really gave different battles
+    finally:
+        machine.close()
