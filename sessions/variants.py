@@ -3,8 +3,8 @@
 `make_variant(seed)` draws, from a hash stream of the seed (the same bytes on every platform and
 Python version), new layouts for ACORN TOWN, NORTH PATH and MAPLE CITY inside the fixed 20x18
 bounds (border thickness, buildings, doors, exits, ponds and tree lines with one gap), the
-positions of the player's start and of every NPC but the clerk, a few obstacles in every room, the
-ball order, the names of the towns, the route, the professor, the rival and the three creatures,
+positions of the player's start and of every NPC but the clerk, smaller rooms with a few obstacles,
+the ball order, the names of the towns, the route, the professor, the rival and the three creatures,
 and one wording per dialogue page from the pool in art/world.yaml. The story, its eight rungs and
 the WRAM layout never change. Seed 0 is the bundled cartridge itself. A draw the solver cannot
 finish is retried (the attempt number is part of the stream), so every seed yields one fixed,
@@ -286,6 +286,31 @@ def draw_world(s: Stream, base: Tables) -> Drawn:
     return Drawn(tiles, warps, signs, actors)
 
 
+# Rooms may shrink inside their fixed bounds: columns walled off from the left or right, rows from the
+# bottom (never a warp, an arrival, the lab table or where the professor leads you).
+ROOM_CUTS: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
+    0: ((3, 4), (), (13, 12, 11)),  # bedroom
+    1: ((3, 4), (), ()),  # ground floor
+    3: ((2, 3), (17, 16), ()),  # lab
+    6: ((), (15, 14), ()),  # shop
+}
+
+
+def shrink_rooms(s: Stream, base: Tables, void: int) -> Tables:
+    """The base with each room made 0..2 columns narrower and the bedroom 0..3 rows shorter."""
+    tiles, kinds = list(base.tiles), list(base.kinds)
+    for m, (lefts, rights, bottoms) in ROOM_CUTS.items():
+        cols = set(lefts[:s.below(len(lefts) + 1)]) | set(rights[:s.below(len(rights) + 1)])
+        rows = set(bottoms[:s.below(len(bottoms) + 1)])
+        t, k = bytearray(tiles[m]), bytearray(kinds[m])
+        for y in range(MAP_H):
+            for x in range(MAP_W):
+                if x in cols or y in rows:
+                    t[y * MAP_W + x], k[y * MAP_W + x] = void, ct.KIND_SOLID
+        tiles[m], kinds[m] = bytes(t), bytes(k)
+    return base.model_copy(update={"tiles": tuple(tiles), "kinds": tuple(kinds)})
+
+
 def indoor_cell(s: Stream, base: Tables, m: int, avoid: set[tuple[int, int]]) -> tuple[int, int]:
     """A walkable cell of an interior map, away from its warps and `avoid`."""
     kinds = base.kinds[m]
@@ -313,6 +338,7 @@ def furnish(s: Stream, base: Tables, m: int, plant: int, floor: int, count: int,
 def draw_tables(seed: int, attempt: int, base: Tables, spec: ct.WorldSpec) -> Tables:
     s = Stream(seed, attempt)
     drawn = draw_world(s, base)
+    base = shrink_rooms(s, base, tile_ids()["VOID"])
     # the start in the bedroom; the mother, the professor and the rival indoors
     x, y = indoor_cell(s, base, 0, set())
     start = Place(map=0, x=x, y=y, facing=s.below(4))
