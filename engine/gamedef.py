@@ -330,6 +330,9 @@ class GameDefinition(_Strict):
     # Fewest presses from the start state to each rung under the manifest's input timing (a solver's
     # plan, e.g. `oakwatch cartridge variant`): the yardstick of path efficiency. Absent: null.
     optimal_presses: Annotated[dict[Name, Presses], Field(max_length=256)] | None = None
+    # The ROM those presses were solved on: another ROM played with this definition (a patched dump, a
+    # variant) gets no yardstick (null), never a wrong one. Absent: any ROM.
+    optimal_presses_for: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:

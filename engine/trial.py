@@ -606,7 +606,8 @@ class Trial:
         deepest_id = deepest(self.game, reached, pre)
         derived = derived_figures(cost, len(reached), points, accepted, self.counts.repeated_navigation_actions)
         awarded = deepest_id if deepest_id in awards else None  # a rung held at the start took no actions
-        derived |= path_figures(self.game, awarded, self._award_actions.get(awarded) if awarded else None)
+        derived |= path_figures(self.game, awarded, self._award_actions.get(awarded) if awarded else None,
+                                self.provenance.get("rom_sha256"))
         return build(TrialResult,
             experiment_id=cfg.experiment_id, condition=cfg.label, trial=cfg.trial_number,
             trial_key=cfg.trial_key, position=cfg.position, attempt=cfg.attempt,
@@ -655,11 +656,15 @@ def derived_figures(cost: float | None, milestones: int, points: int, actions: i
 PATH_KEYS = ("path_efficiency", "path_optimal_presses", "path_actions")
 
 
-def path_figures(game: GameDefinition | None, deepest_id: str | None, actions: int | None) -> dict[str, float | None]:
+def path_figures(game: GameDefinition | None, deepest_id: str | None, actions: int | None,
+                 rom_sha256: str | None = None) -> dict[str, float | None]:
     """Path efficiency, as navigation benchmarks weight success by path length: the fewest presses to
-    the deepest rung reached in order (the game definition's optimal_presses) over the accepted
-    actions, NOOP included, up to the one that reached it. Unknown parts are null, never 0."""
+    the deepest rung reached in order (the game definition's optimal_presses, when solved on the ROM
+    played) over the accepted actions, NOOP included, up to the one that reached it. Unknown parts are
+    null, never 0."""
     optimal = (game.optimal_presses or {}).get(deepest_id) if game is not None and deepest_id else None
+    if optimal is not None and game.optimal_presses_for not in (None, rom_sha256):
+        optimal = None  # solved on another ROM: no yardstick for this one
     used = actions if actions else None
     return {"path_efficiency": _ratio(optimal, used), "path_optimal_presses": optimal, "path_actions": used}
 

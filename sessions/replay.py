@@ -127,7 +127,8 @@ def _load_variant_trial(trial_dir: Path, folder: Path, manifest: Manifest, rom: 
         game = load_game_definition(resolve(manifest.game.definition, folder))
     except GameDefinitionError as exc:
         raise PreflightError(str(exc)) from None
-    game = game.model_copy(update={"rom_sha256": rom_sha, "optimal_presses": entry.optimal_presses})
+    game = game.model_copy(update={"rom_sha256": rom_sha, "optimal_presses": entry.optimal_presses,
+                                   "optimal_presses_for": rom_sha})
     timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
     return LoadedTrial(reader, manifest, rom_path, state, game, timing, rom_bytes, entry.first_frame_sha256 or first)
 

@@ -79,7 +79,7 @@ def prepare_variants(manifest, base_rom: bytes, base_game: GameDefinition, emula
                                                   "no solvable variant for this seed")) from None
         state, first, _ = make_start_state(emulator, v.rom, boot)
         rom_sha = hashlib.sha256(v.rom).hexdigest()
-        game = base_game.model_copy(update={"rom_sha256": rom_sha,
+        game = base_game.model_copy(update={"rom_sha256": rom_sha, "optimal_presses_for": rom_sha,
                                             "optimal_presses": {r: v.solution.optimal[r] for r in RUNGS}})
         out.append(PreparedVariant(i, entry.label, v.rom, rom_sha, state, hashlib.sha256(state).hexdigest(),
                                    first, game))

@@ -83,6 +83,7 @@ def game_definition(variant: Variant, rom_sha256: str) -> str:
     data["title"] = "Parcel Quest (variant)"
     data["rom_sha256"] = rom_sha256
     data["optimal_presses"] = {r: variant.solution.optimal[r] for r in RUNGS}
+    data["optimal_presses_for"] = rom_sha256
     return ("# Game definition of a Parcel Quest variant (`oakwatch cartridge variant`): the bundled one\n"
             "# (the hidden-state addresses and the ladder do not move), this ROM's hash, and the solver's\n"
             "# fewest presses to each rung (the yardstick of path efficiency).\n"

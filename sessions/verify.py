@@ -459,7 +459,8 @@ def _trial_game(ctx, trial: int):
     entry = _variant_entry(ctx.manifest, trial) if ctx.manifest is not None else None
     if ctx.game is None or entry is None:
         return ctx.game
-    return ctx.game.model_copy(update={"rom_sha256": entry.rom_sha256, "optimal_presses": entry.optimal_presses})
+    return ctx.game.model_copy(update={"rom_sha256": entry.rom_sha256, "optimal_presses": entry.optimal_presses,
+                                       "optimal_presses_for": entry.rom_sha256})
 
 
 STREAMED = ("/" + layout.TRACE, "/" + layout.RESPONSES, "/" + layout.INPUTS)
@@ -773,10 +774,11 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
         report.add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
     if ctx.game is not None:
         _check_ladder_figures(r, where, ctx.game, report)
-        _check_path_figures(r, tally, where, _trial_game(ctx, r.trial), report)
+        _check_path_figures(r, tally, where, _trial_game(ctx, r.trial), g.rom_sha256, report)
 
 
-def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, report: Report) -> None:
+def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, rom_sha256: str,
+                        report: Report) -> None:
     """Path efficiency from the game's optimal presses and the input that reached the deepest rung.
     (A result written before path efficiency existed has none of its keys and is not checked.)"""
     from engine.trial import PATH_KEYS, path_figures
@@ -785,7 +787,7 @@ def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, rep
         return
     award = next((m for m in r.milestones if m.id == r.deepest_milestone), None)
     used = tally.award_actions.get((award.frame_index, award.frame_sha256)) if award else None
-    expected = path_figures(game, r.deepest_milestone if award else None, used) if not r.recovered \
+    expected = path_figures(game, r.deepest_milestone if award else None, used, rom_sha256) if not r.recovered \
         else path_figures(None, None, None)
     for key, value in expected.items():
         if r.derived.get(key) != value:
