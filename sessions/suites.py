@@ -67,6 +67,8 @@ def prepare_variants(manifest, base_rom: bytes, base_game: GameDefinition, emula
     from sessions.variant_files import make_start_state, start_yaml
     from sessions.variants import VariantError, make_variant
 
+    if base_game.id != "parcel-quest":
+        raise SuiteError(f"variants: suites are made of Parcel Quest variants, not of {base_game.id}")
     boot = int(start_yaml()["boot_frames"])
     out: list[PreparedVariant] = []
     for i, entry in enumerate(manifest.variants or []):

@@ -401,7 +401,10 @@ def make_variant(seed: int, rom: bytes | None = None) -> Variant:
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
         raise VariantError(f"seed must be an integer from 0 to 2**256-1, not {seed!r}")
     rom = bundled_rom() if rom is None else rom
-    base = ct.decode(ct.rom_block(rom))
+    try:
+        base = ct.decode(ct.rom_block(rom))
+    except ct.TableError as exc:
+        raise VariantError(f"variants are made from Parcel Quest's tables, and this ROM has none ({exc})") from None
     if seed == 0:
         return Variant(0, rom, base, solve(base), 0)
     spec = ct.load_world()

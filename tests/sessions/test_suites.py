@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sessions.experiment import PreflightError, create_folder, prepare
 from sessions.replay import replay_trial
@@ -119,6 +120,21 @@ def test_the_report_compares_seen_and_held_out(suite, tmp_path):
     assert "Seen against held-out variants" in (tmp_path / "report" / "report.md").read_text()
     checks = {c["check"][:40]: c["status"] for c in doc["checklist"]}
     assert checks["The first captured frame is identical in"] == "pass"
+
+
+def test_a_suite_needs_parcel_quest(tmp_path):
+    from sessions.variants import VariantError
+
+    with pytest.raises(VariantError, match="has none"):
+        make_variant(3, b"\0" * 0x8000)
+    manifest = suite_manifest(tmp_path, [{"seed": 3, "label": "seen"}])
+    text = manifest.read_text().replace("bundled:parcel-quest.yaml", str(tmp_path / "other.yaml"))
+    game = yaml.safe_load((Path(__file__).resolve().parents[2] / "assets/games/parcel-quest.yaml").read_text())
+    game["id"] = "other-game"
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(game))
+    manifest.write_text(text)
+    with pytest.raises(PreflightError, match="not of other-game"):
+        prepare(manifest, tmp_path / "out")
 
 
 def test_held_out_seeds_need_64_bits_and_their_variable(tmp_path, monkeypatch):
