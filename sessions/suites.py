@@ -17,7 +17,6 @@ import os
 from dataclasses import dataclass
 
 from engine.gamedef import GameDefinition
-from sessions.variant_solver import RUNGS
 
 HELD_OUT_MIN = 1 << 63  # a held-out seed has at least 64 bits: a small one could be found from the ROM hash
 
@@ -82,7 +81,7 @@ def prepare_variants(manifest, base_rom: bytes, base_game: GameDefinition, emula
         state, first, _ = make_start_state(emulator, v.rom, boot)
         rom_sha = hashlib.sha256(v.rom).hexdigest()
         game = base_game.model_copy(update={"rom_sha256": rom_sha, "optimal_presses_for": rom_sha,
-                                            "optimal_presses": {r: v.solution.optimal[r] for r in RUNGS}})
+                                            "optimal_presses": dict(v.solution.optimal)})
         out.append(PreparedVariant(i, entry.label, v.rom, rom_sha, state, hashlib.sha256(state).hexdigest(),
                                    first, game))
     return out

@@ -17,7 +17,7 @@ import yaml
 from engine.backends import BACKENDS
 from engine.emulator import EmulatorError, Timing, frame_sha256
 from sessions.assets import ASSETS
-from sessions.variant_solver import RUNGS, Solution
+from sessions.variant_solver import Solution
 from sessions.variants import Variant
 
 ROM_NAME = "parcel-quest-variant.gb"
@@ -60,7 +60,7 @@ def walkthrough_text(sol: Solution, timing: Timing) -> str:
     lines = ["# Parcel Quest variant: the solver's shortest plan from the start state to M8.",
              f"# {len(sol.actions)} presses; timing: press {timing.press_frames} frames, settle "
              f"{timing.settle_frames} frames. Optimal presses per rung: "
-             + ", ".join(f"{r} {sol.optimal[r]}" for r in RUNGS) + "."]
+             + ", ".join(f"{r} {n}" for r, n in sol.optimal.items()) + "."]
     chunk: list[str] = []
     for i, a in enumerate(sol.actions, start=1):
         chunk.append(a)
@@ -82,7 +82,7 @@ def game_definition(variant: Variant, rom_sha256: str) -> str:
     data = yaml.safe_load((ASSETS / "games" / "parcel-quest.yaml").read_text(encoding="utf-8"))
     data["title"] = "Parcel Quest (variant)"
     data["rom_sha256"] = rom_sha256
-    data["optimal_presses"] = {r: variant.solution.optimal[r] for r in RUNGS}
+    data["optimal_presses"] = dict(variant.solution.optimal)
     data["optimal_presses_for"] = rom_sha256
     return ("# Game definition of a Parcel Quest variant (`oakwatch cartridge variant`): the bundled one\n"
             "# (the hidden-state addresses and the ladder do not move), this ROM's hash, and the solver's\n"
