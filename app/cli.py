@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     from app.report_cli import add_parsers as report_parsers
 
     report_parsers(sub)  # report; --include-raw and --seed on export
+    from app.cartridge_cli import add_parsers as cartridge_parsers
+
+    cartridge_parsers(sub)  # cartridge variant
     bench = sub.add_parser("bench", help="measure the harness against the raw emulator")
     bench.add_argument("--runs", type=int, default=5, help="repetitions; the median is reported")
     bench.add_argument("--memory-actions", type=int, default=10_000,
@@ -224,6 +227,10 @@ def _main(argv: list[str] | None) -> int:
         from app import annotate_cli
 
         return annotate_cli.run(args)
+    if args.command == "cartridge":
+        from app import cartridge_cli
+
+        return cartridge_cli.run(args)
     if args.command == "bench":
         from app.bench import run_bench
 

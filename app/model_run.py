@@ -53,6 +53,8 @@ def _anchor(data: dict, base: Path) -> None:
     states = game.get("start_states")
     if isinstance(states, dict):
         refs += [(entry, "state") for entry in states.values() if isinstance(entry, dict)]
+    conditions = data.get("conditions") if isinstance(data.get("conditions"), list) else []
+    refs += [(c, key) for c in conditions if isinstance(c, dict) for key in ("script", "script_notes", "replay_trace")]
     for section, key in refs:
         ref = section.get(key)
         if isinstance(ref, str) and not ref.startswith(BUNDLED_PREFIX):

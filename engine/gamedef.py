@@ -37,6 +37,7 @@ Value = Annotated[int, Field(ge=-(2**31), le=0xFFFFFFFF)]  # what a probed field
 ADDRESS_SPACE = {"gb": 0x10000, "gbc": 0x10000, "gba": 0x1_0000_0000}
 POINTER_WIDTH = {"gb": 2, "gbc": 2, "gba": 4}
 WIDTHS = {"u8": 1, "s8": 1, "u16le": 2, "s16le": 2, "u32le": 4, "s32le": 4}
+Presses = Annotated[int, Field(ge=1, le=10_000_000)]
 SIGNED = frozenset({"s8", "s16le", "s32le"})
 
 
@@ -326,6 +327,12 @@ class GameDefinition(_Strict):
     recovery_events: Annotated[list[Name], Field(max_length=1024)] = []
     battle_field: Name | None = None  # nonzero while a battle is on: battle actions are counted apart
     long_horizon: LongHorizon | None = None  # seed 002's scorer; absent: that scorer reports null
+    # Fewest presses from the start state to each rung under the manifest's input timing (a solver's
+    # plan, e.g. `oakwatch cartridge variant`): the yardstick of path efficiency. Absent: null.
+    optimal_presses: Annotated[dict[Name, Presses], Field(max_length=256)] | None = None
+    # The ROM those presses were solved on: another ROM played with this definition (a patched dump, a
+    # variant) gets no yardstick (null), never a wrong one. Absent: any ROM.
+    optimal_presses_for: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
@@ -359,6 +366,9 @@ class GameDefinition(_Strict):
         for where, mid in named:
             if mid is not None and mid not in ids:
                 raise ValueError(f"{where}: {mid!r} is not a milestone id")
+        unknown = sorted(set(self.optimal_presses or {}) - set(ids))
+        if unknown:
+            raise ValueError(f"optimal_presses: {', '.join(unknown)} is not a milestone id")
         if self.final_milestone is not None and self.final_milestone not in ids:
             raise ValueError(f"final_milestone {self.final_milestone!r} is not a milestone id")
         if not self.milestones[ids.index(self.final_id)].required:

@@ -34,6 +34,8 @@ class TraceTally:
     model_latency_ms: float | None = 0.0
     cost_sources: set[str] = field(default_factory=set)
     last: TraceLine | None = None
+    # (capture frame, frame SHA-256) of a milestone award -> accepted actions up to that input (verify)
+    award_actions: dict[tuple[int, str], int] = field(default_factory=dict)
 
     def add(self, t: TraceLine) -> None:
         self.decisions += 1

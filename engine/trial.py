@@ -180,6 +180,7 @@ class Trial:
         self._frame_index = 0
         self._sample: Sample = {}
         self.counts = LoopCounts()  # committed decisions only, like self.tally
+        self._award_actions: dict[str, int] = {}  # rung -> accepted actions up to the one that reached it
         self._allowed = frozenset(config.allowed_actions)
         # What only a live display shows (budget meters, every frame, the whole memory store) costs
         # work per action: it is built only when a sink asks for it.
@@ -503,6 +504,7 @@ class Trial:
                 d.ignored_inputs += 1
             for award in ladder.update(step.ram_before_last, sample, decision_id=d.id,
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256):
+                self._award_actions[award.id] = self.budgets.accepted_actions
                 self.routes.progress()
                 self._emit(MilestoneReached(award))
             if any(before_sample.get(f) != sample.get(f) for f in self._route_resets):
@@ -601,6 +603,11 @@ class Trial:
         cost = telemetry.cost_usd
         ladder = self.ladder
         pre = sorted(ladder.pre_satisfied) if ladder else []
+        deepest_id = deepest(self.game, reached, pre)
+        derived = derived_figures(cost, len(reached), points, accepted, self.counts.repeated_navigation_actions)
+        awarded = deepest_id if deepest_id in awards else None  # a rung held at the start took no actions
+        derived |= path_figures(self.game, awarded, self._award_actions.get(awarded) if awarded else None,
+                                self.provenance.get("rom_sha256"))
         return build(TrialResult,
             experiment_id=cfg.experiment_id, condition=cfg.label, trial=cfg.trial_number,
             trial_key=cfg.trial_key, position=cfg.position, attempt=cfg.attempt,
@@ -609,9 +616,9 @@ class Trial:
             last_decision=tally.decisions,
             milestones=[awards[m] for m in reached], milestones_reached=reached,
             pre_satisfied=pre, skipped_required=skipped_required(self.game, reached, pre),
-            deepest_milestone=deepest(self.game, reached, pre), progress_points=points,
+            deepest_milestone=deepest_id, progress_points=points,
             total_points=self.game.total_points, telemetry=telemetry,
-            derived=derived_figures(cost, len(reached), points, accepted, self.counts.repeated_navigation_actions),
+            derived=derived,
             provenance={"emulator": {"name": getattr(self.emulator, "name", None),
                                      "version": getattr(self.emulator, "version", None)}, **self.provenance},
             chain=None)
@@ -644,6 +651,22 @@ def derived_figures(cost: float | None, milestones: int, points: int, actions: i
         "progress_efficiency": _ratio(points, cost),
         "repeat_overhead": _ratio(repeated, actions),
     }
+
+
+PATH_KEYS = ("path_efficiency", "path_optimal_presses", "path_actions")
+
+
+def path_figures(game: GameDefinition | None, deepest_id: str | None, actions: int | None,
+                 rom_sha256: str | None = None) -> dict[str, float | None]:
+    """Path efficiency, as navigation benchmarks weight success by path length: the fewest presses to
+    the deepest rung reached in order (the game definition's optimal_presses, when solved on the ROM
+    played) over the accepted actions, NOOP included, up to the one that reached it. Unknown parts are
+    null, never 0."""
+    optimal = (game.optimal_presses or {}).get(deepest_id) if game is not None and deepest_id else None
+    if optimal is not None and game.optimal_presses_for not in (None, rom_sha256):
+        optimal = None  # solved on another ROM: no yardstick for this one
+    used = actions if actions else None
+    return {"path_efficiency": _ratio(optimal, used), "path_optimal_presses": optimal, "path_actions": used}
 
 
 def build_annotation(annotation: dict, trial_key: str, decision: int) -> Annotation:

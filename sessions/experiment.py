@@ -69,6 +69,15 @@ class Prepared:
     system_prompt: str = ""
     rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.romid)
     game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
+    variants: list = field(default_factory=list)  # sessions.suites.PreparedVariant, in manifest order
+
+    def variant(self, trial_number: int):
+        """The suite variant a trial plays (sessions.suites), or None outside a suite."""
+        if not self.variants:
+            return None
+        from sessions.suites import variant_index
+
+        return self.variants[variant_index(trial_number, self.manifest.trials.per_condition)]
 
     @property
     def base(self) -> Path:
@@ -242,9 +251,20 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             elif c.policy == "model":
                 keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at)
 
+        variants = []
+        if manifest.variants:
+            from sessions.suites import SuiteError, prepare_variants
+
+            try:
+                variants = prepare_variants(manifest, rom, game, emu.name)
+            except SuiteError as exc:
+                raise PreflightError(f"{manifest_path}: {exc}") from None
+            for v, entry in zip(variants, manifest.variants, strict=True):
+                if entry.rom_sha256 is not None and entry.rom_sha256 != v.rom_sha256:
+                    raise PreflightError(f"{at(f'variants.{v.index}.rom_sha256')}: the seed makes ROM {v.rom_sha256}")
         labels = blind_labels([c.id for c in manifest.conditions], manifest.trials.blinding_seed)
         try:
-            schedule = trial_order(sorted(labels.values()), manifest.trials.per_condition, manifest.trials.order)
+            schedule = trial_order(sorted(labels.values()), manifest.trials_per_label(), manifest.trials.order)
         except ValueError as exc:
             raise PreflightError(f"{at('trials.order')}: {str(exc).removeprefix('trials.order ')}") from None
 
@@ -271,12 +291,17 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                     setattr(section, key, str(resolve(ref, base).resolve()))
                 except (OSError, ValueError, RuntimeError) as exc:
                     raise PreflightError(f"{manifest_path}: cannot use path {ref} ({exc})") from None
+        if variants:
+            from sessions.manifest import VariantEntry
+            from sessions.suites import frozen_entries
+
+            frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
         if frozen.created_utc is None:
             frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         system_prompt = system_prompt_for(frozen)
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
                         scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
-                        system_prompt, rom_identity)
+                        system_prompt, rom_identity, variants)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
 

@@ -222,6 +222,29 @@ class TrialsSection(_Strict):
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 
+class VariantEntry(_Strict):
+    """One Parcel Quest variant of a suite (sessions.suites): its seed, here or in the environment (so a
+    held-out seed need never be in a file), and whether models could have seen it."""
+
+    seed: Annotated[int, Field(ge=0, lt=2**256)] | None = None
+    seed_env: EnvName | None = None
+    label: Literal["seen", "held-out"]
+    # Written by the run into the frozen manifest: what the variant is (a held-out seed is dropped).
+    rom_sha256: Sha256 | None = None
+    state_sha256: Sha256 | None = None
+    first_frame_sha256: Sha256 | None = None
+    optimal_presses: Annotated[dict[Annotated[str, Field(max_length=64)], Annotated[int, Field(ge=1)]],
+                               Field(max_length=256)] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> VariantEntry:
+        if self.seed is not None and self.seed_env is not None:
+            raise ValueError("give seed or seed_env, not both")
+        if self.seed is None and self.seed_env is None and self.rom_sha256 is None:
+            raise ValueError("give seed (a number) or seed_env (an environment variable that holds it)")
+        return self
+
+
 class Sampling(_Strict):
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     max_output_tokens: Annotated[int, Field(ge=16, le=200_000)] = 1024
@@ -327,6 +350,8 @@ class Manifest(_Strict):
     budgets: BudgetSection = BudgetSection()
     trials: TrialsSection = TrialsSection()
     conditions: Annotated[list[Condition], Field(min_length=1, max_length=26)]
+    # A suite of Parcel Quest variants: trials.per_condition trials per variant and condition.
+    variants: Annotated[list[VariantEntry], Field(min_length=1, max_length=256)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -352,18 +377,28 @@ class Manifest(_Strict):
             raise ValueError("conditions: actions_per_decision exceeds agent.max_actions_per_decision")
         return self
 
+    def trials_per_label(self) -> int:
+        """Trials of each condition: per_condition, times the number of variants in a suite."""
+        return self.trials.per_condition * (len(self.variants) if self.variants else 1)
+
     def start_state(self) -> StartState | None:
         """The start state listed for this manifest's emulator (None: none is)."""
         return self.game.start_states.get(self.emulator.name)
 
+    def _plain(self) -> dict:
+        data = self.model_dump(mode="json")
+        if data.get("variants") is None:  # outside a suite: the same hash as before suites existed
+            data.pop("variants", None)
+        return data
+
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return json.dumps(self._plain(), sort_keys=True, separators=(",", ":"))
 
     def sha256(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        return yaml.safe_dump(self._plain(), sort_keys=False, allow_unicode=True)
 
 
 def parse_manifest(text: str, source: str) -> Manifest:

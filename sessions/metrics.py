@@ -58,6 +58,7 @@ SUMMARY_METRICS: dict[str, str | None] = {
     "material_memory_error_rate": "model_decisions", "memory_recovery_cost": None,
     "cost_per_milestone": "milestones", "cost_per_point": "points", "actions_per_milestone": "milestones",
     "progress_efficiency": "cost_usd", "storage_quality": None, "use_quality": None,
+    "path_efficiency": "milestones",
 }
 
 
@@ -470,6 +471,11 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         "cost_per_milestone": ratio(cost, milestones), "cost_per_point": ratio(cost, points),
         "actions_per_milestone": ratio(accepted, milestones), "progress_efficiency": ratio(points, cost),
         "zero_progress": points == 0,
+        "variant": r.provenance.get("variant_label"),  # a suite's seen or held-out variant (sessions.suites)
+        "variant_index": r.provenance.get("variant_index"),
+        # the result's own figures (engine.trial.path_figures; verify recomputes them)
+        "path_efficiency": r.derived.get("path_efficiency"),
+        "path_optimal_presses": r.derived.get("path_optimal_presses"), "path_actions": r.derived.get("path_actions"),
         "long_horizon": long_horizon(r, game, level),
         "timeline": [{"id": a.id, "decision_id": a.decision_id, "points": a.points} for a in r.milestones],
         "curve": _curve(rec.trace, acts, r),
@@ -670,6 +676,23 @@ def blocks_of(root: Path) -> dict[str, int] | None:
         return None
     size = schedule["block_size"]
     return {key: i // size for i, key in enumerate(schedule["order"])}
+
+
+def variant_comparison(rows: list[dict]) -> dict | None:
+    """A suite's seen against held-out variants, per condition label: valid trials, completions and
+    the spread of points and path efficiency. None outside a suite."""
+    if not any(r.get("variant") for r in rows):
+        return None
+    out: dict[str, dict] = {}
+    for label in sorted({r["condition"] for r in rows}):
+        out[label] = {}
+        for kind in ("seen", "held-out"):
+            mine = [r for r in rows if r["valid"] and r["condition"] == label and r.get("variant") == kind]
+            done = sum(r["outcome"] == "success" for r in mine)
+            out[label][kind] = {"n_valid": len(mine), "successful": done, "completion_rate": ratio(done, len(mine)),
+                                "points": spread(mine, "points", None),
+                                "path_efficiency": spread(mine, "path_efficiency", "milestones")}
+    return out
 
 
 def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None, seed: int) -> dict:

@@ -18,7 +18,7 @@ from engine.ladder import deepest
 from engine.outcomes import classify, is_valid
 from engine.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResult
 from engine.tally import TraceTally
-from engine.trial import derived_figures, utc_now
+from engine.trial import derived_figures, path_figures, utc_now
 from sessions import layout
 from sessions.checksums import file_sha256
 from sessions.durable import write_atomic
@@ -248,7 +248,9 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
         last_decision=n, milestones=[], milestones_reached=reached, pre_satisfied=[],
         skipped_required=[], deepest_milestone=deepest(game, reached) if game else None,
         progress_points=points, total_points=game.total_points if game else 0, telemetry=tally.telemetry(),
-        derived=derived_figures(tally.telemetry().cost_usd, len(reached), points, tally.accepted_actions, 0),
+        # the awards' frames died with the process: which action reached the deepest rung is unknown
+        derived=derived_figures(tally.telemetry().cost_usd, len(reached), points, tally.accepted_actions, 0)
+        | path_figures(None, None, None),
         provenance={"recovered_utc": utc_now()},
         chain=Chain(genesis_sha256=genesis_sha, trace_head=head, trace_lines=n, annotations_head=ann_head,
                     annotation_lines=ann_lines, frames=seal))

@@ -8,6 +8,7 @@ it) must come out the same. The trace is streamed: memory stays flat however lon
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ class LoadedTrial:
     game: GameDefinition
     timing: Timing
     rom: bytes  # as hashed: the replay plays exactly these bytes
+    first_frame: str | None = None  # a suite variant's pinned first frame (else the manifest's)
 
 
 def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
@@ -51,6 +53,8 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
     except ManifestError as exc:
         raise PreflightError(str(exc)) from None
     g = manifest.game
+    if manifest.variants:
+        return _load_variant_trial(trial_dir, folder, manifest, rom)
     rom_path = rom or resolve(g.rom, folder)
     rom_bytes, rom_sha = sha256_file(rom_path, "ROM")
     if rom_sha != g.rom_sha256:
@@ -80,6 +84,55 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
     return LoadedTrial(TrialReader(trial_dir), manifest, rom_path, state, game, timing, rom_bytes)
 
 
+def _load_variant_trial(trial_dir: Path, folder: Path, manifest: Manifest, rom: Path | None) -> LoadedTrial:
+    """A suite trial: its variant's ROM (`--rom`, or remade from a seen variant's seed) and the start
+    state made from it the bundled way, both checked against the hashes the trial recorded."""
+    from engine.backends import BACKENDS
+    from sessions.suites import variant_index
+    from sessions.variant_files import make_start_state, start_yaml
+    from sessions.variants import VariantError, make_variant
+
+    reader = TrialReader(trial_dir)
+    try:
+        genesis, _ = reader.genesis()
+    except FormatProblem as exc:
+        raise PreflightError(str(exc)) from None
+    i = variant_index(genesis.trial, manifest.trials.per_condition)
+    if not 0 <= i < len(manifest.variants):
+        raise PreflightError(f"{trial_dir}: trial {genesis.trial} has no variant in the manifest's suite")
+    entry = manifest.variants[i]
+    if rom is not None:
+        rom_bytes, rom_sha = sha256_file(rom, "ROM")
+        rom_path = rom
+    elif entry.seed is not None:
+        base, _ = sha256_file(resolve(manifest.game.rom, folder), "ROM")
+        try:
+            rom_bytes = make_variant(entry.seed, base).rom
+        except VariantError as exc:
+            raise PreflightError(str(exc)) from None
+        rom_path, rom_sha = folder / f"variant-{i}.gb", hashlib.sha256(rom_bytes).hexdigest()
+    else:
+        raise PreflightError(f"{trial_dir} played held-out variant {i} (ROM {genesis.rom_sha256}): give its ROM "
+                             "with --rom (`oakwatch cartridge variant` writes it)")
+    if rom_sha != genesis.rom_sha256:
+        raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, the trial played {genesis.rom_sha256}")
+    chosen = BACKENDS[manifest.emulator.name]
+    if chosen.version() is None:
+        raise PreflightError(chosen.missing_message())
+    state, first, _ = make_start_state(manifest.emulator.name, rom_bytes, int(start_yaml()["boot_frames"]))
+    if hashlib.sha256(state).hexdigest() != genesis.initial_state_sha256:
+        raise PreflightError(f"the start state made from {rom_path} is not the one the trial recorded "
+                             f"(another {manifest.emulator.name} version?)")
+    try:
+        game = load_game_definition(resolve(manifest.game.definition, folder))
+    except GameDefinitionError as exc:
+        raise PreflightError(str(exc)) from None
+    game = game.model_copy(update={"rom_sha256": rom_sha, "optimal_presses": entry.optimal_presses,
+                                   "optimal_presses_for": rom_sha})
+    timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
+    return LoadedTrial(reader, manifest, rom_path, state, game, timing, rom_bytes, entry.first_frame_sha256 or first)
+
+
 def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[int], None] | None = None) -> dict:
     """Replay and check; return counts. Raise Divergence at the first mismatch and
     FormatProblem for a malformed record."""
@@ -99,7 +152,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
     probe = Probe(game)
     emulator.restore(loaded.state)
     first = frame_sha256(emulator.frame())
-    pinned = m.start_state().first_frame_sha256
+    pinned = loaded.first_frame if loaded.first_frame is not None else m.start_state().first_frame_sha256
     if pinned and pinned != first:
         raise Divergence(f"start state: first frame is {first}, the manifest recorded {pinned}")
     sample = probe(emulator.read_range)

@@ -32,6 +32,7 @@ from sessions.metrics import (
     read_annotation_layers,
     trial_metrics,
     unblinded,
+    variant_comparison,
 )
 from sessions.reader import TrialReader
 
@@ -45,12 +46,13 @@ PROTOCOL_SCORER = ("seed 000 protocol scoring: deepest ordered milestone and wei
                    "definition's ladder), with cost, actions and memory errors side by side")
 TRIAL_COLUMNS = [
     "trial_key", "condition", "condition_id", "trial", "position", "attempt", "outcome", "valid", "end_reason",
-    "deepest", "milestones", "points", "total_points", "cost_usd", "accepted_actions", "model_decisions",
+    "variant", "deepest", "milestones", "points", "total_points", "cost_usd", "accepted_actions", "model_decisions",
     "tokens", "model_latency_s", "wall_s", "invalid_outputs", "rejected_actions", "productive_actions",
     "productive_action_rate", "battle_actions", "navigation_actions", "repeated_navigation_actions",
     "required_backtracking_actions", "repeat_overhead", "memory_errors", "material_errors", "memory_error_rate",
     "material_memory_error_rate", "memory_recovery_cost", "storage_quality", "use_quality", "cost_per_milestone",
-    "cost_per_point", "actions_per_milestone", "progress_efficiency", "zero_progress", "state_source",
+    "cost_per_point", "actions_per_milestone", "progress_efficiency", "path_efficiency", "path_optimal_presses",
+    "path_actions", "zero_progress", "state_source",
     "long_horizon_overall", "folder"]
 
 
@@ -144,24 +146,31 @@ def checklist(root: Path, rows: list[dict], audit_problems: list[str], recon: di
     def item(text: str, status: str, detail: str) -> None:
         items.append({"check": text, "status": status, "detail": detail})
 
+    # A suite (sessions.suites) plays several variants: each variant's trials must match across conditions.
+    variant_of = {r["folder"]: r.get("variant_index") for r in valid}
+    groups = sorted({variant_of[f] for f in gen}, key=lambda v: -1 if v is None else v)
+    per_variant = f" per variant ({len(groups)} variants)" if groups != [None] else ""
     keys = ("manifest_sha256", "schedule_sha256", "rom_sha256", "initial_state_sha256")
-    distinct = {k: {g.get(k) for g in gen.values()} for k in keys}
+    same = bool(gen)
+    for v in groups:
+        mine = [g for f, g in gen.items() if variant_of[f] == v]
+        same = same and all(len({g.get(k) for g in mine}) <= 1 for k in keys)
     conds = {g.get("condition_sha256") for g in gen.values()}
-    same = all(len(v) <= 1 for v in distinct.values()) and bool(gen)
     item("The ROM, initial save state, emulator configuration, prompts, schemas, and budgets have matching hashes "
          "across conditions.", "pass" if same and not audit_problems else "fail",
          f"every valid trial's trial.json names one manifest, schedule (frozen prompts, schemas, scoring), ROM and "
-         f"start-state SHA-256 ({len(conds)} condition files); verify: "
+         f"start-state SHA-256{per_variant} ({len(conds)} condition files); verify: "
          f"{'clean' if not audit_problems else f'{len(audit_problems)} problem(s)'}" if gen else "no valid trial")
 
-    firsts = {}
+    firsts: dict[str, tuple] = {}
     for r in valid:
         reader = TrialReader(root / r["folder"], r["folder"])
         first = next(reader.trace(), None)
-        firsts[r["trial_key"]] = first.frame_sha256 if first else None
-    ok = len(set(firsts.values())) == 1 and None not in firsts.values()
+        firsts[r["trial_key"]] = (r.get("variant_index"), first.frame_sha256 if first else None)
+    distinct = set(firsts.values())
+    ok = bool(firsts) and len(distinct) == len({v for v, _ in distinct}) and None not in {f for _, f in distinct}
     item("The first captured frame is identical in every valid trial.", "pass" if ok else "fail",
-         f"{len(firsts)} valid trials, {len(set(firsts.values()))} distinct first frame(s)")
+         f"{len(firsts)} valid trials, {len(distinct)} distinct first frame(s){per_variant}")
 
     leaks = []
     for r in rows:
@@ -484,6 +493,22 @@ def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
     return head, body
 
 
+def _variant_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
+    """A suite's comparison (sessions.metrics.variant_comparison) as table rows."""
+    head = ["condition", "variants", "valid trials", "successful", "completion rate", "points",
+            "path efficiency"]
+
+    def cell(s: dict) -> str:
+        return "unknown" if s["median"] is None else f"{_fmt(s['median'])} ({_fmt(s['min'])}–{_fmt(s['max'])})"
+
+    body = []
+    for label, kinds in sorted(doc["variants"].items()):
+        for kind, c in kinds.items():
+            body.append([label, kind, str(c["n_valid"]), str(c["successful"]), _fmt(c["completion_rate"]),
+                         cell(c["points"]), cell(c["path_efficiency"])])
+    return head, body
+
+
 def _md_table(head: list[str], body: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in body]
@@ -569,7 +594,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         "definitions": {"productive_action": PRODUCTIVE_DEFINITION},
         "integrity": {"ok": not audit_problems, "problems": audit_problems},
         "trials": [{k: v for k, v in r.items() if k not in ("_labels",)} for r in rows],
-        "summary": summary, "agreement": agreement,
+        "summary": summary, "variants": variant_comparison(rows), "agreement": agreement,
         "annotation_basis": confirmed.basis, "disputed": confirmed.disputed,
         "reconciliation": recon, "checklist": checks, "conclusion": sentence,
     }
@@ -670,6 +695,8 @@ def render_md(doc: dict, rows: list[dict]) -> str:
         lines += [f"**{s['significance_note']}.**", ""]
     if s["effects"]:
         lines += ["### Effect sizes", "", _md_table(EFFECT_HEAD, _effects_rows(s)), ""]
+    if doc["variants"]:
+        lines += ["## Seen against held-out variants (median, full range)", "", _md_table(*_variant_rows(doc)), ""]
     lines += ["## Plots", "", "Progress against accepted actions, progress against cost, a milestone timeline per "
               "trial and memory errors by type and severity are in report.html.", ""]
     lines += ["## Memory errors by type and severity", "", _md_table(*_memory_rows(rows)), ""]
@@ -727,6 +754,8 @@ def render_html(doc: dict, rows: list[dict], svgs: dict) -> str:
     if s["effects"]:
         summ += "<h3>Effect sizes</h3>" + _html_table(EFFECT_HEAD, _effects_rows(s))
     parts.append(section("conditions", "Per-condition summary: progress, cost, actions, memory failures", summ))
+    if doc["variants"]:
+        parts.append(section("variants", "Seen against held-out variants", _html_table(*_variant_rows(doc))))
     parts.append(section("progress-actions", "Progress against accepted actions", svgs["progress_vs_actions"]))
     parts.append(section("progress-cost", "Progress against cost", svgs["progress_vs_cost"]))
     parts.append(section("timelines", "Milestone timeline per trial",

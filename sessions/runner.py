@@ -195,12 +195,14 @@ class ExperimentRunner:
         attempt = 1 + sum(1 for _ in self.folder.root.glob(f"void-*/{key}"))
         config = trial_config(p, position, attempt)
         condition = p.condition(label)
+        variant = p.variant(number)  # a suite's trial records its own variant's ROM and state
         genesis = TrialGenesis(
             experiment_id=p.manifest.experiment_id, trial_key=key, condition=label, trial=number,
             position=position, attempt=attempt, manifest_sha256=self.folder.manifest_sha256,
             schedule_sha256=self.folder.schedule_sha256,
             condition_sha256=self.folder.sums[f"conditions/{label}.yaml"],
-            rom_sha256=p.manifest.game.rom_sha256, initial_state_sha256=p.manifest.start_state().sha256,
+            rom_sha256=variant.rom_sha256 if variant else p.manifest.game.rom_sha256,
+            initial_state_sha256=variant.state_sha256 if variant else p.manifest.start_state().sha256,
             policy=condition.policy, policy_seed=policy_seed(condition, number), started_utc=utc_now(),
             pid=os.getpid())
         return config, genesis

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
+from engine.backends import BACKENDS
 from engine.budgets import BudgetLimits
 from engine.control import RunControl
 from engine.emulator import Timing
@@ -117,7 +118,8 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
                             b.total_cost_usd, b.tokens),
         loop_repeats=b.unrecoverable_loop_repeats,
         # Every trial must start on the frame the manifest pins, or else the one the preflight saw.
-        expected_first_frame_sha256=m.start_state().first_frame_sha256 or prepared.first_frame_sha256,
+        expected_first_frame_sha256=variant.first_frame_sha256 if (variant := prepared.variant(number)) else
+        m.start_state().first_frame_sha256 or prepared.first_frame_sha256,
         attempt=attempt,
         memory_rules=m.agent.memory.engine_rules(),
     )
@@ -136,6 +138,16 @@ def make_trial(prepared: Prepared, config: TrialConfig, sinks: list, control: Ru
             made.gate = gate  # the run's shared limits, asked before every model call
         return made
 
-    return Trial(config, p.open_emulator, policy, p.start_state, p.game, sinks, control,
-                 {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number),
-                  **model_provenance(condition), "memory_rules": config.memory_rules.as_dict()})
+    variant = p.variant(config.trial_number)
+    provenance = {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number),
+                  **model_provenance(condition), "memory_rules": config.memory_rules.as_dict()}
+    if variant is None:
+        return Trial(config, p.open_emulator, policy, p.start_state, p.game, sinks, control, provenance)
+
+    def emulator():
+        return BACKENDS[p.manifest.emulator.name].open(variant.rom, f"variant {variant.index}", variant.game.platform)
+
+    # only the variant's hashes and label: never its seed (a held-out seed stays out of the evidence)
+    provenance |= {"rom_sha256": variant.rom_sha256, "initial_state_sha256": variant.state_sha256,
+                   "variant_label": variant.label, "variant_index": variant.index}
+    return Trial(config, emulator, policy, variant.state, variant.game, sinks, control, provenance)

@@ -264,7 +264,7 @@ def _check_header(ctx: Context, report: Report) -> None:
             report.add(f"{layout.BLINDING}: maps labels to {sorted(blinding.labels.values())}, the manifest's "
                        f"conditions are {sorted(ids)}")
         try:
-            expected = trial_order(sorted(blinding.labels), manifest.trials.per_condition, manifest.trials.order)
+            expected = trial_order(sorted(blinding.labels), manifest.trials_per_label(), manifest.trials.order)
             if [f"{lab}-{n:02d}" for lab, n in expected] != s.order:
                 report.add(f"{layout.SCHEDULE}: the order is not the one the manifest's trials section gives")
         except ValueError as exc:
@@ -367,7 +367,8 @@ def verify_trial(folder: Path, ctx: Context, report: Report, *, rel: str, deep: 
         except FormatProblem as exc:
             report.add(str(exc))
     try:
-        facts, frames_seen, tally, last, head = _check_streams(reader, genesis_sha, rel, report, ctx, result)
+        facts, frames_seen, tally, last, head = _check_streams(reader, genesis_sha, rel, report, ctx, result,
+                                                               genesis.trial)
     except FormatProblem as exc:
         report.add(str(exc))
         return (result, result_sha) if result is not None else None
@@ -424,7 +425,13 @@ def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel:
     m = ctx.manifest
     if m is not None:
         state = m.start_state()
-        if g.rom_sha256 != m.game.rom_sha256 or state is None or g.initial_state_sha256 != state.sha256:
+        entry = _variant_entry(m, g.trial)
+        if m.variants and entry is None:
+            report.add(f"{where}: trial {g.trial} has no variant in the manifest's suite")
+        elif entry is not None and (g.rom_sha256, g.initial_state_sha256) != (entry.rom_sha256, entry.state_sha256):
+            report.add(f"{where}: ROM or start state differs from the manifest's variant {m.variants.index(entry)}")
+        elif entry is None and (g.rom_sha256 != m.game.rom_sha256 or state is None
+                                or g.initial_state_sha256 != state.sha256):
             report.add(f"{where}: ROM or start state differs from the manifest's")
         cid = ctx.labels.get(g.condition)
         cond = next((c for c in m.conditions if c.id == cid), None)
@@ -435,6 +442,25 @@ def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel:
                 report.add(f"{where}: policy {g.policy}, the condition's is {cond.policy}")
             if policy_seed(cond, g.trial) != g.policy_seed:
                 report.add(f"{where}: policy seed {g.policy_seed} is not the one derived for {key}")
+
+
+def _variant_entry(m, trial: int):
+    """A suite trial's frozen variant entry (sessions.suites), or None outside a suite."""
+    if not m.variants:
+        return None
+    from sessions.suites import variant_index
+
+    i = variant_index(trial, m.trials.per_condition)
+    return m.variants[i] if 0 <= i < len(m.variants) else None
+
+
+def _trial_game(ctx, trial: int):
+    """The game definition a trial played: a suite variant's carries its own optimal presses."""
+    entry = _variant_entry(ctx.manifest, trial) if ctx.manifest is not None else None
+    if ctx.game is None or entry is None:
+        return ctx.game
+    return ctx.game.model_copy(update={"rom_sha256": entry.rom_sha256, "optimal_presses": entry.optimal_presses,
+                                       "optimal_presses_for": entry.rom_sha256})
 
 
 STREAMED = ("/" + layout.TRACE, "/" + layout.RESPONSES, "/" + layout.INPUTS)
@@ -475,7 +501,7 @@ def _parser(model, rel: str, name: str):
 
 
 def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Report, ctx: Context,
-                   result: TrialResult | None):
+                   result: TrialResult | None, trial_number: int | None = None):
     """Walk the trace with the other streams in step; returns what the later checks need.
     The hot loop of verify (one pass per decision, 100,000s of them): locals, no per-line
     strings unless there is a problem."""
@@ -494,8 +520,12 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     prev: TraceLine | None = None
     state = ctx.manifest.start_state() if ctx.manifest is not None else None
     first_frame = state.first_frame_sha256 if state is not None else None
+    if ctx.manifest is not None and ctx.manifest.variants:
+        entry = _variant_entry(ctx.manifest, trial_number) if trial_number is not None else None
+        first_frame = entry.first_frame_sha256 if entry is not None else None
     awards = {(m.frame_index, m.frame_sha256) for m in result.milestones} if result else set()
     award_frames: set[tuple[int, str]] = set()
+    inputs_read = 0
     last_capture = -1
     response_ref = f"{layout.RESPONSES}#"
     add = report.add
@@ -554,8 +584,10 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
             if r.capture_frame <= last_capture:
                 add(f"{rel}/{layout.INPUTS}:{k}: capture frames do not increase")
             last_capture = r.capture_frame
+            inputs_read += 1
             if awards and (r.capture_frame, r.frame_sha256) in awards:
                 award_frames.add((r.capture_frame, r.frame_sha256))
+                tally.award_actions.setdefault((r.capture_frame, r.frame_sha256), inputs_read)
         if chunk:
             if r.frame_sha256 != t.result_frame_sha256 or r.capture_frame != t.result_frame_index:
                 add(f"{rel}/{layout.TRACE}:{n}: result frame differs from the decision's last input")
@@ -742,6 +774,25 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
         report.add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
     if ctx.game is not None:
         _check_ladder_figures(r, where, ctx.game, report)
+        _check_path_figures(r, tally, where, _trial_game(ctx, r.trial), g.rom_sha256, report)
+
+
+def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, rom_sha256: str,
+                        report: Report) -> None:
+    """Path efficiency from the game's optimal presses and the input that reached the deepest rung.
+    (A result written before path efficiency existed has none of its keys and is not checked.)"""
+    from engine.trial import PATH_KEYS, path_figures
+
+    if not any(k in r.derived for k in PATH_KEYS):
+        return
+    award = next((m for m in r.milestones if m.id == r.deepest_milestone), None)
+    used = tally.award_actions.get((award.frame_index, award.frame_sha256)) if award else None
+    expected = path_figures(game, r.deepest_milestone if award else None, used, rom_sha256) if not r.recovered \
+        else path_figures(None, None, None)
+    for key, value in expected.items():
+        if r.derived.get(key) != value:
+            report.add(f"{where}: derived.{key} is {r.derived.get(key)}, the trace and the game definition give "
+                       f"{value}")
 
 
 def _check_final(r: TrialResult, tally: TraceTally, where: str, game, report: Report) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine import cartridge_tables as ct
 from engine.control import RunControl
 from engine.emulator import Timing
 from engine.events import DecisionRecorded, TrialEnded
@@ -492,7 +493,10 @@ class ReplaceFileAfterFirstTrial:
 def hanging_run(tmp_path: Path, **emulator) -> tuple[subprocess.Popen, Path]:
     """`oakwatch run` on a cartridge whose joypad interrupt (enabled at start-up: rIE 0x11, was 0x01)
     lands on an illegal opcode (its vector 0x60, was RETI): decision 3 presses RIGHT and PyBoy spins."""
-    rom = patched_rom({0x2076: 0x11, 0x60: 0xD3})
+    code = ROM.read_bytes()
+    enable = code.find(bytes.fromhex("3E01E0FF"))  # ld a, #0x01; ldh (rIE), a: the only write of rIE
+    assert enable > 0 and code.find(bytes.fromhex("3E01E0FF"), enable + 1) < 0
+    rom = patched_rom({enable + 1: 0x11, 0x60: 0xD3})
     rom_path = tmp_path / "illegal.gb"
     rom_path.write_bytes(rom)
     state, _ = make_start_state(rom_path, 120)
@@ -550,8 +554,9 @@ def test_a_rom_changed_on_disk_between_trials_is_not_played(tmp_path):
     """Every trial plays the bytes hashed in preflight, whatever happens to the file afterwards."""
     rom_path = tmp_path / "cart.gb"
     rom_path.write_bytes(ROM.read_bytes())
-    assert ROM.read_bytes()[0x25B:0x262] == bytes([0, 16, 4, 1, 15, 4, 2])  # warps[0]: bedroom stairs -> (15,4)
-    other = patched_rom({0x25F: 14})  # the stairs now lead to (14,4)
+    warp0 = ct.TABLE_ADDR + ct.OFF_WARPS + 1  # the table's first warp (assets/cartridge/TABLES.md)
+    assert ROM.read_bytes()[warp0:warp0 + 7] == bytes([0, 16, 4, 1, 15, 4, 2])  # bedroom stairs -> (15,4)
+    other = patched_rom({warp0 + 4: 14})  # the stairs now lead to (14,4)
     section = game_section(pinned=False, rom=str(rom_path))
     walk = script_condition(tmp_path, TO_GROUND_FLOOR + ["DOWN"])
     manifest = write_manifest(tmp_path, game=section, conditions=[walk], budgets=budgets(), trials={"per_condition": 2})

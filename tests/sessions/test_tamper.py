@@ -327,6 +327,10 @@ def edit_capture_frame(root):
     _edit_json_line(_trial(root, "rnd") / layout.INPUTS, 5, lambda r: r.update(capture_frame=r["capture_frame"] + 1))
 
 
+def inflate_path_efficiency(root):
+    _edit_json(_trial(root, "walk") / layout.RESULT, lambda r: r["derived"].update(path_efficiency=1.0))
+
+
 def leftover_temp(root):
     (root / "summary.json.tmp").write_text("{}")
 
@@ -338,7 +342,7 @@ TAMPERINGS = [swap_frame, edit_response, rewrite_outcome_and_summary, manifest_b
               edit_genesis_seed, edit_condition_file, delete_run_log_seal, edit_system_prompt, edit_action_schema,
               truncate_frame_store, append_frame, delete_response_line, edit_memory_fact, edit_annotation,
               outcome_only, unknown_file, edit_summary_median, swap_trial_folders, copy_trial_over_another,
-              edit_capture_frame, leftover_temp]
+              edit_capture_frame, leftover_temp, inflate_path_efficiency]
 
 
 def regenerate_sums(root: Path) -> None:
@@ -363,6 +367,24 @@ def test_tampering_is_caught(base, tmp_path, tamper):
             except Divergence:
                 caught_by = "replay"
     assert caught_by, f"{tamper.__name__} passed verify and replay"
+
+
+def test_path_efficiency_is_recomputed_by_verify(base, tmp_path):
+    """The walkthrough's result reports the game's optimal presses over the actions it took to M8;
+    verify recomputes both from the inputs and the game definition."""
+    result = json.loads((_trial(base, "walk") / layout.RESULT).read_text())
+    d = result["derived"]
+    assert result["deepest_milestone"] == "M8" and d["path_optimal_presses"] == 183
+    assert d["path_actions"] == result["telemetry"]["accepted_actions"]
+    assert d["path_efficiency"] == round(183 / d["path_actions"], 6) < 1
+    rnd = json.loads((_trial(base, "rnd") / layout.RESULT).read_text())["derived"]
+    if rnd["path_actions"] is None:  # the random walk never left the house: unknown, never 0
+        assert rnd["path_efficiency"] is None
+    root = tmp_path / "exp"
+    shutil.copytree(base, root)
+    inflate_path_efficiency(root)
+    regenerate_sums(root)
+    assert any("derived.path_efficiency is 1.0" in p for p in verify_experiment(root))
 
 
 def test_the_untouched_folder_passes_and_its_root_pins_it(base, tmp_path):

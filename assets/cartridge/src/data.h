@@ -83,7 +83,5 @@
 #define KIND_REACH 2
 
 extern const uint8_t tile_gfx[4096];
-extern const uint8_t map_tiles[7][360];
-extern const uint8_t map_kind[7][360];
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "game.h"
+#include "tables.h"
 
 uint8_t shadow[MAP_W * MAP_H];
 uint8_t dirty[MAP_H];
@@ -19,60 +20,24 @@ static const uint16_t row_off[MAP_H] = {
 
 /* ------------------------------------------------------------------ world data */
 
-typedef struct { uint8_t map, x, y, dmap, dx, dy, dface; } Warp;
-static const Warp warps[] = {
-    {MAP_HOUSE_2F, 16, 4, MAP_HOUSE_1F, 15, 4, FACE_LEFT},
-    {MAP_HOUSE_1F, 16, 4, MAP_HOUSE_2F, 15, 4, FACE_LEFT},
-    {MAP_HOUSE_1F, 14, 13, MAP_ACORN_TOWN, 3, 6, FACE_DOWN},
-    {MAP_HOUSE_1F, 15, 13, MAP_ACORN_TOWN, 3, 6, FACE_DOWN},
-    {MAP_ACORN_TOWN, 3, 5, MAP_HOUSE_1F, 14, 12, FACE_UP},
-    {MAP_ACORN_TOWN, 16, 11, MAP_LAB, 9, 12, FACE_UP},
-    {MAP_LAB, 9, 13, MAP_ACORN_TOWN, 16, 12, FACE_DOWN},
-    {MAP_LAB, 10, 13, MAP_ACORN_TOWN, 16, 12, FACE_DOWN},
-    {MAP_ACORN_TOWN, 9, 0, MAP_NORTH_PATH, 9, 16, FACE_UP},
-    {MAP_ACORN_TOWN, 10, 0, MAP_NORTH_PATH, 10, 16, FACE_UP},
-    {MAP_NORTH_PATH, 9, 17, MAP_ACORN_TOWN, 9, 2, FACE_DOWN},
-    {MAP_NORTH_PATH, 10, 17, MAP_ACORN_TOWN, 10, 2, FACE_DOWN},
-    {MAP_NORTH_PATH, 14, 0, MAP_MAPLE_CITY, 14, 16, FACE_UP},
-    {MAP_NORTH_PATH, 15, 0, MAP_MAPLE_CITY, 15, 16, FACE_UP},
-    {MAP_MAPLE_CITY, 14, 17, MAP_NORTH_PATH, 14, 1, FACE_DOWN},
-    {MAP_MAPLE_CITY, 15, 17, MAP_NORTH_PATH, 15, 1, FACE_DOWN},
-    {MAP_MAPLE_CITY, 16, 11, MAP_SHOP, 10, 8, FACE_UP},
-    {MAP_SHOP, 10, 9, MAP_MAPLE_CITY, 16, 12, FACE_DOWN},
-    {MAP_SHOP, 11, 9, MAP_MAPLE_CITY, 16, 12, FACE_DOWN},
-};
-#define NUM_WARPS (sizeof(warps) / sizeof(warps[0]))
+/* Maps, warps, actors, signs, the start, the professor's stop, the ball order, the creatures'
+ * names and every dialogue page live in the data tables at a fixed ROM address (tables.h,
+ * TABLES.md), so a variant of the game is a different table block and the same code. */
 
-enum { A_MOM, A_PROF, A_KIT, A_BALL1, A_BALL2, A_BALL3, A_GIRL, A_MAN, A_CLERK,
-       S_TV, S_TOWN, S_LAB, S_KITHOUSE, S_ROUTE, S_MAPLE, S_LOCKED };
+enum { A_MOM, A_PROF, A_KIT, A_BALL1, A_BALL2, A_BALL3, A_GIRL, A_MAN, A_CLERK };
 
-typedef struct { uint8_t map, x, y, id; } Thing;
-static const Thing actors[] = {
-    {MAP_HOUSE_1F, 11, 7, A_MOM},
-    {MAP_LAB, 9, 4, A_PROF},
-    {MAP_LAB, 6, 6, A_KIT},
-    {MAP_LAB, 10, 5, A_BALL1},
-    {MAP_LAB, 11, 5, A_BALL2},
-    {MAP_LAB, 12, 5, A_BALL3},
-    {MAP_ACORN_TOWN, 12, 14, A_GIRL},
-    {MAP_MAPLE_CITY, 8, 7, A_MAN},
-    {MAP_SHOP, 8, 4, A_CLERK},
-};
-#define NUM_ACTORS (sizeof(actors) / sizeof(actors[0]))
+#define ACTOR(i) (TB_ACTORS + ((uint8_t)(i) << 2))   /* map, x, y, 0 */
+#define MAP_TILES(m) (TB_TILES + (uint16_t)(m) * (MAP_W * MAP_H))
+#define MAP_KINDS(m) (TB_KINDS + (uint16_t)(m) * (MAP_W * MAP_H))
 
-static const Thing signs[] = {
-    {MAP_HOUSE_2F, 7, 4, S_TV},
-    {MAP_ACORN_TOWN, 2, 8, S_TOWN},
-    {MAP_ACORN_TOWN, 18, 12, S_LAB},
-    {MAP_ACORN_TOWN, 15, 5, S_KITHOUSE},
-    {MAP_NORTH_PATH, 3, 11, S_ROUTE},
-    {MAP_MAPLE_CITY, 3, 9, S_MAPLE},
-    {MAP_MAPLE_CITY, 3, 4, S_LOCKED},
-    {MAP_MAPLE_CITY, 15, 4, S_LOCKED},
-};
-#define NUM_SIGNS (sizeof(signs) / sizeof(signs[0]))
+static const char *text_of(uint8_t id) {
+    return (const char *)(TB_TEXT_PTRS[id << 1] | ((uint16_t)TB_TEXT_PTRS[(id << 1) + 1] << 8));
+}
 
-static const char *const species_name[4] = {"", "SPROUTLE", "EMBERPUP", "DRIPLET"};
+static const char *species_name(uint8_t sp) {
+    return (const char *)(TB_SPECIES + sp * NAME_SLOT);
+}
+
 static const char *const species_type[4] = {"", "GRASS", "FIRE", "WATER"};
 static const char *const species_move[4] = {"", "LEAF JAB", "FLARE NIP", "BUBBLE POP"};
 static const uint8_t species_pic[4] = {0, T_SPROUTLE, T_EMBERPUP, T_DRIPLET};
@@ -87,83 +52,80 @@ static const char *const item_name[3] = {"", "PARCEL", "DEX"};
 enum { OP_END, OP_TEXT, OP_TEXTQ, OP_YESNO, OP_SET0, OP_SET1, OP_GIVE, OP_TAKE, OP_WARP,
        OP_STARTER, OP_RIVAL, OP_BATTLE, OP_IF1, OP_IFNOT1, OP_PROF_APPEAR };
 
-typedef struct { uint8_t op, a, b, c, d; const char *s; } Op;
-#define T(s)      {OP_TEXT, 0, 0, 0, 0, s}
-#define TQ(s)     {OP_TEXTQ, 0, 0, 0, 0, s}
-#define END       {OP_END, 0, 0, 0, 0, 0}
-#define DO(o, a)  {o, a, 0, 0, 0, 0}
+#define TX_SIGN 0xFF   /* the page of the sign being read (sign_text) */
 
-static const Op s_mom1[] = {T("MOM: GOOD MORNING!\nOFF FOR A WALK?\nTAKE CARE OUT\nTHERE!"), END};
-static const Op s_mom2[] = {T("MOM: WHAT A CUTE\nCRITTER! TAKE GOOD\nCARE OF " P_ME "!"), END};
-static const Op s_tv[] = {T("A SHOW ABOUT\nPARCELS IS ON TV.\nHOW EXCITING!"), END};
-static const Op s_town[] = {T("ACORN TOWN\n\nWHERE EVERY\nJOURNEY BEGINS."), END};
-static const Op s_lab[] = {T("PROF. HAZEL'S\nCRITTER LAB"), END};
-static const Op s_kithouse[] = {T("KIT'S HOUSE.\n\nIT'S LOCKED."), END};
-static const Op s_route[] = {T("NORTH PATH\n\nNORTH: MAPLE CITY\nSOUTH: ACORN TOWN"), END};
-static const Op s_maple[] = {T("MAPLE CITY\n\nA TOWN OF\nBUSY TRADERS."), END};
-static const Op s_locked[] = {T("IT'S LOCKED."), END};
-static const Op s_girl[] = {T("NORTH PATH LEADS\nTO MAPLE CITY.\nIT HAS A SHOP!"), END};
-static const Op s_man[] = {T("THE SHOP IS THE\nBIG HOUSE BY THE\nSOUTH GATE."), END};
+typedef struct { uint8_t op, a, s; } Op;
+#define T(t)      {OP_TEXT, 0, t}
+#define TQ(t)     {OP_TEXTQ, 0, t}
+#define END       {OP_END, 0, 0}
+#define DO(o, a)  {o, a, 0}
+
+static const Op s_mom1[] = {T(TX_MOM1), END};
+static const Op s_mom2[] = {T(TX_MOM2), END};
+static const Op s_sign[] = {T(TX_SIGN), END};
+static const Op s_girl[] = {T(TX_GIRL), END};
+static const Op s_man[] = {T(TX_MAN), END};
 
 static const Op s_stop[] = {
     DO(OP_PROF_APPEAR, 0),
     DO(OP_SET0, F0_PROF_STOPPED),
-    T("PROF. HAZEL:\nHEY! WAIT! DON'T\nGO OUT THERE!"),
-    T("PROF. HAZEL:\nWILD CRITTERS HIDE\nIN THE TALL GRASS.\nCOME TO MY LAB!"),
-    {OP_WARP, MAP_LAB, 11, 7, FACE_UP, 0},
-    T("PROF. HAZEL:\nTHREE CRITTERS ARE\nON THAT TABLE.\nPICK ONE TO KEEP!"),
+    T(TX_STOP1),
+    T(TX_STOP2),
+    DO(OP_WARP, 0),               /* to the lab: TB_STOP's destination */
+    T(TX_STOP3),
     END};
 
-static const Op s_prof_pick[] = {T("PROF. HAZEL:\nGO ON! PICK A\nCRITTER BALL FROM\nTHE TABLE."), END};
-static const Op s_prof_go[] = {T("PROF. HAZEL:\nMAPLE CITY IS UP\nNORTH PATH. GO AND\nEXPLORE!"), END};
-static const Op s_prof_done[] = {T("PROF. HAZEL:\nFILL THE DEX WITH\nEVERY CRITTER YOU\nMEET. GOOD LUCK!"), END};
+static const Op s_prof_pick[] = {T(TX_PROF_PICK), END};
+static const Op s_prof_go[] = {T(TX_PROF_GO), END};
+static const Op s_prof_done[] = {T(TX_PROF_DONE), END};
 static const Op s_prof_parcel[] = {
-    T("PROF. HAZEL:\nOH! IS THAT MY\nPARCEL FROM THE\nMAPLE CITY SHOP?"),
+    T(TX_PARCEL1),
     DO(OP_TAKE, ITEM_PARCEL),
     DO(OP_SET0, F0_DELIVERED),
-    T("YOU HANDED OVER\nTHE PARCEL."),
-    T("PROF. HAZEL:\nTHANK YOU! AS A\nREWARD, TAKE THIS\nCRITTER DEX!"),
+    T(TX_HANDED),
+    T(TX_PARCEL2),
     DO(OP_GIVE, ITEM_DEX),
     DO(OP_SET0, F0_GOT_DEX),
-    T("YOU RECEIVED\nTHE DEX!"),
-    T("PROF. HAZEL:\nFILL IT WITH EVERY\nCRITTER YOU MEET!"),
+    T(TX_GOT_DEX),
+    T(TX_PARCEL3),
     END};
 
-static const Op s_kit_wait[] = {T("KIT: YO! PROF.\nHAZEL IS OUT. I'M\nWAITING FOR A\nCRITTER TOO!"), END};
-static const Op s_kit_first[] = {T("KIT: NO FAIR!\nYOU GET TO PICK\nFIRST? FINE..."), END};
+static const Op s_kit_wait[] = {T(TX_RIVAL_WAIT), END};
+static const Op s_kit_first[] = {T(TX_RIVAL_FIRST), END};
 
-static const Op s_ball_no[] = {T("A CRITTER BALL.\nBETTER NOT TOUCH\nIT WITHOUT THE\nPROF'S SAY-SO."), END};
-static const Op s_ball_last[] = {T("THAT'S PROF.\nHAZEL'S LAST\nCRITTER."), END};
+static const Op s_ball_no[] = {T(TX_BALL_NO), END};
+static const Op s_ball_last[] = {T(TX_BALL_LAST), END};
 static const Op s_ball_pick[] = {
-    TQ("IT'S " P_BALL "!\nTHE " P_TYPE " CRITTER.\n\nTAKE " P_BALL "?"),
+    TQ(TX_BALL_PICK),
     DO(OP_YESNO, 0),
     DO(OP_STARTER, 0),
-    T("YOU RECEIVED\n" P_ME "!"),
+    T(TX_GOT_ME),
     DO(OP_RIVAL, 0),
-    T("KIT: THEN I'LL\nTAKE " P_RIVAL "!"),
-    T("KIT: WAIT! LET'S\nSEE WHOSE CRITTER\nIS STRONGER!"),
+    T(TX_RIVAL_TAKE),
+    T(TX_RIVAL_DARE),
     DO(OP_BATTLE, 0),
     DO(OP_IF1, F1_BATTLE_WON),
-    T("KIT: WHAT? I LOST?\nI'LL TRAIN HARDER!"),
+    T(TX_RIVAL_LOST),
     DO(OP_IFNOT1, F1_BATTLE_WON),
-    T("KIT: HA HA! I WON!\nTOLD YOU MINE WAS\nSTRONGER!"),
-    T("KIT: SEE YOU\nAROUND!"),
+    T(TX_RIVAL_WON),
+    T(TX_RIVAL_BYE),
     DO(OP_SET1, F1_RIVAL_LEFT),
-    T("PROF. HAZEL:\nYOUR CRITTER IS\nRESTED. MAPLE CITY\nIS UP NORTH PATH."),
+    T(TX_RESTED),
     END};
 
 static const Op s_clerk_give[] = {
-    T("CLERK: HI! YOU'RE\nFROM ACORN TOWN?\nPLEASE TAKE THIS\nPARCEL TO HAZEL!"),
+    T(TX_CLERK_GIVE),
     DO(OP_GIVE, ITEM_PARCEL),
     DO(OP_SET0, F0_GOT_PARCEL),
-    T("YOU RECEIVED\nTHE PARCEL!"),
+    T(TX_GOT_PARCEL),
     END};
-static const Op s_clerk_hi[] = {T("CLERK: SAY HI TO\nPROF. HAZEL!"), END};
+static const Op s_clerk_hi[] = {T(TX_CLERK_HI), END};
 
 /* ------------------------------------------------------------------ state */
 
 static const Op *scr;          /* running script, or 0 */
 static uint8_t yesno_open;
+static uint8_t sign_text;     /* page of the sign being read */
 
 /* ------------------------------------------------------------------ low level */
 
@@ -209,7 +171,7 @@ static uint8_t actor_tile(uint8_t id) {
     case A_PROF: return (f0 & F0_PROF_STOPPED) ? T_PROF : 0;
     case A_KIT: return (f1 & F1_RIVAL_LEFT) ? 0 : T_RIVAL;
     case A_BALL1: case A_BALL2: case A_BALL3: {
-        uint8_t sp = id - A_BALL1 + 1;
+        uint8_t sp = TB_BALLS[id - A_BALL1];
         if ((G_PARTY_COUNT && G_PARTY[0] == sp) || G_RIVAL == sp) return 0;
         return T_BALL;
     }
@@ -224,7 +186,8 @@ static uint8_t actor_tile(uint8_t id) {
 static uint8_t actor_at(uint8_t x, uint8_t y) {
     uint8_t i;
     for (i = 0; i < NUM_ACTORS; i++) {
-        if (actors[i].map == G_MAP && actors[i].x == x && actors[i].y == y && actor_tile(actors[i].id))
+        const uint8_t *a = ACTOR(i);
+        if (a[0] == G_MAP && a[1] == x && a[2] == y && actor_tile(i))
             return i;
     }
     return 0xFF;
@@ -233,22 +196,23 @@ static uint8_t actor_at(uint8_t x, uint8_t y) {
 /* redraw rows y0..y1 (inclusive) from the map, actors and the player */
 static void draw_rows(uint8_t y0, uint8_t y1) {
     uint8_t i, y, t, m = G_MAP;
-    const uint8_t *src = map_tiles[m];
+    const uint8_t *src = MAP_TILES(m);
     memcpy(shadow + row_off[y0], src + row_off[y0], (uint16_t)row_off[y1] - row_off[y0] + MAP_W);
     for (y = y0; y <= y1; y++) dirty[y] = 1;
     for (i = 0; i < NUM_ACTORS; i++) {
-        if (actors[i].map != m) continue;
-        y = actors[i].y;
+        const uint8_t *a = ACTOR(i);
+        if (a[0] != m) continue;
+        y = a[2];
         if (y < y0 || y > y1) continue;
-        t = actor_tile(actors[i].id);
-        if (t) shadow[row_off[y] + actors[i].x] = t;
+        t = actor_tile(i);
+        if (t) shadow[row_off[y] + a[1]] = t;
     }
     y = G_Y;
     if (y >= y0 && y <= y1) shadow[row_off[y] + G_X] = T_PLAYER_D + G_FACING;
 }
 
 static void draw_cell(uint8_t x, uint8_t y) {
-    put(x, y, map_tiles[G_MAP][row_off[y] + x]);
+    put(x, y, MAP_TILES(G_MAP)[row_off[y] + x]);
 }
 
 static void draw_player(void) {
@@ -284,9 +248,9 @@ static void draw_box(uint8_t x0, uint8_t y0, uint8_t x1, uint8_t y1) {
 
 static const char *placeholder(uint8_t c) {
     switch (c) {
-    case 1: return species_name[G_PARTY[0]];
-    case 2: return species_name[G_RIVAL];
-    case 3: return species_name[G_BALL];
+    case 1: return species_name(G_PARTY[0]);
+    case 2: return species_name(G_RIVAL);
+    case 3: return species_name(G_BALL);
     case 4: return species_type[G_BALL];
     case 5: return species_move[G_PARTY[0]];
     case 6: return species_move[G_RIVAL];
@@ -421,19 +385,19 @@ static void draw_pic(uint8_t x, uint8_t y, uint8_t species) {
 static void draw_battle(void) {
     memset(shadow, T_BLANK, sizeof(shadow));
     memset(dirty, 1, sizeof(dirty));
-    put_text(1, 1, "KIT'S");
-    put_text(1, 2, species_name[G_RIVAL]);
+    put_text(1, 1, text_of(TX_BATTLE_LABEL));
+    put_text(1, 2, species_name(G_RIVAL));
     draw_hp(1, 3, G_ENEMY_HP);
     draw_pic(14, 1, G_RIVAL);
     draw_pic(2, 7, G_PARTY[0]);
-    put_text(9, 7, species_name[G_PARTY[0]]);
+    put_text(9, 7, species_name(G_PARTY[0]));
     draw_hp(9, 8, G_PLAYER_HP);
 }
 
-static void battle_text(const char *s, uint8_t next) {
+static void battle_text(uint8_t tx, uint8_t next) {
     G_MENU = MENU_NONE;
     G_BPHASE = next;
-    show_text(s, 1);
+    show_text(text_of(tx), 1);
 }
 
 static void battle_menu(void) {
@@ -441,7 +405,7 @@ static void battle_menu(void) {
     G_TEXT = 0;
     G_MENU = MENU_FIGHT;
     draw_box(0, 12, 19, 17);
-    put_text(1, 13, "WHAT WILL " P_ME "\nDO?");
+    put_text(1, 13, text_of(TX_BATTLE_ASK));
     put_text(3, 15, "FIGHT");
     put_text(12, 15, "RUN");
     put(2, 15, G_CURSOR == 0 ? '>' : ' ');
@@ -459,7 +423,7 @@ static void battle_start(void) {
     G_ENEMY_HP = MAX_HP;
     G_CURSOR = 0;
     draw_battle();
-    battle_text("KIT SENT OUT\n" P_RIVAL "!\n\nGO, " P_ME "!", BP_TO_MENU);
+    battle_text(TX_SENT_OUT, BP_TO_MENU);
 }
 
 static void battle_end(void) {
@@ -487,9 +451,9 @@ static void battle_input(uint8_t k) {
                 hp = hp > d ? hp - d : 0;
                 G_ENEMY_HP = hp;
                 draw_hp(1, 3, hp);
-                battle_text(P_ME " USED\n" P_MYMOVE "!", hp ? BP_TO_ENEMY : BP_TO_WON);
+                battle_text(TX_MY_MOVE, hp ? BP_TO_ENEMY : BP_TO_WON);
             } else {
-                battle_text("NO! THERE'S NO\nRUNNING FROM A\nRIVAL BATTLE!", BP_TO_MENU);
+                battle_text(TX_NO_RUN, BP_TO_MENU);
             }
         }
         return;
@@ -505,16 +469,16 @@ static void battle_input(uint8_t k) {
         hp = hp > d ? hp - d : 0;
         G_PLAYER_HP = hp;
         draw_hp(9, 8, hp);
-        battle_text("KIT'S " P_RIVAL "\nUSED " P_RVMOVE "!", hp ? BP_TO_MENU : BP_TO_LOST);
+        battle_text(TX_RIVAL_MOVE, hp ? BP_TO_MENU : BP_TO_LOST);
         break;
     case BP_TO_WON:
         G_BATTLE = 2;
         G_FLAGS1 |= F1_BATTLE_WON;
-        battle_text("KIT'S " P_RIVAL "\nFAINTED!\n\nYOU WON!", BP_TO_END);
+        battle_text(TX_RIVAL_FAINTED, BP_TO_END);
         break;
     case BP_TO_LOST:
         G_BATTLE = 3;
-        battle_text(P_ME " FAINTED!\n\nYOU LOST TO KIT.", BP_TO_END);
+        battle_text(TX_MY_FAINTED, BP_TO_END);
         break;
     case BP_TO_END:
         battle_end();
@@ -540,10 +504,10 @@ static void script_continue(void) {
             close_text();
             return;
         case OP_TEXT:
-            show_text(o->s, 1);
+            show_text(text_of(o->s == TX_SIGN ? sign_text : o->s), 1);
             return;
         case OP_TEXTQ:
-            show_text(o->s, 0);
+            show_text(text_of(o->s), 0);
             break;
         case OP_YESNO:
             open_yesno();
@@ -562,7 +526,7 @@ static void script_continue(void) {
             bag_take(o->a);
             break;
         case OP_WARP:
-            enter_map(o->a, o->b, o->c, o->d);
+            enter_map(TB_STOP[2], TB_STOP[3], TB_STOP[4], TB_STOP[5]);
             break;
         case OP_STARTER:
             G_PARTY[0] = G_BALL;
@@ -602,20 +566,13 @@ static const Op *actor_script(uint8_t id) {
         return s_prof_go;
     case A_KIT: return (f0 & F0_PROF_STOPPED) ? s_kit_first : s_kit_wait;
     case A_BALL1: case A_BALL2: case A_BALL3:
-        G_BALL = id - A_BALL1 + 1;
+        G_BALL = TB_BALLS[id - A_BALL1];
         if (!(f0 & F0_PROF_STOPPED)) return s_ball_no;
         if (f0 & F0_GOT_STARTER) return s_ball_last;
         return s_ball_pick;
     case A_GIRL: return s_girl;
     case A_MAN: return s_man;
     case A_CLERK: return (f0 & F0_GOT_PARCEL) ? s_clerk_hi : s_clerk_give;
-    case S_TV: return s_tv;
-    case S_TOWN: return s_town;
-    case S_LAB: return s_lab;
-    case S_KITHOUSE: return s_kithouse;
-    case S_ROUTE: return s_route;
-    case S_MAPLE: return s_maple;
-    case S_LOCKED: return s_locked;
     }
     return 0;
 }
@@ -628,14 +585,14 @@ static const int8_t dir_dy[4] = {1, -1, 0, 0};
 /* 1 if the cell is on the map and can be entered */
 static uint8_t walkable(uint8_t x, uint8_t y) {
     if (x >= MAP_W || y >= MAP_H) return 0;
-    if (map_kind[G_MAP][row_off[y] + x] != KIND_WALK) return 0;
+    if (MAP_KINDS(G_MAP)[row_off[y] + x] != KIND_WALK) return 0;
     return actor_at(x, y) == 0xFF;
 }
 
 static void try_move(uint8_t face) {
     uint8_t nx = G_X + dir_dx[face];
     uint8_t ny = G_Y + dir_dy[face];
-    uint8_t i;
+    uint8_t i, n;
     G_FACING = face;
     if (!walkable(nx, ny)) {
         draw_player();
@@ -646,15 +603,16 @@ static void try_move(uint8_t face) {
     G_Y = ny;
     G_STEPS++;
     draw_player();
-    for (i = 0; i < NUM_WARPS; i++) {
-        const Warp *w = &warps[i];
-        if (w->map == G_MAP && w->x == nx && w->y == ny) {
-            enter_map(w->dmap, w->dx, w->dy, w->dface);
+    n = TB_WARPS[0];
+    for (i = 0; i < n; i++) {
+        const uint8_t *w = TB_WARPS + 1 + i * 7;   /* map, x, y, to map, x, y, facing */
+        if (w[0] == G_MAP && w[1] == nx && w[2] == ny) {
+            enter_map(w[3], w[4], w[5], w[6]);
             return;
         }
     }
     /* trying to leave town without a partner: the professor stops you */
-    if (G_MAP == MAP_ACORN_TOWN && ny == 1 && !(G_FLAGS0 & F0_GOT_STARTER))
+    if (G_MAP == TB_STOP[0] && ny == TB_STOP[1] && !(G_FLAGS0 & F0_GOT_STARTER))
         script_start(s_stop);
 }
 
@@ -662,20 +620,24 @@ static void interact(void) {
     uint8_t f = G_FACING;
     uint8_t tx = G_X + dir_dx[f];
     uint8_t ty = G_Y + dir_dy[f];
-    uint8_t i;
+    uint8_t i, n;
+    const uint8_t *sg;
     if (tx >= MAP_W || ty >= MAP_H) return;
     i = actor_at(tx, ty);
-    if (i == 0xFF && map_kind[G_MAP][row_off[ty] + tx] == KIND_REACH) {
+    if (i == 0xFF && MAP_KINDS(G_MAP)[row_off[ty] + tx] == KIND_REACH) {
         /* talk across a counter or table */
         i = actor_at(tx + dir_dx[f], ty + dir_dy[f]);
     }
     if (i != 0xFF) {
-        script_start(actor_script(actors[i].id));
+        script_start(actor_script(i));
         return;
     }
-    for (i = 0; i < NUM_SIGNS; i++) {
-        if (signs[i].map == G_MAP && signs[i].x == tx && signs[i].y == ty) {
-            script_start(actor_script(signs[i].id));
+    n = TB_SIGNS[0];
+    for (i = 0; i < n; i++) {
+        sg = TB_SIGNS + 1 + (i << 2);   /* map, x, y, text */
+        if (sg[0] == G_MAP && sg[1] == tx && sg[2] == ty) {
+            sign_text = sg[3];
+            script_start(s_sign);
             return;
         }
     }
@@ -744,7 +706,7 @@ static void init(void) {
     memcpy((uint8_t *)0x8000, tile_gfx, sizeof(tile_gfx));
     memset((uint8_t *)0x9800, T_BLANK, 0x400);
     G_RNG = 0xA5;
-    enter_map(MAP_HOUSE_2F, 10, 7, FACE_DOWN);
+    enter_map(TB_START[0], TB_START[1], TB_START[2], TB_START[3]);
     flush_rows(1);
     rLCDC = 0x91;  /* LCD on, BG tiles at 0x8000, BG map 0x9800, BG on */
     rIF = 0;
