@@ -53,6 +53,29 @@ def _headless(out: Path) -> float:
     return watch.end - watch.start
 
 
+async def press_latency_ms(pilot, key: str, happened, timeout: float, poll: float = 0.002) -> float | None:
+    """Milliseconds from pressing `key` to `happened()` turning true (seen by a watcher thread that
+    polls every `poll` seconds, so the app's own loop is not what times it); None if it never did."""
+    seen: list[float] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if happened():
+                seen.append(time.perf_counter())
+                return
+            time.sleep(poll)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    t0 = time.perf_counter()
+    await pilot.press(key)
+    await _wait(pilot, lambda: bool(seen), timeout)
+    done.set()
+    watcher.join()
+    return (seen[0] - t0) * 1000 if seen else None
+
+
 async def _wait(pilot, condition, timeout: float = 60.0) -> bool:
     # asyncio.sleep, not pilot.pause: pilot.pause forces a screen update each time, which would
     # charge the harness's own polling to the console.
@@ -147,25 +170,9 @@ async def _latency(manifest: Path, out: Path, speed: float | None, presses: int 
             if app.run_done:
                 break
             control = app.control
-            seen: list[float] = []
-            done = threading.Event()
-
-            def watch(control=control, seen=seen, done=done) -> None:  # timestamps the pause itself
-                while not done.is_set():
-                    if control.paused:
-                        seen.append(time.perf_counter())
-                        return
-                    time.sleep(0.0005)
-
-            watcher = threading.Thread(target=watch, daemon=True)
-            watcher.start()
-            t0 = time.perf_counter()
-            await pilot.press("p")
-            await _wait(pilot, lambda seen=seen: bool(seen), 5)
-            done.set()
-            watcher.join()
-            if seen:
-                samples.append((seen[0] - t0) * 1000)
+            ms = await press_latency_ms(pilot, "p", lambda control=control: control.paused, 5, poll=0.0005)
+            if ms is not None:
+                samples.append(ms)
             await pilot.pause(0.05)
             await pilot.press("p")  # resume: the next press lands on a busy loop again
             await pilot.pause(0.15)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from app.bench_console import press_latency_ms
 from app.bench_server import BenchServer
 from sessions.assets import DEFAULT_MANIFEST
 from sessions.experiment import create_folder, prepare
@@ -215,27 +216,11 @@ async def _measure(app, pilot, probe, run_done: threading.Event, seconds: float,
         if screen.follower.result is not None or screen.follower.decisions > decisions - 5:  # ended, or about to
             screen = await _drill(app, pilot, run_done)
         key = screen.key
-        seen: list[float] = []
-        stop = threading.Event()
-
-        def watch(seen=seen, stop=stop, key=key) -> None:
-            while not stop.is_set():
-                if _paused(probe, key):
-                    seen.append(time.perf_counter())
-                    return
-                time.sleep(0.002)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        t_press = time.perf_counter()
-        await pilot.press("p")
-        await _wait(lambda seen=seen: bool(seen), 3)
-        stop.set()
-        watcher.join()
-        if not seen:
+        ms = await press_latency_ms(pilot, "p", lambda key=key: _paused(probe, key), 3)
+        if ms is None:
             misses += 1  # the trial ended between choosing it and the press
             continue
-        samples.append((seen[0] - t_press) * 1000)
+        samples.append(ms)
         keys.append(key)
         await asyncio.sleep(0.1)
         await pilot.press("p")  # resume

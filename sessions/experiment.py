@@ -68,8 +68,8 @@ class Prepared:
     keys: Keys = field(default_factory=lambda: Keys({}), repr=False)
     system_prompt: str = ""
     rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.romid)
-    game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
     variants: list = field(default_factory=list)  # sessions.suites.PreparedVariant, in manifest order
+    game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
 
     def variant(self, trial_number: int):
         """The suite variant a trial plays (sessions.suites), or None outside a suite."""
@@ -301,7 +301,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         system_prompt = system_prompt_for(frozen)
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
                         scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
-                        system_prompt, rom_identity, variants)
+                        system_prompt, rom_identity, variants=variants)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
 

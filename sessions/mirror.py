@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 CHUNK = 4 << 20  # bytes per message: large files (frames.pack) travel in pieces
+TAIL = 4096  # bytes of a file's sent end kept to tell an append from a replacement
 COMMIT_FILES = ("trace.jsonl",)  # sessions.layout.TRACE: a decision is whole once its trace line is
 
 
@@ -35,7 +36,7 @@ class FolderMirror:
     def __init__(self, folder: Path, send: Callable[[tuple], None]):
         self.folder = Path(folder)
         self.send = send
-        self._known: dict[str, tuple[int, int]] = {}  # rel -> (inode, bytes sent)
+        self._known: dict[str, tuple[int, int, bytes]] = {}  # rel -> (inode, bytes sent, the last of them)
         self._lock = threading.Lock()
 
     def sync(self) -> int:
@@ -65,9 +66,13 @@ class FolderMirror:
                     os.close(fd)
 
     def _send_file(self, rel: str, fd: int, inode: int, size: int) -> int:
-        old_inode, done = self._known.get(rel, (None, 0))
-        if old_inode is None or old_inode != inode or size < done:
-            offset, whole = 0, True  # new, or replaced by an atomic write: send it whole
+        old_inode, done, tail = self._known.get(rel, (None, 0, b""))
+        # A file replaced since (an atomic write) is sent whole. A new inode says so, but inode
+        # numbers are reused once freed, so the last bytes sent are read back and compared too.
+        replaced = (old_inode is None or old_inode != inode or size < done
+                    or (tail and os.pread(fd, len(tail), done - len(tail)) != tail))
+        if replaced:
+            offset, whole = 0, True
         elif size == done:
             return 0
         else:
@@ -81,7 +86,7 @@ class FolderMirror:
             sent += len(data)
             if offset >= size or not data:
                 break
-        self._known[rel] = (inode, offset)
+        self._known[rel] = (inode, offset, os.pread(fd, min(TAIL, offset), offset - min(TAIL, offset)))
         return sent
 
     def sums(self) -> dict[str, str]:
