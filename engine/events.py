@@ -6,7 +6,7 @@ SinkFailure and the loop ends the trial as an invalid run. Display sinks never r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -54,6 +54,8 @@ class FrameCaptured:
     frame: np.ndarray
     frame_sha256: str
     frame_index: int
+    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -62,11 +64,15 @@ class DecisionRecorded:
     response: ResponseLine
     inputs: tuple[InputLine, ...]
     frame: np.ndarray  # the frame after the decision's last action (or unchanged)
+    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
 class MilestoneReached:
     award: MilestoneAward
+    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -76,16 +82,22 @@ class MemoryChanged:
     facts: tuple[dict, ...] | None = None
     contradictions: tuple[tuple[str, ...], ...] | None = None
     last_read: tuple[str, ...] = ()
+    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
 class BudgetUpdated:
     budgets: dict
+    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
 class AnnotationAdded:
     record: Annotation
+    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -94,11 +106,15 @@ class StateChanged:
 
     state: str
     detail: str | None = None
+    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
 class TrialEnded:
     result: TrialResult
+    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    trial_key: str | None = field(default=None, kw_only=True)
 
 
 Event = (TrialStarted | FrameCaptured | DecisionRecorded | MilestoneReached | MemoryChanged

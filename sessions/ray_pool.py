@@ -168,6 +168,9 @@ def run_ray_trial(job, hub, blobs: list, sums: dict[str, str]) -> str:
             except EOFError:
                 return
             except Exception:  # a pass that failed is retried; the final pass is what is checked
+                import traceback
+
+                traceback.print_exc()  # into the Ray worker's log (its .err file under the session's logs)
                 continue
 
     thread = threading.Thread(target=mirror_loop, name="folder-mirror", daemon=True)

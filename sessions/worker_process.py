@@ -176,8 +176,7 @@ def _empty_frame():
 
 def stamp(event, trial_key: str) -> None:
     """Give an event the key of the trial it belongs to (`event.trial_key`), so a display of many
-    trials can tell them apart. engine.events declares the field on TrialStarted only; the others
-    get it as an attribute (frozen dataclasses without slots keep it, and it survives pickling)."""
+    trials can tell them apart (engine.events declares the field on every event)."""
     if getattr(event, "trial_key", None) is None:
         object.__setattr__(event, "trial_key", trial_key)
 
