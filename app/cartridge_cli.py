@@ -29,23 +29,9 @@ def add_parsers(sub) -> None:
     var.add_argument("--output", type=Path, required=True, metavar="DIR", help="new folder to write")
 
 
-def parse_seed(text: str) -> int:
-    """Decimal or 0x-hex, 0 .. 2**256-1."""
-    from sessions.variants import MAX_SEED
-
-    t = text.strip().replace("_", "")
-    try:
-        value = int(t, 16) if t.lower().startswith("0x") else int(t, 10)
-    except ValueError:
-        raise ValueError("the seed must be a non-negative integer (decimal or 0x-hex)") from None
-    if not 0 <= value <= MAX_SEED:
-        raise ValueError("the seed must be between 0 and 2**256-1")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     from sessions.variant_files import VariantFilesError, write_variant
-    from sessions.variants import VariantError, make_variant
+    from sessions.variants import VariantError, make_variant, parse_seed
 
     if args.seed_env is not None:
         raw = os.environ.get(args.seed_env)

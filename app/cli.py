@@ -11,9 +11,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.backends import BACKENDS
-from engine.providers import PROVIDERS
-
 EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -25,11 +22,16 @@ def _fail(message: str) -> int:
 def _version() -> str:
     from importlib.metadata import version
 
+    from engine.backends import BACKENDS
+
     emulators = ", ".join(f"{b.name} {b.version() or 'not installed'}" for b in BACKENDS.values())
     return f"oakwatch {version('oakwatch')} ({emulators}, textual {version('textual')})"
 
 
 def _parser() -> argparse.ArgumentParser:
+    from engine.backends import BACKENDS  # here, not at import: a Ctrl-C while numpy loads is main's to catch
+    from engine.providers import PROVIDERS
+
     parser = argparse.ArgumentParser(
         prog="oakwatch",
         description="Live operator console and evaluation harness for game-playing agents. "
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    from engine.backends import BACKENDS
+
     args = _parser().parse_args(argv)
     if args.command is None:
         return _run(None, headless=not sys.stdout.isatty(), output=None, speed=None)

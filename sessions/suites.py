@@ -39,7 +39,7 @@ class PreparedVariant:
 
 def seed_of(entry, index: int) -> int:
     """The entry's seed, from the manifest or the environment."""
-    from app.cartridge_cli import parse_seed
+    from sessions.variants import parse_seed
 
     where = f"variants.{index}"
     if entry.seed is not None:

@@ -419,3 +419,15 @@ def make_variant(seed: int, rom: bytes | None = None) -> Variant:
             continue
         return Variant(seed, ct.with_block(rom, block), tables, solution, attempt)
     raise VariantError(f"seed {seed}: no solvable variant in {ATTEMPTS} draws (last: {last})")
+
+
+def parse_seed(text: str) -> int:
+    """Decimal or 0x-hex, 0 .. 2**256-1."""
+    t = text.strip().replace("_", "")
+    try:
+        value = int(t, 16) if t.lower().startswith("0x") else int(t, 10)
+    except ValueError:
+        raise ValueError("the seed must be a non-negative integer (decimal or 0x-hex)") from None
+    if not 0 <= value <= MAX_SEED:
+        raise ValueError("the seed must be between 0 and 2**256-1")
+    return value

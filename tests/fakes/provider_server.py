@@ -283,6 +283,7 @@ FORMATS = {
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall per call
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name

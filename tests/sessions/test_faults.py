@@ -400,3 +400,11 @@ def test_a_tag_that_cannot_be_written_is_refused_and_the_evidence_stays_whole(tm
     assert summary.all_succeeded  # the operator's note failed; the agent's trial did not
     assert (tmp_path / "out" / "trials" / "X-01" / layout.TRIAL_ANNOTATIONS).read_bytes() == b""
     assert_whole(tmp_path / "out")
+
+
+def test_the_command_module_imports_nothing_heavy_before_main_catches_ctrl_c():
+    """A Ctrl-C during `import app.cli` would escape main's handler (exit -2, a traceback): the module
+    itself stays light and the emulator stack (numpy, PyBoy) is imported inside main."""
+    probe = subprocess.run([sys.executable, "-c", "import sys, app.cli; print(sorted(m for m in ('numpy', 'pyboy', "
+                            "'engine.backends') if m in sys.modules))"], capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "[]"
