@@ -265,6 +265,8 @@ class RayPool:
         self.started_here = False
         if not self.ray.is_initialized():
             quiet = {"log_to_driver": False, "include_dashboard": False, "logging_level": logging.WARNING}
+            if address:
+                _reachable(address)  # Ray itself retries an unreachable head for minutes
             try:
                 if address:
                     self.ray.init(address=address, **quiet)
@@ -351,6 +353,20 @@ class RayPool:
             pass
         if self.started_here:
             self.ray.shutdown()
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse at once a head address nothing answers on ("auto" and Ray's own lookups are Ray's)."""
+    import socket
+
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
 def _no_keys():

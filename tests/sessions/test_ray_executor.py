@@ -83,3 +83,12 @@ def test_a_killed_ray_worker_takes_only_its_trial(tmp_path):
     assert "stopped growing" not in dead["error"]  # every piece that arrived fitted
     assert results[other]["termination_detail"] == "enough"
     assert verify_experiment(out) == []
+
+
+def test_an_unreachable_cluster_ends_the_run_at_once_with_its_reason(tmp_path, capsys):
+    out = tmp_path / "exp"
+    assert main(["run", "--headless", "--executor", "ray", "--ray-address", "127.0.0.1:1", "--output", str(out)]) == 2
+    assert "cannot reach the Ray cluster at 127.0.0.1:1" in capsys.readouterr().err
+    summary = summary_of(out)
+    assert summary.stop_reason == "executor-unavailable" and summary.completed == 0 and summary.missing_positions
+    assert verify_experiment(out) == []
