@@ -38,6 +38,8 @@ class FormatProblem(ValueError):
 def short_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(line)"
+    # A field name comes from the file: a newline or control character in it would break the one-line message.
+    loc = "".join(c if c.isprintable() else repr(c)[1:-1] for c in loc)
     more = len(exc.errors()) - 1
     return f"{loc}: {first['msg']}" + (f" (and {more} more)" if more else "")
 

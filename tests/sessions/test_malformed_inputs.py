@@ -532,3 +532,21 @@ def test_battery_backed_cartridges_load_with_a_blank_save(tmp_path, cart):
     finally:
         emulator.close()
     assert list(tmp_path.iterdir()) == [path]  # no .ram written beside the ROM
+
+
+def test_a_field_name_with_a_newline_still_gives_a_one_line_problem():
+    """Found by the annotation-layer fuzz test: an extra key "\\n" broke the message over two lines."""
+    from pydantic import BaseModel, ConfigDict
+
+    from sessions.reader import FormatProblem, parse
+
+    class Strict(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        n: int = 0
+
+    try:
+        parse(Strict, b'{"\\n\\u0007": 1}', "void-1/void.json")
+    except FormatProblem as exc:
+        assert str(exc) == "void-1/void.json: \\n\\x07: Extra inputs are not permitted"
+    else:
+        raise AssertionError("a malformed record was accepted")
