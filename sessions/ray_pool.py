@@ -33,7 +33,6 @@ from pathlib import Path
 
 RAY_MISSING = ("the Ray executor needs Ray, an optional extra: `uv sync --extra ray` "
                "(or `pip install 'oakwatch[ray]'`)")
-PULL_SECONDS = 0.2
 HUB_START_SECONDS = 60.0
 MIRROR_SECONDS = 0.25
 
@@ -208,7 +207,6 @@ class RayHandle:
         self.inbox: list = []
         self.failure: str | None = None
         self._done = False
-        self.pid = None
 
     def send(self, message) -> bool:
         if self._done:

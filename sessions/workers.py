@@ -88,10 +88,6 @@ class ProcessHandle:
         self.conn = conn
         self._send_lock = threading.Lock()  # the driver's loop and the control socket's thread both send
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid
-
     def send(self, message) -> bool:
         with self._send_lock:
             try:
