@@ -364,6 +364,9 @@ SIDE_BY_SIDE = [("progress: median points", "points"), ("progress: median milest
                 ("memory: storage quality", "storage_quality"), ("memory: use quality", "use_quality")]
 
 
+MEMORY_METRICS = frozenset({"material_memory_error_rate", "memory_recovery_cost", "storage_quality", "use_quality"})
+
+
 def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
     labels = sorted(summary["conditions"])
     head = ["quantity"] + [f"condition {lab}" for lab in labels]
@@ -377,10 +380,16 @@ def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
         row.append(f"{_fmt(c['completion_rate'])} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "unknown")
     body.append(row)
     body.append(["zero-progress trials"] + [str(summary["conditions"][lab]["zero_progress"]) for lab in labels])
+    body.append(["memory: annotated trials"] + [f"{summary['conditions'][lab].get('n_annotated', 0)} of "
+                                                f"{summary['conditions'][lab]['n_valid']}" for lab in labels])
     for name, metric in SIDE_BY_SIDE:
         row = [name]
         for lab in labels:
-            s = summary["conditions"][lab]["metrics"][metric]
+            c = summary["conditions"][lab]
+            s = c["metrics"][metric]
+            if metric in MEMORY_METRICS and s["median"] is None and c.get("n_annotated", 0) < c["n_valid"]:
+                row.append("not annotated" if not c.get("n_annotated") else "unknown: not every trial annotated")
+                continue
             row.append(f"{_fmt(s['median'])} ({_fmt(s['min'])} to {_fmt(s['max'])})" +
                        (f", {s['excluded']} excluded" if s["excluded"] else ""))
         body.append(row)

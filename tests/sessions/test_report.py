@@ -167,6 +167,7 @@ def test_trials_nobody_annotated_are_null_never_zero(two_report):
     md = (out / "report.md").read_text()
     assert "| Y | 0 of 2 | any | not annotated | not annotated | not annotated |" in md
     assert md.count("| not annotated |") >= 3  # the trial table's memory-error cells
+    assert "| memory: material errors per 100 decisions | unknown: not every trial annotated | not annotated |" in md
 
 
 REPORT_GEOMETRY = """
