@@ -71,7 +71,7 @@ def svg_text(fig) -> str:
 def _integer_ticks(axis) -> None:
     from matplotlib.ticker import MaxNLocator
 
-    axis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))  # round numbers: 0, 5, 10, 15, 20
 
 
 def _points_top(rows: list[dict]) -> float:
