@@ -228,6 +228,9 @@ class Confirmed:
     disputed: list[dict]  # unresolved disagreements, kept, never counted
     annotators: list[str]
     basis: str  # "annotators", "operator" or "none"
+    # trial keys some basis layer labelled (a memory error or a route): the trials that were annotated;
+    # every other trial's memory figures are unknown (null), never 0
+    annotated: set[str] = field(default_factory=set)
 
 
 def _memory_labels(records: Iterable[Annotation]) -> list[Annotation]:
@@ -254,6 +257,7 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
     - one annotator: every label counts;
     - several: a type counts when every annotator gave it at that decision (severity: the least
       severe given); anything else is a disagreement, listed and not counted until adjudicated.
+    A trial is annotated when a basis layer holds a label for it (`Confirmed.annotated`).
     """
     annotators = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
                         and any(a.kind != "freeze" for a in layers[n]))
@@ -263,6 +267,7 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
         basis, names = "operator", [OPERATOR]
     else:
         return Confirmed([], [], [], "none")
+    annotated = {a.trial_key for name in names for a in layers.get(name, []) if a.kind in ("memory-error", "route")}
     rulings: dict[str, Annotation] = {}
     for a in layers.get(ADJUDICATION, []):
         if a.kind == "adjudication":
@@ -310,7 +315,7 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
             disputed.append({"trial_key": key, "decision_id": decision,
                              "labels": {name: [{"id": a.id, "type": a.type, "severity": a.severity}
                                                for a in by_name.get(name, [])] for name in names}})
-    return Confirmed(labels, disputed, names, basis)
+    return Confirmed(labels, disputed, names, basis, annotated)
 
 
 def counted(labels: list[Label], keep: Callable[[Label], bool]) -> list[Label]:
@@ -577,7 +582,8 @@ def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], 
             states, note = replay_states(folder)
         elif progress:
             progress(f"reading {rel}")
-        labels = None if confirmed.basis == "none" or voided else by_trial.get(rec.key, [])
+        # a trial nobody labelled was not annotated: null memory figures, never 0
+        labels = by_trial.get(rec.key, []) if rec.key in confirmed.annotated and not voided else None
         cid = key_map.get(rec.result.condition) if key_map else None
         rows.append(compute_row(rec, game, labels, states, note, cid))
     return rows
@@ -705,7 +711,8 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
         mine = [r for r in valid if r["condition"] == label]
         done = sum(r["outcome"] == "success" for r in mine)
         types, sev = Counter(), Counter()
-        for r in mine:
+        annotated = [r for r in mine if r.get("memory_errors") is not None]
+        for r in annotated:
             types.update(r["errors_by_type"])
             sev.update(r["errors_by_severity"])
         per[label] = {
@@ -715,7 +722,9 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
             "zero_progress": sum(r["zero_progress"] for r in mine),
             "deepest": [r["deepest"] for r in mine],
             "metrics": {m: spread(mine, m, d) for m, d in SUMMARY_METRICS.items()},
-            "errors_by_type": dict(types), "errors_by_severity": dict(sev),
+            # over the annotated trials only; null when none of them was annotated
+            "n_annotated": len(annotated), "errors_by_type": dict(types) if annotated else None,
+            "errors_by_severity": dict(sev) if annotated else None,
         }
     effects = {}
     if len(labels) >= 2:

@@ -1,10 +1,11 @@
 """`oakwatch report DIR`: the protocol's answer from an evidence folder (seed 000, "Calculate the result").
 
-Writes report.md, a self-contained report.html (inline SVG from matplotlib: no network, no external
-CSS or JS), report.json, trials.csv and conditions.csv into DIR/reports/ (the folder's report layer,
-with its own SHA256SUMS) or --output. Every figure comes from sessions.metrics over the records;
-report.json holds each trial's numbers next to the result.json values they came from. Before
-unblinding (no unblinded/ folder) conditions appear by label only.
+Writes report.md, a self-contained report.html (inline SVG from matplotlib, drawn by
+sessions.report_plots: no network, no external CSS or JS), report.json, trials.csv and conditions.csv
+into DIR/reports/ (the folder's report layer, with its own SHA256SUMS) or --output. Every figure
+comes from sessions.metrics over the records; report.json holds each trial's numbers next to the
+result.json values they came from. Before unblinding (no unblinded/ folder) conditions appear by
+label only.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import csv
 import html
 import io
 import json
-import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,6 +35,7 @@ from sessions.metrics import (
     variant_comparison,
 )
 from sessions.reader import TrialReader
+from sessions.report_plots import Plot, plots, type_severity
 
 PRODUCTIVE_DEFINITION = (
     "Productive action: an accepted action that changed the probed state (the position and every field the game "
@@ -307,7 +308,7 @@ def conclusion(summary: dict, rows: list[dict], game, experiment_id: str) -> str
     text += f" with {word} accepted actions (median {_fmt(xa)} against {_fmt(ya)})" if word else \
         " (accepted actions unknown)"
     if errs is None:
-        text += " and material memory errors not measured (no confirmed labels)"
+        text += " and material memory errors not measured (not every valid trial was annotated)"
     else:
         text += f" and {errs} material memory errors (median {_fmt(xe)} against {_fmt(ye)} per 100 decisions)"
     text += (f", while total cost was measured from all logged calls (median {_money(cost_b)} against "
@@ -316,113 +317,6 @@ def conclusion(summary: dict, rows: list[dict], game, experiment_id: str) -> str
     if not summary["significance_supported"]:
         text += " " + summary["significance_note"].capitalize() + "."
     return text
-
-
-# -- plots ----------------------------------------------------------------------------------------
-
-def _svg(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    text = buf.getvalue()
-    text = text[text.index("<svg"):]
-    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.S)  # no RDF links: just the drawing
-
-
-def _mpl():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "oakwatch", "font.size": 9})
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plots(rows: list[dict], summary: dict, game) -> dict:
-    """Inline SVG: progress vs accepted actions, progress vs cost (every trial), a milestone timeline
-    per trial, and memory errors by type and severity."""
-    plt = _mpl()
-    out: dict = {"timelines": {}}
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    for r in rows:
-        xs = [0] + [p["actions"] for p in r["curve"]]
-        ys = [0] + [p["points"] for p in r["curve"]]
-        ax.step(xs, ys, where="post", label=f"{r['trial_key']}" + (" (invalid)" if not r["valid"] else ""))
-    ax.set_xlabel("accepted actions")
-    ax.set_ylabel("progress points")
-    ax.set_title("Progress against accepted actions, every trial")
-    ax.legend(fontsize=7, ncol=2)
-    out["progress_vs_actions"] = _svg(fig)
-
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    unknown = []
-    for r in rows:
-        pts = [(p["cost"], p["points"]) for p in r["curve"]]
-        if any(c is None for c, _ in pts):
-            unknown.append(r["trial_key"])
-            continue
-        ax.step([0.0] + [c for c, _ in pts], [0] + [p for _, p in pts], where="post", label=r["trial_key"])
-    ax.set_xlabel("cost so far (USD)")
-    ax.set_ylabel("progress points")
-    ax.set_title("Progress against cost, every trial")
-    if unknown:
-        ax.text(0.01, 0.98, "cost unknown (not plotted, never $0): " + ", ".join(unknown), transform=ax.transAxes,
-                va="top", fontsize=7)
-    if len(unknown) < len(rows):
-        ax.legend(fontsize=7, ncol=2, loc="lower right")
-    out["progress_vs_cost"] = _svg(fig)
-
-    ladder = [m.id for m in game.milestones] if game is not None else sorted(
-        {t["id"] for r in rows for t in r["timeline"]})
-    for r in rows:
-        fig, ax = plt.subplots(figsize=(7, 1.1))
-        last = r["curve"][-1]["decision"] if r["curve"] else 0
-        ax.hlines(0, 0, max(last, 1), color="0.6")
-        for t in r["timeline"]:
-            ax.plot([t["decision_id"]], [0], "o", color="C2")
-            ax.annotate(t["id"], (t["decision_id"], 0), textcoords="offset points", xytext=(0, 6), ha="center",
-                        fontsize=7)
-        missing = [m for m in ladder if m not in r["milestones_reached"]]
-        ax.set_yticks([])
-        ax.set_xlim(0, max(last, 1) * 1.02)
-        ax.set_xlabel("decision")
-        ax.set_title(f"{r['trial_key']}: {r['outcome']}, {r['end_reason']}" +
-                     (f" (not reached: {' '.join(missing)})" if missing else ""), fontsize=8)
-        out["timelines"][r["folder"]] = _svg(fig)
-
-    conds = sorted(summary["conditions"])
-    fig, axes = plt.subplots(1, max(1, len(conds)), figsize=(7, 3.2), squeeze=False, sharey=True)
-    any_labels = False
-    for ax, label in zip(axes[0], conds or [None], strict=False):
-        counts = {}
-        for r in rows:
-            if r["condition"] == label and r["valid"]:
-                for t, n in r["errors_by_type"].items():
-                    counts.setdefault(t, 0)
-                    counts[t] += n
-        bottoms = [0] * len(MEMORY_TYPES)
-        for i, sev in enumerate(SEVERITIES):
-            heights = []
-            for t in MEMORY_TYPES:
-                heights.append(sum(_type_severity(r, t, sev) for r in rows if r["condition"] == label and r["valid"]))
-            any_labels = any_labels or any(heights)
-            ax.bar(range(len(MEMORY_TYPES)), heights, bottom=bottoms, label=sev, color=f"C{i + 3}")
-            bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
-        ax.set_xticks(range(len(MEMORY_TYPES)), MEMORY_TYPES, rotation=60, ha="right", fontsize=7)
-        ax.set_title(f"condition {label}")
-    axes[0][0].set_ylabel("confirmed memory errors")
-    axes[0][-1].legend(fontsize=7)
-    if not any_labels:
-        fig.suptitle("No confirmed memory-error labels", fontsize=9)
-    out["memory_errors"] = _svg(fig)
-    return out
-
-
-def _type_severity(row: dict, t: str, sev: str) -> int:
-    return sum(1 for lab in row.get("_labels", []) if lab["type"] == t and lab["severity"] == sev)
 
 
 # -- writing -------------------------------------------------------------------------------------------
@@ -470,6 +364,9 @@ SIDE_BY_SIDE = [("progress: median points", "points"), ("progress: median milest
                 ("memory: storage quality", "storage_quality"), ("memory: use quality", "use_quality")]
 
 
+MEMORY_METRICS = frozenset({"material_memory_error_rate", "memory_recovery_cost", "storage_quality", "use_quality"})
+
+
 def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
     labels = sorted(summary["conditions"])
     head = ["quantity"] + [f"condition {lab}" for lab in labels]
@@ -483,10 +380,16 @@ def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
         row.append(f"{_fmt(c['completion_rate'])} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "unknown")
     body.append(row)
     body.append(["zero-progress trials"] + [str(summary["conditions"][lab]["zero_progress"]) for lab in labels])
+    body.append(["memory: annotated trials"] + [f"{summary['conditions'][lab].get('n_annotated', 0)} of "
+                                                f"{summary['conditions'][lab]['n_valid']}" for lab in labels])
     for name, metric in SIDE_BY_SIDE:
         row = [name]
         for lab in labels:
-            s = summary["conditions"][lab]["metrics"][metric]
+            c = summary["conditions"][lab]
+            s = c["metrics"][metric]
+            if metric in MEMORY_METRICS and s["median"] is None and c.get("n_annotated", 0) < c["n_valid"]:
+                row.append("not annotated" if not c.get("n_annotated") else "unknown: not every trial annotated")
+                continue
             row.append(f"{_fmt(s['median'])} ({_fmt(s['min'])} to {_fmt(s['max'])})" +
                        (f", {s['excluded']} excluded" if s["excluded"] else ""))
         body.append(row)
@@ -539,7 +442,9 @@ def trial_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
        "table{border-collapse:collapse;margin:.5em 0;font-size:.85em}td,th{border:1px solid #bbb;padding:.25em .5em;"
        "text-align:left}th{background:#eee}.pass{color:#060}.fail{color:#a00}.na{color:#666}"
-       "section{margin-bottom:2em}svg{max-width:100%;height:auto}code{background:#f4f4f4}")
+       "section{margin-bottom:2em}svg{max-width:100%;height:auto}code{background:#f4f4f4}"
+       "figure.plot{margin:.5em 0}.no-plot{color:#555;font-style:italic}"
+       ".plot-notes{color:#555;font-size:.85em;margin:.2em 0 .8em}")
 
 
 def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
@@ -580,7 +485,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         experiment_id = root.name
     sentence = conclusion(summary, rows, game, experiment_id)
     say("drawing plots")
-    svgs = plots(rows, summary, game)
+    figures = plots(rows, game)
     lh = game.long_horizon if game is not None else None
     doc = {
         "report_version": 1, "experiment_id": experiment_id, "generated_utc": datetime.now(UTC).isoformat(),
@@ -605,8 +510,8 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         "trials.csv": _csv([_scalar_row(r) for r in rows], TRIAL_COLUMNS),
         "conditions.csv": _csv(_condition_rows(summary), ["condition", "condition_id", "metric", "n", "median",
                                                           "min", "max", "unknown", "excluded", "note"]),
-        "report.md": render_md(doc, rows),
-        "report.html": render_html(doc, rows, svgs),
+        "report.md": render_md(doc, rows, figures),
+        "report.html": render_html(doc, rows, figures),
     }
     for name, text in files.items():
         (out / name).write_text(text, encoding="utf-8")
@@ -671,17 +576,41 @@ def _agreement_rows(agreement: dict) -> tuple[list[list[str]], list[list[str]]]:
 
 
 def _memory_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
-    head = ["condition", "type"] + list(SEVERITIES)
+    """Counted memory errors per condition, type and severity over the annotated valid trials; a
+    condition with none annotated shows "not annotated", never 0."""
+    head = ["condition", "annotated trials", "type"] + list(SEVERITIES)
     body = []
     for label in sorted({r["condition"] for r in rows}):
+        mine = [r for r in rows if r["condition"] == label and r["valid"]]
+        annotated = [r for r in mine if r["memory_errors"] is not None]
+        share = f"{len(annotated)} of {len(mine)}"
+        if not annotated:
+            body.append([label, share, "any"] + ["not annotated"] * len(SEVERITIES))
+            continue
         for t in MEMORY_TYPES:
-            cells = [sum(_type_severity(r, t, s) for r in rows if r["condition"] == label and r["valid"])
-                     for s in SEVERITIES]
-            body.append([label, t] + [str(c) for c in cells])
+            body.append([label, share, t] + [str(sum(type_severity(r, t, s) for r in annotated)) for s in SEVERITIES])
     return head, body
 
 
-def render_md(doc: dict, rows: list[dict]) -> str:
+PLOT_TITLES = {"progress_vs_actions": "Progress against accepted actions", "progress_vs_cost": "Progress against cost",
+               "memory_errors": "Memory errors by type and severity"}
+
+
+def _plot_notes_md(figures: dict) -> list[str]:
+    """What report.html draws, and every sentence said in place of a plot or beside it."""
+    lines = []
+    for key, title in PLOT_TITLES.items():
+        fig: Plot = figures[key]
+        notes = fig.notes if fig.svg else fig.notes[1:]
+        lines.append(f"- {title}: drawn" if fig.svg else f"- {title}: not drawn. {fig.notes[0]}")
+        lines += [f"  - {note}" for note in notes]
+    drawn = sum(t.svg is not None for t in figures["timelines"].values())
+    lines.append(f"- Milestone timelines: {drawn} of {len(figures['timelines'])} trial(s) drawn")
+    lines += [f"  - {note}" for t in figures["timelines"].values() if t.svg is None for note in t.notes]
+    return lines
+
+
+def render_md(doc: dict, rows: list[dict], figures: dict) -> str:
     s = doc["summary"]
     lines = [f"# Report: {doc['experiment_id']}", ""]
     lines += [("Blinded: conditions appear by label only (no unblinded/ folder)." if doc["blinded"]
@@ -697,8 +626,7 @@ def render_md(doc: dict, rows: list[dict]) -> str:
         lines += ["### Effect sizes", "", _md_table(EFFECT_HEAD, _effects_rows(s)), ""]
     if doc["variants"]:
         lines += ["## Seen against held-out variants (median, full range)", "", _md_table(*_variant_rows(doc)), ""]
-    lines += ["## Plots", "", "Progress against accepted actions, progress against cost, a milestone timeline per "
-              "trial and memory errors by type and severity are in report.html.", ""]
+    lines += ["## Plots", "", "The plots are in report.html:", "", *_plot_notes_md(figures), ""]
     lines += ["## Memory errors by type and severity", "", _md_table(*_memory_rows(rows)), ""]
     pairs, dis = _agreement_rows(doc["agreement"])
     lines += ["## Annotator agreement", ""]
@@ -735,7 +663,16 @@ def _scorer_text(doc: dict) -> str:
     return text
 
 
-def render_html(doc: dict, rows: list[dict], svgs: dict) -> str:
+def _figure_html(fig: Plot) -> str:
+    """A drawn plot with its notes under it, or the sentence that stands in for it (no empty axis)."""
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in (fig.notes if fig.svg else fig.notes[1:]))
+    notes = f'<ul class="plot-notes">{notes}</ul>' if notes else ""
+    if fig.svg is None:
+        return f'<p class="no-plot">{html.escape(fig.notes[0])}</p>{notes}'
+    return f'<figure class="plot">{fig.svg}</figure>{notes}'
+
+
+def render_html(doc: dict, rows: list[dict], figures: dict) -> str:
     s = doc["summary"]
     e = html.escape
 
@@ -756,13 +693,14 @@ def render_html(doc: dict, rows: list[dict], svgs: dict) -> str:
     parts.append(section("conditions", "Per-condition summary: progress, cost, actions, memory failures", summ))
     if doc["variants"]:
         parts.append(section("variants", "Seen against held-out variants", _html_table(*_variant_rows(doc))))
-    parts.append(section("progress-actions", "Progress against accepted actions", svgs["progress_vs_actions"]))
-    parts.append(section("progress-cost", "Progress against cost", svgs["progress_vs_cost"]))
+    parts.append(section("progress-actions", "Progress against accepted actions",
+                         _figure_html(figures["progress_vs_actions"])))
+    parts.append(section("progress-cost", "Progress against cost", _figure_html(figures["progress_vs_cost"])))
     parts.append(section("timelines", "Milestone timeline per trial",
-                         "".join(f'<div class="timeline" id="timeline-{e(k.replace("/", "-"))}">{v}</div>'
-                                 for k, v in svgs["timelines"].items())))
+                         "".join(f'<div class="timeline" id="timeline-{e(k.replace("/", "-"))}">{_figure_html(v)}'
+                                 '</div>' for k, v in figures["timelines"].items())))
     parts.append(section("memory-errors", "Memory errors by type and severity",
-                         svgs["memory_errors"] + _html_table(*_memory_rows(rows))))
+                         _figure_html(figures["memory_errors"]) + _html_table(*_memory_rows(rows))))
     pairs, dis = _agreement_rows(doc["agreement"])
     agree = f"<p>{e(doc['agreement']['note'])}</p>" if doc["agreement"]["note"] else ""
     if pairs:
@@ -919,7 +857,7 @@ def write_package(root: Path, output: Path, *, include_raw: bool = False, seed: 
             redacted.append(rel)
             path.write_text(clean, encoding="utf-8")
     here = Path(__file__).resolve().parent
-    for src in (here / "metrics.py", here / "report.py", here.parent / "docs" / "metrics.md"):
+    for src in (here / "metrics.py", here / "report.py", here / "report_plots.py", here.parent / "docs" / "metrics.md"):
         if src.is_file():
             put(f"analysis/{src.name}", src.read_bytes())
     readme = [

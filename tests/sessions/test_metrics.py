@@ -84,6 +84,16 @@ def test_disagreements_not_counted_until_adjudicated():
     assert 8 not in [lab.decision_id for lab in confirmed_labels(layers).labels]
 
 
+def test_a_trial_is_annotated_only_when_a_basis_layer_labels_it():
+    layers = two_annotators()  # every label on X-01
+    layers["bob"].append(ann("bob", 3, "route", "minor", n=4, trial="X-02", kind="route", room="hall"))
+    layers["operator"] = [ann("operator", 4, "omission", n=1, trial="Y-01")]  # not the basis: annotators are
+    assert confirmed_labels(layers).annotated == {"X-01", "X-02"}
+    # with no annotator layer the operator's live tags are the basis, and name their trials only
+    assert confirmed_labels({"operator": layers["operator"]}).annotated == {"Y-01"}
+    assert confirmed_labels({}).annotated == set()
+
+
 def test_primary_cause_with_memory_consequence_counted_once():
     layers = {"ann": [
         ann("ann", 3, "other", "material", n=1),  # perception: the primary cause, not a memory error

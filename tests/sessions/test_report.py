@@ -1,9 +1,14 @@
 """`oakwatch report` end to end on a real two-condition run of the bundled cartridge."""
 
+import base64
 import csv
+import io
+import itertools
 import json
+import os
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,6 +16,7 @@ import yaml
 from app.cli import main
 from sessions import annotation_layer as al
 from sessions.assets import DEFAULT_MANIFEST
+from sessions.report import build_report
 from sessions.verify import verify_experiment
 from tests.conftest import run_experiment, write_manifest
 
@@ -63,8 +69,10 @@ def test_report_end_to_end(two_conditions, tmp_path, capsys):
     parsed.feed(page)
     assert set(SECTIONS) <= parsed.ids
     assert not parsed.external  # self-contained: no script, stylesheet link or remote address
-    # progress vs actions, progress vs cost, one timeline per trial, memory errors by type and severity
-    assert parsed.tags.count("svg") == 2 + len(results) + 1
+    # progress vs actions, a timeline per trial that reached a rung, memory errors by type and severity;
+    # no progress-vs-cost plot: every cost is a known $0 (scripted and random players), and it says so
+    assert parsed.tags.count("svg") == 1 + sum(bool(r.milestones) for r in results) + 1
+    assert "cost is a known $0" in page
     assert "http" not in re.sub(r'xmlns(:\w+)?="[^"]*"', "", page)  # namespaces only, nothing to fetch
     # blinded: labels only, never the condition ids
     assert doc["blinded"] and "walkthrough" not in page and "wander" not in page
@@ -128,3 +136,102 @@ def test_export_package(two_conditions, tmp_path):
     raw = tmp_path / "raw"
     assert main(["export", str(root), "--output", str(raw), "--include-raw"]) == 0
     assert (raw / "trials" / "X-01" / "responses.jsonl").is_file()
+
+
+@pytest.fixture(scope="module")
+def two_report(two_conditions, tmp_path_factory):
+    """The two-condition run's report, without replay (no figure here needs per-action state)."""
+    out = tmp_path_factory.mktemp("two-report")
+    doc = build_report(two_conditions[0], out, replay=False)
+    return out, doc
+
+
+def test_trials_nobody_annotated_are_null_never_zero(two_report):
+    out, doc = two_report
+    figures = ("memory_errors", "material_errors", "memory_error_rate", "material_memory_error_rate",
+               "memory_recovery_cost", "storage_quality", "use_quality")
+    rows = {r["trial_key"]: r for r in doc["trials"]}
+    assert rows["X-01"]["memory_errors"] == 1  # the one trial the annotators labelled
+    for key in ("X-02", "Y-01", "Y-02"):
+        assert [rows[key][f] for f in figures] == [None] * len(figures), key
+    with (out / "trials.csv").open() as f:
+        csv_rows = {r["trial_key"]: r for r in csv.DictReader(f)}
+    assert csv_rows["X-01"]["memory_errors"] == "1"
+    assert {csv_rows[k]["memory_errors"] for k in ("X-02", "Y-01", "Y-02")} == {""}
+    per = doc["summary"]["conditions"]
+    assert (per["X"]["n_annotated"], per["Y"]["n_annotated"]) == (1, 0)
+    assert per["Y"]["errors_by_type"] is None and per["X"]["errors_by_type"]["omission"] == 1
+    with (out / "conditions.csv").open() as f:
+        y = next(r for r in csv.DictReader(f) if r["condition"] == "Y" and r["metric"] == "memory_errors")
+    assert (y["median"], y["unknown"]) == ("", "2")  # unknown, not a median of zeros
+    md = (out / "report.md").read_text()
+    assert "| Y | 0 of 2 | any | not annotated | not annotated | not annotated |" in md
+    assert md.count("| not annotated |") >= 3  # the trial table's memory-error cells
+    assert "| memory: material errors per 100 decisions | unknown: not every trial annotated | not annotated |" in md
+
+
+REPORT_GEOMETRY = """
+const page = document.documentElement.getBoundingClientRect();
+return [...document.querySelectorAll('svg')].map(svg => {
+  const r = svg.getBoundingClientRect(), s = svg.closest('section').getBoundingClientRect();
+  const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim()).map(t => {
+    const b = t.getBoundingClientRect(); return [t.textContent.trim(), b.left, b.top, b.right, b.bottom]; });
+  return {section: svg.closest('section').id, width: r.width, height: r.height,
+          inside: r.left >= s.left - 0.5 && r.right <= s.right + 0.5 && r.right <= page.right + 0.5, texts};
+});
+"""
+
+
+def _chromium(tmp_path):
+    """Debian's chromium through the system chromedriver, offline (as tests/console/test_serve.py)."""
+    chromium = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None)
+    if chromium is None or not Path("/usr/bin/chromedriver").is_file():
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ["SE_OFFLINE"] = "true"  # never let Selenium Manager fetch a driver
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+                "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no host resolves
+                "--window-size=1280,900", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+def _overlaps(a, b) -> bool:
+    return a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5 and a[2] < b[4] - 0.5 and b[2] < a[4] - 0.5
+
+
+def test_report_html_renders_in_headless_chromium(two_report, tmp_path):
+    from PIL import Image
+
+    out, _ = two_report
+    driver = _chromium(tmp_path)
+    try:
+        driver.get((out / "report.html").as_uri())
+        figures = driver.execute_script(REPORT_GEOMETRY)
+        shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+        loaded = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        no_plot = driver.execute_script(
+            "return [...document.querySelectorAll('.no-plot')].map(p => p.closest('section').id)")
+    finally:
+        driver.quit()
+    assert loaded == []  # self-contained: the page fetched nothing
+    png = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
+    if os.environ.get("OAKWATCH_REPORT_SCREENSHOT"):  # to look at the page
+        Path(os.environ["OAKWATCH_REPORT_SCREENSHOT"]).write_bytes(base64.b64decode(shot["data"]))
+    assert png.height > 900 and len(set(png.resize((200, 400)).getdata())) > 16  # drawn, not blank
+    # the drawn figures: progress against actions, X's two timelines, memory errors; cost (all $0)
+    # and Y's timelines (no rung reached) are sentences
+    assert [f["section"] for f in figures] == ["progress-actions", "timelines", "timelines", "memory-errors"]
+    assert sorted(no_plot) == ["progress-cost", "timelines", "timelines"]
+    for f in figures:
+        assert f["width"] > 100 and f["height"] > 50 and f["inside"], f
+        for a, b in itertools.combinations(f["texts"], 2):  # M7 and M8 among them, a decision apart
+            assert not _overlaps(a, b), f"{f['section']}: {a[0]!r} overlaps {b[0]!r}"
