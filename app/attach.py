@@ -1,10 +1,14 @@
 """`oakwatch attach DIR`: the console over an experiment started elsewhere (headless, CI, a cluster,
 another terminal), following its evidence folder as it grows.
 
-The overview shows every trial of the schedule at once (blinded label, status, deepest rung,
-accepted actions, cost, a sparkline of points over actions); enter drills into one with the live
-console's panes (frame, budgets, ladder, memory, trace), escape goes back. The folder is read with
-aiofiles on a timer (app.attach_data), so the UI never waits on disk.
+The overview shows every trial of the schedule at once (blinded label, status: waiting, running,
+paused, stepping or the outcome in the end line's words; deepest rung, accepted actions, cost, a
+sparkline of points over actions); enter drills into one with the live console's panes (frame,
+budgets, ladder, memory, trace), escape goes back. Once the run is over (its summary.json written
+after its last run-finished line) the summary table headless runs print appears under the rows.
+The folder is read with aiofiles on a timer (app.attach_data), so the UI never waits on disk.
+Paused and stepping come from the control channel's status op (the folder records no pause):
+without a channel a held trial reads running.
 
 Operator keys p (pause/resume), s (step), x (end the trial) and t (tag) act on the selected trial
 through the run's control channel (sessions.control_socket) when the run listens on one; without
@@ -23,6 +27,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from app.attach_data import AttachFolder, TrialFollower
 from app.console import rubric_types, short_path, trial_panes
+from app.console_state import MODEL_REDACTED
 from engine.trial import utc_now
 from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
@@ -31,14 +36,27 @@ from panes.help import TextScreen
 from panes.ladder import LadderPane
 from panes.memory import MemoryPane
 from panes.overview import OverviewPane
-from panes.status import StatusBar
+from panes.status import StatusBar, SummaryPane
 from panes.trace import TracePane, detail_text
 from sessions.control_socket import ControlClient
 from themes import DEFAULT_THEME, TCSS, THEMES, load_config
 
 POLL_SECONDS = 0.25
 STATUS_SECONDS = 1.0
-READ_ONLY = "read-only: no control channel"
+READ_ONLY = "read-only: no control channel (pauses not shown)"
+
+
+def held_trials(reply: dict) -> dict[str, str]:
+    """trial key -> paused or stepping, from a status reply (sessions.control_socket)."""
+    held = ("paused", "stepping")
+    states = reply.get("trial_states")
+    if isinstance(states, dict):  # a run of many trials at once
+        return {k: v for k, v in states.items() if isinstance(k, str) and v in held}
+    if isinstance(reply.get("paused_trials"), list):  # the same, from a run that names no states
+        return {k: "paused" for k in reply["paused_trials"] if isinstance(k, str)}
+    if reply.get("paused") and isinstance(reply.get("trial"), str):  # one trial at a time
+        return {reply["trial"]: "stepping" if reply.get("state") == "stepping" else "paused"}
+    return {}
 
 
 class TrialScreen(Screen):
@@ -109,6 +127,7 @@ class AttachApp(App[int]):
     CSS_PATH = TCSS
     CSS = """
     #attach-status { height: 1; background: $panel; color: $foreground; padding: 0 1; }
+    #summary { max-height: 45%; }  /* the overview keeps the rest: the rows stay in view */
     OverviewPane { border: round $secondary; border-title-color: $primary; border-title-style: bold;
                    border-subtitle-color: $text-muted; background: $surface; }
     """
@@ -131,6 +150,7 @@ class AttachApp(App[int]):
         self.poll_seconds = poll_seconds
         self.frame_protocol = frame_protocol
         self.control_state: dict | None = None
+        self._summary_shown = None
         self._polling = False
         self._last_status = 0.0
         self.polls = 0
@@ -142,6 +162,7 @@ class AttachApp(App[int]):
     def compose(self) -> ComposeResult:
         yield Static("", id="attach-status", markup=False)
         yield OverviewPane(id="overview")
+        yield SummaryPane(id="summary")  # under the rows (hidden until the run is over)
         yield Footer()
 
     async def on_mount(self) -> None:
@@ -185,23 +206,21 @@ class AttachApp(App[int]):
             self._polling = False
 
     async def _control_status(self) -> None:
+        """Which trials are paused or stepping: only the run's control channel knows (the folder
+        records no pause), so without one every running trial reads running. A read-only console
+        asks too: status changes nothing."""
         if not self.client.available:
             self.control_state = None
-            self.folder.paused_trials = set()
+            self.folder.held = {}
             return
         reply = await self.client.asend({"op": "status"})
         self.control_state = reply if reply.get("ok") else None
-        paused: set[str] = set()
-        if reply.get("ok"):
-            if isinstance(reply.get("paused_trials"), list):  # a run of many trials at once
-                paused = {k for k in reply["paused_trials"] if isinstance(k, str)}
-            elif reply.get("paused") and isinstance(reply.get("trial"), str):
-                paused = {reply["trial"]}
-        self.folder.paused_trials = paused
+        self.folder.held = held_trials(reply) if reply.get("ok") else {}
 
     def show_overview(self) -> None:
         rows = self.folder.rows()
         self.query_one(OverviewPane).show(rows)
+        self._show_summary()
         counts = {s: sum(1 for r in rows if r.status == s) for s in ("running", "ended", "waiting", "voided")}
         parts = ["attach (blinded)", self.folder.experiment_id or short_path(self.root, 40),
                  f"run {self.folder.run_state}",
@@ -209,6 +228,22 @@ class AttachApp(App[int]):
                  "read-only" if self.read_only else
                  "control channel" if self.control_state is not None else READ_ONLY]
         self.query_one("#attach-status", Static).update(" · ".join(parts))
+
+    def _show_summary(self) -> None:
+        """Once the run is over, the summary table headless runs print (and the single console shows)."""
+        summary = self.folder.summary
+        if summary is None or summary is self._summary_shown:
+            return
+        from app.headless import summary_table
+
+        try:
+            table = summary_table(summary, self.folder.results())
+        except Exception as exc:  # a display fault must not hide that the run is over
+            table = f"(the summary could not be shown: {type(exc).__name__}: {exc})"
+        for model_id in sorted((m for m in self.folder.models if len(m) >= 3), key=len, reverse=True):
+            table = table.replace(model_id, MODEL_REDACTED)
+        self._summary_shown = summary
+        self.query_one(SummaryPane).show_table(table, short_path(self.root, 60))
 
     # -- moving -----------------------------------------------------------------------------------
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -17,6 +17,7 @@ trace or a response names, and the manifest's), and neither conditions/ nor blin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import OrderedDict
@@ -49,10 +50,12 @@ from engine.records import (
     TrialGenesis,
     TrialResult,
 )
+from panes.figures import money
+from panes.lines import outcome_words
 from sessions import layout
 from sessions.framestore import HEADER, MAGIC, MAX_FRAME_BYTES, decode_png
 from sessions.reader import FormatProblem, parse
-from sessions.records import RunEvent, ScheduleFile
+from sessions.records import RunEvent, ScheduleFile, Summary
 
 BLANK = np.zeros((144, 160, 3), dtype=np.uint8)
 FACT_WRITING_OPS = frozenset({"write", "update", "supersede", "complete"})
@@ -204,6 +207,7 @@ class Row:
     status: str  # waiting, running, ended, voided
     outcome: str | None = None
     reason: str | None = None
+    invalid_cause: str | None = None
     deepest: str | None = None
     decisions: int = 0
     actions: int = 0
@@ -212,21 +216,27 @@ class Row:
     total_points: int = 0
     series: list[tuple[int, int]] = field(default_factory=list)
     max_actions: int | None = None
-    paused: bool = False
+    held: str | None = None  # a running trial's operator state from the control channel: paused, stepping
+
+    @property
+    def paused(self) -> bool:
+        return self.held is not None
 
     def status_text(self) -> str:
-        if self.status == "ended":
-            return f"ended · {self.outcome}"
+        """The outcome in the words of the console's end line (without the operator's own words),
+        or waiting / running / paused / stepping."""
+        if self.status in ("ended", "voided") and self.outcome is not None:
+            words = outcome_words({"outcome": self.outcome, "termination_reason": self.reason,
+                                   "invalid_cause": self.invalid_cause}, detail=False)
+            return words if self.status == "ended" else f"voided · {words}"
         if self.status == "voided":
-            return f"voided · {self.outcome or 'invalid'}"
-        if self.status == "running" and self.paused:
-            return "running · paused"
+            return "voided"
+        if self.status == "running" and self.held:
+            return self.held
         return self.status
 
     def cost_text(self) -> str:
-        if self.status == "waiting":
-            return ""
-        return "unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        return "" if self.status == "waiting" else money(self.cost_usd)
 
 
 # -- one trial ---------------------------------------------------------------------------------------
@@ -448,7 +458,7 @@ class TrialFollower:
                   decisions=self.decisions, actions=self.actions, cost_usd=self.cost, points=self.points_now(),
                   total_points=total, series=list(self.series), max_actions=self.limits.get("accepted_actions"))
         if r is not None:
-            row.outcome, row.reason = r.outcome, r.termination_reason
+            row.outcome, row.reason, row.invalid_cause = r.outcome, r.termination_reason, r.invalid_cause
             row.deepest = r.deepest_milestone
             row.points, row.total_points = r.progress_points, r.total_points or total
             row.decisions = r.last_decision
@@ -480,7 +490,30 @@ class AttachFolder:
         self._run_log = Tail(self.root / layout.RUN_LOG)
         self._schedule = Watched(self.root / layout.SCHEDULE)
         self._manifest_read = False
-        self.paused_trials: set[str] = set()  # from the control channel, when there is one
+        # From the control channel's status op, when there is one (the folder records no pause):
+        # trial key -> paused or stepping.
+        self.held: dict[str, str] = {}
+        self._summary_file = Watched(self.root / layout.SUMMARY)
+        self._summary: Summary | None = None
+        self._finished_head: str | None = None  # SHA-256 of the run log's last run-finished line
+
+    @property
+    def paused_trials(self) -> set[str]:
+        return set(self.held)
+
+    @property
+    def summary(self) -> Summary | None:
+        """The run's summary once it is over: summary.json written after the run log's last
+        run-finished line (a resumed run's earlier summary is not this run's)."""
+        s = self._summary
+        if s is None or self._finished_head is None or s.run_log_head != self._finished_head:
+            return None
+        return s
+
+    def results(self) -> list[TrialResult]:
+        """The sealed results of the trials followed (voided ones included), in the order they ended."""
+        found = [f.result for f in self.followers.values() if f.result is not None]
+        return sorted(found, key=lambda r: (r.ended_utc, r.position))
 
     async def _setup(self) -> None:
         data = await self._schedule.changed()
@@ -533,8 +566,18 @@ class AttachFolder:
             changed = True
             if event.event == "run-finished":
                 self.run_state = "finished" + (f" ({event.stop_reason})" if event.stop_reason else "")
+                self._finished_head = hashlib.sha256(line).hexdigest()
             elif event.event == "run-started":  # a resumed run starts again after a finish
                 self.run_state = "running"
+                self._finished_head = None
+        data = await self._summary_file.changed()
+        if data:
+            try:
+                self._summary = parse(Summary, data, layout.SUMMARY)
+                changed = True
+            except FormatProblem as exc:
+                self._summary = None
+                self.problems.append(str(exc))
         for key in self.order:
             path = await self._trial_path(key)
             follower = self.followers.get(key)
@@ -579,11 +622,13 @@ class AttachFolder:
         for key in self.order:
             follower = self.followers.get(key)
             if follower is None or not follower.started:
-                out.append(Row(key, key.split("-", 1)[0], "running" if follower is not None else "waiting",
-                               total_points=total, max_actions=self.limits.get("accepted_actions")))
+                status = "running" if follower is not None else "waiting"
+                out.append(Row(key, key.split("-", 1)[0], status, total_points=total,
+                               max_actions=self.limits.get("accepted_actions"),
+                               held=self.held.get(key) if status == "running" else None))
             else:
                 row = follower.row("voided" if key in self.voided else None)
-                row.paused = key in self.paused_trials and row.status == "running"
+                row.held = self.held.get(key) if row.status == "running" else None
                 out.append(row)
         return out
 

@@ -10,6 +10,7 @@ import time
 from typing import TextIO
 
 from engine.events import DecisionRecorded, Event, MilestoneReached, TrialEnded, TrialStarted
+from panes.figures import money
 from panes.lines import milestone_line, trial_ended_line, trial_started_line
 
 
@@ -95,9 +96,8 @@ class HeadlessPrinter:
         running = len(self._running)
         left = max(0, self.schedule - self._done - running) if self.schedule is not None else None
         actions = self._actions + sum(v[1] for v in self._running.values())
-        spend = "unknown" if self._spend is None else f"${self._spend:.4f}"
         return (f"trials: {self._done} done, {running} running, {'?' if left is None else left} left · "
-                f"{actions / elapsed:,.0f} actions/s · spend {spend} · {elapsed:.0f}s")
+                f"{actions / elapsed:,.0f} actions/s · spend {money(self._spend)} · {elapsed:.0f}s")
 
     def _tick(self) -> None:
         # A timer thread, so progress keeps coming even while one decision is slow.
@@ -168,7 +168,7 @@ def summary_table(summary, results: list) -> str:
         why = r.termination_reason + (f" ({r.invalid_cause})" if r.invalid_cause else "")
         rows.append((r.trial_key, r.outcome, r.deepest_milestone or "-", f"{r.progress_points}/{r.total_points}",
                      str(t.accepted_actions) if t else "-", str(t.decisions) if t else "-",
-                     "unknown" if cost is None else f"${cost:.4f}", why))
+                     money(cost), why))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

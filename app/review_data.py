@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from engine.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, TrialResult
+from engine.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, TrialResult, Usage
 from engine.trial import utc_now
+from panes.figures import decision_figure, money
 from sessions import layout
 from sessions.framestore import StoredFrame, decode_png, scan_store
 from sessions.reader import FormatProblem, parse
@@ -164,12 +165,14 @@ class TrialEntry:
     points: int | None
     total_points: int | None
     deepest: str | None
+    cost_usd: float | None = None  # the result's (None: unknown, or no result yet)
 
     def line(self) -> str:
         pts = "" if self.points is None else f" {self.points}/{self.total_points} pts"
         deep = f" {self.deepest}" if self.deepest else ""
         n = "" if self.decisions is None else f" {self.decisions}d"
-        return f"{self.key}  {self.outcome}{deep}{pts}{n}"
+        cost = "" if self.outcome == "running" else f" {money(self.cost_usd)}"
+        return f"{self.key}  {self.outcome}{deep}{pts}{n}{cost}"
 
 
 def list_trials(root: Path) -> list[TrialEntry]:
@@ -186,7 +189,8 @@ def list_trials(root: Path) -> list[TrialEntry]:
             out.append(TrialEntry(key, label, "running", None, None, None, None))
         else:
             out.append(TrialEntry(key, result.condition, result.outcome, result.last_decision,
-                                  result.progress_points, result.total_points, result.deepest_milestone))
+                                  result.progress_points, result.total_points, result.deepest_milestone,
+                                  result.telemetry.cost_usd if result.telemetry is not None else None))
     return out
 
 
@@ -546,13 +550,13 @@ class TrialData:
         response = self.responses.get(n)
         attempts = []
         for i, a in enumerate(response.attempts if response else (), 1):
-            usage = a.usage
+            # No usage: not a paid call (engine.records.Attempt), so it cost nothing, a known zero.
+            usage = a.usage or Usage(input_tokens=0, output_tokens=0, cached_tokens=0, cost_usd=0.0)
             attempts.append(AttemptView(
                 n=i, raw=self.masker.text(a.raw), valid=a.valid, error=self.masker.text(a.error),
                 aborted=a.aborted, model=self.masker.field(a.model_id), latency_ms=a.latency_ms,
-                input_tokens=usage.input_tokens if usage else None,
-                output_tokens=usage.output_tokens if usage else None,
-                cost_usd=usage.cost_usd if usage else None, stop_reason=a.stop_reason,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                cost_usd=usage.cost_usd, stop_reason=a.stop_reason,
                 failure=a.failure, thinking=self.masker.text(_thinking(a.reply))))
         observed = json.loads(self.masker.text(json.dumps(t.observed))) if t.observed is not None else None
         return DecisionView(
@@ -566,7 +570,8 @@ class TrialData:
             milestones_after=tuple(t.milestones_after),
             awarded=tuple(m for m in t.milestones_after if m not in t.milestones_before),
             termination_reason=t.termination_reason, attempts=tuple(attempts), latency_ms=t.latency_ms,
-            cost_usd=t.provider_cost_usd)
+            # The trace's null cost means "none" without a paid call (a scripted decision: $0), unknown after one.
+            cost_usd=decision_figure(t.model_dump(include={"paid_calls", "provider_cost_usd"}), "provider_cost_usd"))
 
     def memory_at(self, n: int) -> MemoryView:
         view = replay_memory(self.ops, n, self.rules)

@@ -42,6 +42,7 @@ class RunControl:
         self._late_tagger: Tagger | None = None  # tags for a trial that has ended
         self._canceller: Callable[[], None] | None = None
         self._listeners: list[Callable[[str], None]] = []
+        self._announced = RUNNING  # the last state the listeners heard
 
     # -- commands (any thread) ------------------------------------------------------------------
     def pause(self) -> None:
@@ -140,6 +141,7 @@ class RunControl:
         self._announce(new)
 
     def _announce(self, state: str) -> None:
+        self._announced = state
         for listener in list(self._listeners):
             listener(state)
 
@@ -163,8 +165,13 @@ class RunControl:
             self._canceller = None
 
     def checkpoint(self) -> EndRequest | None:
-        """Block while paused; consume one step if stepping. Return what ends the trial, or None."""
+        """Block while paused; consume one step if stepping. Return what ends the trial, or None.
+        Holding again after a step is announced (paused): the step is over, and every display says so."""
         start = time.monotonic()
+        with self._cond:
+            stepped = self._state == PAUSED and self._announced == STEPPING and self.request is None
+        if stepped:
+            self._announce(PAUSED)
         with self._cond:
             while self._state == PAUSED and self.request is None:
                 self._cond.wait(0.25)

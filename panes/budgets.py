@@ -3,7 +3,7 @@
 Accepted actions, model decisions, wall time, cost and tokens, from the trial's budget snapshot.
 Unknown usage (None) reads "unknown", never 0 or $0.00 (a cost or token count is known zero until
 a paid call, and stays unknown once one call's was not measured); a budget without a limit
-shows what was used, without a bar.
+shows what was used, without a bar. Costs and tokens are rendered by panes.figures.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from textual.content import Content
 from textual.widgets import Static
 
-from panes.lines import count, usd
+from panes.figures import UNKNOWN, money, tokens
 from panes.pulling import start_pulling
 
 ROWS = (("accepted_actions", "actions"), ("model_decisions", "decisions"),
@@ -38,11 +38,11 @@ def level(used, limit) -> str:
 
 def fmt(key: str, value) -> str:
     if value is None:
-        return "unknown"
+        return UNKNOWN
     if key == "total_cost_usd":
-        return usd(value)
+        return money(value)
     if key == "tokens":
-        return count(value)
+        return tokens(value)
     if key == "wall_time_minutes":
         seconds = int(round(value * 60))
         return f"{seconds // 60}:{seconds % 60:02d}"

@@ -1,24 +1,14 @@
 """One-line text for run events, shared by the trace pane and the headless printer.
 
 Plain strings only, no Textual: the headless path imports this and must stay Textual-free.
-Unknown figures (None) read "unknown", never 0 or $0.
+Figures are rendered by panes.figures (unknown reads "unknown", never 0 or $0).
 """
 
 from __future__ import annotations
 
+from panes.figures import money, tokens
 
-def usd(value: float | None) -> str:
-    """A cost: "$0.0123"; a known cost under a hundredth of a cent keeps its digits ("$0.000042")."""
-    if value is None:
-        return "unknown"
-    if 0 < abs(value) < 0.0001:
-        return f"${value:.6f}"
-    return f"${value:.4f}"
-
-
-def count(value: int | float | None) -> str:
-    """A token count with thousands separators, or "unknown"."""
-    return "unknown" if value is None else f"{int(value):,}"
+usd, count = money, tokens  # the names earlier callers import: the same single rendering
 
 
 def milestone_line(award: dict) -> str:
@@ -35,15 +25,21 @@ def trial_started_line(trial_key: str, index: int, total: int, frame_sha256: str
 def spend(telemetry: dict | None) -> str:
     """A trial's cost and tokens from its telemetry; a recovered trial without one has them unknown."""
     t = telemetry or {}
-    return f"cost {usd(t.get('cost_usd'))}, tokens {count(t.get('tokens'))}"
+    return f"cost {money(t.get('cost_usd'))}, tokens {tokens(t.get('tokens'))}"
+
+
+def outcome_words(result: dict, *, detail: bool = True) -> str:
+    """How a trial ended, in the words of its end line: "game-failure (budget:accepted_actions)",
+    "harness-error (operator-abort: stuck, invalid: operator-abort)". `detail=False` leaves out
+    the operator's or the error's own words (the overview's narrow column)."""
+    why = result.get("termination_reason")
+    if detail and result.get("termination_detail"):
+        why = f"{why}: {result['termination_detail']}"
+    cause = f", invalid: {result['invalid_cause']}" if result.get("invalid_cause") else ""
+    return f"{result.get('outcome')} ({why}{cause})"
 
 
 def trial_ended_line(result: dict) -> str:
     """A result.json record as a dict."""
-    why = result.get("termination_reason")
-    if result.get("termination_detail"):
-        why = f"{why}: {result['termination_detail']}"
-    cause = f", invalid: {result['invalid_cause']}" if result.get("invalid_cause") else ""
     error = f" — {result['error']}" if result.get("error") else ""
-    return (f"trial {result.get('trial_key')} ended: {result.get('outcome')} ({why}{cause}), "
-            f"{spend(result.get('telemetry'))}{error}")
+    return f"trial {result.get('trial_key')} ended: {outcome_words(result)}, {spend(result.get('telemetry'))}{error}"

@@ -1,7 +1,9 @@
 """Every trial of an experiment at once: status, deepest rung, actions, cost and a progress sparkline.
 
 Rows come from app.attach_data (its `Row`, read here through RowLike); the table is updated cell
-by cell so the cursor stays on the trial it was on. Enter on a row posts DataTable.RowSelected
+by cell so the cursor stays on the trial it was on, each column widening to its longest text.
+The status of an ended trial is its outcome in the end line's words, of a held one paused or
+stepping; the cost is panes.figures' rendering. Enter on a row posts DataTable.RowSelected
 (the row key is the trial key).
 Labels only: no condition or model is ever named here.
 """
@@ -15,9 +17,6 @@ from textual.widgets import DataTable
 COLUMNS = (("trial", "Trial"), ("status", "Status"), ("deepest", "Deepest"), ("decisions", "Decisions"),
            ("actions", "Actions"), ("cost", "Cost"), ("points", "Points"), ("progress", "Points over actions"))
 SPARK_WIDTH = 24
-
-
-
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
@@ -104,7 +103,9 @@ class OverviewPane(DataTable):
                     continue
                 for (col, _), new, was in zip(COLUMNS, cells, old, strict=True):
                     if new != was:
-                        self.update_cell(row.key, col, new)
+                        # The column widens to its new text: the widths the first (waiting) rows set
+                        # would cut an outcome to "ended ·" and $0.00 to "$0.0".
+                        self.update_cell(row.key, col, new, update_width=True)
                 self._cells[row.key] = cells
         counts = {}
         for r in rows:

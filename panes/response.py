@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from panes.lines import count, usd
+from panes.figures import latency, money, tokens
 
 
 class AttemptLike(Protocol):
@@ -31,10 +31,6 @@ class AttemptLike(Protocol):
     thinking: str | None
 
 
-def _ms(value: float | None) -> str:
-    return "unknown" if value is None else f"{value / 1000:.2f}s"
-
-
 def render_decision(view) -> Text:
     """The whole text of the pane for a DecisionView (app.review_data)."""
     out = Text()
@@ -48,7 +44,7 @@ def render_decision(view) -> Text:
          + ("  ABORTED" if view.aborted else ""))
     if view.model is not None:
         out.append(f"model {view.model}  ", style="dim")
-    out.append(f"latency {_ms(view.latency_ms)}  cost {usd(view.cost_usd)}\n", style="dim")
+    out.append(f"latency {latency(view.latency_ms)}  cost {money(view.cost_usd)}\n", style="dim")
     out.append("actions  ", style="bold")
     out.append(" ".join(view.parsed_actions) or "none")
     out.append(f"   accepted {view.accepted_actions}: {' '.join(view.inputs) or 'none'}\n")
@@ -69,8 +65,8 @@ def render_decision(view) -> Text:
     for a in view.attempts:
         fate = "valid" if a.valid else ("aborted" if a.aborted else "invalid")
         head(f"Attempt {a.n} of {len(view.attempts)}: {fate}")
-        meta = [f"latency {_ms(a.latency_ms)}", f"tokens {count(a.input_tokens)}/{count(a.output_tokens)}",
-                f"cost {usd(a.cost_usd)}"]
+        meta = [f"latency {latency(a.latency_ms)}", f"tokens {tokens(a.input_tokens)}/{tokens(a.output_tokens)}",
+                f"cost {money(a.cost_usd)}"]
         if a.model is not None:
             meta.insert(0, f"model {a.model}")
         if a.stop_reason:

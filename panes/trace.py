@@ -27,7 +27,8 @@ from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.widgets import Log
 
-from panes.lines import count, milestone_line, trial_ended_line, trial_started_line, usd
+from panes.figures import decision_figure, latency, money, tokens
+from panes.lines import milestone_line, trial_ended_line, trial_started_line
 from panes.pulling import start_pulling
 
 MAX_LINES = 10_000  # a decision with a reasoning summary takes two
@@ -51,10 +52,6 @@ def _short(value, width: int) -> str:
 def _ids(ids: list, shown: int = 2) -> str:
     listed = ",".join(str(i) if i else "✗" for i in ids[:shown])
     return listed + (f",+{len(ids) - shown}" if len(ids) > shown else "")
-
-
-def _latency(ms: float) -> str:
-    return f"{ms:.0f}ms" if ms < 10_000 else f"{ms / 1000:.1f}s"
 
 
 def observation(observed: dict | None) -> str:
@@ -99,13 +96,13 @@ def decision_line(t: dict) -> str:
     cost, tokens_in, tokens_out = t.get("provider_cost_usd"), t.get("input_tokens"), t.get("output_tokens")
     if t.get("paid_calls") or cost is not None or tokens_in is not None:
         # A paid call's figures: unknown reads "unknown" (a policy that pays nothing shows none).
-        parts.append("cost unknown" if cost is None else usd(cost))
+        parts.append("cost unknown" if cost is None else money(cost))
         if tokens_in is None and tokens_out is None:
             parts.append("tok unknown")
         else:
-            parts.append(f"tok {count(tokens_in)}/{count(tokens_out)}")
+            parts.append(f"tok {tokens(tokens_in)}/{tokens(tokens_out)}")
     if t.get("latency_ms") is not None:
-        parts.append(_latency(t["latency_ms"]))
+        parts.append(latency(t["latency_ms"]))
     reads, writes = t.get("memory_reads") or [], t.get("memory_writes") or []
     if reads or writes:
         mem = []
@@ -151,9 +148,9 @@ def format_item(kind: str, payload) -> str:
 DETAIL_FIELDS = (  # what the detail view shows of a decision (never the model id or the condition id)
     ("decision_id", "decision"), ("timestamp_utc", "time"), ("parsed_actions", "actions"),
     ("accepted_actions", "accepted"), ("invalid_output", "invalid output"), ("attempts", "attempts"),
-    ("aborted", "aborted"), ("observed", "observed"), ("provider_cost_usd", "cost (USD)"),
+    ("aborted", "aborted"), ("observed", "observed"), ("provider_cost_usd", "cost"),
     ("cost_source", "cost source"), ("input_tokens", "input tokens"), ("output_tokens", "output tokens"),
-    ("cached_tokens", "cached tokens"), ("latency_ms", "latency (ms)"), ("memory_reads", "memory read"),
+    ("cached_tokens", "cached tokens"), ("latency_ms", "latency"), ("memory_reads", "memory read"),
     ("memory_writes", "memory written"), ("milestones_before", "milestones before"),
     ("milestones_after", "milestones after"), ("frame_sha256", "frame"), ("result_frame_sha256", "result frame"),
     ("result_frame_index", "result frame index"), ("prompt_sha256", "prompt"),
@@ -174,6 +171,17 @@ def _value(value) -> str:
     return str(value)
 
 
+def _figure(t: dict, key: str) -> str:
+    """A decision's field as the detail view shows it: usage figures by panes.figures."""
+    if key == "provider_cost_usd":
+        return money(decision_figure(t, key))
+    if key in ("input_tokens", "output_tokens", "cached_tokens"):
+        return tokens(decision_figure(t, key))
+    if key == "latency_ms":
+        return latency(t.get(key))
+    return _value(t[key])
+
+
 def detail_text(kind: str, payload) -> str:
     """One trace item whole: its line, then every field that matters, the reasoning summary in full."""
     lines = [format_item(kind, payload), ""]
@@ -181,14 +189,14 @@ def detail_text(kind: str, payload) -> str:
         t = payload if isinstance(payload, dict) else payload.model_dump()
         for key, label in DETAIL_FIELDS:
             if key in t:
-                lines.append(f"{label}: {_value(t[key])}")
+                lines.append(f"{label}: {_figure(t, key)}")
     elif kind == "ended" and isinstance(payload, dict):
         for key, label in ENDED_FIELDS:
             if payload.get(key) is not None:
                 lines.append(f"{label}: {_value(payload[key])}")
         telemetry = payload.get("telemetry") or {}
         if telemetry:
-            lines.append(f"cost: {usd(telemetry.get('cost_usd'))}, tokens: {count(telemetry.get('tokens'))}, "
+            lines.append(f"cost: {money(telemetry.get('cost_usd'))}, tokens: {tokens(telemetry.get('tokens'))}, "
                          f"decisions: {_value(telemetry.get('decisions'))}, "
                          f"accepted actions: {_value(telemetry.get('accepted_actions'))}")
     elif isinstance(payload, dict):

@@ -232,6 +232,7 @@ class _Driver:
                 running = dict(self.by_key)
                 return {"ok": True, "running": sorted(running), "state": self.r.control.state,
                         "paused_trials": sorted(k for k, w in running.items() if w.state in ("paused", "stepping")),
+                        "trial_states": {k: w.state for k, w in sorted(running.items())},  # paused, stepping, ...
                         "stopping": self.stop_request is not None}
             key = message.get("trial")
             if not isinstance(key, str) or not key:

@@ -105,7 +105,9 @@ class Copier:
         self._append(layout.RUN_LOG, self.run_log[n])  # trial-sealed
 
     def end_run(self) -> None:
+        """The run log's last lines (run-finished), then the summary, as the run writes them."""
         (self.dest / layout.RUN_LOG).write_bytes(b"".join(self.run_log))
+        shutil.copy(self.source / layout.SUMMARY, self.dest / layout.SUMMARY)
 
 
 def screen_text(app) -> str:
@@ -141,7 +143,7 @@ async def test_follows_a_folder_as_it_is_written_torn_lines_included(recorded, t
     assert rows[0].status == "ended" and rows[0].outcome == result["outcome"]
     assert rows[0].actions == result["telemetry"]["accepted_actions"]
     assert rows[0].deepest == result["deepest_milestone"]
-    assert rows[0].cost_text() == "$0.0000"  # no paid call: a known zero
+    assert rows[0].cost_text() == "$0.00"  # no paid call: a known zero
     assert (rows[1].status, rows[1].decisions) == ("running", 3)
     copier.finish(second)
     copier.end_run()
@@ -244,3 +246,79 @@ async def test_operator_keys_go_through_the_control_channel(recorded, tmp_path):
             await pilot.pause(0.2)
             ends = [m for m in got if m["op"] == "end"]
             assert ends and ends[0]["trial"] == first and ends[0]["reason"] == "stuck"
+
+
+def row_line(app, key: str) -> str:
+    """The overview's row of `key` as drawn on screen."""
+    region = app.query_one(OverviewPane).region
+    shown = screen_text(app).splitlines()[region.y:region.bottom]
+    lines = [x for x in shown if f"│ {key} " in x]
+    assert len(lines) == 1, "\n".join(shown)
+    return lines[0]
+
+
+async def test_ended_rows_show_outcome_and_cost_and_the_summary_sits_under_them(recorded, tmp_path):
+    """The first rows drawn are waiting (narrow cells); what the trials end with must still show whole."""
+    copier = Copier(recorded, tmp_path / "live")
+    app = AttachApp(copier.dest, poll_seconds=None, theme="gameboy")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "waiting" in row_line(app, copier.keys[0])
+        for key in copier.keys:
+            copier.start(key)
+            copier.decisions(key, 3)
+        await app.poll()
+        await pilot.pause()
+        for key in copier.keys:
+            copier.finish(key)
+        await app.poll()
+        await pilot.pause()
+        for key in copier.keys:
+            result = json.loads((recorded / "trials" / key / layout.RESULT).read_text())
+            assert result["telemetry"]["cost_usd"] == 0.0  # random walkers pay nothing: a known zero
+            cells = row_line(app, key).split()
+            # The end line's words: outcome (reason[, invalid: cause]); the cost as the console shows it.
+            assert f"{result['outcome']} ({result['termination_reason']})" in row_line(app, key)
+            assert "$0.00" in cells
+        assert app.query_one("#summary").display is False  # every trial ended, the run not yet
+        copier.end_run()
+        await app.poll()
+        await pilot.pause()
+        summary = app.query_one("#summary")
+        assert summary.display is True
+        text = screen_text(app)
+        assert "runs: 2/2 positions hold a valid trial" in text
+        overview = app.query_one(OverviewPane)
+        assert not overview.region.overlaps(summary.region)  # under the rows, not over them
+        table = [x for x in summary.text.splitlines() if x.startswith(tuple(copier.keys))]
+        assert [x.split()[6] for x in table] == ["$0.00", "$0.00"]  # the table's cost column, the same
+
+
+async def test_a_paused_and_a_stepping_trial_read_so(recorded, tmp_path):
+    copier = Copier(recorded, tmp_path / "live")
+    first, second = copier.keys
+    for key in (first, second):
+        copier.start(key)
+        copier.decisions(key, 4)
+    states = {first: "running", second: "running"}
+
+    def handle(message: dict) -> dict:
+        if message["op"] == "status":  # as a run of many trials at once answers
+            return {"ok": True, "running": sorted(states), "trial_states": dict(states),
+                    "paused_trials": sorted(k for k, v in states.items() if v != "running")}
+        return {"ok": True}
+
+    with ControlServer(copier.dest, handle):
+        for read_only in (False, True):  # status changes nothing: a read-only console asks too
+            app = AttachApp(copier.dest, poll_seconds=None, theme="gameboy", read_only=read_only)
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.pause()
+                assert "running" in row_line(app, first)
+                for state in ("paused", "stepping"):
+                    states[first] = state
+                    app._last_status = 0.0  # ask the channel at the next poll
+                    await app.poll()
+                    await pilot.pause()
+                    assert state in row_line(app, first).split()
+                    assert "running" in row_line(app, second).split()
+                states[first] = "running"

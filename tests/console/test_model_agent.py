@@ -11,6 +11,7 @@ from app.console_state import MODEL_REDACTED, ConsoleSink
 from engine.events import DecisionRecorded, StateChanged, TrialEnded
 from engine.records import Attempt, ResponseLine
 from panes.budgets import BudgetsPane
+from panes.figures import money
 from panes.lines import trial_ended_line
 from panes.trace import MAX_LINES, REASONING, REASONING_MAX, TracePane, decision_line, format_item
 from tests.console.fixed import (
@@ -114,7 +115,7 @@ async def test_budget_meters_for_cost_and_tokens():
         pane.show(budgets(100, cost=0.0123, tokens=23_814, cost_limit=0.5))
         await pilot.pause()
         rows = {line.split()[0]: line for line in str(pane.render()).splitlines()}
-        assert "$0.0123 / $0.5000" in rows["cost"] and "█" in rows["cost"] and "2%" in rows["cost"]
+        assert "$0.0123 / $0.50" in rows["cost"] and "█" in rows["cost"] and "2%" in rows["cost"]
         assert "23,814" in rows["tokens"] and "no limit" in rows["tokens"]
         assert "█" not in rows["tokens"] and "░" not in rows["tokens"] and "/" not in rows["tokens"]
         assert "100 / 400" in rows["actions"] and "100 / 330" in rows["decisions"]
@@ -122,7 +123,7 @@ async def test_budget_meters_for_cost_and_tokens():
         pane.show(budgets(100, cost=None, tokens=None, cost_limit=0.5, tokens_limit=50_000))
         await pilot.pause()
         rows = {line.split()[0]: line for line in str(pane.render()).splitlines()}
-        assert "unknown / $0.5000" in rows["cost"] and "$0.0" not in rows["cost"]
+        assert "unknown / $0.50" in rows["cost"] and "$0.0" not in rows["cost"]
         assert "unknown / 50,000" in rows["tokens"] and " 0 " not in rows["tokens"]
 
 
@@ -164,7 +165,7 @@ async def test_console_shows_reasoning_and_never_the_model():
     assert REASONING + "In the lab; the starters are on the table." in text
     assert "cost unknown │ tok unknown" in text and "ABORTED: call cancelled" in text
     assert "cost unknown, tokens unknown" in text
-    assert "unknown / $0.5000" in text  # the cost meter, once one call's cost was unknown
+    assert "unknown / $0.50" in text  # the cost meter, once one call's cost was unknown
 
 
 async def test_long_lines_end_in_an_ellipsis_at_the_pane_width():
@@ -265,7 +266,7 @@ async def test_a_model_plays_in_the_live_console_its_cost_shown_its_name_never(t
         async with app.run_test(size=(160, 50)) as pilot:
             await wait_for(pilot, lambda: app.sink.results, timeout=60, what="the trial to end")
             await wait_for(pilot, lambda: "trial X-01 ended" in screen_text(app) and "finished" in screen_text(app)
-                           and "$1.0000" in screen_text(app), what="the console to show it")
+                           and "$1.00" in screen_text(app), what="the console to show it")
             text = screen_text(app)
             await quit_and_wait(pilot, app)
     root = experiment.root
@@ -274,9 +275,9 @@ async def test_a_model_plays_in_the_live_console_its_cost_shown_its_name_never(t
     trace = read_jsonl(trial / "trace.jsonl")
     assert len(trace) == 3 and all(t["cost_source"] == ["derived"] and t["provider_cost_usd"] > 0 for t in trace)
     assert "step 8: follow the road" in text and "bedroom" in text
-    assert f"${trace[0]['provider_cost_usd']:.4f}" in text or f"${trace[0]['provider_cost_usd']:.6f}" in text
+    assert money(trace[0]["provider_cost_usd"]) in text
     total = sum(t["provider_cost_usd"] for t in trace)
-    assert f"${total:.4f} / $1.0000" in text  # the live cost meter
+    assert f"{money(total)} / $1.00" in text  # the live cost meter
     assert "gpt-5.4" not in text and "gpt" not in text.lower()  # blinded: the label only
     summary = Summary.model_validate_json((root / "summary.json").read_text())
     assert summary.stop_reason is None and summary.stopped_early is False

@@ -451,6 +451,27 @@ def test_pause_holds_decisions_and_step_runs_exactly_one():
     assert result.telemetry.held_seconds >= 0.25
 
 
+def test_a_step_is_announced_over_when_the_loop_holds_again():
+    """Displays learn the run's state from its announcements (an attached console asks the worker's):
+    after a stepped decision the loop holds again, and says so (paused), instead of stepping forever."""
+    control = RunControl()
+    heard: list[str] = []
+    control.on_state(heard.append)
+    control.pause()
+    trial, sink, _ = make_trial(ScriptedPolicy(["A"] * 50), control=control)
+    running = Running(trial, sink)
+    sink.wait_for(lambda s: s.of(StateChanged))
+    for n in (1, 2):
+        control.step()
+        sink.wait_for(lambda s, n=n: len(s.decisions) == n)
+        deadline = time.monotonic() + 30
+        while heard[-1] != "paused" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert heard == ["paused", *["stepping", "paused"] * n]
+    control.end_trial("seen enough")
+    assert running.result().last_decision == 2
+
+
 def test_resume_after_pause_runs_on():
     control = RunControl()
     control.pause()
