@@ -41,6 +41,7 @@ from engine.events import (
     TrialEnded,
     TrialStarted,
 )
+from engine.figures import money
 from engine.records import (
     Annotation,
     MemoryOp,
@@ -50,7 +51,6 @@ from engine.records import (
     TrialGenesis,
     TrialResult,
 )
-from panes.figures import money
 from panes.lines import outcome_words
 from sessions import layout
 from sessions.framestore import HEADER, MAGIC, MAX_FRAME_BYTES, decode_png

@@ -10,7 +10,7 @@ import time
 from typing import TextIO
 
 from engine.events import DecisionRecorded, Event, MilestoneReached, TrialEnded, TrialStarted
-from panes.figures import money
+from engine.figures import money
 from panes.lines import milestone_line, trial_ended_line, trial_started_line
 
 

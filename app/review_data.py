@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from engine.figures import decision_figure, money
 from engine.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, TrialResult, Usage
 from engine.trial import utc_now
-from panes.figures import decision_figure, money
 from sessions import layout
 from sessions.framestore import StoredFrame, decode_png, scan_store
 from sessions.reader import FormatProblem, parse

@@ -3,7 +3,7 @@
 Accepted actions, model decisions, wall time, cost and tokens, from the trial's budget snapshot.
 Unknown usage (None) reads "unknown", never 0 or $0.00 (a cost or token count is known zero until
 a paid call, and stays unknown once one call's was not measured); a budget without a limit
-shows what was used, without a bar. Costs and tokens are rendered by panes.figures.
+shows what was used, without a bar. Costs and tokens are rendered by engine.figures.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from textual.content import Content
 from textual.widgets import Static
 
-from panes.figures import UNKNOWN, money, tokens
+from engine.figures import UNKNOWN, money, tokens
 from panes.pulling import start_pulling
 
 ROWS = (("accepted_actions", "actions"), ("model_decisions", "decisions"),

@@ -1,12 +1,12 @@
 """One-line text for run events, shared by the trace pane and the headless printer.
 
 Plain strings only, no Textual: the headless path imports this and must stay Textual-free.
-Figures are rendered by panes.figures (unknown reads "unknown", never 0 or $0).
+Figures are rendered by engine.figures (unknown reads "unknown", never 0 or $0).
 """
 
 from __future__ import annotations
 
-from panes.figures import money, tokens
+from engine.figures import money, tokens
 
 usd, count = money, tokens  # the names earlier callers import: the same single rendering
 

@@ -3,7 +3,7 @@
 Rows come from app.attach_data (its `Row`, read here through RowLike); the table is updated cell
 by cell so the cursor stays on the trial it was on, each column widening to its longest text.
 The status of an ended trial is its outcome in the end line's words, of a held one paused or
-stepping; the cost is panes.figures' rendering. Enter on a row posts DataTable.RowSelected
+stepping; the cost is engine.figures' rendering. Enter on a row posts DataTable.RowSelected
 (the row key is the trial key).
 Labels only: no condition or model is ever named here.
 """

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from panes.figures import latency, money, tokens
+from engine.figures import latency, money, tokens
 
 
 class AttemptLike(Protocol):

@@ -27,7 +27,7 @@ from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.widgets import Log
 
-from panes.figures import decision_figure, latency, money, tokens
+from engine.figures import decision_figure, latency, money, tokens
 from panes.lines import milestone_line, trial_ended_line, trial_started_line
 from panes.pulling import start_pulling
 
@@ -172,7 +172,7 @@ def _value(value) -> str:
 
 
 def _figure(t: dict, key: str) -> str:
-    """A decision's field as the detail view shows it: usage figures by panes.figures."""
+    """A decision's field as the detail view shows it: usage figures by engine.figures."""
     if key == "provider_cost_usd":
         return money(decision_figure(t, key))
     if key in ("input_tokens", "output_tokens", "cached_tokens"):

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine.figures import money  # the one rendering every display uses
 from sessions import layout
 from sessions.metrics import (
     MEMORY_TYPES,
@@ -67,9 +68,6 @@ def _fmt(value, digits: int = 3) -> str:
             if abs(value) < 1e15 else str(value)
     return str(value)
 
-
-def _money(value) -> str:
-    return "unknown" if value is None else f"${value:.4f}"
 
 
 # -- checks ----------------------------------------------------------------------------------------
@@ -311,8 +309,8 @@ def conclusion(summary: dict, rows: list[dict], game, experiment_id: str) -> str
         text += " and material memory errors not measured (not every valid trial was annotated)"
     else:
         text += f" and {errs} material memory errors (median {_fmt(xe)} against {_fmt(ye)} per 100 decisions)"
-    text += (f", while total cost was measured from all logged calls (median {_money(cost_b)} against "
-             f"{_money(cost_a)})." if cost_a is not None and cost_b is not None else
+    text += (f", while total cost was measured from all logged calls (median {money(cost_b)} against "
+             f"{money(cost_a)})." if cost_a is not None and cost_b is not None else
              ", while total cost is unknown for at least one trial (never counted as zero).")
     if not summary["significance_supported"]:
         text += " " + summary["significance_note"].capitalize() + "."
@@ -431,7 +429,7 @@ def trial_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
             "Memory errors", "Repeat overhead", "End reason", "Valid"]
     body = [[r["condition"] + (f" ({r['condition_id']})" if r["condition_id"] else ""),
              f"{r['trial']}" + (f" (attempt {r['attempt']})" if r["attempt"] > 1 else ""),
-             r["deepest"] or "none", f"{r['points']}/{r['total_points']}", _money(r["cost_usd"]),
+             r["deepest"] or "none", f"{r['points']}/{r['total_points']}", money(r["cost_usd"]),
              str(r["accepted_actions"]), str(r["model_decisions"]),
              "not annotated" if r["memory_errors"] is None else
              f"{r['memory_errors']} ({r['material_errors']} material+)", _fmt(r["repeat_overhead"]),

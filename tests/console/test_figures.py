@@ -1,4 +1,4 @@
-"""panes.figures: the one rendering of a cost, a token count and a latency, for every display."""
+"""engine.figures: the one rendering of a cost, a token count and a latency, for every display."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from panes.figures import MONEY_FLOOR, decision_figure, latency, money, tokens
+from engine.figures import MONEY_FLOOR, decision_figure, latency, money, tokens
 
 
 def dollars(text: str) -> float:

@@ -9,9 +9,9 @@ from textual.app import App
 from app.console import OakwatchConsole
 from app.console_state import MODEL_REDACTED, ConsoleSink
 from engine.events import DecisionRecorded, StateChanged, TrialEnded
+from engine.figures import money
 from engine.records import Attempt, ResponseLine
 from panes.budgets import BudgetsPane
-from panes.figures import money
 from panes.lines import trial_ended_line
 from panes.trace import MAX_LINES, REASONING, REASONING_MAX, TracePane, decision_line, format_item
 from tests.console.fixed import (
