@@ -507,8 +507,8 @@ async def test_a_reply_whose_stored_copy_would_pass_the_cap(api, capped, server)
     assert reply.model_id == ANSWERED_MODEL and usage_of(reply) == api.expected
 
 
-async def test_a_reply_under_the_cap_is_untouched(api, capped, server):
-    server.script(oversized(CAP, VALID_RESPONSE))
+async def test_a_reply_just_under_the_cap_is_untouched(api, capped, server):
+    server.script(oversized(CAP - 1, VALID_RESPONSE))
     reply = await capped.send(capped.body(request()), 30)
     assert reply.oversize is None and json.loads(reply.text) == VALID_RESPONSE
     assert reply.raw == server.sent[-1].body | {"padding": reply.raw["padding"]}
