@@ -12,7 +12,8 @@ connection limits, proxies and keep-alive untouched) with two event hooks:
 
 A server that compresses anyway (gzip or deflate) is decoded here, in bounded steps, and the
 decoded bytes are counted (a small compressed body can decode to gigabytes); the response then
-reaches the SDK uncompressed. Other encodings are left to httpx, and counted as they come.
+reaches the SDK uncompressed. Another encoding (which oakwatch never asks for) is left to httpx:
+its bytes are counted as they come, and its decoded body by `check_stored` once read.
 
 `check_stored` is the last net: the copy of the reply that would be stored (the body as parsed,
 re-serialised) must fit the cap too.
