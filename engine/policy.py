@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.records import Usage
+from engine.records import ReplyOversize, Usage
 
 
 class ProviderFailure(RuntimeError):
@@ -68,6 +68,9 @@ class PolicyReply:
     stop_reason: str | None = None
     identity: dict | None = None
     reply: dict | None = None  # the API's reply body, kept in the evidence
+    # The reply passed the manifest's agent.max_reply_bytes: an invalid output, `text` empty and
+    # nothing of the body kept but this record of its size and digest.
+    oversize: ReplyOversize | None = None
     extra: dict = field(default_factory=dict)
 
 

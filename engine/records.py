@@ -48,6 +48,36 @@ class Usage(Record):
         return self.input_tokens + self.output_tokens
 
 
+class ReplyOversize(Record):
+    """A reply whose body passed the manifest's `agent.max_reply_bytes`: the read stopped there and
+    nothing of the body is kept but its size and the digest of the bytes received.
+
+    `size_bytes` is the whole reply's size where known, and `size_source` says how it is known:
+    "received" (the whole body arrived in the read that passed the cap: size = received),
+    "content-length" (the read was cut short; the size the reply declared), "stored" (the body fit,
+    but the copy that would be stored, the body re-serialised, did not: size = that copy's).
+    Both are None when the read was cut short and the reply declared no size."""
+
+    cap_bytes: int  # the manifest's agent.max_reply_bytes when the reply came
+    received_bytes: int  # body bytes read (decoded, where the server compressed them) when the read stopped
+    received_sha256: Sha256  # of exactly those bytes
+    size_bytes: int | None
+    size_source: Literal["received", "content-length", "stored"] | None
+    status: int | None = None  # the HTTP status it came with
+
+    def describe(self) -> str:
+        if self.size_source == "stored":
+            size = f"{self.size_bytes:,} bytes once stored ({self.received_bytes:,} received)"
+        elif self.size_bytes is None:
+            size = f"more than {self.received_bytes:,} bytes (the read stopped there; no size declared)"
+        elif self.size_source == "content-length":
+            size = f"{self.size_bytes:,} bytes declared (the read stopped after {self.received_bytes:,})"
+        else:
+            size = f"{self.size_bytes:,} bytes"
+        return (f"the reply is {size}, over the {self.cap_bytes:,}-byte cap (agent.max_reply_bytes); not stored, "
+                f"sha256 of the bytes received {self.received_sha256}")
+
+
 class Attempt(Record):
     """One policy call within a decision: the raw response exactly as produced, and its fate."""
 
@@ -65,6 +95,7 @@ class Attempt(Record):
     identity: dict[str, Any] | None = None  # request id, system fingerprint, service tier
     failure: str | None = None  # a transport fault's kind: rate-limit, server, timeout, authentication, ...
     reply: dict[str, Any] | None = None  # the API's reply body
+    oversize: ReplyOversize | None = None  # the reply passed the cap: an invalid output, its body not kept
 
 
 class ResponseLine(Record):

@@ -410,24 +410,30 @@ class Trial:
                     continue
                 d.failure = exc
                 break
-            try:
-                response = parse_response(reply.text, cfg.max_actions, self._allowed)
-                error = None
-            except ContractError as exc:
-                response, error = None, str(exc)
-                d.rejected_actions += _count_listed_actions(reply.text)
+            over = reply.oversize
+            if over is not None:  # past the reply cap: nothing of it was kept to judge
+                response, error = None, f"oversized reply: {over.describe()}"
+            else:
+                try:
+                    response = parse_response(reply.text, cfg.max_actions, self._allowed)
+                    error = None
+                except ContractError as exc:
+                    response, error = None, str(exc)
+                    d.rejected_actions += _count_listed_actions(reply.text)
             self._charge(d, retrieved, build(
-                Attempt, raw=reply.text, valid=error is None, error=error, aborted=False, model_id=reply.model_id,
-                response_id=reply.response_id, latency_ms=reply.latency_ms, usage=reply.usage,
-                prompt_sha256=reply.prompt_sha256, stop_reason=reply.stop_reason, identity=reply.identity,
-                reply=reply.reply), reply)
+                Attempt, raw=reply.text if over is None else None, valid=error is None, error=error, aborted=False,
+                model_id=reply.model_id, response_id=reply.response_id, latency_ms=reply.latency_ms,
+                usage=reply.usage, prompt_sha256=reply.prompt_sha256, stop_reason=reply.stop_reason,
+                identity=reply.identity, reply=reply.reply if over is None else None, oversize=over), reply)
             if response is not None:
                 d.response = response
                 break
             invalid += 1
             if invalid > cfg.invalid_output_retries:
                 break
-            feedback = f"Your previous response was rejected: {error}"
+            feedback = (f"Your previous response was rejected: {error}" if over is None else
+                        f"Your previous response was rejected: it was longer than the {over.cap_bytes:,} bytes a "
+                        f"reply may have. Answer with the JSON object only.")
         return True
 
     def _failed_attempt(self, exc: ProviderFailure) -> Attempt:

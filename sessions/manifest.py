@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
 from engine.backends import BACKENDS
-from engine.providers import PROVIDERS
+from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
 from sessions.yamlfile import load_yaml_model, parse_yaml_model
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -138,6 +138,8 @@ class EmulatorSection(_Strict):
         return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()
 
 
+DECISION_REPLY_BYTES = 16 << 20  # the most one decision's answered replies may hold together (16 MiB)
+
 Predicate = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,79}$")]  # as compared (lower case, underscores)
 
 
@@ -188,6 +190,10 @@ class AgentSection(_Strict):
     # A model sees the screen as a lossless PNG enlarged by this whole factor (nearest neighbour):
     # the same viewport in every condition, frozen with the manifest.
     image_scale: Annotated[int, Field(ge=1, le=8)] = 3
+    # The most bytes one provider reply may have (its body, decoded). The read stops there: a larger
+    # reply is an invalid output recorded by its size and digest, its body not kept
+    # (engine.providers.reply_cap). At least 1 KiB (an API's reply envelope); see _replies_fit.
+    max_reply_bytes: Annotated[int, Field(ge=1024, le=DECISION_REPLY_BYTES)] = DEFAULT_MAX_REPLY_BYTES
     # The episodic memory's rules, frozen (and hashed) with the manifest.
     memory: MemoryRules = MemoryRules()
 
@@ -197,6 +203,17 @@ class AgentSection(_Strict):
         if len(set(v)) != len(v):
             raise ValueError("actions listed twice")
         return v
+
+    @model_validator(mode="after")
+    def _replies_fit(self) -> AgentSection:
+        # A decision's attempts are one line of responses.jsonl, each keeping at most two copies of
+        # a reply of the cap's size (its body and the response taken from it): bounded so the line
+        # stays one a reader accepts (sessions.reader.MAX_LINE, 64 MiB).
+        attempts = self.invalid_output_retries + 1
+        if self.max_reply_bytes * attempts > DECISION_REPLY_BYTES:
+            raise ValueError(f"max_reply_bytes {self.max_reply_bytes:,} times the {attempts} answers a decision may "
+                             f"take (invalid_output_retries + 1) passes {DECISION_REPLY_BYTES:,} bytes")
+        return self
 
 
 class BudgetSection(_Strict):

@@ -19,6 +19,7 @@ from engine.records import (
     Annotation,
     InputLine,
     MemoryOp,
+    ReplyOversize,
     ResponseLine,
     TraceLine,
     TrialGenesis,
@@ -130,14 +131,16 @@ class TrialReader:
     def annotations(self) -> Iterator[Annotation]:
         return (r for r, _ in self.records(layout.TRIAL_ANNOTATIONS, Annotation))
 
-    def recorded_attempts(self) -> list[list[str]]:
-        """Per decision, the raw text of every attempt that answered (for the replay policy)."""
+    def recorded_attempts(self) -> list[list[str | ReplyOversize]]:
+        """Per decision, the raw text of every attempt that answered (for the replay policy); an
+        answer over the reply cap, kept only by its size and digest, is that record."""
         out = []
         for n, response in enumerate(self.responses(), 1):
             if response.decision_id != n:
                 raise FormatProblem(f"{self.where(layout.RESPONSES)}:{n}: decision {response.decision_id} "
                                     f"out of order")
-            out.append([a.raw for a in response.attempts if a.raw is not None])
+            out.append([a.raw if a.oversize is None else a.oversize for a in response.attempts
+                        if a.raw is not None or a.oversize is not None])
         return out
 
     def inputs_by_decision(self) -> Iterator[tuple[int, list[InputLine]]]:

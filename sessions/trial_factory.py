@@ -62,7 +62,7 @@ def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
     sampling = condition.sampling or SamplingSection()
     request = condition.request or RequestSettings()
     adapter = make_adapter(condition.provider, condition.api_name, api_key=prepared.keys.get(condition.id),
-                           base_url=condition.base_url)
+                           base_url=condition.base_url, max_reply_bytes=m.agent.max_reply_bytes)
     return ModelPolicy(
         adapter, model=condition.model, system=prepared.system_prompt,
         schema=response_json_schema(m.agent.max_actions_per_decision),

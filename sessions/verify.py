@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from engine.contract import response_json_schema
 from engine.ladder import FINAL, FINAL_SKIPPED, deciding, deepest, final_ending, skipped_required
 from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
-from engine.records import InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
+from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
 from engine.tally import TraceTally
 from sessions import layout
 from sessions.checksums import SumsFormatError, file_sha256, parse_sums
@@ -529,6 +529,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     last_capture = -1
     response_ref = f"{layout.RESPONSES}#"
     add = report.add
+    cap = ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None
     for n, line in trace:
         t = parse_trace(line, n)
         if t.prev_sha256 != head:
@@ -562,7 +563,8 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
             rn, rbytes = item
             if sha(rbytes).hexdigest() != t.response_sha256:
                 add(f"{rel}/{layout.RESPONSES}:{rn}: differs from what decision {n} recorded")
-            _check_response(parse_response(rbytes, rn), t, n, f"{rel}/{layout.RESPONSES}:{rn}", report)
+            _check_response(parse_response(rbytes, rn), t, n, f"{rel}/{layout.RESPONSES}:{rn}", report,
+                            cap if cap is not None and len(rbytes) > cap else None)
         # the inputs
         accepted = t.accepted_actions
         chunk = []
@@ -630,11 +632,18 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     return facts, frames_seen, tally, prev, head
 
 
-def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: Report) -> None:
+def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: Report,
+                    cap: int | None = None) -> None:
+    """`cap`: the manifest's agent.max_reply_bytes when the line is longer than it (a shorter line
+    cannot hold a reply over it)."""
     attempts = r.attempts
     if (r.decision_id == n and len(attempts) == t.attempts == 1 and not t.invalid_output and not t.aborted
-            and attempts[0].valid and t.paid_calls == (attempts[0].usage is not None)):
+            and attempts[0].valid and t.paid_calls == (attempts[0].usage is not None) and cap is None):
         return  # the common case: one valid answer
+    for i, a in enumerate(attempts, 1):
+        problems = _oversize_problems(a, cap) if a.oversize is not None else _stored_problems(a, cap)
+        for problem in problems:
+            report.add(f"{where}: attempt {i}: {problem}")
     if r.decision_id != n:
         report.add(f"{where}: decision_id {r.decision_id}, expected {n}")
     if len(r.attempts) != t.attempts:
@@ -647,6 +656,43 @@ def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: R
         report.add(f"{where}: paid_calls in the trace disagrees with the attempts")
     if t.parsed_actions and not (r.attempts and r.attempts[-1].valid):
         report.add(f"{where}: actions were parsed, but no attempt was valid")
+
+
+def _stored_problems(a: Attempt, cap: int | None) -> list[str]:
+    """A stored reply, or the response taken from it, longer than the reply cap allows."""
+    if cap is None:
+        return []
+    import pydantic_core
+
+    return [f"stores {what} of {size:,} bytes, over the manifest's agent.max_reply_bytes ({cap:,})"
+            for what, value in (("a reply", a.reply), ("a response", a.raw)) if value is not None
+            and (size := len(pydantic_core.to_json(value))) > cap]
+
+
+def _oversize_problems(a: Attempt, cap: int | None) -> list[str]:
+    """An oversized reply's record, checked against itself and the manifest (its bytes are not
+    kept: the digest cannot be checked)."""
+    o = a.oversize
+    out = []
+    if a.valid or a.raw is not None or a.reply is not None or a.failure is not None:
+        out.append("an oversized reply must be an invalid output that keeps no text, no reply body and no failure")
+    if cap is not None and o.cap_bytes != cap:
+        out.append(f"an oversized reply judged by a cap of {o.cap_bytes:,} bytes, not the manifest's {cap:,}")
+    received, size, source, limit = o.received_bytes, o.size_bytes, o.size_source, o.cap_bytes
+    consistent = {
+        "received": size == received and received > limit,
+        "content-length": size is not None and size > received > limit,
+        "stored": size is not None and received <= limit < size,
+        None: size is None and received > limit,
+    }[source]
+    if not consistent or received < 0:
+        out.append(f"an oversized reply's sizes do not hold together (received {received}, size {size}, "
+                   f"source {source}, cap {limit})")
+    unread = source != "stored"  # a body cut at the cap was never parsed: nothing of it is known
+    if unread and (a.model_id is not None or a.response_id is not None or a.stop_reason is not None or (
+            a.usage is not None and any(v is not None for v in a.usage.model_dump().values()))):
+        out.append("an oversized reply that was never read records a model, a response id, a stop reason or usage")
+    return out
 
 
 def _check_memory_op(op: MemoryOp, facts: set[str], where: str, report: Report) -> None:

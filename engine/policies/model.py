@@ -99,7 +99,8 @@ class ModelPolicy:
         return PolicyReply(
             text=reply.text, model_id=reply.model_id, response_id=reply.response_id, usage=usage,
             latency_ms=latency, prompt_sha256=prompt_sha, prompt_core_sha256=core.hexdigest(),
-            stop_reason=reply.stop_reason, identity=reply.identity or None, reply=reply.raw or None)
+            stop_reason=reply.stop_reason, identity=reply.identity or None, reply=reply.raw or None,
+            oversize=reply.oversize)
 
     def _priced(self, reply: ModelReply) -> Usage:
         u = reply.usage

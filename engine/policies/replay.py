@@ -1,12 +1,14 @@
 """Replay policy: feeds a recorded trial's raw responses back through the full loop.
 
 Every recorded attempt is replayed in order, invalid ones too, so the contract, memory
-rules and retries behave exactly as they did. Needs no model and makes no paid call.
+rules and retries behave exactly as they did (an answer that was over the reply cap is replayed
+as that same oversized answer). Needs no model and makes no paid call.
 """
 
 from __future__ import annotations
 
 from engine.policy import Observation, PolicyExhausted, PolicyReply
+from engine.records import ReplyOversize
 
 
 class ReplayPolicy:
@@ -15,8 +17,8 @@ class ReplayPolicy:
     paid = False
     transport = None
 
-    def __init__(self, attempts: list[list[str]]):
-        """attempts: per decision, the raw texts of each attempt, in order."""
+    def __init__(self, attempts: list[list[str | ReplyOversize]]):
+        """attempts: per decision, the raw texts of each attempt (or its oversize record), in order."""
         self._queue = [raw for decision in attempts for raw in decision]
         self._pos = 0
 
@@ -25,6 +27,8 @@ class ReplayPolicy:
             raise PolicyExhausted("the recorded trace has no responses left")
         raw = self._queue[self._pos]
         self._pos += 1
+        if isinstance(raw, ReplyOversize):
+            return PolicyReply(text="", oversize=raw)
         return PolicyReply(text=raw)
 
     def close(self) -> None:

@@ -15,6 +15,11 @@ if TYPE_CHECKING:  # the catalog stays light: the command line reads it to offer
     from engine.providers.base import ProviderAdapter
 
 
+# The manifest's default agent.max_reply_bytes: a decision's reply is a few KB, and the longest
+# answer the default output-token allowance permits fits many times over.
+DEFAULT_MAX_REPLY_BYTES = 1 << 20  # 1 MiB
+
+
 @dataclass(frozen=True)
 class Provider:
     apis: dict[str, str]  # api name -> "module:Class"; the first is the default
@@ -36,11 +41,14 @@ PROVIDERS: dict[str, Provider] = {
 }
 
 
-def make_adapter(provider: str, api: str, *, api_key: str | None, base_url: str | None) -> ProviderAdapter:
+def make_adapter(provider: str, api: str, *, api_key: str | None, base_url: str | None,
+                 max_reply_bytes: int | None = None) -> ProviderAdapter:
+    """`max_reply_bytes`: the manifest's agent.max_reply_bytes (None: reply_cap's default)."""
     try:
         where = PROVIDERS[provider].apis[api]
     except KeyError:
         known = ", ".join(f"{p}/{a}" for p, entry in PROVIDERS.items() for a in entry.apis)
         raise ValueError(f"provider {provider!r} has no {api!r} API here (known: {known})") from None
     module, _, name = where.partition(":")
-    return getattr(import_module(module), name)(provider=provider, api_key=api_key, base_url=base_url)
+    cap = {} if max_reply_bytes is None else {"max_reply_bytes": max_reply_bytes}
+    return getattr(import_module(module), name)(provider=provider, api_key=api_key, base_url=base_url, **cap)

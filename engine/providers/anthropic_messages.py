@@ -24,7 +24,8 @@ permission/no/False; 404 not-found/no/False; 400, 413, 422 and any other 4xx bad
 408 timeout/yes/None; 409 server/yes/None; 429 rate-limit/yes/False (retry_after from
 `retry-after-ms` or `retry-after`); >= 500 including 529 (overloaded) server/yes/None; the SDK's
 timeout timeout/yes/None; a connection fault connection/yes/None; a 200 that is not a Message
-malformed-reply/no/None. Every message is redacted.
+malformed-reply/no/None. Every message is redacted. A body over the cap (engine.providers.reply_cap)
+is never read past it: an invalid output for a 200, else the status's fault.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from engine.providers.base import (
     classify_status,
     retry_after,
 )
+from engine.providers.reply_cap import DEFAULT_MAX_REPLY_BYTES, capped_client, oversize_in
 from engine.records import Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"  # given explicitly: ANTHROPIC_BASE_URL is never read
@@ -59,14 +61,17 @@ THINKING_BUDGET_TOKENS = {"low": 1024, "medium": 4096, "high": 16384}
 class AnthropicMessages(AdapterErrors):
     api = "messages"
 
-    def __init__(self, *, provider: str, api_key: str | None, base_url: str | None):
+    def __init__(self, *, provider: str, api_key: str | None, base_url: str | None,
+                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES):
         if not api_key:
             raise ProviderError(f"{provider}: no API key was given (the condition's api_key_env is unset or empty)",
                                 kind="startup", retryable=False, billed=False)
         self.provider = provider
         self._secrets = (api_key,)
-        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url or DEFAULT_BASE_URL,
-                                                max_retries=0)
+        self.max_reply_bytes = max_reply_bytes
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url or DEFAULT_BASE_URL, max_retries=0,
+            http_client=capped_client(anthropic.DefaultAsyncHttpxClient, max_reply_bytes))
 
     # -- the request ------------------------------------------------------------------------------
 
@@ -108,6 +113,8 @@ class AnthropicMessages(AdapterErrors):
                 raw = await self._client.messages.with_raw_response.create(**body, timeout=timeout)
                 parsed = await raw.parse()
         except Exception as exc:
+            if (too_large := oversize_in(exc)) is not None:
+                return self._oversized(too_large, "request-id")
             failure = self._transport_error(exc, anthropic)
             if failure is None:
                 raise
@@ -120,7 +127,7 @@ class AnthropicMessages(AdapterErrors):
                               kind="malformed-reply", retryable=False, request_id=request_id)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), dict) else {}
-        return ModelReply(
+        return self._within_cap(ModelReply(
             text=_reply_text(data["content"]),
             model_id=as_str(data.get("model")),
             response_id=as_str(data.get("id")),
@@ -132,7 +139,7 @@ class AnthropicMessages(AdapterErrors):
             raw=data,
             reasoning_tokens=as_int(details.get("thinking_tokens")),
             cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
-        )
+        ), raw.http_response.content, raw.http_response.status_code)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -8,6 +8,11 @@ classifies every failure:
 - a reply the agent is answerable for (text that is not JSON, a schema break, a refusal, a reply
   cut by the output-token limit) is NOT an exception: it comes back as a `ModelReply` whose
   `text` is whatever the model produced (possibly empty), and the action contract judges it;
+- a reply whose body passes the manifest's cap (`agent.max_reply_bytes`, enforced while it is read:
+  engine.providers.reply_cap) is NOT an exception either: it comes back as a `ModelReply` with
+  empty text and `oversize` set (its size and the digest of what was received), an invalid
+  output of that attempt; an error status with an oversized body is the transport fault of its
+  status;
 - a transport fault the provider is answerable for raises `ProviderError` with `retryable` True
   (rate limit, server error, timeout, connection) or False (authentication, permission, a model
   that does not exist, a reply that is not the API's format, a request the API refuses).
@@ -15,11 +20,14 @@ classifies every failure:
 Nothing here may ever hold or print an API key: adapters receive it once, in their constructor,
 and every text they put in an exception passes through `redact`.
 
-A new provider is one module in engine/providers/ plus one line in engine/providers/__init__.py.
+A new provider is one module in engine/providers/ plus one line in engine/providers/__init__.py;
+its SDK client gets its httpx client from engine.providers.reply_cap.capped_client, and its send
+maps `oversize_in(exc)` to `_oversized` and passes its reply through `_within_cap`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import math
 import re
@@ -28,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine.policy import ProviderFailure
-from engine.records import Usage
+from engine.records import ReplyOversize, Usage
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,7 @@ class ModelReply:
     raw: dict[str, Any] = field(default_factory=dict)  # the API's reply as parsed JSON, for the evidence
     reasoning_tokens: int | None = None  # part of the output tokens, where reported
     cache_write_tokens: int | None = None  # Anthropic's cache_creation_input_tokens, OpenAI's cache_write
+    oversize: ReplyOversize | None = None  # the body passed the cap: text and raw are empty, nothing kept
 
 
 class ProviderError(ProviderFailure):
@@ -192,6 +201,7 @@ class AdapterErrors:
     api: str
     _secrets: tuple[str, ...] = ()
     REQUEST_ID_LABEL = "request-id"
+    max_reply_bytes: int  # the manifest's agent.max_reply_bytes
 
     def _error(self, message: str, *, kind: str, retryable: bool, status: int | None = None,
                retry_after: float | None = None, billed: bool | None = None,
@@ -204,6 +214,37 @@ class AdapterErrors:
 
     def _status_error(self, exc: Any) -> ProviderError:
         raise NotImplementedError
+
+    def _oversized(self, too_large: Any, request_id_header: str) -> ModelReply:
+        """The reply of an attempt whose body passed the cap (a reply_cap.ReplyTooLarge): nothing of
+        it was parsed, so the model, its usage and its cost are unknown (None, never 0). An error
+        status is that status's transport fault, its body unread."""
+        over: ReplyOversize = too_large.oversize
+        headers = too_large.headers
+        request_id = headers.get(request_id_header)
+        if over.status is not None and over.status >= 400:
+            kind, retryable, billed = classify_status(over.status)
+            raise self._error(f"HTTP {over.status}, its body unread: {over.describe()}", kind=kind,
+                              retryable=retryable, status=over.status,
+                              retry_after=retry_after(headers) if retryable else None, billed=billed,
+                              request_id=request_id)
+        return ModelReply(text="", model_id=None, response_id=None, usage=Usage(), stop_reason=None,
+                          identity={"request_id": request_id}, oversize=over)
+
+    def _within_cap(self, reply: ModelReply, body: bytes, status: int | None) -> ModelReply:
+        """`reply` as it stands when it and its stored copy fit the cap; else an invalid output. One
+        whose body fit but whose copy would not keeps what is known of the call (the model that
+        answered, its usage), not its words; one whose body did not fit keeps what an unread one
+        does, so the record reads the same however the cap was passed."""
+        from engine.providers.reply_cap import check_stored
+
+        over = check_stored(body, reply.raw, reply.text, self.max_reply_bytes, status)
+        if over is None:
+            return reply
+        if over.size_source != "stored":  # a body past the cap (one httpx decoded): judged as if unread
+            return ModelReply(text="", model_id=None, response_id=None, usage=Usage(), stop_reason=None,
+                              identity={"request_id": (reply.identity or {}).get("request_id")}, oversize=over)
+        return dataclasses.replace(reply, text="", raw={}, oversize=over)
 
     def _transport_error(self, exc: BaseException, sdk: Any) -> ProviderError | None:
         """The failure an exception from a call through `sdk` (anthropic or openai: the same

@@ -21,7 +21,9 @@ permission/no/False; 404 not-found/no/False; 400, 413, 422 and any other 4xx bad
 408 timeout/yes/None; 409 server/yes/None; 429 rate-limit/yes/False (retry_after from
 `retry-after-ms` or `retry-after`); >= 500 server/yes/None; the SDK's timeout or our whole-call
 deadline timeout/yes/None; a connection fault connection/yes/None; a 200 the SDK cannot read or
-without choices/message malformed-reply/no/None. Every message is redacted.
+without choices/message malformed-reply/no/None. Every message is redacted. A body over the cap
+(engine.providers.reply_cap) is never read past it: an invalid output for a 200, else the status's
+fault.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from engine.providers.base import (
     get,
     retry_after,
 )
+from engine.providers.reply_cap import DEFAULT_MAX_REPLY_BYTES, capped_client, oversize_in
 from engine.records import Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # given explicitly: OPENAI_BASE_URL is never read
@@ -153,8 +156,10 @@ class OpenAIAdapter(AdapterErrors):
     REQUEST_ID_LABEL = "x-request-id"
     api = ""
     path = ""
+    reply_type: type = object  # the SDK's model of a 200 reply
 
-    def __init__(self, *, provider: str, api_key: str | None, base_url: str | None):
+    def __init__(self, *, provider: str, api_key: str | None, base_url: str | None,
+                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES):
         self.compatible = provider != "openai"
         if self.compatible:
             if not base_url:
@@ -166,7 +171,9 @@ class OpenAIAdapter(AdapterErrors):
                                 kind="startup", retryable=False, billed=False)
         self.provider = provider
         self._secrets = (api_key,) if api_key != NO_KEY else ()
-        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url or DEFAULT_BASE_URL, max_retries=0)
+        self.max_reply_bytes = max_reply_bytes
+        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url or DEFAULT_BASE_URL, max_retries=0,
+                                          http_client=capped_client(openai.DefaultAsyncHttpxClient, max_reply_bytes))
         # The SDK fills these from OPENAI_ORG_ID / OPENAI_PROJECT_ID: nothing implicit may reroute a call.
         self._client.organization = None
         self._client.project = None
@@ -174,13 +181,24 @@ class OpenAIAdapter(AdapterErrors):
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _call(self, create: Any, body: dict, timeout: float, model_type: type) -> tuple[dict, Any]:
-        """(the reply's JSON object, its headers); raises ProviderError for every transport fault."""
+    def _create(self) -> Any:
+        """The SDK's create method of this API, raw-response flavour."""
+        raise NotImplementedError
+
+    def _reply(self, data: dict, headers: Any) -> ModelReply:
+        """The neutral reply of a 200 whose body is `data`; raises ProviderError for one this API
+        calls a failure."""
+        raise NotImplementedError
+
+    async def send(self, body: dict, timeout: float) -> ModelReply:
+        """One call; raises ProviderError for every transport fault."""
         try:
             async with asyncio.timeout(timeout):  # a whole-call deadline (the SDK's is per read)
-                raw = await create(**body, timeout=timeout)
+                raw = await self._create()(**body, timeout=timeout)
                 parsed = raw.parse()
         except Exception as exc:
+            if (too_large := oversize_in(exc)) is not None:
+                return self._oversized(too_large, "x-request-id")
             failure = self._transport_error(exc, openai)
             if failure is None:
                 raise
@@ -190,10 +208,11 @@ class OpenAIAdapter(AdapterErrors):
             data = raw.http_response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             data = None
+        model_type = self.reply_type
         if not isinstance(parsed, model_type) or not isinstance(data, dict):
             raise self._error(f"a 200 reply that is not a {model_type.__name__}: {raw.http_response.text[:200]!r}",
                               kind="malformed-reply", retryable=False, request_id=headers.get("x-request-id"))
-        return data, headers
+        return self._within_cap(self._reply(data, headers), raw.http_response.content, raw.http_response.status_code)
 
     def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
         status = exc.status_code
@@ -209,6 +228,7 @@ class OpenAIAdapter(AdapterErrors):
 
 class OpenAIChat(OpenAIAdapter):
     api = "chat"
+    reply_type = openai.types.chat.ChatCompletion
 
     def body(self, request: ModelRequest) -> dict:
         sampling = request.sampling
@@ -235,9 +255,10 @@ class OpenAIChat(OpenAIAdapter):
             body["reasoning_effort"] = sampling.reasoning_effort
         return body
 
-    async def send(self, body: dict, timeout: float) -> ModelReply:
-        data, headers = await self._call(self._client.chat.completions.with_raw_response.create, body, timeout,
-                                         openai.types.chat.ChatCompletion)
+    def _create(self) -> Any:
+        return self._client.chat.completions.with_raw_response.create
+
+    def _reply(self, data: dict, headers: Any) -> ModelReply:
         message = get(data, "choices", 0, "message")
         if not isinstance(message, dict):
             raise self._error(f"a 200 reply without choices[0].message: {json.dumps(data)[:200]}",

@@ -29,6 +29,7 @@ from engine.records import Usage
 
 class OpenAIResponses(OpenAIAdapter):
     api = "responses"
+    reply_type = openai.types.responses.Response
 
     def body(self, request: ModelRequest) -> dict:
         sampling = request.sampling
@@ -50,9 +51,10 @@ class OpenAIResponses(OpenAIAdapter):
             body["reasoning"] = {"effort": sampling.reasoning_effort}
         return body
 
-    async def send(self, body: dict, timeout: float) -> ModelReply:
-        data, headers = await self._call(self._client.responses.with_raw_response.create, body, timeout,
-                                         openai.types.responses.Response)
+    def _create(self) -> Any:
+        return self._client.responses.with_raw_response.create
+
+    def _reply(self, data: dict, headers: Any) -> ModelReply:
         request_id = headers.get("x-request-id")
         output = data.get("output")
         status = as_str(data.get("status"))

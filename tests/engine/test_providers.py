@@ -6,6 +6,7 @@ import asyncio
 import base64
 import copy
 import email.utils
+import hashlib
 import io
 import json
 import socket
@@ -21,12 +22,14 @@ from engine.providers import make_adapter
 from engine.providers.base import ModelReply, ModelRequest, ProviderError, Sampling, redact
 from engine.providers.openai_chat import STRICT_KEYWORDS, strict_schema
 from tests.fakes.provider_server import (
+    FORMATS,
     VALID_RESPONSE,
     FakeProviderServer,
     _masked,
     failed,
     malformed,
     ok,
+    oversized,
     raw,
     sleep,
     status,
@@ -433,6 +436,82 @@ async def test_responses_failed_status(server, code, kind, retryable):
         await made.aclose()
     assert (error.kind, error.retryable) == (kind, retryable)
     assert code in str(error)
+
+
+# -- the reply cap (agent.max_reply_bytes) --------------------------------------------------------
+
+CAP = 64 * 1024
+NETWORK_READ = 64 * 1024  # the most one socket read hands the SDK (httpcore reads 64 KiB at a time)
+
+
+@pytest.fixture
+async def capped(api, server):
+    made = make_adapter(api.provider, api.api, api_key=api.key, base_url=server.base_url(api.api),
+                        max_reply_bytes=CAP)
+    yield made
+    await made.aclose()
+
+
+async def test_a_reply_that_never_ends_is_cut_at_the_cap(api, capped, server):
+    """The body is bounded while it is read: a reply that claims 60 MB and stalls after a little
+    over the cap comes back at once as an oversized reply (were the SDK to wait for the whole
+    body, this call would time out)."""
+    server.script(oversized(4 * CAP, declared=60_000_000, stall_after=CAP + 3 * NETWORK_READ))
+    reply = await capped.send(capped.body(request()), 30)
+    over = reply.oversize
+    assert over is not None and (over.size_bytes, over.size_source, over.cap_bytes) == (60_000_000, "content-length",
+                                                                                      CAP)
+    assert CAP < over.received_bytes <= CAP + NETWORK_READ
+    assert reply.text == "" and reply.raw == {} and reply.model_id is None
+    assert usage_of(reply) == (None, None, None, None, None)
+    received = server.requests[-1]  # the request asked for an uncompressed reply: bytes counted are bytes kept
+    assert received.headers["accept-encoding"] == "identity"
+    assert reply.identity["request_id"]  # the reply's own id, from its headers
+
+
+async def test_a_compressed_reply_is_counted_as_it_decodes(api, capped, server):
+    """A server that gzips anyway: 8 MB that compress to a few KB are counted decoded, and the
+    decoding stops one byte past the cap."""
+    server.script(oversized(8_000_000, framing="gzip"))
+    reply = await capped.send(capped.body(request()), 30)
+    over = reply.oversize
+    assert over is not None and over.received_bytes == CAP + 1
+    assert (over.size_bytes, over.size_source) == (None, None)  # its declared length is the compressed one's
+    server.script(oversized(CAP // 2, framing="gzip"))  # under the cap: decoded here, read as usual
+    fine = await capped.send(capped.body(request()), 30)
+    assert fine.oversize is None and json.loads(fine.text) == VALID_RESPONSE and len(fine.raw["padding"]) > CAP // 3
+
+
+async def test_an_error_status_with_a_huge_body_is_its_statuss_fault(api, capped, server):
+    server.script(oversized(16_000_000, code=503))
+    error = await failure(capped, timeout=30)
+    assert (error.kind, error.retryable, error.status, error.billed) == ("server", True, 503, None)
+    assert "its body unread" in str(error) and "16,000,000 bytes declared" in str(error)
+
+
+async def test_a_reply_whose_stored_copy_would_pass_the_cap(api, capped, server):
+    """The body fits, but written back (as the recorder would) it does not: 1e5 becomes 100000.0.
+    The attempt is oversized; the model and the usage, which were read, are kept."""
+    render = FORMATS[api.path][0]
+    body, _ = render(ok(usage=api.usage), {"model": ANSWERED_MODEL})
+    numbers = ", ".join(["1e5"] * (CAP * 6 // 10 // 5))
+    wire = json.dumps(body)[:-1] + f', "n": [{numbers}]}}'
+    assert len(wire) <= CAP
+    server.script(raw(wire))
+    reply = await capped.send(capped.body(request()), 30)
+    over = reply.oversize
+    assert over is not None and over.size_source == "stored"
+    assert over.received_bytes == len(wire) < CAP < over.size_bytes
+    assert over.received_sha256 == hashlib.sha256(wire.encode()).hexdigest()
+    assert reply.text == "" and reply.raw == {}
+    assert reply.model_id == ANSWERED_MODEL and usage_of(reply) == api.expected
+
+
+async def test_a_reply_just_under_the_cap_is_untouched(api, capped, server):
+    server.script(oversized(CAP - 1, VALID_RESPONSE))
+    reply = await capped.send(capped.body(request()), 30)
+    assert reply.oversize is None and json.loads(reply.text) == VALID_RESPONSE
+    assert reply.raw == server.sent[-1].body | {"padding": reply.raw["padding"]}
 
 
 # -- the strict schema, retry-after, redaction, the registry ------------------------------------------

@@ -15,10 +15,14 @@ can check exactly what was sent.
     with FakeProviderServer() as server:
         server.script(ok({"actions": ["A"]}, usage={...}, model="claude-x-20261001"), status(429, retry_after=7))
         ...
+
+`oversized(size, ...)` answers a body of exactly `size` bytes (declared, chunked or gzip-compressed,
+or one that stalls part-way) for the reply cap's tests.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
@@ -49,6 +53,10 @@ class Reply:
     body: bytes = b""  # raw: the exact body
     content_type: str = "application/json"
     delay: float = 0.0  # seconds to wait before answering (a hung provider)
+    pad_to: int | None = None  # oversized: the body's exact size in bytes (a "padding" field fills it)
+    framing: str = "length"  # oversized: "length" (Content-Length), "chunked" (no size declared), "gzip"
+    declared: int | None = None  # oversized: the Content-Length claimed, when not the body's own
+    stall_after: int | None = None  # oversized: bytes sent before the server stops sending (never ends)
 
 
 def ok(content: Any = None, *, usage: Any = DEFAULT, model: str | None = None, stop: str | None = None,
@@ -92,6 +100,29 @@ def malformed() -> Reply:
     return raw(b'{"id": "truncated', content_type="application/json")
 
 
+def oversized(size: int, content: Any = None, *, framing: str = "length", declared: int | None = None,
+              stall_after: int | None = None, code: int = 200) -> Reply:
+    """A reply of exactly `size` body bytes: an `ok` answer (`content`, as there) in the path's
+    wire format, with a top-level "padding" string making up the size. `framing`: "length" (a
+    Content-Length header), "chunked" (chunked transfer, no size declared) or "gzip" (the body
+    gzip-compressed whatever the request accepted, its compressed length declared). `declared`
+    claims another Content-Length; `stall_after` sends that many bytes, then nothing more while the
+    server runs (a reply that never ends). `code` other than 200: the padded body comes with that
+    status (an error page far over the cap)."""
+    reply = ok(content)
+    reply.pad_to, reply.framing, reply.declared, reply.stall_after, reply.status = (
+        size, framing, declared, stall_after, code)
+    return reply
+
+
+def padded(body: dict, size: int) -> bytes:
+    """`body` as JSON with a "padding" field that makes it exactly `size` bytes."""
+    bare = json.dumps({**body, "padding": ""}).encode()
+    if size < len(bare):
+        raise AssertionError(f"a padded reply needs at least {len(bare)} bytes, not {size}")
+    return json.dumps({**body, "padding": "x" * (size - len(bare))}).encode()
+
+
 def failed(code: str = "server_error", message: str = "The server had an error processing your request.") -> Reply:
     """Responses API: a 200 whose response status is `failed`."""
     return Reply("failed", message=message, content=code)
@@ -131,6 +162,7 @@ class _State:
     sent: list[Sent] = field(default_factory=list)  # every 200 JSON answer, as sent
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
+    bytes_sent: int = 0  # body bytes of oversized replies written to the socket
 
 
 # -- the wire formats -----------------------------------------------------------------------------
@@ -332,7 +364,45 @@ class _Handler(BaseHTTPRequestHandler):
             body, extra = render_ok(reply, asked)
         with state.lock:
             state.sent.append(Sent(body, dict(extra)))
+        if reply.pad_to is not None:
+            self._send_big(reply, padded(body, reply.pad_to), extra)
+            return
         self._send(200, body, extra)
+
+    def _send_big(self, reply: Reply, data: bytes, headers: dict) -> None:
+        """A large body in 64 KiB writes, framed as the reply says; stopping after `stall_after`."""
+        state = self.server.state
+        self.close_connection = True  # the client may stop reading part-way: this connection is done
+        if reply.framing == "gzip":
+            data = gzip.compress(data, compresslevel=6)
+        try:
+            self.send_response(reply.status)
+            self.send_header("content-type", "application/json")
+            if reply.framing == "chunked":
+                self.send_header("transfer-encoding", "chunked")
+            else:
+                self.send_header("content-length", str(reply.declared if reply.declared is not None else len(data)))
+            if reply.framing == "gzip":
+                self.send_header("content-encoding", "gzip")
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            limit = len(data) if reply.stall_after is None else min(len(data), reply.stall_after)
+            step = 1 << 16
+            for start in range(0, limit, step):
+                piece = data[start:min(start + step, limit)]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if reply.framing == "chunked" else piece)
+                with state.lock:
+                    state.bytes_sent += len(piece)
+            self.wfile.flush()
+            if reply.stall_after is not None:
+                state.stopping.wait()  # the rest never comes
+                return
+            if reply.framing == "chunked":
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass  # the client stopped reading: what a cap does
 
     def _send(self, code: int, body: Any, headers: dict) -> None:
         self._send_bytes(code, json.dumps(body).encode(), "application/json", headers)

@@ -123,3 +123,30 @@ def test_the_dry_runs_result_reports_its_memory_rules(dry_run):
 
     (result,) = dry_run[2]
     assert result.provenance["memory_rules"] == EngineRules().as_dict()
+
+
+def test_the_reply_cap_is_frozen_and_hashed():
+    m = parse_manifest(GOOD, "m.yaml")
+    assert m.agent.max_reply_bytes == 1 << 20  # 1 MiB unless the manifest says otherwise
+    assert "max_reply_bytes: 1048576" in m.to_yaml()  # the frozen copy names it
+    capped = parse_manifest(GOOD + "agent: {max_reply_bytes: 65536}\n", "m.yaml")
+    assert capped.sha256() != m.sha256()
+    assert parse_manifest(capped.to_yaml(), "frozen.yaml").agent.max_reply_bytes == 65536
+    assert parse_manifest(GOOD + "agent: {max_reply_bytes: 1048576}\n", "m.yaml").sha256() == m.sha256()
+
+
+@pytest.mark.parametrize("agent, message", [
+    ("{max_reply_bytes: true}", "agent.max_reply_bytes: Input should be a valid integer"),
+    ("{max_reply_bytes: 0}", "agent.max_reply_bytes: Input should be greater than or equal to 1024"),
+    ("{max_reply_bytes: -1}", "agent.max_reply_bytes: Input should be greater than or equal to 1024"),
+    ("{max_reply_bytes: 1023}", "agent.max_reply_bytes: Input should be greater than or equal to 1024"),
+    ("{max_reply_bytes: 1048576.0}", "agent.max_reply_bytes: Input should be a valid integer"),
+    ("{max_reply_bytes: '1048576'}", "agent.max_reply_bytes: Input should be a valid integer"),
+    ("{max_reply_bytes: 1 MiB}", "agent.max_reply_bytes: Input should be a valid integer"),
+    ("{max_reply_bytes: 33554432}", "agent.max_reply_bytes: Input should be less than or equal to 16777216"),
+    ("{max_reply_bytes: 8388608, invalid_output_retries: 2}", "agent: max_reply_bytes 8,388,608 times the 3 answers"),
+])
+def test_the_reply_cap_validated(agent, message):
+    with pytest.raises(ManifestError) as err:
+        parse_manifest(GOOD + f"agent: {agent}\n", "m.yaml")
+    assert err.value.args[0].startswith("m.yaml:13: " + message), err.value.args[0]
