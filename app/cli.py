@@ -178,7 +178,7 @@ def _main(argv: list[str] | None) -> int:
                 return _fail(str(exc))
         global _WORKERS, _EXECUTOR
         _WORKERS = args.workers if args.workers is not None else (0 if args.executor == "ray" else 1)
-        if args.speed is not None and (_WORKERS != 1 or args.executor != "local"):
+        if args.speed not in (None, "max") and (_WORKERS != 1 or args.executor != "local"):
             return _fail(f"--speed {args.speed} paces one trial at a time: it does not go with --workers or "
                          f"--executor ray (trials run at once go at full speed)")
         _EXECUTOR = (args.executor, args.ray_address)
