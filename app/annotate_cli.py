@@ -67,9 +67,12 @@ def add_parsers(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sessions.folder_kind import evidence_problem
+
     folder: Path = args.folder
-    if not folder.is_dir():
-        return _fail(f"{folder}: not a folder")
+    problem = evidence_problem(folder)  # a home directory is not an experiment with no labels yet
+    if problem is not None:
+        return _fail(problem)
     if args.command == "annotate":
         return _annotate(args, folder)
     if args.command == "unblind":

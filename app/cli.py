@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --executor ray: an existing cluster (e.g. auto, or ray://head:10001); "
                           "default: a local Ray instance started for the run")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
-                     help="console pacing (default: the manifest's emulator.speed_multiplier; "
-                          "the bundled dry-run says 1)")
+                     help="pacing, times real time (console default: the manifest's emulator.speed_multiplier, "
+                          "the bundled dry-run says 1; headless default: max); one trial at a time only")
     verify = sub.add_parser("verify", help="audit an evidence folder")
     verify.add_argument("folder", type=Path)
     verify.add_argument("--deep", action="store_true", help="also decode every stored frame and check its pixels")
@@ -178,6 +178,9 @@ def _main(argv: list[str] | None) -> int:
                 return _fail(str(exc))
         global _WORKERS, _EXECUTOR
         _WORKERS = args.workers if args.workers is not None else (0 if args.executor == "ray" else 1)
+        if args.speed not in (None, "max") and (_WORKERS != 1 or args.executor != "local"):
+            return _fail(f"--speed {args.speed} paces one trial at a time: it does not go with --workers or "
+                         f"--executor ray (trials run at once go at full speed)")
         _EXECUTOR = (args.executor, args.ray_address)
         if args.resume is not None:
             if (args.manifest is not None or args.output is not None or args.provider is not None
@@ -189,14 +192,15 @@ def _main(argv: list[str] | None) -> int:
         if args.provider is not None or args.model is not None or args.base_url is not None:
             model = {"provider": args.provider, "model": args.model, "base_url": args.base_url, "api": args.api}
         if model is not None or args.emulator is not None or args.force:
-            from app.model_run import ModelRunError, overridden_manifest
+            from app.model_run import ModelRunError, built_manifest
 
             if args.emulator is not None and BACKENDS[args.emulator].version() is None:
                 return _fail(BACKENDS[args.emulator].missing_message())
             try:
-                with overridden_manifest(args.manifest, model=model, emulator=args.emulator,
-                                         force=args.force) as manifest:
-                    return _run(manifest, headless=headless, output=args.output, speed=args.speed)
+                with built_manifest(args.manifest, model=model, emulator=args.emulator,
+                                    force=args.force) as (manifest, origin):
+                    # errors name the options and the user's own file, never the temporary copy
+                    return _run(manifest, headless=headless, output=args.output, speed=args.speed, origin=origin)
             except ModelRunError as exc:
                 return _fail(str(exc))
         return _run(args.manifest, headless=headless, output=args.output, speed=args.speed)
@@ -249,11 +253,11 @@ def _pacing(prepared, speed: str | None) -> float | None:
     return prepared.manifest.emulator.speed_multiplier or None  # 0 means as fast as possible
 
 
-def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: str | None) -> int:
+def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: str | None, origin=None) -> int:
     from sessions.experiment import PreflightError, create_folder, default_output, prepare
 
     try:
-        prepared = prepare(manifest, output, allow_human=not headless)
+        prepared = prepare(manifest, output, allow_human=not headless, origin=origin)
         folder = create_folder(prepared, output or default_output(prepared.manifest.experiment_id))
     except PreflightError as exc:
         return _fail(str(exc))
@@ -278,7 +282,8 @@ def _start(prepared, folder, *, headless: bool, speed: str | None, positions: li
     if headless or _WORKERS != 1 or _EXECUTOR[0] != "local":
         if not headless:  # many trials at once: the console over all of them follows the folder
             return _run_watched(prepared, folder, positions)
-        return _run_headless(prepared, folder, positions)
+        # Headless goes at full speed unless --speed says otherwise (the manifest's pacing is the console's).
+        return _run_headless(prepared, folder, positions, pacing=_pacing(prepared, speed) if speed else None)
     from app.console import run_console
 
     return run_console(prepared, folder, speed=_pacing(prepared, speed), positions=positions)
@@ -296,19 +301,21 @@ def _run_watched(prepared, folder, positions: list[int] | None) -> int:
                                         workers=_WORKERS, executor=_EXECUTOR[0], ray_address=_EXECUTOR[1]))
 
 
-def _run_headless(prepared, folder, positions: list[int] | None) -> int:
+def _run_headless(prepared, folder, positions: list[int] | None, pacing: float | None = None) -> int:
     from app.headless import HeadlessPrinter, print_line, summary_table
     from app.signals import SignalStop
+    from engine.control import RunControl
     from sessions.runner import ExperimentRunner
     from sessions.summary import exit_status
 
     printer = HeadlessPrinter(schedule=len(positions) if positions is not None else len(prepared.schedule))
     signals = SignalStop(lambda name: runner.control.stop_run("signal", name, f"signal:{name}"), folder.root)
-    runner = ExperimentRunner(prepared, folder, sinks=[printer], positions=positions,
+    runner = ExperimentRunner(prepared, folder, sinks=[printer], control=RunControl(pacing), positions=positions,
                               resumed=positions is not None, watchdog_options={"signal_waiting": signals.waiting},
                               workers=_WORKERS, executor=_EXECUTOR[0], ray_address=_EXECUTOR[1])
     signals.install()
-    print_line(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder.root}")
+    print_line(f"oakwatch: experiment {prepared.manifest.experiment_id} → {folder.root}"
+               + (f" (paced at {pacing:g}× real time)" if pacing else ""))
     printer.start()
     try:
         summary = runner.run()
@@ -331,11 +338,19 @@ def _run_headless(prepared, folder, positions: list[int] | None) -> int:
 
 
 def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None) -> int:
+    import re
+
+    from engine.text import printable
     from sessions.experiment_folder import root_hash
+    from sessions.folder_kind import evidence_problem
     from sessions.verify import audit
 
-    if not folder.is_dir():
-        return _fail(f"{folder}: not a folder")
+    if expect_root is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", expect_root.strip()):
+        return _fail(f"--expect-root {printable(expect_root)}: not a root hash (64 hex digits, as --print-root "
+                     f"prints it)")
+    problem = evidence_problem(folder)
+    if problem is not None:
+        return _fail(problem)
     report = audit(folder, deep=deep)
     problems = report.interrupted + report.problems
     root = root_hash(folder) if (folder / "SHA256SUMS").is_file() else None
@@ -378,10 +393,12 @@ def _replay(trial: Path, rom: Path | None) -> int:
 def _recover(folder: Path) -> int:
     from sessions.durable import EvidenceError
     from sessions.experiment_folder import FolderBusy
+    from sessions.folder_kind import evidence_problem
     from sessions.recover import RecoverRefused, recover
 
-    if not folder.is_dir():
-        return _fail(f"{folder}: not a folder")
+    problem = evidence_problem(folder)
+    if problem is not None:
+        return _fail(problem)
     try:
         done = recover(folder)
     except FolderBusy as exc:

@@ -41,11 +41,13 @@ def add_parsers(sub) -> None:
 
 
 def report_main(args: argparse.Namespace) -> int:
+    from sessions.folder_kind import evidence_problem
     from sessions.report import build_report
 
     folder: Path = args.folder
-    if not folder.is_dir() or not (folder / "manifest.yaml").is_file():
-        return _fail(f"{folder}: not an evidence folder (no manifest.yaml)")
+    problem = evidence_problem(folder)
+    if problem is not None:
+        return _fail(problem)
     if args.output is not None and args.output.exists() and not args.output.is_dir():
         return _fail(f"{args.output}: exists and is not a folder")
     try:

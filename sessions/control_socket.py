@@ -13,6 +13,12 @@ Protocol: JSON lines in, one JSON line back for each.
     {"op": "status"}
 replies {"ok": true, ...} or {"ok": false, "error": "..."}.
 
+Bounded, so idle peers cannot lock the operator out: one thread serves every connection with a
+selector; a connection that sends no complete message within IDLE_SECONDS of connecting (or of its
+last reply) is closed, however slowly it trickles bytes; at most MAX_CONNECTIONS are open, and one
+more evicts the longest idle; the backlog is BACKLOG deep and every pending connection is accepted
+at once. Ops run on a few handler threads, so a slow reply (a worker's) never stalls the others.
+
 `runner_handler(control, current)` maps these onto an engine.control.RunControl for the trial the
 run is playing (`current()` names it); `ControlClient(root)` is the other end.
 """
@@ -23,18 +29,26 @@ import asyncio
 import hashlib
 import json
 import os
+import queue
+import selectors
 import socket
 import struct
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SOCKET_NAME = "control.sock"
 POINTER = ".control"  # holds the socket's path
 LOG_NAME = "control.log"
 MAX_MESSAGE = 64 << 10
+MAX_OWED = 1 << 20  # reply bytes a peer may leave unread before it is dropped
+IDLE_SECONDS = 5.0  # no complete message for this long since connecting (or the last reply): closed
+MAX_CONNECTIONS = 64  # open at once; one more evicts the longest idle
+BACKLOG = 1024  # pending connections the kernel holds for the accept loop
+HANDLER_THREADS = 4  # ops answered at once (a worker's reply can take seconds)
 SUN_PATH_MAX = 107  # bytes of a Unix socket path (108 with its NUL)
 OPS = ("pause", "resume", "step", "end", "tag", "status")
 
@@ -79,21 +93,54 @@ def _reply(ok: bool, **fields) -> dict:
     return {"ok": ok, **fields}
 
 
+class _Conn:
+    """One accepted connection: what it sent so far, what it is owed, and when it last did anything."""
+
+    __slots__ = ("sock", "inbuf", "outbuf", "busy", "since", "closing", "events")
+
+    def __init__(self, sock: socket.socket, now: float):
+        self.sock = sock
+        self.inbuf = b""
+        self.outbuf = b""
+        self.busy = False  # a message is with the handler; the next waits for its reply
+        self.since = now  # connected, or last reply sent: idle from here
+        self.closing = False  # close once what it is owed is sent
+        self.events = 0  # what the selector watches it for (0: not registered)
+
+
 class ControlServer:
-    """Accepts owner-only connections on a thread; `handle(message) -> reply` runs on that thread."""
+    """Serves owner-only connections from one thread with a selector; `handle(message) -> reply`
+    runs on a small pool of threads (a worker's reply can take seconds), never on the I/O thread.
+
+    Bounded: a connection that has sent no complete message for `idle_seconds` since it connected
+    (or since its last reply) is closed, however slowly it trickles bytes; at most
+    `max_connections` are open, and a new one beyond that evicts the longest idle (else the
+    oldest), so the operator's next command always gets in; the listen backlog is large and the
+    accept loop takes every pending connection at once, so idle peers never hold it up."""
 
     def __init__(self, root: Path, handle: Handler, *, on_refused: Callable[[str], None] | None = None,
-                 owner_uid: int | None = None):
+                 owner_uid: int | None = None, idle_seconds: float = IDLE_SECONDS,
+                 max_connections: int = MAX_CONNECTIONS):
         self.root = Path(root)
         self.handle = handle
         self.on_refused = on_refused
         self.owner_uid = os.getuid() if owner_uid is None else owner_uid
+        self.idle_seconds = idle_seconds
+        self.max_connections = max(1, max_connections)
         self.path: Path | None = None
         self.refusals = 0
+        self.evictions = 0  # connections closed to make room for a new one
+        self.timeouts = 0  # connections closed for sending no complete message in time
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._log_lock = threading.Lock()
+        self._conns: dict[int, _Conn] = {}  # by file descriptor, oldest first
+        self._done: queue.SimpleQueue = queue.SimpleQueue()  # (fd, conn, reply) from the handler threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._selector: selectors.BaseSelector | None = None
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
 
     @property
     def pointer(self) -> Path:
@@ -102,6 +149,11 @@ class ControlServer:
     @property
     def log_path(self) -> Path:
         return self.root / LOG_NAME
+
+    @property
+    def connections(self) -> int:
+        """Connections open right now (read from any thread; for tests and the bench)."""
+        return len(self._conns)
 
     def start(self) -> ControlServer:
         path = socket_path_for(self.root)
@@ -118,12 +170,19 @@ class ControlServer:
             finally:
                 os.umask(old)
             os.chmod(path, 0o600)
-            sock.listen(8)
-            sock.settimeout(0.2)
+            sock.listen(BACKLOG)  # the kernel caps it at net.core.somaxconn
+            sock.setblocking(False)
         except OSError:
             sock.close()
             raise
         self._sock, self.path = sock, path
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(sock, selectors.EVENT_READ, "listen")
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._pool = ThreadPoolExecutor(max_workers=HANDLER_THREADS, thread_name_prefix="control-op")
         tmp = self.pointer.with_name(POINTER + ".tmp")
         tmp.write_text(str(path) + "\n", encoding="utf-8")
         os.chmod(tmp, 0o600)
@@ -134,10 +193,11 @@ class ControlServer:
 
     def stop(self) -> None:
         self._stopping.set()
+        self._wake()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        if self._sock is not None:
-            self._sock.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         for p in (self.path, self.pointer):
             if p is None:
                 continue
@@ -152,75 +212,218 @@ class ControlServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    # -- serving --------------------------------------------------------------------------------
-    def _serve(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                if self._stopping.is_set():
-                    return
-                time.sleep(0.05)
-                continue
-            cred = peer_cred(conn)
-            if cred is None or cred[1] != self.owner_uid:
-                self._refuse(conn, cred)
-                continue
-            threading.Thread(target=self._session, args=(conn,), name="control-session", daemon=True).start()
+    # -- serving (the I/O thread) ---------------------------------------------------------------
+    def _wake(self) -> None:
+        try:
+            if self._wake_w is not None:
+                self._wake_w.send(b"x")
+        except OSError:
+            pass  # full (a wake-up is pending anyway) or closed (stopping)
 
-    def _refuse(self, conn: socket.socket, cred) -> None:
+    def _serve(self) -> None:
+        sel = self._selector
+        try:
+            while not self._stopping.is_set():
+                for key, events in sel.select(self._next_timeout()):
+                    if key.data == "listen":
+                        self._accept_all()
+                    elif key.data == "wake":
+                        try:
+                            while self._wake_r.recv(4096):
+                                pass
+                        except OSError:
+                            pass
+                    else:
+                        conn = self._conns.get(key.fd)
+                        if conn is None or conn.sock is not key.fileobj:
+                            continue
+                        if events & selectors.EVENT_READ:
+                            self._read(key.fd, conn)
+                        if events & selectors.EVENT_WRITE and self._conns.get(key.fd) is conn:
+                            self._flush(key.fd, conn)
+                self._replies()
+                self._expire()
+        finally:
+            for fd in list(self._conns):
+                self._close(fd)
+            for s in (self._sock, self._wake_r, self._wake_w):
+                if s is not None:
+                    try:
+                        sel.unregister(s)
+                    except (KeyError, ValueError):
+                        pass
+                    s.close()
+            sel.close()
+
+    def _next_timeout(self) -> float:
+        now = time.monotonic()
+        idle = [c.since + self.idle_seconds - now for c in self._conns.values() if not c.busy]
+        return max(0.0, min([*idle, 1.0]))
+
+    def _accept_all(self) -> None:
+        while True:
+            try:
+                sock, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors, say: free one for the pending connection
+                if not self._conns:
+                    time.sleep(0.05)  # nothing of ours to free; the next round tries again
+                    return
+                self._evict()
+                continue
+            cred = peer_cred(sock)
+            if cred is None or cred[1] != self.owner_uid:
+                self._refuse(sock, cred)
+                continue
+            while len(self._conns) >= self.max_connections:
+                self._evict()
+            sock.setblocking(False)
+            conn = self._conns[sock.fileno()] = _Conn(sock, time.monotonic())
+            self._watch(conn)
+
+    def _evict(self) -> None:
+        """Room for a new connection: the one idle longest goes (one mid-request only if all are)."""
+        idle = [(c.since, fd) for fd, c in self._conns.items() if not c.busy]
+        victim = min(idle)[1] if idle else next(iter(self._conns))
+        self.evictions += 1
+        self._close(victim)
+
+    def _refuse(self, sock: socket.socket, cred) -> None:
         self.refusals += 1
         who = "an unidentified peer" if cred is None else f"pid {cred[0]} uid {cred[1]} gid {cred[2]}"
         line = (f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} refused {who}: "
                 f"only uid {self.owner_uid} (the run's owner) may control this run")
+        try:  # one small reply into an empty socket buffer: never waits on the peer
+            sock.setblocking(False)
+            sock.send(json.dumps(_reply(False, error="refused: not the run's owner")).encode() + b"\n")
+        except OSError:
+            pass
+        finally:
+            sock.close()
+        self._pool.submit(self._log_refusal, line)  # the run log's write is not the I/O thread's
+
+    def _log_refusal(self, line: str) -> None:
         if self.on_refused is not None:  # the runner logs it in run.jsonl: no extra file in the folder
             try:
                 self.on_refused(line)
             except Exception:
                 pass
-        else:
-            with self._log_lock:
-                try:
-                    fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                    try:
-                        os.write(fd, (line + "\n").encode())
-                    finally:
-                        os.close(fd)
-                except OSError:
-                    pass
-        try:
-            conn.settimeout(1.0)
-            conn.sendall(json.dumps(_reply(False, error="refused: not the run's owner")).encode() + b"\n")
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def _session(self, conn: socket.socket) -> None:
-        buf = b""
-        try:
-            conn.settimeout(30.0)
-            while not self._stopping.is_set():
-                try:
-                    chunk = conn.recv(65536)
-                except TimeoutError:
-                    return
-                if not chunk:
-                    return
-                buf += chunk
-                if len(buf) > MAX_MESSAGE and b"\n" not in buf:
-                    conn.sendall(json.dumps(_reply(False, error="message too long")).encode() + b"\n")
-                    return
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
-        except OSError:
             return
-        finally:
-            conn.close()
+        with self._log_lock:
+            try:
+                fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    os.write(fd, (line + "\n").encode())
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+
+    def _read(self, fd: int, conn: _Conn) -> None:
+        try:
+            chunk = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(fd)
+            return
+        if not chunk:  # the peer is done sending: answer what it asked, then close
+            conn.closing = True
+            self._next(fd, conn)
+            return
+        conn.inbuf += chunk
+        if len(conn.inbuf) > MAX_MESSAGE and b"\n" not in conn.inbuf:
+            conn.inbuf = b""
+            conn.closing = True
+            self._send(fd, conn, _reply(False, error="message too long"))
+            return
+        self._next(fd, conn)
+
+    def _next(self, fd: int, conn: _Conn) -> None:
+        """Hand the connection's next complete message to the handler (one at a time, in order),
+        close it once a closing one is owed nothing, and watch for what it can do next."""
+        while not conn.busy and b"\n" in conn.inbuf:
+            line, conn.inbuf = conn.inbuf.split(b"\n", 1)
+            if not line.strip():
+                continue
+            conn.busy = True
+            self._pool.submit(self._answer_for, fd, conn, line)
+        if not conn.busy and conn.closing and not conn.outbuf:
+            self._close(fd)
+            return
+        self._watch(conn)
+
+    def _watch(self, conn: _Conn) -> None:
+        """Select on what the connection can do: read (until the peer is done), write (while owed)."""
+        events = (0 if conn.closing else selectors.EVENT_READ) | (selectors.EVENT_WRITE if conn.outbuf else 0)
+        if events == conn.events:
+            return
+        if conn.events and events:
+            self._selector.modify(conn.sock, events, "conn")
+        elif events:
+            self._selector.register(conn.sock, events, "conn")
+        else:  # waiting on the handler with nothing to read or write
+            self._selector.unregister(conn.sock)
+        conn.events = events
+
+    def _answer_for(self, fd: int, conn: _Conn, line: bytes) -> None:
+        try:
+            reply = self._answer(line)
+        except BaseException as exc:  # never leave the connection waiting for a reply
+            reply = _reply(False, error=f"{type(exc).__name__}: {exc}")
+        self._done.put((fd, conn, reply))
+        self._wake()
+
+    def _replies(self) -> None:
+        while True:
+            try:
+                fd, conn, reply = self._done.get_nowait()
+            except queue.Empty:
+                return
+            if self._conns.get(fd) is not conn:
+                continue  # closed (evicted, or the peer left) while the handler worked
+            conn.busy = False
+            self._send(fd, conn, reply)
+
+    def _send(self, fd: int, conn: _Conn, reply: dict) -> None:
+        conn.outbuf += json.dumps(reply).encode() + b"\n"
+        self._flush(fd, conn)
+
+    def _flush(self, fd: int, conn: _Conn) -> None:
+        try:
+            while conn.outbuf:
+                sent = conn.sock.send(conn.outbuf)
+                conn.outbuf = conn.outbuf[sent:]
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            self._close(fd)
+            return
+        if conn.outbuf and len(conn.outbuf) > MAX_OWED:  # a peer that never reads its replies
+            self._close(fd)
+            return
+        if not conn.outbuf:
+            conn.since = time.monotonic()  # answered: idle from now
+        self._next(fd, conn)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for fd, conn in list(self._conns.items()):
+            if not conn.busy and now - conn.since >= self.idle_seconds:
+                self.timeouts += 1
+                self._close(fd)
+
+    def _close(self, fd: int) -> None:
+        conn = self._conns.pop(fd, None)
+        if conn is None:
+            return
+        if conn.events:
+            try:
+                self._selector.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+        conn.sock.close()
 
     def _answer(self, line: bytes) -> dict:
         try:
@@ -329,10 +532,9 @@ class ControlClient:
         path = self.socket_path()
         if path is None:
             return _reply(False, error="read-only: no control channel")
+        deadline = time.monotonic() + self.timeout
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(self.timeout)
-                s.connect(str(path))
+            with self._connect(path, deadline) as s:
                 s.sendall(json.dumps(message).encode() + b"\n")
                 buf = b""
                 while b"\n" not in buf:
@@ -347,6 +549,23 @@ class ControlClient:
         except ValueError:
             return _reply(False, error="control channel: no reply")
         return reply if isinstance(reply, dict) else _reply(False, error="control channel: bad reply")
+
+    def _connect(self, path: Path, deadline: float) -> socket.socket:
+        """A connected socket; a backlog that is full for a moment is waited out, up to the timeout."""
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(self.timeout)
+            try:
+                s.connect(str(path))
+                return s
+            except BlockingIOError:  # EAGAIN: the run's backlog is full right now
+                s.close()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+            except BaseException:
+                s.close()
+                raise
 
     async def asend(self, message: dict) -> dict:
         """`send` without blocking the event loop."""

@@ -120,8 +120,12 @@ def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[by
     return data, hashlib.sha256(data).hexdigest()
 
 
-def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: bool = False) -> Prepared:
-    # Every check first, nothing written; each refusal is one printable line (user text escaped).
+def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: bool = False,
+            origin=None) -> Prepared:
+    """Every check first, nothing written; each refusal is one printable line (user text escaped).
+    `origin`: for a manifest oakwatch built from the command line (app.model_run.Origin), where the
+    user set each field (`origin.at(field)`: an option or a line of their own file) and what to call
+    the manifest (`origin.name`), so no message cites the temporary copy."""
     from engine.script import parse_script
     from engine.text import printable
     from sessions.reader import FormatProblem, TrialReader
@@ -140,9 +144,12 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             raise PreflightError(str(exc)) from None
         base = manifest_path.parent
         g, emu = manifest.game, manifest.emulator
+        shown = origin.name if origin is not None else str(manifest_path)
 
         def at(field: str) -> str:
             """`MANIFEST:LINE: field` for a value that parsed but cannot be used."""
+            if origin is not None:
+                return origin.at(field)
             line = field_line(manifest_path, field)
             return f"{manifest_path}:{line}: {field}" if line else f"{manifest_path}: {field}"
 
@@ -249,7 +256,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             elif c.policy == "human" and not allow_human:
                 raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
             elif c.policy == "model":
-                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at)
+                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at, built=origin is not None)
 
         variants = []
         if manifest.variants:
@@ -258,7 +265,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             try:
                 variants = prepare_variants(manifest, rom, game, emu.name)
             except SuiteError as exc:
-                raise PreflightError(f"{manifest_path}: {exc}") from None
+                raise PreflightError(f"{shown}: {exc}") from None
             for v, entry in zip(variants, manifest.variants, strict=True):
                 if entry.rom_sha256 is not None and entry.rom_sha256 != v.rom_sha256:
                     raise PreflightError(f"{at(f'variants.{v.index}.rom_sha256')}: the seed makes ROM {v.rom_sha256}")
@@ -290,7 +297,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 try:
                     setattr(section, key, str(resolve(ref, base).resolve()))
                 except (OSError, ValueError, RuntimeError) as exc:
-                    raise PreflightError(f"{manifest_path}: cannot use path {ref} ({exc})") from None
+                    raise PreflightError(f"{shown}: cannot use path {ref} ({exc})") from None
         if variants:
             from sessions.manifest import VariantEntry
             from sessions.suites import frozen_entries
@@ -317,28 +324,34 @@ def system_prompt_for(manifest: Manifest) -> str:
     return text
 
 
-def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at) -> tuple[str | None, object]:
-    """A model condition's API key (from the environment) and price, checked before anything runs."""
+def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built: bool = False
+                  ) -> tuple[str | None, object]:
+    """A model condition's API key (from the environment) and price, checked before anything runs.
+    `built`: the condition came from `run --provider/--model` (named by its options, not its id)."""
     import os
 
     from sessions.pricing import PricingError, load_prices
 
+    who = at(f"conditions.{i}.provider") if built else f"condition {c.id}"
     key = None
     if c.key_env is not None:
         key = os.environ.get(c.key_env) or None
         if key is None:
-            raise PreflightError(f"condition {c.id}: the API key variable {c.key_env} is not set "
+            raise PreflightError(f"{who}: the API key variable {c.key_env} is not set "
                                  f"(keys come from the environment only, never from a file)")
     price = None
     if c.pricing is not None:
         try:
             _, table = load_prices(where(f"conditions.{i}.pricing.file", c.pricing.file), c.pricing.sha256)
         except PricingError as exc:
-            raise PreflightError(f"condition {c.id}: {exc}") from None
+            raise PreflightError(f"{who}: {exc}") from None
         price = table.get(c.model)
     if manifest.budgets.total_cost_usd is not None and price is None:
-        raise PreflightError(f"{at(f'conditions.{i}.model')}: a cost budget is set, but no price is known for "
-                             f"{c.model} (add it to a price schedule named in conditions.{i}.pricing)")
+        fix = ("the bundled price schedule has none: drop the cost budget, or write the model into a condition "
+               "of your manifest whose pricing names a schedule that prices it") if built else \
+            f"add it to a price schedule named in conditions.{i}.pricing"
+        raise PreflightError(f"{at(f'conditions.{i}.model')}: a cost budget is set (budgets.total_cost_usd), "
+                             f"but no price is known for {c.model} ({fix})")
     return key, price
 
 

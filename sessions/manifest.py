@@ -19,6 +19,7 @@ from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
 from engine.backends import BACKENDS
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
+from sessions.assets import BUNDLED_PREFIX, bundled_problem
 from sessions.yamlfile import load_yaml_model, parse_yaml_model
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -35,8 +36,19 @@ def _no_control(value: str) -> str:
     return value
 
 
+def _inside_assets(value: str) -> str:
+    # Checked as the manifest is parsed, from the name alone: no command opens a file a bundled
+    # name points at outside assets/ (sessions.assets.bundled_problem).
+    if value.startswith(BUNDLED_PREFIX):
+        problem = bundled_problem(value[len(BUNDLED_PREFIX):])
+        if problem is not None:
+            raise ValueError(f"{value} {problem}")
+    return value
+
+
 # A file reference: `bundled:NAME` or a path relative to the manifest.
-PathRef = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_control)]
+PathRef = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_control),
+                    AfterValidator(_inside_assets)]
 
 
 def _is_true(value: bool) -> bool:

@@ -45,8 +45,11 @@ class LoadedTrial:
 
 def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
     """Everything a replay needs, checked; PreflightError (bad input) if any is missing."""
-    if not (trial_dir / layout.TRACE).is_file():
-        raise PreflightError(f"{trial_dir}: no trace.jsonl here; give a trial folder (<exp>/trials/<label>-<NN>)")
+    from sessions.folder_kind import trial_problem
+
+    problem = trial_problem(trial_dir)
+    if problem is not None:
+        raise PreflightError(problem)
     folder = trial_dir.resolve().parent.parent
     try:
         manifest = load_manifest(folder / layout.MANIFEST)

@@ -25,7 +25,7 @@ from engine.emulator import EmulatorError, Timing, frame_sha256
 from engine.gamedef import GameDefinition
 from engine.script import ScriptError, parse_script
 from engine.text import printable
-from sessions.assets import ASSETS, BUNDLED_PREFIX, resolve
+from sessions.assets import ASSETS, BUNDLED_PREFIX, bundled_problem, bundled_refs, resolve
 from sessions.gamedefs import GameDefinitionError, load_game_definition
 from sessions.romid import RomIdentity, RomIdentityError, identify
 from sessions.safe_read import MAX_ROM_BYTES, MAX_TEXT_BYTES, InputFileError, read_input
@@ -156,16 +156,28 @@ def load_template(ref: str | None, s: Setup) -> tuple[dict, Timing]:
     if ref is None:
         data = smoke_experiment(s)
     else:
-        path = resolve(ref, Path.cwd())
+        try:
+            path = resolve(ref, Path.cwd())
+        except (OSError, ValueError, RuntimeError) as exc:  # bundled:../x, ~nosuchuser/x: refused unopened
+            raise StateMakerError(f"--experiment {printable(ref)}: cannot use it ({printable(str(exc))})") from None
         try:
             data = yaml.safe_load(read_input(path, what="experiment template", max_bytes=MAX_TEXT_BYTES))
         except (InputFileError, yaml.YAMLError, UnicodeDecodeError) as exc:
             raise StateMakerError(f"--experiment {printable(ref)}: cannot read it ({printable(str(exc))})") from None
         if not isinstance(data, dict) or not isinstance(data.get("game"), dict):
             raise StateMakerError(f"--experiment {printable(ref)}: not a manifest (no game section)")
+        for field, named in bundled_refs(data):  # before anything runs: the filled-in manifest would refuse it
+            problem = bundled_problem(named[len(BUNDLED_PREFIX):])
+            if problem is not None:
+                raise StateMakerError(f"--experiment {printable(ref)}: {printable(field)}: "
+                                      f"{printable(named)} {problem}")
         wanted = data["game"].get("definition")
         ours = resolve(s.game_ref, Path.cwd()).resolve()
-        if not isinstance(wanted, str) or resolve(wanted, path.parent).resolve() != ours:
+        try:
+            theirs = resolve(wanted, path.parent).resolve() if isinstance(wanted, str) else None
+        except (OSError, ValueError, RuntimeError):
+            theirs = None
+        if theirs != ours:
             raise StateMakerError(f"--experiment {printable(ref)} is for game definition {printable(str(wanted))}, "
                                   f"not {s.game_ref} (--game)")
     emulator = data.get("emulator") if isinstance(data.get("emulator"), dict) else {}

@@ -283,8 +283,16 @@ def _line_for(path: Path_, lines: dict[Path_, int]) -> int:
     return 1
 
 
+def describe_validation(exc: ValidationError, source: str, data: Any, lines: dict[Path_, int],
+                        model: type[BaseModel], named: typing.Callable[[Path_], str | None]) -> str:
+    """The first problem of validating `data` (read from `source`, with its `lines`), one line:
+    `named(field path)` names the field where the user set it some other way (a command-line
+    option, for a manifest oakwatch built: `--base-url: message`); None keeps `SOURCE:LINE: field`."""
+    return _describe_at(exc, source, data, lines, model, named)
+
+
 def _describe_at(exc: ValidationError, source: str, data: Any, lines: dict[Path_, int],
-                 model: type[BaseModel] | None) -> str:
+                 model: type[BaseModel] | None, named: typing.Callable[[Path_], str | None] | None = None) -> str:
     errors = exc.errors()
     described = [(e, _real_path(e, data)) for e in errors]
     missing = {p for e, p in described if e["type"] == "missing"}
@@ -298,6 +306,9 @@ def _describe_at(exc: ValidationError, source: str, data: Any, lines: dict[Path_
     others = {p for _, p in described} - {path}  # union members repeat one field
     more = len(others)
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    label = named(path) if named is not None else None
+    if label is not None:
+        return f"{printable(label)}: {message}{tail}"
     return f"{_where(source, _line_for(path, lines), path)}{message}{tail}"
 
 

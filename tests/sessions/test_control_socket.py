@@ -282,3 +282,159 @@ def test_every_run_opens_its_control_channel_and_closes_it(tmp_path):
     result = json.loads(found.read_text())
     assert result["termination_reason"] == "operator-abort" and result["termination_detail"] == "seen enough"
     assert not (out / POINTER).exists() and not (out / "control.sock").exists()
+
+
+# -- bounded under load: idle peers never lock the operator out ---------------------------------------
+
+def _sockets_open(pid: int | str = "self") -> int:
+    """Socket descriptors a process holds (its listening socket and every connection)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            continue
+    return count
+
+
+def _flood(path: Path, n: int) -> list:
+    import socket
+
+    peers = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(str(path))  # blocking: waits while the backlog is full, as a real flood would
+        peers.append(s)
+    return peers
+
+
+def _closed_by_server(s) -> bool:
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def test_an_idle_flood_does_not_lock_the_operator_out(tmp_path):
+    """300 connections that never send a line: the operator's pause and status still go through,
+    the server never holds more than its cap, and every idle one is closed."""
+    from sessions.control_socket import MAX_CONNECTIONS
+
+    control = RunControl()
+    with ControlServer(tmp_path, runner_handler(control, lambda: "X-01")) as server:
+        before = _sockets_open()
+        peers = _flood(server.path, 300)
+        try:
+            client = ControlClient(tmp_path, timeout=30)
+            assert client.pause("X-01") == {"ok": True, "state": "paused", "paused": True}
+            assert client.status()["paused"] is True and control.paused
+            # Ours are the 300 peers and the client's (closed); the server's are capped.
+            assert _sockets_open() - before - len(peers) <= MAX_CONNECTIONS
+            wait_for(lambda: all(_closed_by_server(s) for s in peers), timeout=60, what="the idle peers closed")
+            assert client.resume("X-01")["ok"] and not control.paused  # and the channel still serves
+        finally:
+            for s in peers:
+                s.close()
+
+
+def test_a_peer_trickling_bytes_without_a_line_is_closed(tmp_path):
+    """Sending a byte now and then is not activity: no complete message within the idle limit
+    since connecting, and the connection goes (a per-recv timeout would keep it for ever)."""
+    with ControlServer(tmp_path, echo, idle_seconds=1.0) as server:
+        peers = _flood(server.path, 20)
+        gone: set[int] = set()
+
+        def all_gone() -> bool:
+            for i, s in enumerate(peers):
+                if i in gone:
+                    continue
+                try:
+                    s.send(b" ")  # a partial message, never finished
+                except OSError:
+                    gone.add(i)
+                    continue
+                if _closed_by_server(s):
+                    gone.add(i)
+            time.sleep(0.2)
+            return len(gone) == len(peers)
+
+        try:
+            wait_for(all_gone, timeout=60, what="the trickling peers closed")
+            assert ControlClient(tmp_path).status()["ok"]
+        finally:
+            for s in peers:
+                s.close()
+        assert server.timeouts >= len(peers)
+
+
+def test_a_slow_op_does_not_hold_up_the_others_and_replies_keep_order(tmp_path):
+    import socket
+    import threading
+
+    release = threading.Event()
+
+    def handle(message: dict) -> dict:
+        if message["op"] == "end":
+            release.wait(30)  # a worker that takes its time to answer
+        return {"ok": True, "op": message["op"]}
+
+    with ControlServer(tmp_path, handle) as server:
+        slow = socket.socket(socket.AF_UNIX)
+        slow.connect(str(server.path))
+        slow.sendall(b'{"op": "end"}\n{"op": "status"}\n')  # pipelined: answered in order
+        slow.shutdown(socket.SHUT_WR)  # a peer done sending still gets its replies
+        assert ControlClient(tmp_path, timeout=30).status() == {"ok": True, "op": "status"}
+        release.set()
+        slow.settimeout(30)
+        data = b""
+        while True:
+            chunk = slow.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        slow.close()
+        assert [json.loads(x)["op"] for x in data.splitlines()] == ["end", "status"]
+        with socket.socket(socket.AF_UNIX) as big:
+            big.settimeout(30)
+            big.connect(str(server.path))
+            try:
+                big.sendall(b"x" * (100 << 10))
+            except OSError:
+                pass  # answered and closed before it all went
+            assert json.loads(big.recv(4096).split(b"\n")[0]) == {"ok": False, "error": "message too long"}
+
+
+def test_a_real_run_answers_its_operator_through_an_idle_flood(tmp_path):
+    """`oakwatch run --headless`: 300 idle connections to its channel, then pause, status and end
+    go through; the run holds no more than its cap of connections."""
+    from sessions.control_socket import MAX_CONNECTIONS
+
+    manifest = write_manifest(tmp_path, conditions=[{"id": "rnd", "policy": "random", "seed": 4}],
+                              budgets={"accepted_actions": 200_000, "model_decisions": None,
+                                       "wall_time_minutes": None, "unrecoverable_loop_repeats": None})
+    out = tmp_path / "exp"
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "run", str(manifest), "--headless", "--output",
+                             str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    peers = []
+    try:
+        client = ControlClient(out, timeout=30)
+        wait_for(lambda: client.status().get("trial") or proc.poll() is not None, what="a running trial")
+        trial = client.status()["trial"]
+        peers = _flood(ControlClient(out).socket_path(), 300)
+        assert client.pause(trial)["ok"]
+        assert client.status()["paused"] is True
+        assert _sockets_open(proc.pid) <= MAX_CONNECTIONS + 8  # its listening socket, a few of its own
+        assert client.end(trial, "flooded")["ok"]
+        proc.communicate(timeout=120)
+    finally:
+        for s in peers:
+            s.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    (found,) = out.glob(f"void-*/{trial}/result.json")
+    result = json.loads(found.read_text())
+    assert (result["termination_reason"], result["termination_detail"]) == ("operator-abort", "flooded")
