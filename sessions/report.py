@@ -4,9 +4,7 @@ Writes report.md, a self-contained report.html (inline SVG from matplotlib: no n
 CSS or JS), report.json, trials.csv and conditions.csv into DIR/reports/ (the folder's report layer,
 with its own SHA256SUMS) or --output. Every figure comes from sessions.metrics over the records;
 report.json holds each trial's numbers next to the result.json values they came from. Before
-unblinding (no unblinded/ folder) conditions appear by label only. The report cites the folder's
-root and every layer's root it was computed from (report.json `roots`, sessions.roots.cited), so a
-reader can check the layers it used (`sha256sum annotations/NAME/SHA256SUMS`).
+unblinding (no unblinded/ folder) conditions appear by label only.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sessions import layout
+from sessions import layout, roots
 from sessions.metrics import (
     MEMORY_TYPES,
     SEVERITIES,
@@ -37,7 +35,6 @@ from sessions.metrics import (
     variant_comparison,
 )
 from sessions.reader import TrialReader
-from sessions.roots import HAND_CHECK, cited
 
 PRODUCTIVE_DEFINITION = (
     "Productive action: an accepted action that changed the probed state (the position and every field the game "
@@ -600,7 +597,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         "summary": summary, "variants": variant_comparison(rows), "agreement": agreement,
         "annotation_basis": confirmed.basis, "disputed": confirmed.disputed,
         "reconciliation": recon, "checklist": checks, "conclusion": sentence,
-        "roots": cited(root),
+        "roots": roots.cited(root),  # what it was computed from: a reader checks the layers it used
     }
     say("writing report files")
     out.mkdir(parents=True, exist_ok=True)
@@ -685,21 +682,6 @@ def _memory_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     return head, body
 
 
-def roots_lines(doc: dict) -> list[str]:
-    """The folder root and the part roots the report was computed from, one line each."""
-    r = doc.get("roots") or {}
-    lines = [f"the folder whose root is {r.get('root')} (the evidence, every annotation layer and unblinded/; "
-             f"not reports/; recompute it inside the folder: {HAND_CHECK})"]
-    for rel, digest in (r.get("parts") or {}).items():
-        if not rel.startswith(layout.ANNOTATIONS + "/"):  # layers below, with their state
-            lines.append(f"{rel}: {digest} (sha256sum {rel})")
-    for name, s in (r.get("layers") or {}).items():
-        state = "frozen, so its root is fixed" if s.get("frozen") else "not frozen: later labels change its root"
-        lines.append(f"layer {name}: {s.get('lines')} line(s), root {s.get('root')} "
-                     f"(sha256sum annotations/{name}/SHA256SUMS), {state}")
-    return lines
-
-
 def render_md(doc: dict, rows: list[dict]) -> str:
     s = doc["summary"]
     lines = [f"# Report: {doc['experiment_id']}", ""]
@@ -734,7 +716,7 @@ def render_md(doc: dict, rows: list[dict]) -> str:
     lines += ["", "## Reconciliation", "", "Raw trial rows reconcile with summary.json." if rec["ok"] else
               "Raw trial rows do NOT reconcile with summary.json:", ""]
     lines += [f"- {p}" for p in rec["problems"]]
-    lines += ["", "## Computed from", ""] + [f"- {line}" for line in roots_lines(doc)]
+    lines += ["", "## Computed from", ""] + [f"- {line}" for line in roots.cited_lines(doc.get("roots"))]
     lines += ["", "## Definitions", "", doc["definitions"]["productive_action"],
               "", "Every metric's definition: docs/metrics.md.", ""]
     return "\n".join(lines)
@@ -801,8 +783,8 @@ def render_html(doc: dict, rows: list[dict], svgs: dict) -> str:
         "<p>Raw trial rows do NOT reconcile with summary.json:</p><ul>" + \
         "".join(f"<li>{e(p)}</li>" for p in rec["problems"]) + "</ul>"
     parts.append(section("reconciliation", "Reconciliation", rec_html))
-    parts.append(section("roots", "Computed from",
-                         "<ul>" + "".join(f"<li>{e(line)}</li>" for line in roots_lines(doc)) + "</ul>"))
+    cited = "".join(f"<li>{e(line)}</li>" for line in roots.cited_lines(doc.get("roots")))
+    parts.append(section("roots", "Computed from", f"<ul>{cited}</ul>"))
     parts.append(section("definitions", "Definitions",
                          f"<p>{e(doc['definitions']['productive_action'])}</p>"
                          "<p>Every metric's definition: docs/metrics.md.</p>"))

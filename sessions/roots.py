@@ -178,6 +178,21 @@ def cited(folder: Path) -> dict:
     return {"root": root_of(now) if now else None, "parts": now, "layers": layers}
 
 
+def cited_lines(r: dict | None) -> list[str]:
+    """A report's "Computed from": the folder root, the other parts' roots, each layer's root and state."""
+    r = r or {}
+    lines = [f"the folder whose root is {r.get('root')} (the evidence, every annotation layer and unblinded/; "
+             f"not reports/; recompute it inside the folder: {HAND_CHECK})"]
+    for rel, digest in (r.get("parts") or {}).items():
+        if not rel.startswith(layout.ANNOTATIONS + "/"):  # layers below, with their state
+            lines.append(f"{rel}: {digest} (sha256sum {rel})")
+    for name, s in (r.get("layers") or {}).items():
+        state = "frozen, so its root is fixed" if s.get("frozen") else "not frozen: later labels change its root"
+        lines.append(f"layer {name}: {s.get('lines')} line(s), root {s.get('root')} "
+                     f"(sha256sum {layout.ANNOTATIONS}/{name}/{layout.SUMS}), {state}")
+    return lines
+
+
 # -- roots.jsonl ------------------------------------------------------------------------------------
 
 def record(folder: Path, cause: str) -> str | None:
