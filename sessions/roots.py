@@ -36,6 +36,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,9 @@ HAND_CHECK = ("find SHA256SUMS annotations unblinded -name SHA256SUMS -type f 2>
               "| xargs sha256sum | sha256sum")
 MAX_BYTES = 64 << 20  # a record file larger than this is not one of ours
 MAX_SUBSET_PARTS = 12  # a published root is looked for among subsets of the parts up to this many
+HEX64 = re.compile(r"[0-9a-f]{64}")
+PART = re.compile(rf"{re.escape(layout.SUMS)}|{layout.ANNOTATIONS}/{layout.LAYER_NAME.pattern}/{layout.SUMS}|"
+                  rf"{layout.UNBLINDED}/{layout.SUMS}")  # a part oakwatch writes (a record naming others is not ours)
 
 
 class LayerState(Record):
@@ -123,8 +127,9 @@ def folder_root(folder: Path) -> str | None:
 
 
 def part_name(rel: str) -> str:
-    """SHA256SUMS for the evidence, else the part's folder (annotations/alice, unblinded)."""
-    return rel if rel == layout.SUMS else rel.rsplit("/", 1)[0]
+    """SHA256SUMS for the evidence, else the part's folder (annotations/alice, unblinded), printable."""
+    name = rel if rel == layout.SUMS else rel.rsplit("/", 1)[0]
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)  # a problem stays on one line
 
 
 def _whole_lines(path: Path, limit: int | None = None) -> tuple[int, str]:
@@ -261,8 +266,9 @@ def history(folder: Path) -> tuple[list[tuple[int, RootEntry]], list[str]]:
                 continue
             if e.root != root_of(e.parts):
                 problems.append(f"{where}: its root is not the SHA-256 of its parts' listing (the line was edited)")
-            elif any(not layout.LAYER_NAME.fullmatch(name) for name in e.layers):
-                problems.append(f"{where}: names a layer that cannot be one")
+            elif any(not layout.LAYER_NAME.fullmatch(name) for name in e.layers) or \
+                    any(not PART.fullmatch(rel) for rel in e.parts):
+                problems.append(f"{where}: names a part or layer that cannot be one")
             else:
                 entries.append((n, e))
     except FormatProblem as exc:
@@ -314,7 +320,7 @@ def _cited_states(doc: dict | None, source: str) -> dict[str, Recorded]:
         return out
     frozen = doc.get("frozen_layers")  # an unblinded summary written before roots were cited
     for name, digest in (frozen.items() if isinstance(frozen, dict) else ()):
-        if isinstance(digest, str) and len(digest) == 64 and layout.LAYER_NAME.fullmatch(str(name)):
+        if isinstance(digest, str) and HEX64.fullmatch(digest) and layout.LAYER_NAME.fullmatch(str(name)):
             out[name] = Recorded(None, digest, True, f"{source} (frozen_layers)")
     return out
 
@@ -322,8 +328,10 @@ def _cited_states(doc: dict | None, source: str) -> dict[str, Recorded]:
 def _cited_parts(doc: dict | None) -> dict[str, str]:
     roots = doc.get("roots") if doc is not None else None
     listed = roots.get("parts") if isinstance(roots, dict) else None
-    return {k: v for k, v in listed.items() if isinstance(k, str) and isinstance(v, str)} \
-        if isinstance(listed, dict) else {}
+    if not isinstance(listed, dict):
+        return {}
+    return {k: v for k, v in listed.items() if isinstance(k, str) and PART.fullmatch(k)
+            and isinstance(v, str) and HEX64.fullmatch(v)}
 
 
 def _check_layer(folder: Path, name: str, seen: list[Recorded]) -> str | None:
@@ -463,10 +471,11 @@ def compare(folder: Path, expected: str) -> list[str]:
     for rel in sorted(set(listed) | set(now)):
         name = part_name(rel)
         if rel not in now:
-            lines.append(f"{name}: removed since the published root, which covers it ({rel} {listed[rel][:12]}…)")
+            lines.append(f"{name}: removed since the published root, which covers it (its {layout.SUMS} was "
+                         f"{listed[rel][:12]}…)")
         elif rel not in listed:
             lines.append(f"{name}: added since the published root (it does not cover it)")
         elif now[rel] != listed[rel]:
-            lines.append(f"{name}: changed since the published root ({rel} was {listed[rel][:12]}…, "
+            lines.append(f"{name}: changed since the published root (its {layout.SUMS} was {listed[rel][:12]}…, "
                          f"is {now[rel][:12]}…)")
     return lines
