@@ -368,8 +368,8 @@ def check(folder: Path) -> list[str]:
         for name, s in e.layers.items():
             latest[name] = Recorded(s.lines, s.sha256, s.frozen, f"{layout.ROOTS_LOG}:{n}")
         unblinded = e.parts.get(f"{layout.UNBLINDED}/{layout.SUMS}")
-        if unblinded:
-            unblinded_at[f"{layout.ROOTS_LOG}:{n}"] = unblinded
+        if unblinded:  # the latest line that lists it
+            unblinded_at = {f"{layout.ROOTS_LOG}:{n}": unblinded}
     for name, r in latest.items():
         seen.setdefault(name, []).append(r)
     summary, problem = _read_json(folder, UNBLINDED_SUMMARY)
