@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sessions import layout, roots
+from sessions import layout
 from sessions.metrics import (
     MEMORY_TYPES,
     SEVERITIES,
@@ -545,6 +545,7 @@ CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;p
 def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None, replay: bool = True) -> dict:
     """Write the report files; return report.json's content (and `paths`)."""
+    from sessions.roots import cited
     from sessions.verify import audit
 
     say = progress or (lambda _m: None)
@@ -597,7 +598,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         "summary": summary, "variants": variant_comparison(rows), "agreement": agreement,
         "annotation_basis": confirmed.basis, "disputed": confirmed.disputed,
         "reconciliation": recon, "checklist": checks, "conclusion": sentence,
-        "roots": roots.cited(root),  # what it was computed from: a reader checks the layers it used
+        "roots": cited(root),  # what it was computed from: a reader checks the layers it used
     }
     say("writing report files")
     out.mkdir(parents=True, exist_ok=True)
@@ -716,7 +717,9 @@ def render_md(doc: dict, rows: list[dict]) -> str:
     lines += ["", "## Reconciliation", "", "Raw trial rows reconcile with summary.json." if rec["ok"] else
               "Raw trial rows do NOT reconcile with summary.json:", ""]
     lines += [f"- {p}" for p in rec["problems"]]
-    lines += ["", "## Computed from", ""] + [f"- {line}" for line in roots.cited_lines(doc.get("roots"))]
+    from sessions.roots import cited_lines
+
+    lines += ["", "## Computed from", ""] + [f"- {line}" for line in cited_lines(doc.get("roots"))]
     lines += ["", "## Definitions", "", doc["definitions"]["productive_action"],
               "", "Every metric's definition: docs/metrics.md.", ""]
     return "\n".join(lines)
@@ -783,7 +786,9 @@ def render_html(doc: dict, rows: list[dict], svgs: dict) -> str:
         "<p>Raw trial rows do NOT reconcile with summary.json:</p><ul>" + \
         "".join(f"<li>{e(p)}</li>" for p in rec["problems"]) + "</ul>"
     parts.append(section("reconciliation", "Reconciliation", rec_html))
-    cited = "".join(f"<li>{e(line)}</li>" for line in roots.cited_lines(doc.get("roots")))
+    from sessions.roots import cited_lines
+
+    cited = "".join(f"<li>{e(line)}</li>" for line in cited_lines(doc.get("roots")))
     parts.append(section("roots", "Computed from", f"<ul>{cited}</ul>"))
     parts.append(section("definitions", "Definitions",
                          f"<p>{e(doc['definitions']['productive_action'])}</p>"
