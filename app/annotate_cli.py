@@ -51,7 +51,8 @@ def add_parsers(sub) -> None:
     adj.add_argument("--type", metavar="T", help="the settled type (required with relabel)")
     adj.add_argument("--severity", choices=["minor", "material", "critical"])
     adj.add_argument("--reason", required=True, metavar="TEXT")
-    freeze = asub.add_parser("freeze", help="seal a layer: no more labels; its sums record the frozen hash")
+    freeze = asub.add_parser("freeze", help="seal a layer: no more labels; its sums record the frozen hash, "
+                                            "which fixes the layer's root")
     freeze.add_argument("folder", type=Path, metavar="DIR")
     freeze.add_argument("--annotator", required=True, help="the layer (an annotator, operator or adjudication)")
     listing = asub.add_parser("list", help="the labels of every layer, or of one")
@@ -104,7 +105,10 @@ def _annotate(args: argparse.Namespace, folder: Path) -> int:
             if not layer.path.is_file():
                 return _fail(f"no layer {args.annotator} in {folder / 'annotations'}")
             layer.freeze()
-            print(f"oakwatch annotate: froze annotations/{args.annotator} ({layer.frozen_sha256()})")
+            # The layer's root (the SHA-256 of its SHA256SUMS) is fixed from now on; reports cite it.
+            print(f"oakwatch annotate: froze annotations/{args.annotator} (annotations.jsonl "
+                  f"{layer.frozen_sha256()}); its root, fixed from now on: {layer.layer_root()} "
+                  f"(sha256sum annotations/{args.annotator}/SHA256SUMS)")
             return EXIT_OK
         else:
             return _list(folder, args.annotator)

@@ -72,8 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("folder", type=Path)
     verify.add_argument("--deep", action="store_true", help="also decode every stored frame and check its pixels")
     verify.add_argument("--print-root", action="store_true",
-                        help="print the root hash that pins the whole folder (publish or sign it)")
-    verify.add_argument("--expect-root", metavar="SHA256", help="fail unless the folder's root hash is this one")
+                        help="print the root hash that pins the evidence and every layer (publish or sign it)")
+    verify.add_argument("--expect-root", metavar="SHA256",
+                        help="fail unless the folder's root hash is this one, naming each part changed since")
     replay = sub.add_parser("replay", help="re-run a trial's recorded inputs and check every frame hash")
     replay.add_argument("trial", type=Path, help="a trial folder: <experiment>/trials/<label>-<NN>")
     replay.add_argument("--rom", type=Path, help="the ROM, if not where the manifest says")
@@ -341,11 +342,12 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     import re
 
     from engine.text import printable
-    from sessions.experiment_folder import root_hash
+    from sessions import roots
     from sessions.folder_kind import evidence_problem
     from sessions.verify import audit
 
-    if expect_root is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", expect_root.strip()):
+    expected = expect_root.strip().lower() if expect_root is not None else None
+    if expected is not None and not re.fullmatch(r"[0-9a-f]{64}", expected):
         return _fail(f"--expect-root {printable(expect_root)}: not a root hash (64 hex digits, as --print-root "
                      f"prints it)")
     problem = evidence_problem(folder)
@@ -353,20 +355,24 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
         return _fail(problem)
     report = audit(folder, deep=deep)
     problems = report.interrupted + report.problems
-    root = root_hash(folder) if (folder / "SHA256SUMS").is_file() else None
-    if expect_root is not None and root != expect_root.strip().lower():
-        problems.append(f"root hash is {root}, not the published {expect_root} (the folder differs from the one "
-                        f"whose root was published)")
+    # The root covers the evidence and every layer (sessions.roots); a mismatch names each part
+    # changed, added or removed since the published root was printed.
+    problems += roots.compare(folder, expected) if expected is not None else []
     if problems:
         for p in problems:
             print(f"FAIL {p}", file=sys.stderr)
-        kind = "interrupted" if report.interrupted and not report.problems else "problem(s)"
+        kind = "interrupted" if report.interrupted and len(problems) == len(report.interrupted) else "problem(s)"
         print(f"oakwatch verify: {len(problems)} {kind} in {folder}", file=sys.stderr)
         return EXIT_PROBLEMS
     print(f"oakwatch verify: {folder} OK (files, hash chains, trace, inputs, memory, frames, results, "
-          f"run log and summary reconcile{'; every frame decoded' if deep else ''})")
+          f"run log, summary and annotation layers reconcile{'; every frame decoded' if deep else ''})")
     if print_root:
-        print(f"root: {root}")
+        listed = roots.parts(folder)
+        print(f"root: {roots.root_of(listed) if listed else None}")
+        print("covers (the SHA-256 of each part's SHA256SUMS; the root is the SHA-256 of these lines; "
+              "reports/ is not covered):")
+        for rel, digest in listed.items():
+            print(f"  {digest}  {rel}")
     return EXIT_OK
 
 

@@ -5,6 +5,10 @@
     annotations/<annotator>/SHA256SUMS          the layer's own sums (the evidence's never change),
                                                 plus `FROZEN <sha256 of annotations.jsonl>` once frozen
 
+The layer's root is the SHA-256 of its SHA256SUMS: part of the folder's root (sessions.roots),
+fixed once the layer is frozen. Every write appends the folder's new root to roots.jsonl, which
+records the layer's state (lines, their hash, frozen) for verify to hold it to later.
+
 Layers: one per annotator (source annotator: review or `oakwatch annotate`); `operator`, the live
 console's tags whose trial ended while they were typed (tags made while the trial ran are in the
 trial's own annotations.jsonl, sealed with its evidence; `read_layers` puts both in the operator
@@ -30,10 +34,10 @@ from pydantic import ValidationError
 from engine.control import TagForAnotherTrial
 from engine.records import Annotation
 from engine.trial import FACT_ID, TagRefused, build_annotation, check_reference, utc_now
-from sessions import layout
+from sessions import layout, roots
 from sessions.assets import ASSETS
 from sessions.checksums import SumsFormatError, file_sha256, parse_sums, render_sums
-from sessions.durable import AppendLog, write_atomic
+from sessions.durable import AppendLog, EvidenceError, write_atomic
 from sessions.reader import FormatProblem, TrialReader, iter_lines, short_error
 
 LAYER_FILE = "annotations.jsonl"
@@ -325,6 +329,17 @@ class AnnotationLayer:
         digest = file_sha256(self.path)
         sums = render_sums({LAYER_FILE: digest}) + (f"{FROZEN} {digest}\n" if frozen else "")
         write_atomic(self.folder / layout.SUMS, sums.encode())
+        try:
+            roots.record(self.root, f"{layout.ANNOTATIONS}/{self.annotator}: {record.id} ({record.kind})")
+        except EvidenceError as exc:
+            raise LayerError(f"{record.id} was written, but {layout.ROOTS_LOG} was not ({exc})") from None
+
+    def layer_root(self) -> str | None:
+        """The layer's root: the SHA-256 of its SHA256SUMS (fixed once frozen), or None."""
+        try:
+            return file_sha256(self.folder / layout.SUMS)
+        except OSError:
+            return None
 
 
 def frame_seen(root: Path, key: str, decision: int) -> tuple[str | None, int | None]:

@@ -12,6 +12,8 @@ annotator layer exists, every layer that labels any trial is frozen, and the adj
 if present, is frozen. Then it writes unblinded/summary.json (the run's summary with each
 label's condition id beside it), unblinded/blinding.json (a byte copy of the key) and their own
 SHA256SUMS. The run's summary.json, which names labels only, and the evidence's sums never change.
+unblinded/summary.json records what it was made from (`roots`: the folder's root, every part's root
+and each frozen layer's state, sessions.roots.cited), so verify holds the layers to it later.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from pathlib import Path
 
 import yaml
 
-from sessions import layout
+from sessions import layout, roots
 from sessions.annotation_layer import ADJUDICATION, OPERATOR, AnnotationLayer, LayerError, layer_names
 from sessions.checksums import file_sha256, render_sums
-from sessions.durable import fsync_dir, write_atomic
+from sessions.durable import EvidenceError, fsync_dir, write_atomic
 from sessions.reader import FormatProblem, parse
 from sessions.records import BlindingFile, Summary
 
@@ -95,6 +97,7 @@ def unblind(root: Path) -> Path:
                              for label, figures in data["per_condition"].items()}
     data["trials"] = [{**t, "condition_id": labels.get(t["trial_key"].split("-", 1)[0])} for t in data["trials"]]
     data["frozen_layers"] = {name: AnnotationLayer(root, name).frozen_sha256() for name in layer_names(root)}
+    data["roots"] = roots.cited(root)  # the evidence and the frozen layers these condition ids are read with
     body = (json.dumps(data, indent=2) + "\n").encode()
     tmp = root / (layout.UNBLINDED + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -109,6 +112,10 @@ def unblind(root: Path) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    try:
+        roots.record(root, f"{layout.UNBLINDED}/ written")
+    except EvidenceError as exc:
+        raise BlindingError(f"{target} was written, but {layout.ROOTS_LOG} was not ({exc})") from None
     return target
 
 

@@ -6,12 +6,12 @@ both hold it; the file names the holder's PID), keeps `.reserve` (a small preall
 released when the disk fills, so the final records still fit), appends the hash-chained run
 log, moves the attempts of a voided block under void-<n>/, and keeps SHA256SUMS current from
 the digests it has already computed: each sealed trial extends it, nothing rehashes the tree.
+At the run's end the folder's root goes into roots.jsonl (sessions.roots).
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import secrets
@@ -26,10 +26,10 @@ import yaml
 from engine.contract import response_json_schema
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import utc_now
-from sessions import layout
+from sessions import layout, roots
 from sessions.assets import ASSETS
 from sessions.checksums import file_sha256, parse_sums, render_sums
-from sessions.durable import AppendLog, error_from, fsync_dir, write_atomic
+from sessions.durable import AppendLog, EvidenceError, error_from, fsync_dir, write_atomic
 from sessions.recorder import TrialRecorder, sha256_hex
 from sessions.records import BlindingFile, RunEvent, ScheduleFile, Summary, VoidRecord
 from sessions.schemas import published as published_schemas
@@ -298,6 +298,10 @@ class ExperimentFolder:
         self.sums[layout.SUMMARY] = sha256_hex(data)
         self.write_sums()
         self.finished = True
+        try:  # a record of the folder's root, not part of it: failing to write it leaves the run finished
+            roots.record(self.root, "the run's end (SHA256SUMS written)")
+        except EvidenceError:
+            pass
         return summary
 
     def leave_as_found(self) -> None:
@@ -323,9 +327,9 @@ class ExperimentFolder:
             self._unlock()
 
 
-def root_hash(folder: Path) -> str:
-    """The one hash that pins a finished experiment: SHA-256 of its SHA256SUMS."""
-    return hashlib.sha256((folder / layout.SUMS).read_bytes()).hexdigest()
+def root_hash(folder: Path) -> str | None:
+    """The one hash that pins the folder: the evidence and every layer beside it (sessions.roots)."""
+    return roots.folder_root(folder)
 
 
 def holder_alive(root: Path) -> tuple[bool, str]:

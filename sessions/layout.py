@@ -9,6 +9,7 @@
       annotations/<annotator>/  annotations.jsonl SHA256SUMS   (its own sums: a layer beside the evidence)
       reports/                  report files and their own SHA256SUMS
       unblinded/                summary.json blinding.json SHA256SUMS  (`oakwatch unblind`, once labels are frozen)
+      roots.jsonl               every root the folder has had (sessions.roots), beside the parts it records
       .lock .reserve            only while a run holds the folder
 
 `verify` reports anything else as an unknown file, and a leftover temp file as such.
@@ -31,6 +32,7 @@ TRIALS = "trials"
 ANNOTATIONS = "annotations"
 REPORTS = "reports"
 UNBLINDED = "unblinded"
+ROOTS_LOG = "roots.jsonl"  # sessions.roots: a record of the folder's roots, not a part of them
 OPERATOR_ANNOTATOR = "operator"  # live tags made after their trial had ended
 
 # Per trial
@@ -49,6 +51,7 @@ STREAMS = (TRACE, RESPONSES, INPUTS, MEMORY, TRIAL_ANNOTATIONS)
 TRIAL_KEY = r"[A-Z]-\d{2,}"
 _LABEL = r"[A-Z]"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+LAYER_NAME = re.compile(_NAME)  # an annotation layer's folder name
 _TRIAL_FILE = "(?:" + "|".join(re.escape(f) for f in TRIAL_FILES) + ")"
 
 # Files the experiment's own SHA256SUMS covers.
@@ -80,9 +83,11 @@ def void_dir(n: int) -> str:
 
 
 def classify_path(rel: str) -> str:
-    """'evidence', 'layer', 'sums', 'run-only', 'temp' or 'unknown' for a path relative to the folder."""
+    """'evidence', 'layer', 'sums', 'roots', 'run-only', 'temp' or 'unknown' for a path relative to the folder."""
     if rel == SUMS:
         return "sums"
+    if rel == ROOTS_LOG:
+        return "roots"
     if rel in RUN_ONLY:
         return "run-only"
     if PurePosixPath(rel).name.endswith(".tmp"):

@@ -448,6 +448,7 @@ CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;p
 def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None, replay: bool = True) -> dict:
     """Write the report files; return report.json's content (and `paths`)."""
+    from sessions.roots import cited
     from sessions.verify import audit
 
     say = progress or (lambda _m: None)
@@ -500,6 +501,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         "summary": summary, "variants": variant_comparison(rows), "agreement": agreement,
         "annotation_basis": confirmed.basis, "disputed": confirmed.disputed,
         "reconciliation": recon, "checklist": checks, "conclusion": sentence,
+        "roots": cited(root),  # what it was computed from: a reader checks the layers it used
     }
     say("writing report files")
     out.mkdir(parents=True, exist_ok=True)
@@ -641,6 +643,9 @@ def render_md(doc: dict, rows: list[dict], figures: dict) -> str:
     lines += ["", "## Reconciliation", "", "Raw trial rows reconcile with summary.json." if rec["ok"] else
               "Raw trial rows do NOT reconcile with summary.json:", ""]
     lines += [f"- {p}" for p in rec["problems"]]
+    from sessions.roots import cited_lines
+
+    lines += ["", "## Computed from", ""] + [f"- {line}" for line in cited_lines(doc.get("roots"))]
     lines += ["", "## Definitions", "", doc["definitions"]["productive_action"],
               "", "Every metric's definition: docs/metrics.md.", ""]
     return "\n".join(lines)
@@ -717,6 +722,10 @@ def render_html(doc: dict, rows: list[dict], figures: dict) -> str:
         "<p>Raw trial rows do NOT reconcile with summary.json:</p><ul>" + \
         "".join(f"<li>{e(p)}</li>" for p in rec["problems"]) + "</ul>"
     parts.append(section("reconciliation", "Reconciliation", rec_html))
+    from sessions.roots import cited_lines
+
+    cited = "".join(f"<li>{e(line)}</li>" for line in cited_lines(doc.get("roots")))
+    parts.append(section("roots", "Computed from", f"<ul>{cited}</ul>"))
     parts.append(section("definitions", "Definitions",
                          f"<p>{e(doc['definitions']['productive_action'])}</p>"
                          "<p>Every metric's definition: docs/metrics.md.</p>"))
@@ -871,7 +880,8 @@ def write_package(root: Path, output: Path, *, include_raw: bool = False, seed: 
         "- `annotations/` and `annotation-disagreements.json`: every label, adjudications, and the disagreements.",
         "- `analysis/`: the code and definitions that computed every figure.",
         "- `evidence-SHA256SUMS`: the evidence folder's own sums; `SHA256SUMS`: this package's files.",
-        f"- root hash of the evidence folder: `{root_hash(root)}`.", "",
+        f"- root hash of the evidence folder (the evidence and every annotation layer, unblinded/ too; "
+        f"`oakwatch verify --expect-root`): `{root_hash(root)}`.", "",
         "Never included: the ROM, start states, secrets." + (" Conditions and the blinding key are left out: the "
                                                              "run is not unblinded yet." if blinded else ""),
     ]

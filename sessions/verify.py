@@ -6,8 +6,11 @@ an unbroken hash chain from its genesis, and each decision's response, inputs, m
 operations and frame are exactly the bytes its trace line names; result.json follows from the
 trace (outcome, termination reason, telemetry, milestones); the frame store is the one sealed;
 the run log records every trial sealed and every block voided; summary.json is what the
-results give. An attacker who rewrites files and regenerates SHA256SUMS breaks one of these;
-one who recomputes every chain is caught only by a published root (`--print-root`).
+results give. Each annotation layer's chain, freeze and references hold, and every state of a
+layer recorded outside it (roots.jsonl, unblinded/summary.json, reports/report.json) is still the
+start of the layer, the whole of it once frozen (sessions.roots). An attacker who rewrites files
+and regenerates SHA256SUMS breaks one of these; one who recomputes every chain, sum and record is
+caught only by a published root (`--print-root`: the evidence and every layer, sessions.roots).
 
 It reads streams line by line (flat memory) and never raises on a malformed folder: every
 problem is one line.
@@ -29,7 +32,7 @@ from engine.ladder import FINAL, FINAL_SKIPPED, deciding, deepest, final_ending,
 from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
 from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
 from engine.tally import TraceTally
-from sessions import layout
+from sessions import layout, roots
 from sessions.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
 from sessions.reader import FormatProblem, TrialReader, iter_lines, parse, read_run_log, short_error
@@ -164,6 +167,8 @@ def _check_files(ctx: Context, report: Report) -> None:
             report.add(f"{rel}: present but not listed in {layout.SUMS}")
     for layer in sorted(layers):
         _check_layer(root / layer, layer, report)
+    for problem in roots.check(root):  # layers against the states recorded outside them
+        report.add(problem)
 
 
 def _lock_note(root: Path, rel: str) -> str:
