@@ -1,4 +1,4 @@
-"""The bench's local OpenAI-compatible server (app.bench_server): replies the official SDK reads and
+"""The local OpenAI-compatible server (app.chat_server): replies the official SDK reads and
 the contract accepts, served concurrently (4 requests at once take about one delay, not four)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import openai
 
-from app.bench_server import BenchServer, action_for
+from app.chat_server import ChatServer, action_for
 from engine.contract import parse_response
 
 DELAY = 0.3
 
 
 def test_concurrent_replies_parse_through_the_contract():
-    with BenchServer(delay=DELAY) as server:
+    with ChatServer(delay=DELAY) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=10)
 
         def ask(i: int):
@@ -39,7 +39,7 @@ def test_concurrent_replies_parse_through_the_contract():
 
 
 def test_other_paths_answer_404():
-    with BenchServer(delay=0) as server:
+    with ChatServer(delay=0) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=10)
         try:
             client.responses.create(model="bench-model", input="hi")
