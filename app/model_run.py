@@ -5,10 +5,13 @@ with the run like any other setting.
   dry-run unless one is given) keeps its game, emulator, agent contract and budgets; its conditions
   become one model condition with the given provider, model and address, priced from the bundled
   dated price schedule.
+* `oakwatch run MANIFEST --base-url URL` (without --provider): every condition of the manifest on a
+  provider that takes a base URL (openai-compatible) is pointed at URL; e.g. the bundled demo at
+  an `oakwatch demo-server` on another port.
 * `oakwatch run --emulator pyboy|mgba`: the run uses that emulator backend (emulator.name), with
   its start state from game.start_states and its own installed version.
 
-Both can be given together: one temporary manifest carries both.
+They can be given together: one temporary manifest carries them all.
 """
 
 from __future__ import annotations
@@ -61,11 +64,26 @@ def _anchor(data: dict, base: Path) -> None:
             section[key] = str(resolve(ref, base).resolve())
 
 
+def _point_at(data: dict, source: Path, base_url: str) -> None:
+    from engine.providers import PROVIDERS
+
+    conditions = data.get("conditions") if isinstance(data.get("conditions"), list) else []
+    pointed = [c for c in conditions if isinstance(c, dict) and c.get("policy") == "model"
+               and getattr(PROVIDERS.get(str(c.get("provider"))), "needs_base_url", False)]
+    if not pointed:
+        raise ModelRunError(f"--base-url: {source} has no condition on a provider that takes a base URL "
+                            f"(openai-compatible); with --provider and --model it makes one")
+    for condition in pointed:
+        condition["base_url"] = base_url
+
+
 @contextmanager
 def overridden_manifest(manifest: Path | None, *, model: dict | None = None,
-                        emulator: str | None = None, force: bool = False) -> Iterator[Path]:
+                        emulator: str | None = None, force: bool = False,
+                        base_url: str | None = None) -> Iterator[Path]:
     """A temporary copy of `manifest` (default: the bundled dry-run) with the overrides applied.
-    `model`: keyword arguments of the model condition (provider, model, base_url, api)."""
+    `model`: keyword arguments of the model condition (provider, model, base_url, api).
+    `base_url`: the new address of the manifest's own base-URL conditions."""
     condition = _model_condition(**model) if model is not None else None
     source = manifest or DEFAULT_MANIFEST
     try:
@@ -81,6 +99,8 @@ def overridden_manifest(manifest: Path | None, *, model: dict | None = None,
         data.setdefault("trials", {})
         if isinstance(data["trials"], dict):
             data["trials"]["per_condition"] = 1
+    if base_url is not None:
+        _point_at(data, source, base_url)
     if emulator is not None:
         section = data.get("emulator")
         if not isinstance(section, dict):
