@@ -93,9 +93,10 @@ def test_base_url_alone_needs_a_condition_it_can_point(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_a_bundled_manifest_that_does_not_exist_is_one_line(tmp_path, capsys):
+def test_run_looks_a_bundled_name_up_among_the_assets(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not read as a file called "bundled:..." in the working folder
     out = tmp_path / "never"
     assert main(["run", "bundled:no-such-demo.yaml", "--headless", "--output", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "no-such-demo.yaml" in err
+    assert len(err.splitlines()) == 1 and f"{ASSETS}/no-such-demo.yaml" in err and "bundled:" not in err
     assert not out.exists()
