@@ -1,4 +1,4 @@
-"""The `oakwatch` command: run (console or headless), resume, verify, replay, recover, frames, bench.
+"""The `oakwatch` command: run (console or headless), resume, verify, replay, recover, frames, demo-server, bench.
 
 Exit status. `run` follows seed 001: 0 every trial succeeded; 1 a valid game-failure and no
 invalid trial; 2 an invalid trial, bad arguments or a failed preflight. The audit commands
