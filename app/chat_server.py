@@ -124,7 +124,12 @@ class _Handler(BaseHTTPRequestHandler):
         if owner.delay and owner._stopping.wait(owner.delay):
             return  # stopping: drop the connection
         model = asked.get("model")
-        content, used = owner.replies(asked, n)
+        try:
+            content, used = owner.replies(asked, n)
+        except Exception as exc:  # a reply that could not be made is the server's fault, as a provider's 500
+            self._send(500, {"error": {"message": f"the server could not answer: {type(exc).__name__}: {exc}",
+                                       "type": "server_error", "param": None, "code": None}})
+            return
         self._send(200, chat_completion(content, model if isinstance(model, str) else None, used),
                    {"x-request-id": _ident("req_"), "openai-processing-ms": str(int(owner.delay * 1000))})
 

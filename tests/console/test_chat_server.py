@@ -3,7 +3,10 @@ the contract accepts, served concurrently (4 requests at once take about one del
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
@@ -48,3 +51,24 @@ def test_other_paths_answer_404():
         else:
             raise AssertionError("the Responses path should not be served")
         assert server.requests == 0
+
+
+def test_a_reply_that_cannot_be_made_is_a_500_and_a_bad_body_a_400():
+    def broken(body: dict, n: int) -> tuple[str, dict]:
+        raise RuntimeError("no reply")
+
+    with ChatServer(broken, delay=0) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=10)
+        try:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        except openai.InternalServerError as exc:
+            assert "no reply" in str(exc)
+        else:
+            raise AssertionError("a reply that raised should be a 500")
+        request = urllib.request.Request(server.base_url + "/chat/completions", data=b"[1, 2]", method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400 and json.loads(exc.read())["error"]["type"] == "invalid_request_error"
+        else:
+            raise AssertionError("a body that is not a JSON object should be a 400")
