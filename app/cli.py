@@ -195,7 +195,10 @@ def _main(argv: list[str] | None) -> int:
                              "--emulator or --force")
             return _resume(args.resume, headless=headless, speed=args.speed)
         if args.manifest is not None and str(args.manifest).startswith(BUNDLED_PREFIX):
-            args.manifest = resolve(str(args.manifest), Path.cwd())
+            try:
+                args.manifest = resolve(str(args.manifest), Path.cwd())
+            except ValueError as exc:  # a bundled name that leaves assets/
+                return _fail(str(exc))
         model = base_url = None
         if args.provider is not None or args.model is not None:
             model = {"provider": args.provider, "model": args.model, "base_url": args.base_url, "api": args.api}
