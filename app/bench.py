@@ -59,8 +59,9 @@ Phase 4, verify: a random-policy trial of --verify-decisions decisions (one acti
 
 `--console` adds app.bench_console's figures; `--parallel-models` adds app.bench_parallel's (16 model
 trials against a local 200 ms server, 8 workers vs 1, and the attached console over that run).
-The last line is `json: {...}`, every figure.
-Evidence goes under ./runs/.bench-*, removed at the end.
+The run ends with a tally (app.bench_tally): one line per target, measured, met or not, and a
+count; the exit status is 1 when a target was missed (0 with --report-only) or the bench failed.
+`--json FILE` writes every figure to FILE. Evidence goes under ./runs/.bench-*, removed at the end.
 """
 
 from __future__ import annotations
@@ -623,8 +624,26 @@ def workers_figures(tmp: Path, trials: int = 8, actions: int = 10_000, workers: 
     return figures
 
 
+def json_path_problem(path: Path | None) -> str | None:
+    """Why `--json FILE` cannot be written (checked before the bench spends minutes), or None."""
+    if path is None:
+        return None
+    if path.is_dir():
+        return f"--json {path}: is a folder (give a file to write the figures to)"
+    if not path.parent.is_dir():
+        return f"--json {path}: the folder {path.parent} does not exist"
+    return None
+
+
 def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
-              workers_phase: bool = False, parallel_models: bool = False) -> int:
+              workers_phase: bool = False, parallel_models: bool = False, *, report_only: bool = False,
+              json_path: Path | None = None) -> int:
+    from app.bench_tally import exit_status, tally_lines, targets
+
+    problem = json_path_problem(json_path)
+    if problem:
+        print(f"oakwatch: error: {problem}", file=sys.stderr)
+        return 2
     runs = max(1, runs)
     prepared = prepare(DEFAULT_MANIFEST, None)
     report: dict = {}
@@ -677,7 +696,12 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
             except OSError:
                 pass
     report["seconds"] = round(time.perf_counter() - started, 1)
-    print("json: " + json.dumps(report, default=str))
-    if failed:
-        print("oakwatch bench: FAILED (see above)", file=sys.stderr)
-    return 1 if failed else 0
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, default=str) + "\n", encoding="utf-8")
+    asked = {name for name, on in (("workers", workers_phase), ("parallel_models", parallel_models),
+                                   ("console", console)) if on}
+    found = targets(report, asked)
+    sys.stderr.flush()  # the tally is the last thing on the terminal
+    print("\n".join(tally_lines(found, failed=failed, report_only=report_only,
+                                 json_path=str(json_path) if json_path else None)), flush=True)
+    return exit_status(found, failed=failed, report_only=report_only)

@@ -2,7 +2,7 @@
 
 (1) `model_workers_figures`: 16 trials of 50 decisions of `policy: model` (provider
     openai-compatible) against a local server that answers every call after a fixed 200 ms
-    (app.bench_server), run one at a time and then with 8 worker processes; whole-run wall time
+    (app.chat_server), run one at a time and then with 8 worker processes; whole-run wall time
     each (trial start-up and sealing included). Target: the 8-worker run in <= 1/6 of the serial
     wall time.
 (2) `attach_figures`: the same 16-trial, 8-worker run in a background thread while the attached
@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from app.bench_console import press_latency_ms
-from app.bench_server import BenchServer
+from app.chat_server import ChatServer
 from sessions.assets import DEFAULT_MANIFEST
 from sessions.experiment import create_folder, prepare
 from sessions.runner import ExperimentRunner
@@ -96,7 +96,7 @@ def model_workers_figures(tmp: Path, trials: int = 16, decisions: int = 50, work
     floor = trials * decisions * delay
     print(f"parallel models: {trials} model trials of {decisions} decisions, server delay {delay * 1000:.0f} ms "
           f"(serial floor {floor:.0f} s of waiting alone) …", flush=True)
-    with BenchServer(delay=delay) as server:
+    with ChatServer(delay=delay) as server:
         manifest = model_manifest(tmp, server.base_url, trials, decisions)
         for n in (1, workers):
             print(f"  {trials} trials with {n} worker(s) …", flush=True)
@@ -265,7 +265,7 @@ def attach_figures(tmp: Path, trials: int = 16, decisions: int = 50, workers: in
     tmp.mkdir(parents=True, exist_ok=True)
     print(f"attach: the console attached to {trials} model trials with {workers} workers (frame pane fps over "
           f"{seconds:.0f} s, pause-key latency over {presses} presses) …", flush=True)
-    with BenchServer(delay=delay) as server:
+    with ChatServer(delay=delay) as server:
         manifest = model_manifest(tmp, server.base_url, trials, decisions, name="attach-models")
         prepared = prepare(manifest, None)
         root = tmp / "attach-run"

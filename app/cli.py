@@ -1,4 +1,4 @@
-"""The `oakwatch` command: run (console or headless), resume, verify, replay, recover, frames, bench.
+"""The `oakwatch` command: run (console or headless), resume, verify, replay, recover, frames, demo-server, bench.
 
 Exit status. `run` follows seed 001: 0 every trial succeeded; 1 a valid game-failure and no
 invalid trial; 2 an invalid trial, bad arguments or a failed preflight. The audit commands
@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run an experiment (console on a terminal, else headless)")
     run.add_argument("manifest", nargs="?", type=Path,
-                     help="experiment manifest (YAML); default: the bundled cartridge dry-run")
+                     help="experiment manifest (YAML), or bundled:NAME (e.g. bundled:demo.yaml); default: the "
+                          "bundled cartridge dry-run")
     run.add_argument("--headless", action="store_true", help="no console: plain progress lines (for CI)")
     run.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>-<tag>)")
     run.add_argument("--resume", type=Path, metavar="DIR",
@@ -48,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--provider", choices=list(PROVIDERS),
                      help="let a model play: one condition with this provider (its key from the environment)")
     run.add_argument("--model", help="with --provider: the exact model id")
-    run.add_argument("--base-url", help="with --provider: the API's address (required for openai-compatible)")
+    run.add_argument("--base-url", help="with --provider: the API's address (required for openai-compatible); "
+                                        "alone: the address of every openai-compatible condition of the manifest")
     run.add_argument("--api", choices=sorted({a for p in PROVIDERS.values() for a in p.apis}),
                      help="with --provider: the API (default: messages for anthropic, chat for the others)")
     run.add_argument("--emulator", choices=list(BACKENDS),
@@ -135,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     from app.cartridge_cli import add_parsers as cartridge_parsers
 
     cartridge_parsers(sub)  # cartridge variant
+    from app.demo_server import add_parser as demo_parser
+
+    demo_parser(sub)  # demo-server
     bench = sub.add_parser("bench", help="measure the harness against the raw emulator")
     bench.add_argument("--runs", type=int, default=5, help="repetitions; the median is reported")
     bench.add_argument("--memory-actions", type=int, default=10_000,
@@ -147,6 +152,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--parallel-models", action="store_true",
                        help="also measure 16 model trials against a local 200 ms server with 8 workers vs 1 "
                             "(target <= 1/6 of the serial time) and the console attached to that run")
+    bench.add_argument("--report-only", action="store_true",
+                       help="exit 0 even when a target is missed (a bench that broke still exits 1)")
+    bench.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE as JSON")
     return parser
 
 
@@ -160,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from engine.backends import BACKENDS
+    from sessions.assets import BUNDLED_PREFIX, resolve
 
     args = _parser().parse_args(argv)
     if args.command is None:
@@ -189,17 +198,24 @@ def _main(argv: list[str] | None) -> int:
                 return _fail("--resume uses the folder's frozen manifest: give no MANIFEST, --output, --provider, "
                              "--emulator or --force")
             return _resume(args.resume, headless=headless, speed=args.speed)
-        model = None
-        if args.provider is not None or args.model is not None or args.base_url is not None:
+        if args.manifest is not None and str(args.manifest).startswith(BUNDLED_PREFIX):
+            try:
+                args.manifest = resolve(str(args.manifest), Path.cwd())
+            except ValueError as exc:  # a bundled name that leaves assets/
+                return _fail(str(exc))
+        model = base_url = None
+        if args.provider is not None or args.model is not None:
             model = {"provider": args.provider, "model": args.model, "base_url": args.base_url, "api": args.api}
-        if model is not None or args.emulator is not None or args.force:
+        else:
+            base_url = args.base_url  # the manifest's own model conditions, pointed elsewhere
+        if model is not None or base_url is not None or args.emulator is not None or args.force:
             from app.model_run import ModelRunError, built_manifest
 
             if args.emulator is not None and BACKENDS[args.emulator].version() is None:
                 return _fail(BACKENDS[args.emulator].missing_message())
             try:
                 with built_manifest(args.manifest, model=model, emulator=args.emulator,
-                                    force=args.force) as (manifest, origin):
+                                    force=args.force, base_url=base_url) as (manifest, origin):
                     # errors name the options and the user's own file, never the temporary copy
                     return _run(manifest, headless=headless, output=args.output, speed=args.speed, origin=origin)
             except ModelRunError as exc:
@@ -240,11 +256,15 @@ def _main(argv: list[str] | None) -> int:
         from app import cartridge_cli
 
         return cartridge_cli.run(args)
+    if args.command == "demo-server":
+        from app.demo_server import run_command
+
+        return run_command(args.host, args.port, args.replies, args.seed, args.latency_ms)
     if args.command == "bench":
         from app.bench import run_bench
 
         return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase,
-                         args.parallel_models)
+                         args.parallel_models, report_only=args.report_only, json_path=args.json)
     return _fail(f"unknown command {args.command}")
 
 

@@ -5,10 +5,13 @@ with the run like any other setting.
   dry-run unless one is given) keeps its game, emulator, agent contract and budgets; its conditions
   become one model condition with the given provider, model and address, priced from the bundled
   dated price schedule.
+* `oakwatch run MANIFEST --base-url URL` (without --provider): every condition of the manifest on a
+  provider that takes a base URL (openai-compatible) is pointed at URL; e.g. the bundled demo at
+  an `oakwatch demo-server` on another port.
 * `oakwatch run --emulator pyboy|mgba`: the run uses that emulator backend (emulator.name), with
   its start state from game.start_states and its own installed version.
 
-Both can be given together: one temporary manifest carries both. The user never wrote that
+They can be given together: one temporary manifest carries them all. The user never wrote that
 temporary file, so no message may cite it: the overridden manifest is validated here, and every
 problem names what the user gave instead, through an `Origin`: the option that set the field
 (`--base-url`, `--model`, `--emulator`, `--force`) or the field's line in their own manifest (the
@@ -142,12 +145,28 @@ def _read(source: Path) -> tuple[object, dict]:
         raise ModelRunError(str(exc)) from None
 
 
+def _point_at(data: dict, source: Path, base_url: str) -> list[int]:
+    """`--base-url` alone: repoint the manifest's own base-URL conditions; their indexes."""
+    from engine.providers import PROVIDERS
+
+    conditions = data.get("conditions") if isinstance(data.get("conditions"), list) else []
+    pointed = [i for i, c in enumerate(conditions) if isinstance(c, dict) and c.get("policy") == "model"
+               and getattr(PROVIDERS.get(str(c.get("provider"))), "needs_base_url", False)]
+    if not pointed:
+        raise ModelRunError(f"--base-url: {printable(str(source))} has no condition on a provider that takes a "
+                            f"base URL (openai-compatible); with --provider and --model it makes one")
+    for i in pointed:
+        conditions[i]["base_url"] = base_url
+    return pointed
+
+
 @contextmanager
 def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator: str | None = None,
-                   force: bool = False) -> Iterator[tuple[Path, Origin]]:
+                   force: bool = False, base_url: str | None = None) -> Iterator[tuple[Path, Origin]]:
     """A temporary copy of `manifest` (default: the bundled dry-run) with the overrides applied, and
     the Origin that names its fields in the user's terms. `model`: keyword arguments of the model
-    condition (provider, model, base_url, api)."""
+    condition (provider, model, base_url, api). `base_url` alone: the new address of the manifest's
+    own base-URL conditions."""
     from sessions.manifest import Manifest
     from sessions.yamlfile import describe_validation
 
@@ -162,6 +181,9 @@ def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator
         data.setdefault("trials", {})
         if isinstance(data["trials"], dict):
             data["trials"]["per_condition"] = 1
+    if base_url is not None:
+        for i in _point_at(data, source, base_url):
+            options[f"conditions.{i}.base_url"] = _option("--base-url", base_url)
     if emulator is not None:
         section = data.get("emulator")
         if not isinstance(section, dict):

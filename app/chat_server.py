@@ -1,31 +1,40 @@
-"""A local OpenAI-compatible Chat Completions server for `oakwatch bench --parallel-models`.
+"""A local OpenAI-compatible Chat Completions server: `oakwatch demo-server` and `oakwatch bench
+--parallel-models` both run this one.
 
-`BenchServer(delay=0.2)` listens on 127.0.0.1 (an OS-chosen port) in a background thread and
-answers every `POST /v1/chat/completions` after a fixed delay with a valid chat completion whose
-message content is an agent response the contract (engine.contract) accepts: one action per
-reply, chosen from UP, DOWN, LEFT, RIGHT, A by request count (a fixed scrambled order, so a trial
-wanders and keeps meeting new screens instead of pacing one loop). Requests are
-served each in its own thread (ThreadingHTTPServer), so N concurrent requests each take about the
-delay, not N times it. Any other path answers 404 in the OpenAI error shape.
+`ChatServer(replies, delay=..., host=..., port=...)` listens (port 0: one the OS chooses) in a
+background thread and answers every `POST /v1/chat/completions` after a fixed delay with a chat
+completion in OpenAI's wire shape (ids, `usage`, headers; the model id asked for echoed back), whose
+message content `replies` writes. Requests are served each in its own thread (ThreadingHTTPServer),
+so N concurrent requests each take about the delay, not N times it. `GET /v1/models` lists the
+replies' model ids; any other path answers 404, and a body that is not a JSON object 400, in
+OpenAI's error shape. The Authorization header is ignored: no key is needed.
 
-    with BenchServer(delay=0.2) as server:
-        base_url = server.url + "/v1"   # the condition's base_url (provider: openai-compatible)
+`replies(body, n)` gets the request's JSON object and the request's number (0, 1, ... in order of
+arrival) and returns (the message content, the usage object). The default, `CycleReplies`, is the
+bench's: one action per reply, chosen from UP, DOWN, LEFT, RIGHT, A by request count (a fixed
+scrambled order, so a trial wanders and keeps meeting new screens instead of pacing one loop), with a
+fixed usage. `app.demo_replies` has the demo's scripted and random players.
 
-The wire shape (ids, usage, headers) follows OpenAI's; a server that needs no key ignores the
-Authorization header.
+    with ChatServer(delay=0.2) as server:
+        base_url = server.base_url   # the condition's base_url (provider: openai-compatible)
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 CYCLE = ("UP", "DOWN", "LEFT", "RIGHT", "A")
 CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
+
+Replies = Callable[[dict, int], tuple[str, dict]]
 
 
 def action_for(n: int) -> str:
@@ -45,23 +54,38 @@ def agent_response(n: int) -> dict:
     }
 
 
-def _ident(prefix: str) -> str:
-    return prefix + uuid.uuid4().hex[:24]
-
-
-def _usage() -> dict:
-    return {"prompt_tokens": 1912, "completion_tokens": 88, "total_tokens": 2000,
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    """A usage object as OpenAI sends it (no cached or reasoning tokens)."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
             "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
                                           "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
 
 
-def chat_completion(content: str, model: str | None) -> dict:
+class CycleReplies:
+    """The bench's replies: one action by request count, a fixed usage."""
+
+    models = ("bench-model",)
+
+    def __call__(self, body: dict, n: int) -> tuple[str, dict]:
+        return json.dumps(agent_response(n)), usage(1912, 88)
+
+
+def _ident(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex[:24]
+
+
+def chat_completion(content: str, model: str | None, used: dict) -> dict:
     message = {"role": "assistant", "content": content, "refusal": None, "annotations": []}
     return {"id": _ident("chatcmpl-"), "object": "chat.completion", "created": int(time.time()),
             "model": model or "bench-model",
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
-            "usage": _usage(), "service_tier": "default", "system_fingerprint": "fp_" + uuid.uuid4().hex[:10]}
+            "usage": used, "service_tier": "default", "system_fingerprint": "fp_" + uuid.uuid4().hex[:10]}
+
+
+def _error(message: str) -> dict:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -75,26 +99,38 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802
-        self._send(404, {"error": {"message": "not found", "type": "invalid_request_error", "param": None,
-                                   "code": None}})
+        if self.path.split("?", 1)[0].rstrip("/") == MODELS_PATH:
+            models = getattr(self.server.owner.replies, "models", ())
+            self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0,
+                                                         "owned_by": "oakwatch"} for m in models]})
+            return
+        self._send(404, _error(f"no route {self.path}"))
 
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("content-length") or 0)
         data = self.rfile.read(length) if length else b""
         if self.path.split("?", 1)[0] != CHAT_PATH:
-            self._send(404, {"error": {"message": f"bench server: no route {self.path}",
-                                       "type": "invalid_request_error", "param": None, "code": None}})
+            self._send(404, _error(f"no route {self.path}"))
             return
         try:
-            asked = json.loads(data) if data else {}
+            asked = json.loads(data)
         except ValueError:
-            asked = {}
+            asked = None
+        if not isinstance(asked, dict):
+            self._send(400, _error("the request body is not a JSON object"))
+            return
         owner = self.server.owner
         n = owner._next()
         if owner.delay and owner._stopping.wait(owner.delay):
             return  # stopping: drop the connection
-        model = asked.get("model") if isinstance(asked, dict) else None
-        self._send(200, chat_completion(json.dumps(agent_response(n)), model if isinstance(model, str) else None),
+        model = asked.get("model")
+        try:
+            content, used = owner.replies(asked, n)
+        except Exception as exc:  # a reply that could not be made is the server's fault, as a provider's 500
+            self._send(500, {"error": {"message": f"the server could not answer: {type(exc).__name__}: {exc}",
+                                       "type": "server_error", "param": None, "code": None}})
+            return
+        self._send(200, chat_completion(content, model if isinstance(model, str) else None, used),
                    {"x-request-id": _ident("req_"), "openai-processing-ms": str(int(owner.delay * 1000))})
 
     def _send(self, code: int, body: dict, headers: dict | None = None) -> None:
@@ -116,14 +152,22 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 64
-    owner: BenchServer
+    owner: ChatServer
 
 
-class BenchServer:
-    """The server as a context manager: started on enter, stopped on exit."""
+class _Server6(_Server):
+    address_family = socket.AF_INET6
 
-    def __init__(self, delay: float = 0.2):
+
+class ChatServer:
+    """The server as a context manager: started on enter, stopped on exit. `start` raises OSError
+    when the address cannot be bound (a port in use)."""
+
+    def __init__(self, replies: Replies | None = None, *, delay: float = 0.2, host: str = "127.0.0.1",
+                 port: int = 0):
+        self.replies = replies or CycleReplies()
         self.delay = delay
+        self.host, self.port = host, port
         self.requests = 0  # chat requests received
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -136,7 +180,7 @@ class BenchServer:
             self.requests += 1
             return n
 
-    def __enter__(self) -> BenchServer:
+    def __enter__(self) -> ChatServer:
         self.start()
         return self
 
@@ -144,10 +188,10 @@ class BenchServer:
         self.stop()
 
     def start(self) -> None:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = (_Server6 if ":" in self.host else _Server)((self.host.strip("[]"), self.port), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="bench-provider", daemon=True)
+                                        name="chat-server", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -162,7 +206,7 @@ class BenchServer:
     def url(self) -> str:
         assert self._server is not None, "the server is not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
     @property
     def base_url(self) -> str:

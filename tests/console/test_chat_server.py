@@ -1,21 +1,24 @@
-"""The bench's local OpenAI-compatible server (app.bench_server): replies the official SDK reads and
+"""The local OpenAI-compatible server (app.chat_server): replies the official SDK reads and
 the contract accepts, served concurrently (4 requests at once take about one delay, not four)."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
 
-from app.bench_server import BenchServer, action_for
+from app.chat_server import ChatServer, action_for
 from engine.contract import parse_response
 
 DELAY = 0.3
 
 
 def test_concurrent_replies_parse_through_the_contract():
-    with BenchServer(delay=DELAY) as server:
+    with ChatServer(delay=DELAY) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=10)
 
         def ask(i: int):
@@ -39,7 +42,7 @@ def test_concurrent_replies_parse_through_the_contract():
 
 
 def test_other_paths_answer_404():
-    with BenchServer(delay=0) as server:
+    with ChatServer(delay=0) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=10)
         try:
             client.responses.create(model="bench-model", input="hi")
@@ -48,3 +51,24 @@ def test_other_paths_answer_404():
         else:
             raise AssertionError("the Responses path should not be served")
         assert server.requests == 0
+
+
+def test_a_reply_that_cannot_be_made_is_a_500_and_a_bad_body_a_400():
+    def broken(body: dict, n: int) -> tuple[str, dict]:
+        raise RuntimeError("no reply")
+
+    with ChatServer(broken, delay=0) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=10)
+        try:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        except openai.InternalServerError as exc:
+            assert "no reply" in str(exc)
+        else:
+            raise AssertionError("a reply that raised should be a 500")
+        request = urllib.request.Request(server.base_url + "/chat/completions", data=b"[1, 2]", method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400 and json.loads(exc.read())["error"]["type"] == "invalid_request_error"
+        else:
+            raise AssertionError("a body that is not a JSON object should be a 400")
