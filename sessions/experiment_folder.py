@@ -134,15 +134,31 @@ class ExperimentFolder:
         return folder
 
     @classmethod
-    def open(cls, root: Path) -> ExperimentFolder:
-        """Take an existing folder for --resume or recover. Raises FolderBusy if a live run holds it."""
+    def open(cls, root: Path, vet: Callable[[ExperimentFolder], None] | None = None) -> ExperimentFolder:
+        """Take an existing folder for --resume or recover. Raises FolderBusy if a live run holds it.
+
+        Nothing is written until the folder is ours: the lock is taken first, then `vet` (checks
+        under the lock) runs, and only then are the holder's PID and the reserve written. If
+        anything before that fails, the folder is given back as it was found: a lock file this
+        call created is removed and the folder's times are put back."""
         folder = cls(root)
-        folder._take_lock()
+        before = os.stat(root)
+        created = folder._flock()
         try:
             sums_path = root / layout.SUMS
             if sums_path.is_file():
                 folder.sums = parse_sums(sums_path.read_text(encoding="utf-8"))
             folder._load_schedule()
+            if vet is not None:
+                vet(folder)
+        except BaseException:
+            folder._unlock()
+            if created:
+                (root / layout.LOCK).unlink(missing_ok=True)
+                os.utime(root, ns=(before.st_atime_ns, before.st_mtime_ns))
+            raise
+        try:
+            folder._name_holder()
             folder._reserve()
         except BaseException:
             folder._unlock()
@@ -150,19 +166,30 @@ class ExperimentFolder:
         return folder
 
     def _take_lock(self) -> None:
+        self._flock()
+        self._name_holder()
+
+    def _flock(self) -> bool:
+        """Hold `.lock` (an exclusive flock); True if this call created the file. Writes nothing."""
         path = self.root / layout.LOCK
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), True
+        except FileExistsError:
+            fd, created = os.open(path, os.O_RDWR | os.O_CLOEXEC), False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_holder(path)
             os.close(fd)
-            raise FolderBusy(f"{self.root} is held by a live oakwatch process{holder}; "
-                             "wait for it to finish or stop it first") from None
+            raise FolderBusy(busy_message(self.root, holder)) from None
+        self._lock_fd = fd
+        return created
+
+    def _name_holder(self) -> None:
+        fd = self._lock_fd
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                  "since_utc": utc_now()}).encode() + b"\n")
-        self._lock_fd = fd
 
     def _reserve(self) -> None:
         path = self.root / layout.RESERVE
@@ -343,6 +370,10 @@ def holder_alive(root: Path) -> tuple[bool, str]:
     finally:
         os.close(fd)
     return False, who
+
+
+def busy_message(root: Path, holder: str) -> str:
+    return f"{root} is held by a live oakwatch process{holder}; wait for it to finish or stop it first"
 
 
 def _read_holder(path: Path) -> str:

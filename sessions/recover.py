@@ -20,12 +20,12 @@ from engine.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResu
 from engine.tally import TraceTally
 from engine.trial import derived_figures, path_figures, utc_now
 from sessions import layout
-from sessions.checksums import file_sha256
+from sessions.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.durable import write_atomic
-from sessions.experiment_folder import ExperimentFolder
+from sessions.experiment_folder import ExperimentFolder, FolderBusy, busy_message, holder_alive
 from sessions.framestore import scan_store
 from sessions.reader import FormatProblem, TrialReader, parse, read_results, sha256_hex, whole_lines_length
-from sessions.records import VoidRecord
+from sessions.records import ScheduleFile, VoidRecord
 from sessions.summary import missing_positions, summarise
 
 
@@ -49,9 +49,11 @@ def needs_recovery(root: Path) -> bool:
 
 
 def recover(root: Path) -> Recovered:
-    """Finish `root`. Raises FolderBusy (a live run holds it) or RecoverRefused."""
-    from sessions.manifest import ManifestError, load_manifest
+    """Finish `root`. Raises FolderBusy (a live run holds it) or RecoverRefused.
 
+    Every refusal is decided before anything is written, from a read-only look at the folder,
+    and again under the lock if another process wrote the folder meanwhile: a refused folder is
+    left byte for byte (and mtime for mtime) as it was."""
     if not (root / layout.SCHEDULE).is_file() or not (root / layout.MANIFEST).is_file():
         raise RecoverRefused(f"{root}: not an oakwatch experiment folder, or one that was never fully created "
                              f"(no {layout.SCHEDULE}); nothing in it is evidence")
@@ -59,23 +61,28 @@ def recover(root: Path) -> Recovered:
     if not needs_recovery(root):
         out.nothing_to_do = True
         return out
-    folder = ExperimentFolder.open(root)
+    alive, who = holder_alive(root)
+    if alive:  # asked without creating or touching .lock
+        raise FolderBusy(busy_message(root, who))
+    seen = _fingerprint(root)
+    manifest = _refusals(root)
+
+    def vet(_folder: ExperimentFolder) -> None:
+        if _fingerprint(root) != seen:  # another process wrote the folder while it was being checked
+            raise RecoverRefused(f"{root} changed while recover was checking it (another oakwatch process "
+                                 f"wrote it); run `oakwatch recover {root}` again")
+
+    folder = ExperimentFolder.open(root, vet=vet)
     try:
-        try:
-            manifest = load_manifest(root / layout.MANIFEST)
-        except ManifestError as exc:
-            raise RecoverRefused(f"{layout.MANIFEST}: {exc}") from None
-        _refuse_tampered(folder)
         for tmp in root.rglob("*.tmp"):
             tmp.unlink()
             out.cut.append(f"removed the leftover temp file {tmp.relative_to(root)}")
         folder.reopen_log()
         sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
-        _refuse_unsealed_results(root, sealed)
         voided_blocks = {b for e in _events(root) if e.event == "voided" for b in e.positions or []}
         # Finish and seal every trial first: voiding moves a whole block, trials not yet seen included.
-        seen: list[TrialResult] = []
-        for trial in sorted(p for p in (root / layout.TRIALS).iterdir() if p.is_dir()):
+        seen_results: list[TrialResult] = []
+        for trial in _trial_dirs(root):
             if not (trial / layout.TRIAL).is_file():  # never got its genesis: nothing happened in it
                 shutil.rmtree(trial)
                 out.removed.append(trial.name)
@@ -94,8 +101,8 @@ def recover(root: Path) -> Recovered:
                              result_sha256=file_sha256(trial / layout.RESULT),
                              trace_head=result.chain.trace_head if result.chain else None)
             _list_unlisted(folder, trial)
-            seen.append(result)
-        for result in seen:
+            seen_results.append(result)
+        for result in seen_results:
             if not is_valid(result.outcome) and result.position not in voided_blocks:
                 block = folder.block_of(result.position)
                 out.voided.append(folder.void_block(block, result).void)
@@ -119,25 +126,89 @@ def recover(root: Path) -> Recovered:
     return out
 
 
+def _fingerprint(root: Path) -> tuple:
+    """What any oakwatch process that wrote the folder changes: its run log, sums and summary."""
+    out = []
+    for name in (layout.RUN_LOG, layout.SUMS, layout.SUMMARY):
+        try:
+            st = (root / name).stat()
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+def _refusals(root: Path):
+    """Every reason to refuse, read-only (nothing is created or changed); returns the manifest."""
+    from sessions.manifest import ManifestError, load_manifest
+
+    try:
+        manifest = load_manifest(root / layout.MANIFEST)
+    except ManifestError as exc:
+        raise RecoverRefused(f"{layout.MANIFEST}: {exc}") from None
+    try:
+        parse(ScheduleFile, (root / layout.SCHEDULE).read_bytes(), layout.SCHEDULE)
+    except (OSError, FormatProblem) as exc:
+        raise RecoverRefused(f"{exc}; `oakwatch verify` says more") from None
+    sums: dict[str, str] = {}
+    if (root / layout.SUMS).is_file():
+        try:
+            sums = parse_sums((root / layout.SUMS).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SumsFormatError) as exc:
+            raise RecoverRefused(f"{layout.SUMS}: {exc}; `oakwatch verify` says more") from None
+    _refuse_tampered(root, sums)
+    _refuse_unreadable_records(root)
+    sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
+    _refuse_unsealed_results(root, sealed)
+    return manifest
+
+
 def _events(root: Path):
     from sessions.reader import read_run_log
 
     return read_run_log(root)[0]
 
 
-def _refuse_tampered(folder: ExperimentFolder) -> None:
-    changed = [rel for rel, digest in folder.sums.items()
-               if rel != layout.RUN_LOG and (folder.root / rel).is_file()
-               and file_sha256(folder.root / rel) != digest]
+def _refuse_tampered(root: Path, sums: dict[str, str]) -> None:
+    changed = [rel for rel, digest in sums.items()
+               if rel != layout.RUN_LOG and (root / rel).is_file() and file_sha256(root / rel) != digest]
     if changed:
         raise RecoverRefused(f"sealed evidence no longer matches {layout.SUMS} ({', '.join(changed[:3])}"
                              f"{' …' if len(changed) > 3 else ''}): refusing to recover a folder that was changed "
                              f"after it was written; `oakwatch verify` says more")
 
 
+def _refuse_unreadable_records(root: Path) -> None:
+    """What recover reads whole was written whole (a temp file and a rename), so a kill cannot have
+    torn it: a genesis, result or void record that does not parse was changed afterwards."""
+    for trial in _trial_dirs(root):
+        reader = TrialReader(trial, layout.trial_dir(trial.name))
+        try:
+            if reader.exists(layout.RESULT):
+                reader.result()
+            elif reader.exists(layout.TRIAL):
+                reader.genesis()
+        except FormatProblem as exc:
+            raise RecoverRefused(f"{exc}: refusing to recover a folder that was changed after it was written; "
+                                 f"`oakwatch verify` says more") from None
+    for vdir in root.glob("void-*"):
+        record = vdir / "void.json"
+        try:
+            if record.is_file():
+                parse(VoidRecord, record.read_bytes(), f"{vdir.name}/void.json")
+        except (OSError, FormatProblem) as exc:
+            raise RecoverRefused(f"{exc}: refusing to recover a folder that was changed after it was written; "
+                                 f"`oakwatch verify` says more") from None
+
+
+def _trial_dirs(root: Path) -> list[Path]:
+    trials = root / layout.TRIALS
+    return sorted(p for p in trials.iterdir() if p.is_dir()) if trials.is_dir() else []
+
+
 def _refuse_unsealed_results(root: Path, sealed: set[tuple[str, int]]) -> None:
     """A sealed trial's result is durable before its seal: without it, the folder was changed, not crashed."""
-    for trial in sorted(p for p in (root / layout.TRIALS).iterdir() if p.is_dir()):
+    for trial in _trial_dirs(root):
         reader = TrialReader(trial, layout.trial_dir(trial.name))
         if reader.exists(layout.RESULT) or not reader.exists(layout.TRIAL):
             continue
