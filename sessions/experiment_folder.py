@@ -29,7 +29,7 @@ from engine.trial import utc_now
 from sessions import layout
 from sessions.assets import ASSETS
 from sessions.checksums import file_sha256, parse_sums, render_sums
-from sessions.durable import AppendLog, error_from, fsync_dir, write_atomic
+from sessions.durable import AppendLog, EvidenceError, error_from, fsync_dir, write_atomic
 from sessions.recorder import TrialRecorder, sha256_hex
 from sessions.records import BlindingFile, RunEvent, ScheduleFile, Summary, VoidRecord
 from sessions.schemas import published as published_schemas
@@ -160,8 +160,11 @@ class ExperimentFolder:
         try:
             folder._name_holder()
             folder._reserve()
-        except BaseException:
+        except BaseException:  # a full disk: a folder this call found without a lock is left without one
             folder._unlock()
+            if created:
+                (root / layout.LOCK).unlink(missing_ok=True)
+                os.utime(root, ns=(before.st_atime_ns, before.st_mtime_ns))
             raise
         return folder
 
@@ -282,29 +285,44 @@ class ExperimentFolder:
             self.sums[path.relative_to(self.root).as_posix()] = file_sha256(path)
 
     def void_block(self, positions: list[int], trigger: TrialResult) -> VoidRecord:
-        """Move the block's attempts under void-<n>/ so the positions can be rerun (--resume)."""
+        """Move the block's attempts under void-<n>/ so the positions can be rerun (--resume).
+
+        void.json is written first, naming what is to move: a kill at any point leaves either an
+        empty void-<n>/ without it, or one whose record says what `finish_void` still has to do."""
         n = 1 + max((int(p.name.split("-")[1]) for p in self.root.glob("void-*") if p.is_dir()), default=0)
         vdir = self.root / layout.void_dir(n)
+        keys = [self.schedule.order[p] for p in positions if self.trial_path(self.schedule.order[p]).is_dir()]
         vdir.mkdir()
-        moved = []
-        for position in positions:
-            key = self.schedule.order[position]
-            src = self.trial_path(key)
-            if src.is_dir():
-                os.replace(src, vdir / key)
-                moved.append(key)
-                old = layout.trial_dir(key) + "/"
-                for rel in [r for r in self.sums if r.startswith(old)]:
-                    self.sums[f"{layout.void_dir(n)}/{key}/{rel[len(old):]}"] = self.sums.pop(rel)
-        fsync_dir(self.root / layout.TRIALS)
-        record = VoidRecord(void=n, positions=positions, trial_keys=moved, trigger=trigger.trial_key,
+        record = VoidRecord(void=n, positions=positions, trial_keys=keys, trigger=trigger.trial_key,
                             outcome=trigger.outcome, cause=trigger.invalid_cause, timestamp_utc=utc_now())
         data = _json(record)
-        write_atomic(vdir / "void.json", data)
+        try:
+            write_atomic(vdir / "void.json", data)
+        except EvidenceError:
+            vdir.rmdir()  # nothing moved yet: no half-made void is left (and a full disk gets its inode back)
+            raise
         self.sums[f"{layout.void_dir(n)}/void.json"] = sha256_hex(data)
-        self.event("voided", void=n, positions=positions, trial_keys=moved, cause=trigger.invalid_cause)
-        self.write_sums()
+        self.finish_void(record, logged=False)
         return record
+
+    def finish_void(self, record: VoidRecord, *, logged: bool) -> None:
+        """Move what the void's record names and is still in trials/, log it unless `logged`, write the sums."""
+        n = record.void
+        vdir = self.root / layout.void_dir(n)
+        for key in record.trial_keys:
+            src = self.trial_path(key)
+            if src.is_dir() and not (vdir / key).exists():
+                os.replace(src, vdir / key)
+            old, new = layout.trial_dir(key) + "/", f"{layout.void_dir(n)}/{key}/"
+            for rel in [r for r in self.sums if r.startswith(old)]:
+                if not (self.root / rel).exists() and (self.root / new / rel[len(old):]).is_file():
+                    self.sums[new + rel[len(old):]] = self.sums.pop(rel)
+        fsync_dir(self.root / layout.TRIALS)
+        fsync_dir(vdir)
+        if not logged:
+            self.event("voided", void=n, positions=record.positions, trial_keys=record.trial_keys,
+                       cause=record.cause)
+        self.write_sums()
 
     def block_of(self, position: int) -> list[int]:
         size = self.schedule.block_size

@@ -78,8 +78,11 @@ def recover(root: Path) -> Recovered:
             tmp.unlink()
             out.cut.append(f"removed the leftover temp file {tmp.relative_to(root)}")
         folder.reopen_log()
+        _finish_voids(folder, out)
         sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
-        voided_blocks = {b for e in _events(root) if e.event == "voided" for b in e.positions or []}
+        # Only voids made here count: an invalid attempt still in trials/ was never moved, even if an
+        # earlier attempt of its block was voided before a resume reran it.
+        voided_blocks: set[int] = set()
         # Finish and seal every trial first: voiding moves a whole block, trials not yet seen included.
         seen_results: list[TrialResult] = []
         for trial in _trial_dirs(root):
@@ -111,8 +114,7 @@ def recover(root: Path) -> Recovered:
             _list_unlisted(folder, vdir)
         folder.event("recovered", trial_keys=out.finished)
         results = read_results(root)
-        voids = [parse(VoidRecord, (v / "void.json").read_bytes(), f"{v.name}/void.json")
-                 for v in sorted(root.glob("void-*"), key=lambda p: int(p.name.split("-")[1]))]
+        voids = [parse(VoidRecord, (v / "void.json").read_bytes(), f"{v.name}/void.json") for v in _void_dirs(root)]
         order = folder.schedule.order
         missing = missing_positions(order, results)
         stop = "process-died" if missing else None
@@ -199,6 +201,34 @@ def _refuse_unreadable_records(root: Path) -> None:
         except (OSError, FormatProblem) as exc:
             raise RecoverRefused(f"{exc}: refusing to recover a folder that was changed after it was written; "
                                  f"`oakwatch verify` says more") from None
+
+
+def _finish_voids(folder: ExperimentFolder, out: Recovered) -> None:
+    """Voids a kill interrupted: one without its record had moved nothing yet (its record is written
+    first; an older oakwatch wrote it last, so a trial found in one goes back to trials/ and is voided
+    again below); one with its record gets the rest of its moves, its log line and its sums."""
+    root = folder.root
+    logged = {e.void for e in _events(root) if e.event == "voided"}
+    for vdir in _void_dirs(root):
+        if not (vdir / "void.json").is_file():
+            for trial in sorted(p for p in vdir.iterdir() if p.is_dir()):
+                if not (root / layout.trial_dir(trial.name)).exists():
+                    os.replace(trial, root / layout.trial_dir(trial.name))
+            vdir.rmdir()
+            out.cut.append(f"removed {vdir.name}/, a void the process died making")
+            continue
+        record = parse(VoidRecord, (vdir / "void.json").read_bytes(), f"{vdir.name}/void.json")
+        moved = all((vdir / key).is_dir() for key in record.trial_keys)
+        stale = any(rel.startswith(f"{layout.trial_dir(key)}/") and not (root / rel).exists()
+                    for key in record.trial_keys for rel in folder.sums)
+        if record.void not in logged or not moved or stale:
+            folder.finish_void(record, logged=record.void in logged)
+            out.cut.append(f"finished {vdir.name}/, a void the process died making")
+
+
+def _void_dirs(root: Path) -> list[Path]:
+    return sorted((p for p in root.glob("void-*") if p.is_dir() and p.name[5:].isdigit()),
+                  key=lambda p: int(p.name[5:]))
 
 
 def _trial_dirs(root: Path) -> list[Path]:
