@@ -151,16 +151,9 @@ class ExperimentFolder:
             folder._load_schedule()
             if vet is not None:
                 vet(folder)
-        except BaseException:
-            folder._unlock()
-            if created:
-                (root / layout.LOCK).unlink(missing_ok=True)
-                os.utime(root, ns=(before.st_atime_ns, before.st_mtime_ns))
-            raise
-        try:
             folder._name_holder()
-            folder._reserve()
-        except BaseException:  # a full disk: a folder this call found without a lock is left without one
+            folder._reserve()  # a full disk fails here: the folder is still given back without a new lock
+        except BaseException:
             folder._unlock()
             if created:
                 (root / layout.LOCK).unlink(missing_ok=True)
@@ -175,10 +168,16 @@ class ExperimentFolder:
     def _flock(self) -> bool:
         """Hold `.lock` (an exclusive flock); True if this call created the file. Writes nothing."""
         path = self.root / layout.LOCK
-        try:
-            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), True
-        except FileExistsError:
-            fd, created = os.open(path, os.O_RDWR | os.O_CLOEXEC), False
+        while True:  # (a finishing run may remove its lock file between the two opens)
+            try:
+                fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), True
+                break
+            except FileExistsError:
+                try:
+                    fd, created = os.open(path, os.O_RDWR | os.O_CLOEXEC), False
+                    break
+                except FileNotFoundError:
+                    continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -190,9 +189,12 @@ class ExperimentFolder:
 
     def _name_holder(self) -> None:
         fd = self._lock_fd
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "since_utc": utc_now()}).encode() + b"\n")
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                     "since_utc": utc_now()}).encode() + b"\n")
+        except OSError as exc:
+            raise error_from(exc, "the lock file") from None
 
     def _reserve(self) -> None:
         path = self.root / layout.RESERVE

@@ -3,8 +3,11 @@
 It takes the folder's lock (refusing while the run that holds it lives), cuts every stream to
 its last whole record and every trial to its last whole decision (an unbroken chain with all
 its records), writes a harness-error result (`process-died`, `recovered: true`) for each trial
-that has none, voids their blocks, and writes the summary and SHA256SUMS. It refuses to adopt
-sealed evidence that no longer matches SHA256SUMS: recovering must never launder tampering.
+that has none, finishes a void the process died making, voids their blocks, and writes the
+summary and SHA256SUMS. It refuses to adopt sealed evidence that no longer matches SHA256SUMS:
+recovering must never launder tampering. Every refusal is decided from a read-only look before
+anything is written, so a refused folder stays exactly as it was; a recover killed part way leaves
+a folder the next recover finishes.
 """
 
 from __future__ import annotations

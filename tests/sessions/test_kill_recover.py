@@ -262,3 +262,30 @@ def test_a_disk_full_even_for_the_final_records_is_finished_once_space_returns(t
         assert summary_of(out).missing_positions == []
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_resume_on_a_full_disk_is_refused_in_one_line_and_leaves_the_folder_as_it_was(dry_run, tmp_path):
+    """No room for the lock's holder or the reserve: `--resume` says so in one line (exit 2) and leaves
+    no `.lock` for verify to report (it used to end in a traceback with the lock left behind)."""
+    from tests.sessions.test_recover_refusals import snapshot
+
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, 2048, 1000)
+    try:
+        root = disk / "exp"
+        shutil.copytree(dry_run[0], root)
+        with (disk / "filler").open("wb") as f:  # the rest of the disk
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        before = snapshot(root)
+        code, _, err = finished(oakwatch("run", "--resume", root))
+        assert code == 2 and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) == 1 and "No space left on device" in err, err
+        assert snapshot(root) == before
+        assert verify_experiment(root) == []
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
