@@ -130,3 +130,20 @@ def test_a_second_signal_after_the_summary_is_written_exits_with_the_runs_status
     assert_whole(run.out)
     summary = Summary.model_validate_json((run.out / layout.SUMMARY).read_text())
     assert (summary.stopped_early, summary.stop_reason) == (True, "signal")
+
+
+def test_a_ctrl_c_before_the_runs_handlers_are_installed_still_finishes_the_folder(tmp_path, monkeypatch):
+    """The folder exists a moment before the run's handlers do (imports, the console's setup): a Ctrl-C
+    there used to leave a locked folder and exit 130. It is a signal stop before the first trial now.
+    (The moment cannot be held from outside; the interrupt is raised where it would land.)"""
+    import app.cli as cli
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_start", interrupted)
+    out = tmp_path / "out"
+    assert cli.main(["run", "--headless", "--output", str(out)]) == 2
+    assert_whole(out)
+    summary = Summary.model_validate_json((out / layout.SUMMARY).read_text())
+    assert (summary.stopped_early, summary.stop_reason, summary.missing_positions) == (True, "signal", [0])
