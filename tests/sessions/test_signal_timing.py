@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -43,12 +44,25 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+def _need_wchan() -> None:
+    """Where a sleeping process waits must be visible (some kernels show only "0")."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        for _ in range(200):
+            if _wchan(sleeper.pid) not in ("", "0"):
+                return
+            time.sleep(0.01)
+        pytest.skip("/proc/<pid>/wchan does not say where a process waits here")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 class HeldRun:
     """`oakwatch run --headless` whose stdout is a one-page pipe, full before it starts."""
 
     def __init__(self, out: Path):
-        if _wchan(os.getpid()) == "":
-            pytest.skip("/proc/<pid>/wchan is not readable here")
+        _need_wchan()
         self.out = out
         self.read_end, self.write_end = os.pipe()
         if fcntl.fcntl(self.write_end, fcntl.F_SETPIPE_SZ, PAGE) != PAGE:
