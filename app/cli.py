@@ -282,7 +282,7 @@ def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: s
         folder = create_folder(prepared, output or default_output(prepared.manifest.experiment_id))
     except PreflightError as exc:
         return _fail(str(exc))
-    return _start(prepared, folder, headless=headless, speed=speed, positions=None)
+    return _start_holding(prepared, folder, headless=headless, speed=speed, positions=None)
 
 
 def _resume(root: Path, *, headless: bool, speed: str | None) -> int:
@@ -296,7 +296,25 @@ def _resume(root: Path, *, headless: bool, speed: str | None) -> int:
         folder.leave_as_found()
         print(f"oakwatch: {root}: every schedule position already holds a valid trial; nothing to resume")
         return EXIT_OK
-    return _start(prepared, folder, headless=headless, speed=speed, positions=positions)
+    return _start_holding(prepared, folder, headless=headless, speed=speed, positions=positions)
+
+
+def _start_holding(prepared, folder, **how) -> int:
+    """_start, once the folder exists. A Ctrl-C that lands before the run's own signal handlers are
+    installed stops the run as a signal does, before its first trial: summary and sums, status 2."""
+    try:
+        return _start(prepared, folder, **how)
+    except KeyboardInterrupt:
+        if folder.finished:  # (the handlers are restored only after the folder is finished)
+            raise
+        from sessions.runner import ExperimentRunner
+        from sessions.summary import exit_status
+
+        print("oakwatch: SIGINT: ending the run before its first trial", file=sys.stderr)
+        positions = how["positions"]
+        runner = ExperimentRunner(prepared, folder, positions=positions, resumed=positions is not None)
+        summary = runner.close_unstarted("signal")
+        return EXIT_BAD_INPUT if summary is None else exit_status(summary)
 
 
 def _start(prepared, folder, *, headless: bool, speed: str | None, positions: list[int] | None) -> int:

@@ -383,6 +383,7 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
     schedule, and the schedule positions that hold no valid trial. Returns (prepared, folder,
     positions); the folder is locked until the run closes it."""
     from sessions import layout
+    from sessions.durable import EvidenceError
     from sessions.experiment_folder import ExperimentFolder, FolderBusy, holder_alive
     from sessions.reader import FormatProblem, parse, read_results
     from sessions.records import BlindingFile
@@ -400,8 +401,8 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
     prepared = prepare(root / layout.MANIFEST, None, allow_human=allow_human)
     try:
         folder = ExperimentFolder.open(root)
-    except FolderBusy as exc:
-        raise PreflightError(str(exc)) from None
+    except (FolderBusy, EvidenceError) as exc:  # EvidenceError: no room for the reserve (a full disk)
+        raise PreflightError(f"{root}: {exc}" if isinstance(exc, EvidenceError) else str(exc)) from None
     try:
         if prepared.manifest.sha256() != folder.manifest_sha256:
             raise PreflightError(f"{root}/{layout.MANIFEST} no longer hashes to the manifest the schedule was "

@@ -134,35 +134,67 @@ class ExperimentFolder:
         return folder
 
     @classmethod
-    def open(cls, root: Path) -> ExperimentFolder:
-        """Take an existing folder for --resume or recover. Raises FolderBusy if a live run holds it."""
+    def open(cls, root: Path, vet: Callable[[ExperimentFolder], None] | None = None) -> ExperimentFolder:
+        """Take an existing folder for --resume or recover. Raises FolderBusy if a live run holds it.
+
+        Nothing is written until the folder is ours: the lock is taken first, then `vet` (checks
+        under the lock) runs, and only then are the holder's PID and the reserve written. If
+        anything before that fails, the folder is given back as it was found: a lock file this
+        call created is removed and the folder's times are put back."""
         folder = cls(root)
-        folder._take_lock()
+        before = os.stat(root)
+        created = folder._flock()
         try:
             sums_path = root / layout.SUMS
             if sums_path.is_file():
                 folder.sums = parse_sums(sums_path.read_text(encoding="utf-8"))
             folder._load_schedule()
-            folder._reserve()
+            if vet is not None:
+                vet(folder)
+            folder._name_holder()
+            folder._reserve()  # a full disk fails here: the folder is still given back without a new lock
         except BaseException:
             folder._unlock()
+            if created:
+                (root / layout.LOCK).unlink(missing_ok=True)
+                os.utime(root, ns=(before.st_atime_ns, before.st_mtime_ns))
             raise
         return folder
 
     def _take_lock(self) -> None:
+        self._flock()
+        self._name_holder()
+
+    def _flock(self) -> bool:
+        """Hold `.lock` (an exclusive flock); True if this call created the file. Writes nothing."""
         path = self.root / layout.LOCK
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        while True:  # (a finishing run may remove its lock file between the two opens)
+            try:
+                fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), True
+                break
+            except FileExistsError:
+                try:
+                    fd, created = os.open(path, os.O_RDWR | os.O_CLOEXEC), False
+                    break
+                except FileNotFoundError:
+                    continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_holder(path)
             os.close(fd)
-            raise FolderBusy(f"{self.root} is held by a live oakwatch process{holder}; "
-                             "wait for it to finish or stop it first") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "since_utc": utc_now()}).encode() + b"\n")
+            raise FolderBusy(busy_message(self.root, holder)) from None
         self._lock_fd = fd
+        return created
+
+    def _name_holder(self) -> None:
+        fd = self._lock_fd
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                     "since_utc": utc_now()}).encode() + b"\n")
+        except OSError as exc:
+            raise error_from(exc, "the lock file") from None
 
     def _reserve(self) -> None:
         path = self.root / layout.RESERVE
@@ -255,29 +287,44 @@ class ExperimentFolder:
             self.sums[path.relative_to(self.root).as_posix()] = file_sha256(path)
 
     def void_block(self, positions: list[int], trigger: TrialResult) -> VoidRecord:
-        """Move the block's attempts under void-<n>/ so the positions can be rerun (--resume)."""
+        """Move the block's attempts under void-<n>/ so the positions can be rerun (--resume).
+
+        void.json is written first, naming what is to move: a kill at any point leaves either an
+        empty void-<n>/ without it, or one whose record says what `finish_void` still has to do."""
         n = 1 + max((int(p.name.split("-")[1]) for p in self.root.glob("void-*") if p.is_dir()), default=0)
         vdir = self.root / layout.void_dir(n)
+        keys = [self.schedule.order[p] for p in positions if self.trial_path(self.schedule.order[p]).is_dir()]
         vdir.mkdir()
-        moved = []
-        for position in positions:
-            key = self.schedule.order[position]
-            src = self.trial_path(key)
-            if src.is_dir():
-                os.replace(src, vdir / key)
-                moved.append(key)
-                old = layout.trial_dir(key) + "/"
-                for rel in [r for r in self.sums if r.startswith(old)]:
-                    self.sums[f"{layout.void_dir(n)}/{key}/{rel[len(old):]}"] = self.sums.pop(rel)
-        fsync_dir(self.root / layout.TRIALS)
-        record = VoidRecord(void=n, positions=positions, trial_keys=moved, trigger=trigger.trial_key,
+        record = VoidRecord(void=n, positions=positions, trial_keys=keys, trigger=trigger.trial_key,
                             outcome=trigger.outcome, cause=trigger.invalid_cause, timestamp_utc=utc_now())
         data = _json(record)
-        write_atomic(vdir / "void.json", data)
+        try:
+            write_atomic(vdir / "void.json", data)
+        except EvidenceError:
+            vdir.rmdir()  # nothing moved yet: no half-made void is left (and a full disk gets its inode back)
+            raise
         self.sums[f"{layout.void_dir(n)}/void.json"] = sha256_hex(data)
-        self.event("voided", void=n, positions=positions, trial_keys=moved, cause=trigger.invalid_cause)
-        self.write_sums()
+        self.finish_void(record, logged=False)
         return record
+
+    def finish_void(self, record: VoidRecord, *, logged: bool) -> None:
+        """Move what the void's record names and is still in trials/, log it unless `logged`, write the sums."""
+        n = record.void
+        vdir = self.root / layout.void_dir(n)
+        for key in record.trial_keys:
+            src = self.trial_path(key)
+            if src.is_dir() and not (vdir / key).exists():
+                os.replace(src, vdir / key)
+            old, new = layout.trial_dir(key) + "/", f"{layout.void_dir(n)}/{key}/"
+            for rel in [r for r in self.sums if r.startswith(old)]:
+                if not (self.root / rel).exists() and (self.root / new / rel[len(old):]).is_file():
+                    self.sums[new + rel[len(old):]] = self.sums.pop(rel)
+        fsync_dir(self.root / layout.TRIALS)
+        fsync_dir(vdir)
+        if not logged:
+            self.event("voided", void=n, positions=record.positions, trial_keys=record.trial_keys,
+                       cause=record.cause)
+        self.write_sums()
 
     def block_of(self, position: int) -> list[int]:
         size = self.schedule.block_size
@@ -347,6 +394,10 @@ def holder_alive(root: Path) -> tuple[bool, str]:
     finally:
         os.close(fd)
     return False, who
+
+
+def busy_message(root: Path, holder: str) -> str:
+    return f"{root} is held by a live oakwatch process{holder}; wait for it to finish or stop it first"
 
 
 def _read_holder(path: Path) -> str:

@@ -3,8 +3,11 @@
 It takes the folder's lock (refusing while the run that holds it lives), cuts every stream to
 its last whole record and every trial to its last whole decision (an unbroken chain with all
 its records), writes a harness-error result (`process-died`, `recovered: true`) for each trial
-that has none, voids their blocks, and writes the summary and SHA256SUMS. It refuses to adopt
-sealed evidence that no longer matches SHA256SUMS: recovering must never launder tampering.
+that has none, finishes a void the process died making, voids their blocks, and writes the
+summary and SHA256SUMS. It refuses to adopt sealed evidence that no longer matches SHA256SUMS:
+recovering must never launder tampering. Every refusal is decided from a read-only look before
+anything is written, so a refused folder stays exactly as it was; a recover killed part way leaves
+a folder the next recover finishes.
 """
 
 from __future__ import annotations
@@ -20,12 +23,12 @@ from engine.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResu
 from engine.tally import TraceTally
 from engine.trial import derived_figures, path_figures, utc_now
 from sessions import layout
-from sessions.checksums import file_sha256
+from sessions.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.durable import write_atomic
-from sessions.experiment_folder import ExperimentFolder
+from sessions.experiment_folder import ExperimentFolder, FolderBusy, busy_message, holder_alive
 from sessions.framestore import scan_store
 from sessions.reader import FormatProblem, TrialReader, parse, read_results, sha256_hex, whole_lines_length
-from sessions.records import VoidRecord
+from sessions.records import ScheduleFile, VoidRecord
 from sessions.summary import missing_positions, summarise
 
 
@@ -49,9 +52,11 @@ def needs_recovery(root: Path) -> bool:
 
 
 def recover(root: Path) -> Recovered:
-    """Finish `root`. Raises FolderBusy (a live run holds it) or RecoverRefused."""
-    from sessions.manifest import ManifestError, load_manifest
+    """Finish `root`. Raises FolderBusy (a live run holds it) or RecoverRefused.
 
+    Every refusal is decided before anything is written, from a read-only look at the folder,
+    and again under the lock if another process wrote the folder meanwhile: a refused folder is
+    left byte for byte (and mtime for mtime) as it was."""
     if not (root / layout.SCHEDULE).is_file() or not (root / layout.MANIFEST).is_file():
         raise RecoverRefused(f"{root}: not an oakwatch experiment folder, or one that was never fully created "
                              f"(no {layout.SCHEDULE}); nothing in it is evidence")
@@ -59,23 +64,31 @@ def recover(root: Path) -> Recovered:
     if not needs_recovery(root):
         out.nothing_to_do = True
         return out
-    folder = ExperimentFolder.open(root)
+    alive, who = holder_alive(root)
+    if alive:  # asked without creating or touching .lock
+        raise FolderBusy(busy_message(root, who))
+    seen = _fingerprint(root)
+    manifest = _refusals(root)
+
+    def vet(_folder: ExperimentFolder) -> None:
+        if _fingerprint(root) != seen:  # another process wrote the folder while it was being checked
+            raise RecoverRefused(f"{root} changed while recover was checking it (another oakwatch process "
+                                 f"wrote it); run `oakwatch recover {root}` again")
+
+    folder = ExperimentFolder.open(root, vet=vet)
     try:
-        try:
-            manifest = load_manifest(root / layout.MANIFEST)
-        except ManifestError as exc:
-            raise RecoverRefused(f"{layout.MANIFEST}: {exc}") from None
-        _refuse_tampered(folder)
         for tmp in root.rglob("*.tmp"):
             tmp.unlink()
             out.cut.append(f"removed the leftover temp file {tmp.relative_to(root)}")
         folder.reopen_log()
+        _finish_voids(folder, out)
         sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
-        _refuse_unsealed_results(root, sealed)
-        voided_blocks = {b for e in _events(root) if e.event == "voided" for b in e.positions or []}
+        # Only voids made here count: an invalid attempt still in trials/ was never moved, even if an
+        # earlier attempt of its block was voided before a resume reran it.
+        voided_blocks: set[int] = set()
         # Finish and seal every trial first: voiding moves a whole block, trials not yet seen included.
-        seen: list[TrialResult] = []
-        for trial in sorted(p for p in (root / layout.TRIALS).iterdir() if p.is_dir()):
+        seen_results: list[TrialResult] = []
+        for trial in _trial_dirs(root):
             if not (trial / layout.TRIAL).is_file():  # never got its genesis: nothing happened in it
                 shutil.rmtree(trial)
                 out.removed.append(trial.name)
@@ -94,8 +107,8 @@ def recover(root: Path) -> Recovered:
                              result_sha256=file_sha256(trial / layout.RESULT),
                              trace_head=result.chain.trace_head if result.chain else None)
             _list_unlisted(folder, trial)
-            seen.append(result)
-        for result in seen:
+            seen_results.append(result)
+        for result in seen_results:
             if not is_valid(result.outcome) and result.position not in voided_blocks:
                 block = folder.block_of(result.position)
                 out.voided.append(folder.void_block(block, result).void)
@@ -104,8 +117,7 @@ def recover(root: Path) -> Recovered:
             _list_unlisted(folder, vdir)
         folder.event("recovered", trial_keys=out.finished)
         results = read_results(root)
-        voids = [parse(VoidRecord, (v / "void.json").read_bytes(), f"{v.name}/void.json")
-                 for v in sorted(root.glob("void-*"), key=lambda p: int(p.name.split("-")[1]))]
+        voids = [parse(VoidRecord, (v / "void.json").read_bytes(), f"{v.name}/void.json") for v in _void_dirs(root)]
         order = folder.schedule.order
         missing = missing_positions(order, results)
         stop = "process-died" if missing else None
@@ -119,25 +131,117 @@ def recover(root: Path) -> Recovered:
     return out
 
 
+def _fingerprint(root: Path) -> tuple:
+    """What any oakwatch process that wrote the folder changes: its run log, sums and summary."""
+    out = []
+    for name in (layout.RUN_LOG, layout.SUMS, layout.SUMMARY):
+        try:
+            st = (root / name).stat()
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+def _refusals(root: Path):
+    """Every reason to refuse, read-only (nothing is created or changed); returns the manifest."""
+    from sessions.manifest import ManifestError, load_manifest
+
+    try:
+        manifest = load_manifest(root / layout.MANIFEST)
+    except ManifestError as exc:
+        raise RecoverRefused(f"{layout.MANIFEST}: {exc}") from None
+    try:
+        parse(ScheduleFile, (root / layout.SCHEDULE).read_bytes(), layout.SCHEDULE)
+    except (OSError, FormatProblem) as exc:
+        raise RecoverRefused(f"{exc}; `oakwatch verify` says more") from None
+    sums: dict[str, str] = {}
+    if (root / layout.SUMS).is_file():
+        try:
+            sums = parse_sums((root / layout.SUMS).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SumsFormatError) as exc:
+            raise RecoverRefused(f"{layout.SUMS}: {exc}; `oakwatch verify` says more") from None
+    _refuse_tampered(root, sums)
+    _refuse_unreadable_records(root)
+    sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
+    _refuse_unsealed_results(root, sealed)
+    return manifest
+
+
 def _events(root: Path):
     from sessions.reader import read_run_log
 
     return read_run_log(root)[0]
 
 
-def _refuse_tampered(folder: ExperimentFolder) -> None:
-    changed = [rel for rel, digest in folder.sums.items()
-               if rel != layout.RUN_LOG and (folder.root / rel).is_file()
-               and file_sha256(folder.root / rel) != digest]
+def _refuse_tampered(root: Path, sums: dict[str, str]) -> None:
+    changed = [rel for rel, digest in sums.items()
+               if rel != layout.RUN_LOG and (root / rel).is_file() and file_sha256(root / rel) != digest]
     if changed:
         raise RecoverRefused(f"sealed evidence no longer matches {layout.SUMS} ({', '.join(changed[:3])}"
                              f"{' …' if len(changed) > 3 else ''}): refusing to recover a folder that was changed "
                              f"after it was written; `oakwatch verify` says more")
 
 
+def _refuse_unreadable_records(root: Path) -> None:
+    """What recover reads whole was written whole (a temp file and a rename), so a kill cannot have
+    torn it: a genesis, result or void record that does not parse was changed afterwards."""
+    for trial in _trial_dirs(root):
+        reader = TrialReader(trial, layout.trial_dir(trial.name))
+        try:
+            if reader.exists(layout.RESULT):
+                reader.result()
+            elif reader.exists(layout.TRIAL):
+                reader.genesis()
+        except FormatProblem as exc:
+            raise RecoverRefused(f"{exc}: refusing to recover a folder that was changed after it was written; "
+                                 f"`oakwatch verify` says more") from None
+    for vdir in root.glob("void-*"):
+        record = vdir / "void.json"
+        try:
+            if record.is_file():
+                parse(VoidRecord, record.read_bytes(), f"{vdir.name}/void.json")
+        except (OSError, FormatProblem) as exc:
+            raise RecoverRefused(f"{exc}: refusing to recover a folder that was changed after it was written; "
+                                 f"`oakwatch verify` says more") from None
+
+
+def _finish_voids(folder: ExperimentFolder, out: Recovered) -> None:
+    """Voids a kill interrupted: one without its record had moved nothing yet (its record is written
+    first; an older oakwatch wrote it last, so a trial found in one goes back to trials/ and is voided
+    again below); one with its record gets the rest of its moves, its log line and its sums."""
+    root = folder.root
+    logged = {e.void for e in _events(root) if e.event == "voided"}
+    for vdir in _void_dirs(root):
+        if not (vdir / "void.json").is_file():
+            for trial in sorted(p for p in vdir.iterdir() if p.is_dir()):
+                if not (root / layout.trial_dir(trial.name)).exists():
+                    os.replace(trial, root / layout.trial_dir(trial.name))
+            vdir.rmdir()
+            out.cut.append(f"removed {vdir.name}/, a void the process died making")
+            continue
+        record = parse(VoidRecord, (vdir / "void.json").read_bytes(), f"{vdir.name}/void.json")
+        moved = all((vdir / key).is_dir() for key in record.trial_keys)
+        stale = any(rel.startswith(f"{layout.trial_dir(key)}/") and not (root / rel).exists()
+                    for key in record.trial_keys for rel in folder.sums)
+        if record.void not in logged or not moved or stale:
+            folder.finish_void(record, logged=record.void in logged)
+            out.cut.append(f"finished {vdir.name}/, a void the process died making")
+
+
+def _void_dirs(root: Path) -> list[Path]:
+    return sorted((p for p in root.glob("void-*") if p.is_dir() and p.name[5:].isdigit()),
+                  key=lambda p: int(p.name[5:]))
+
+
+def _trial_dirs(root: Path) -> list[Path]:
+    trials = root / layout.TRIALS
+    return sorted(p for p in trials.iterdir() if p.is_dir()) if trials.is_dir() else []
+
+
 def _refuse_unsealed_results(root: Path, sealed: set[tuple[str, int]]) -> None:
     """A sealed trial's result is durable before its seal: without it, the folder was changed, not crashed."""
-    for trial in sorted(p for p in (root / layout.TRIALS).iterdir() if p.is_dir()):
+    for trial in _trial_dirs(root):
         reader = TrialReader(trial, layout.trial_dir(trial.name))
         if reader.exists(layout.RESULT) or not reader.exists(layout.TRIAL):
             continue

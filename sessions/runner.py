@@ -171,6 +171,8 @@ class ExperimentRunner:
             if limits is not None or self.workers > 1 or self.executor != "local":
                 folder.event("limits", workers=self.workers, executor=self.executor, limits=limits)
             results = read_results(folder.root)
+            if self._void_left_behind(results):
+                results = read_results(folder.root)
             voids = _read_voids(folder.root)
             recovered = any(e.event == "recovered" for e in read_run_log(folder.root)[0])
             m = self.prepared.manifest
@@ -185,6 +187,17 @@ class ExperimentRunner:
             return None
         finally:
             folder.close()
+
+    def _void_left_behind(self, results: dict) -> bool:
+        """An invalid attempt still in trials/ lost its void to a failed write (a full disk: the seal's
+        sums could not be written): void its block now, so that `--resume` can rerun the positions."""
+        voided: set[int] = set()
+        for result, _ in sorted(results.values(), key=lambda r: r[0].position):
+            if not is_valid(result.outcome) and result.position not in voided:
+                block = self.folder.block_of(result.position)
+                self.folder.void_block(block, result)
+                voided.update(block)
+        return bool(voided)
 
     # -- one slot -------------------------------------------------------------------------------
     def slot(self, position: int) -> tuple[TrialConfig, TrialGenesis]:

@@ -151,6 +151,10 @@ def _check_files(ctx: Context, report: Report) -> None:
     unfinished = {f"{layout.trial_dir(p.name)}/" for p in (root / layout.TRIALS).glob("*")
                   if p.is_dir() and not (p / layout.RESULT).is_file()}
     interrupted = bool(unfinished) or (root / layout.LOCK).exists() or not (root / layout.SUMMARY).is_file()
+    if interrupted:  # a seal or a void as the disk filled: its sums never reached SHA256SUMS (recover lists them)
+        unfinished |= {f"{layout.trial_dir(p.name)}/" for p in (root / layout.TRIALS).glob("*")
+                       if (p / layout.RESULT).is_file() and f"{layout.trial_dir(p.name)}/{layout.RESULT}" not in listed}
+        unfinished |= {f"{p.name}/" for p in root.glob("void-*") if f"{p.name}/void.json" not in listed}
     for rel, digest in listed.items():
         path = root / rel
         if rel not in present and layout.classify_path(rel) != "evidence":
@@ -984,6 +988,12 @@ def _check_summary(ctx: Context, report: Report, events: list, results: dict, vo
     if ctx.manifest is None or ctx.schedule is None:
         return
     finished = [e for e in events if e.event == "run-finished"]
+    if finished and (ctx.root / layout.LOCK).exists() and any(
+            e.event == "run-started" and e.seq > finished[-1].seq for e in events):
+        # A resume that did not finish: the summary is the one before it, not a claim about the run since.
+        report.interrupted.append(f"{layout.SUMMARY} is from before the resumed run, which did not finish; "
+                                  f"`oakwatch recover {ctx.root}` finishes it")
+        return
     if not finished or events[-1].event != "run-finished":
         report.add(f"{layout.RUN_LOG}: does not end with the run's finish, yet {layout.SUMMARY} exists")
     elif (finished[-1].stopped_early, finished[-1].stop_reason) != (summary.stopped_early, summary.stop_reason):
