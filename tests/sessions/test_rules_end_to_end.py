@@ -413,7 +413,7 @@ def test_a_signal_during_a_slow_paid_call_cancels_it_and_records_the_decision_ab
     assert responses[1] == {"decision_id": 2, "attempts": [{
         "raw": None, "valid": False, "error": "aborted: the trial was ended during the call", "aborted": True,
         "model_id": MODEL, "response_id": None, "latency_ms": None, "usage": UNKNOWN, "prompt_sha256": None,
-        "stop_reason": None, "identity": None, "failure": None, "reply": None}]}
+        "stop_reason": None, "identity": None, "failure": None, "reply": None, "oversize": None}]}
     assert (summary.stopped_early, summary.stop_reason) == (True, "signal")
     assert (summary.completed, summary.invalid, summary.missing_positions) == (0, 1, [0, 1])
     assert trial.parent.name == "void-1"
@@ -439,7 +439,7 @@ def test_a_provider_failure_is_recorded_and_stops_the_series(tmp_path, replies, 
     assert len(responses) == last and responses[-1] == {"decision_id": last, "attempts": [{
         "raw": None, "valid": False, "error": "provider failure: quota exceeded", "aborted": False,
         "model_id": MODEL, "response_id": None, "latency_ms": None, "usage": UNKNOWN, "prompt_sha256": None,
-        "stop_reason": None, "identity": None, "failure": "provider-failure", "reply": None}]}
+        "stop_reason": None, "identity": None, "failure": "provider-failure", "reply": None, "oversize": None}]}
     failure = json.loads((trial / "provider-failure.json").read_text())
     assert (failure["kind"], failure["message"], failure["decision_id"], failure["attempts"]) == \
         ("provider-failure", "quota exceeded", last, 1)
