@@ -261,7 +261,8 @@ class FramePane(Vertical):
         self.fps = fps
         self.protocol = protocol
         self._version = -1
-        self._shown_at = 0.0
+        self.clock: Callable[[], float] = time.monotonic  # the rate limit's clock (a test steps its own)
+        self._shown_at = float("-inf")
         self._min_interval = 0.0
         self.zoom = ""  # "", "fit" (whole frame, whole screen) or "native" (whole pixels)
         self._caption = "waiting for the first frame…"
@@ -312,7 +313,7 @@ class FramePane(Vertical):
         if snap is None or snap.version == self._version:
             return
         if self._min_interval:
-            now = time.monotonic()
+            now = self.clock()
             if now - self._shown_at < self._min_interval:
                 return  # not consumed: the next pull shows the newest frame
             self._shown_at = now

@@ -61,14 +61,18 @@ def socket_path_for(root: Path) -> Path:
     direct = root / SOCKET_NAME
     if len(os.fsencode(str(direct))) <= SUN_PATH_MAX:
         return direct
-    base = os.environ.get("XDG_RUNTIME_DIR") or ""
-    if not base or not os.path.isdir(base):
-        base = tempfile.gettempdir()
-    private = Path(base) / f"oakwatch-{os.getuid()}"
-    private.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(private, 0o700)
     tag = hashlib.sha256(os.fsencode(str(root))).hexdigest()[:16]
-    return private / f"{tag}.sock"
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or ""
+    # The runtime dir first; the temp dir when there is none or its own path is too long for a socket.
+    for base in ([runtime] if runtime and os.path.isdir(runtime) else []) + [tempfile.gettempdir(), "/tmp"]:
+        private = Path(base) / f"oakwatch-{os.getuid()}"
+        path = private / f"{tag}.sock"
+        if len(os.fsencode(str(path))) > SUN_PATH_MAX:
+            continue
+        private.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(private, 0o700)
+        return path
+    raise OSError(f"no directory short enough for the control socket of {root}")
 
 
 def peer_uid(conn: socket.socket) -> int | None:

@@ -63,8 +63,11 @@ def test_image_size_keeps_the_aspect_and_fills_the_pane():
 
 async def test_image_view_shows_each_new_frame_version_at_most_at_its_rate():
     # textual-image's half-cell widget stands in for Kitty/Sixel (which write to the real terminal).
+    # The rate limit runs on a clock the test steps, so a loaded machine cannot change what it sees.
     sink = ConsoleSink("x")
     pane = FramePane(sink.frame, fps=None, protocol="halfcell")
+    now = [1000.0]
+    pane.clock = lambda: now[0]
     async with One(pane).run_test(size=(90, 40)) as pilot:
         view = pane.view
         assert isinstance(view, ImageFrameView)
@@ -75,18 +78,20 @@ async def test_image_view_shows_each_new_frame_version_at_most_at_its_rate():
         assert shown >= 1
         picture = view.image_widget.image
         assert picture.size == scaled_size(160, 144, view.size.width, view.size.height, (10, 20))
-        await pilot.pause(1.5 / IMAGE_FPS)
+        now[0] += 1.5 / IMAGE_FPS
         pane.pull()  # same version: nothing converted
         assert view.frames_shown == shown
         sink.handle(FrameCaptured(2, fixed_frame(2), f"{2:064x}", 2))
         pane.pull()
         assert view.frames_shown == shown + 1
-        for i in range(3, 30):  # far faster than IMAGE_FPS
+        for i in range(3, 30):  # far faster than IMAGE_FPS: all within one frame interval
+            now[0] += 0.2 / IMAGE_FPS / 27
             sink.handle(FrameCaptured(i, fixed_frame(i), f"{i:064x}", i))
             pane.pull()
         assert view.frames_shown == shown + 1  # within 1/IMAGE_FPS of the last one: held, not queued
-        await pilot.pause(1.5 / IMAGE_FPS)
+        now[0] += 1.5 / IMAGE_FPS
         pane.pull()
+        await pilot.pause(0.05)
         assert view.frames_shown == shown + 2 and "decision 29" in pane.query_one("#frame-caption").text
         # whole pixels: a frame pixel is a block of equal pixels (nearest neighbour, never blurred)
         arr = np.asarray(view.image_widget.image)

@@ -61,13 +61,23 @@ def test_round_trip_owner_only_socket_and_pointer(tmp_path):
 
 
 def test_a_path_too_long_for_a_socket_goes_under_xdg_runtime_dir(tmp_path, monkeypatch):
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
+    runtime = Path(tempfile.mkdtemp(prefix="xdg-", dir="/tmp"))  # short, as a real runtime dir is
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
     with ControlServer(deep, echo) as server:
         assert server.path.is_relative_to(runtime)
+        assert ControlClient(deep).status()["ok"] is True
+
+
+def test_a_runtime_dir_too_long_for_a_socket_falls_back_to_the_temp_dir(tmp_path, monkeypatch):
+    runtime = tmp_path / ("r" * 90)
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    with ControlServer(deep, echo) as server:
+        assert not server.path.is_relative_to(runtime) and len(str(server.path)) <= 107
         assert ControlClient(deep).status()["ok"] is True
 
 
