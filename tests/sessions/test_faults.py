@@ -83,14 +83,14 @@ def _lines_in(path: Path) -> int:
         return 0
 
 
-def test_kill_9_at_random_points_then_recover_and_resume(tmp_path):
+def _kill_sweep(tmp_path, seed: int, kills: int, actions: int) -> int:
     """Kill points drawn at random (seeded) by where the run is: in folder creation, or at a
-    random decision of a random trial of the schedule."""
-    manifest = write_manifest(tmp_path, budgets=budget(2500),
-                              **RANDOM_TRIALS)
-    rng = random.Random(7)
+    random decision of a random trial of the schedule; each killed folder is recovered (every
+    other one resumed too). Returns how many were recovered."""
+    manifest = write_manifest(tmp_path, budgets=budget(actions), **RANDOM_TRIALS)
+    rng = random.Random(seed)
     order = ["X-01", "Y-01", "Y-02", "X-02"]
-    points = [("startup", rng.uniform(0.0, 0.4))] + [(rng.choice(order), rng.randint(1, 2400)) for _ in range(5)]
+    points = [("startup", rng.uniform(0.0, 0.4))] + [(rng.choice(order), rng.randint(1, actions - 100)) for _ in range(kills)]
     recovered = 0
     for n, (where, when) in enumerate(points):
         out = tmp_path / f"kill-{n}"
@@ -123,7 +123,16 @@ def test_kill_9_at_random_points_then_recover_and_resume(tmp_path):
             assert code == 1, err  # random play runs out its budget: valid game-failures only
             assert_whole(out)
             assert summary_of(out).missing_positions == []
-    assert recovered >= 4
+    return recovered
+
+
+def test_kill_9_at_random_points_then_recover_and_resume(tmp_path):
+    assert _kill_sweep(tmp_path, seed=7, kills=2, actions=600) >= 2
+
+
+@pytest.mark.slow
+def test_kill_9_sweep_of_long_trials_then_recover_and_resume(tmp_path):
+    assert _kill_sweep(tmp_path, seed=11, kills=7, actions=2500) >= 6
 
 
 DIE_MID_DECISION = """

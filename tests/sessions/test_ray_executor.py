@@ -1,4 +1,4 @@
-"""`oakwatch run --executor ray` on a local Ray instance: two conditions of ten trials each, every
+"""`oakwatch run --executor ray` on a local Ray instance: two conditions of two trials each (ten in the slow lane), every
 trial a Ray task whose folder is mirrored into the one experiment folder; the folder verifies and
 every trial's digest equals a serial run's. A Ray worker killed mid-trial takes only its trial,
 which the driver finishes from what arrived."""
@@ -25,26 +25,31 @@ pytest.importorskip("ray", reason="Ray (the optional extra `ray`) is not install
 
 REPO = Path(__file__).resolve().parents[2]
 
-TWO_BY_TEN = {"conditions": [{"id": "rnd", "policy": "random", "seed": 5},
-                             {"id": "walk", "policy": "scripted", "script": "bundled:walkthrough.txt",
-                              "actions_per_decision": 1}],
-              "trials": {"per_condition": 10, "blinding_seed": 4}}
+def two_conditions(per_condition: int) -> dict:
+    return {"conditions": [{"id": "rnd", "policy": "random", "seed": 5},
+                           {"id": "walk", "policy": "scripted", "script": "bundled:walkthrough.txt",
+                            "actions_per_decision": 1}],
+            "trials": {"per_condition": per_condition, "blinding_seed": 4}}
 
 
-def test_twenty_trials_on_ray_equal_a_serial_run_trial_for_trial(tmp_path):
-    manifest = write_manifest(tmp_path, budgets=budget(60), **TWO_BY_TEN)
+# Four trials prove the rule every run; twenty (more Ray tasks than workers many times over) run in
+# the slow lane.
+@pytest.mark.parametrize("per_condition", [2, pytest.param(10, marks=pytest.mark.slow)])
+def test_trials_on_ray_equal_a_serial_run_trial_for_trial(tmp_path, per_condition):
+    n = 2 * per_condition
+    manifest = write_manifest(tmp_path, budgets=budget(60), **two_conditions(per_condition))
     serial, on_ray = tmp_path / "serial", tmp_path / "ray"
     assert main(["run", str(manifest), "--headless", "--output", str(serial)]) in (0, 1)
     assert main(["run", str(manifest), "--headless", "--executor", "ray", "--workers", "2",
                  "--output", str(on_ray)]) in (0, 1)
     assert verify_experiment(serial) == [] and verify_experiment(on_ray) == []
-    assert len(digests(serial)) == 20
+    assert len(digests(serial)) == n
     assert digests(serial) == digests(on_ray)
     summary = summary_of(on_ray)
-    assert summary.completed == 20 and not summary.stopped_early
+    assert summary.completed == n and not summary.stopped_early
     # each trial played in its own Ray worker process, none in the driver
     pids = {json.loads((p / layout.TRIAL).read_text())["pid"] for p in (on_ray / "trials").iterdir()}
-    assert len(pids) == 20 and os.getpid() not in pids
+    assert len(pids) == n and os.getpid() not in pids
     log = [json.loads(x) for x in (on_ray / layout.RUN_LOG).read_text().splitlines()]
     assert any(e["event"] == "limits" and e.get("executor") == "ray" for e in log)
 
