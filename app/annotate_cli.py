@@ -21,7 +21,8 @@ def _fail(message: str) -> int:
 
 def add_parsers(sub) -> None:
     """The annotate, unblind and export subcommands, on cli.py's subparsers."""
-    annotate = sub.add_parser("annotate", help="label memory errors and routes in a layer beside the evidence")
+    annotate = sub.add_parser("annotate", help="label memory errors and routes, mark trials reviewed, in a layer "
+                                               "beside the evidence")
     asub = annotate.add_subparsers(dest="annotate_command", required=True)
     add = asub.add_parser("add", help="a memory-error label: the later decision and the earlier fact or decision")
     add.add_argument("folder", type=Path, metavar="DIR")
@@ -44,6 +45,16 @@ def add_parsers(sub) -> None:
     route.add_argument("--room", required=True)
     route.add_argument("--landmark")
     route.add_argument("--note", default="", metavar="TEXT")
+    reviewed = asub.add_parser("reviewed", help="a trial looked at for memory errors: every one found is labelled "
+                                                "(none: its count is a known 0)")
+    reviewed.add_argument("folder", type=Path, metavar="DIR")
+    reviewed.add_argument("--annotator", required=True, help="your name: the layer annotations/NAME/")
+    reviewed.add_argument("--trial", required=True, metavar="KEY", help="trial key, e.g. A-01")
+    reviewed.add_argument("--from", dest="first", type=int, metavar="N",
+                          help="the first decision reviewed (default 1)")
+    reviewed.add_argument("--to", dest="last", type=int, metavar="N",
+                          help="the last decision reviewed, inclusive (default the trial's last)")
+    reviewed.add_argument("--note", default="", metavar="TEXT")
     adj = asub.add_parser("adjudicate", help="settle labels (the originals stay) in the adjudication layer")
     adj.add_argument("folder", type=Path, metavar="DIR")
     adj.add_argument("--resolves", required=True, nargs="+", metavar="ID", help="annotation ids, e.g. alice-3 bob-2")
@@ -97,6 +108,8 @@ def _annotate(args: argparse.Namespace, folder: Path) -> int:
         elif cmd == "route":
             a = al.add_route(folder, args.annotator, args.trial, args.decision, room=args.room,
                              landmark=args.landmark, note=args.note)
+        elif cmd == "reviewed":
+            a = al.add_reviewed(folder, args.annotator, args.trial, args.first, args.last, note=args.note)
         elif cmd == "adjudicate":
             a = al.adjudicate(folder, args.resolves, args.resolution, args.reason, type=args.type,
                               severity=args.severity)
@@ -127,6 +140,9 @@ def _describe(a) -> str:
         return f"{a.resolution} {' '.join(a.resolves or [])} -> {a.type} {a.severity}: {a.reason}"
     if a.kind == "freeze":
         return f"frozen ({a.note})"
+    if a.kind == "reviewed":
+        return (f"{a.trial_key} reviewed, decisions {a.decision_id}..{a.through_decision}"
+                + (f" ({a.note})" if a.note else ""))
     text = f"{a.trial_key} decision {a.decision_id}: {a.type} {a.severity}, refers to {a.refers_to}"
     if a.role == "consequence":
         text += f", consequence of {a.primary_id}"

@@ -50,10 +50,14 @@ def report_main(args: argparse.Namespace) -> int:
         return _fail(problem)
     if args.output is not None and args.output.exists() and not args.output.is_dir():
         return _fail(f"{args.output}: exists and is not a folder")
+    from sessions.annotation_layer import LayerError
+
     try:
         doc = build_report(folder, args.output, seed=args.seed, progress=_say, replay=not args.no_replay)
     except OSError as exc:
         return _fail(f"cannot write the report ({exc.strerror or exc})")
+    except LayerError as exc:  # a malformed layer: named in one line, no report written from it
+        return _fail(f"cannot read the annotation layers: {exc} (oakwatch verify {folder} lists every problem)")
     for name, path in doc["paths"].items():
         print(f"  {name}: {path}")
     status = EXIT_OK

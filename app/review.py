@@ -3,10 +3,12 @@
 Pick a trial (by blinded label and outcome), scrub it decision by decision, and see for the
 decision in view the frame the agent saw, its full raw response and reasoning, the parsed actions,
 the memory store as it stood then (that decision's reads and writes marked) and the ladder so far.
-Label memory errors as a named annotator (`a`): labels go to `annotations/<annotator>/` through
-the annotation layer, never into the evidence. Condition identity stays hidden (labels only, model
-ids masked, condition files unread) until the folder holds `unblinded/`. A running experiment is
-re-read on a timer; a torn last line waits for the next read.
+Label memory errors as a named annotator (`a`), and mark a trial reviewed (`r`: every memory error
+found in it is labelled, none making its count a known 0; the trial list marks reviewed trials ✓):
+records go to `annotations/<annotator>/` through the annotation layer, never into the evidence.
+Condition identity stays hidden (labels only, model ids masked, condition files unread) until the
+folder holds `unblinded/`. A running experiment is re-read on a timer; a torn last line waits for
+the next read.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from app.review_data import LabelRefused, ReviewFolder, TrialData, append_label, rubric_types
+from app.review_data import REVIEWED_MARK, LabelRefused, ReviewFolder, TrialData, append_label, rubric_types, spans_text
 from engine.trial import utc_now
-from panes.annotate import AnnotateDialog
+from panes.annotate import AnnotateDialog, ReviewedDialog
 from panes.frame import FrameView
 from panes.ladder import LadderPane
 from panes.response import ResponsePane
@@ -89,6 +91,7 @@ class ReviewApp(App[int]):
         Binding("i", "jump('invalid', 1)", "Invalid", priority=True),
         Binding("I", "jump('invalid', -1)", "Prev invalid", priority=True, show=False),
         Binding("a", "annotate", "Annotate", priority=True),
+        Binding("r", "mark_reviewed", "Reviewed", priority=True),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -144,7 +147,11 @@ class ReviewApp(App[int]):
         options.add_options([Option(e.line(), id=e.key) for e in self.folder.trials])
         if self.folder.trials:
             options.highlighted = min(highlighted or 0, len(self.folder.trials) - 1)
-        options.border_subtitle = f"{len(self.folder.trials)} trial(s) · enter opens"
+        subtitle = f"{len(self.folder.trials)} trial(s)"
+        if self.annotator:
+            done = sum(e.reviewed_whole for e in self.folder.trials)
+            subtitle += f" · {REVIEWED_MARK} {done} reviewed"
+        options.border_subtitle = subtitle + " · enter opens"
 
     @on(OptionList.OptionSelected, "#trials")
     def _trial_selected(self, event: OptionList.OptionSelected) -> None:
@@ -206,6 +213,10 @@ class ReviewApp(App[int]):
                       "running" if trial.running else trial.result.outcome,
                       f"decision {self.decision}/{trial.decisions}"]
         parts.append(f"annotator {self.annotator}" if self.annotator else "read-only (no --annotator)")
+        if self.annotator and trial is not None:
+            parts.append(f"{REVIEWED_MARK} reviewed" if trial.reviewed_whole else
+                         f"reviewed {spans_text(trial.reviewed)} of 1..{trial.decisions}" if trial.reviewed
+                         else "not reviewed (r)")
         if trial is not None and trial.problems:
             parts.append(f"⚠ {trial.problems[0]}")
         self.query_one("#review-status", Static).update(" · ".join(parts))
@@ -280,6 +291,45 @@ class ReviewApp(App[int]):
 
         self.push_screen(AnnotateDialog(rubric_types(), trial_key=trial.key, decision_id=decision,
                                         annotator=annotator, submit=submit), done)
+
+
+    def action_mark_reviewed(self) -> None:
+        self._guard()
+        trial = self.trial
+        if not self.annotator:
+            self.notify("Read-only: start `oakwatch review DIR --annotator NAME` to mark trials reviewed.",
+                        severity="warning", timeout=4)
+            return
+        if trial is None or trial.decisions == 0:
+            self.notify("No decision recorded yet to review.", severity="warning", timeout=3)
+            return
+        if trial.reviewed_whole:
+            self.notify(f"{trial.key} is already reviewed by {self.annotator} "
+                        f"(decisions {spans_text(trial.reviewed)}).", timeout=3)
+            return
+        opened, annotator = utc_now(), self.annotator
+
+        def submit(values: dict):
+            try:
+                record = trial.build_reviewed(values, annotator=annotator, opened_utc=opened)
+                append_label(self.root, annotator, record)
+            except LabelRefused as exc:
+                return None, trial.masker.text(str(exc))
+            return record, None
+
+        def done(record) -> None:
+            if record is None:
+                return
+            trial.refresh()
+            self.folder.rescan()
+            self._fill_trials()
+            self.show()
+            self.notify(f"Marked {trial.key} reviewed: decisions {record.decision_id}..{record.through_decision}"
+                        + (f" as {record.id}" if record.id else ""), timeout=3)
+
+        self.push_screen(ReviewedDialog(trial_key=trial.key, first=trial.first_unreviewed(), last=trial.decisions,
+                                        annotator=annotator, already=spans_text(trial.reviewed), submit=submit),
+                         done)
 
 
 def run_review(root: Path, annotator: str | None = None) -> int:

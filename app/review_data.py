@@ -14,6 +14,9 @@ and the model its reply names) are masked as `[model]` wherever text is shown, a
 Labels made here are memory-error annotations of the named annotator, checked against the trial
 (refers-to an earlier decision or a fact some memory op wrote by then; a consequence names its
 primary; a recovery decision after the contradicting one) and appended through the annotation layer.
+So are reviewed records (the annotator looked at a range of the trial's decisions, the whole trial by
+default, and labelled every memory error found there); the trial list marks the trials this
+annotator has reviewed.
 """
 
 from __future__ import annotations
@@ -156,6 +159,10 @@ def _manifest_models(root: Path) -> list[str]:
 
 # -- the experiment ----------------------------------------------------------------------------------
 
+REVIEWED_MARK = "✓"  # every decision reviewed by this annotator
+PART_REVIEWED_MARK = "◐"  # some of them
+
+
 @dataclass(frozen=True)
 class TrialEntry:
     key: str
@@ -166,31 +173,83 @@ class TrialEntry:
     total_points: int | None
     deepest: str | None
     cost_usd: float | None = None  # the result's (None: unknown, or no result yet)
+    reviewed: tuple[tuple[int, int], ...] = ()  # this annotator's reviewed ranges of it
+
+    @property
+    def reviewed_whole(self) -> bool:
+        return self.decisions is not None and reviewed_through(self.reviewed, self.decisions)
 
     def line(self) -> str:
         pts = "" if self.points is None else f" {self.points}/{self.total_points} pts"
         deep = f" {self.deepest}" if self.deepest else ""
         n = "" if self.decisions is None else f" {self.decisions}d"
         cost = "" if self.outcome == "running" else f" {money(self.cost_usd)}"
-        return f"{self.key}  {self.outcome}{deep}{pts}{n}{cost}"
+        mark = ""
+        if self.reviewed_whole:
+            mark = f" {REVIEWED_MARK}"
+        elif self.reviewed:
+            mark = f" {PART_REVIEWED_MARK} {spans_text(self.reviewed)}"
+        return f"{self.key}{mark}  {self.outcome}{deep}{pts}{n}{cost}"
 
 
-def list_trials(root: Path) -> list[TrialEntry]:
-    """Every trial folder under trials/, by key: its blinded label and outcome (or running)."""
+def reviewed_spans(records) -> dict[str, tuple[tuple[int, int], ...]]:
+    """trial key -> the reviewed ranges among a layer's records (dicts as read, tolerantly), in order."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for d in records:
+        if not isinstance(d, dict) or d.get("kind") != "reviewed":
+            continue
+        first, last = d.get("decision_id"), d.get("through_decision")
+        if isinstance(first, int) and isinstance(last, int) and first <= last and isinstance(d.get("trial_key"), str):
+            out.setdefault(d["trial_key"], []).append((first, last))
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def reviewed_through(spans, decisions: int) -> bool:
+    """Whether the ranges hold every decision 1..decisions (a trial with none is not reviewed)."""
+    from sessions.metrics import Coverage, complete
+
+    return decisions >= 1 and complete([Coverage(spans=list(spans))], decisions)
+
+
+def spans_text(spans) -> str:
+    return ", ".join(f"{a}..{b}" for a, b in spans)
+
+
+def _layer_records(path: Path | None) -> list:
+    if path is None:
+        return []
+    out = []
+    for line in whole_lines(path):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def layer_path(root: Path, annotator: str | None) -> Path | None:
+    return root / layout.ANNOTATIONS / annotator / "annotations.jsonl" if annotator else None
+
+
+def list_trials(root: Path, annotator: str | None = None) -> list[TrialEntry]:
+    """Every trial folder under trials/, by key: its blinded label and outcome (or running), and the
+    ranges of it `annotator` has reviewed."""
     trials = root / layout.TRIALS
     out = []
     if not trials.is_dir():
         return out
+    reviewed = reviewed_spans(_layer_records(layer_path(root, annotator)))
     for folder in sorted(p for p in trials.iterdir() if p.is_dir()):
         key = folder.name
         label = key.split("-", 1)[0]
         result = _read_result(folder)
         if result is None:
-            out.append(TrialEntry(key, label, "running", None, None, None, None))
+            out.append(TrialEntry(key, label, "running", None, None, None, None, reviewed=reviewed.get(key, ())))
         else:
             out.append(TrialEntry(key, result.condition, result.outcome, result.last_decision,
                                   result.progress_points, result.total_points, result.deepest_milestone,
-                                  result.telemetry.cost_usd if result.telemetry is not None else None))
+                                  result.telemetry.cost_usd if result.telemetry is not None else None,
+                                  reviewed=reviewed.get(key, ())))
     return out
 
 
@@ -386,9 +445,7 @@ class TrialData:
 
     # -- loading ------------------------------------------------------------------------------
     def _layer_path(self) -> Path | None:
-        if not self.annotator:
-            return None
-        return self.root / layout.ANNOTATIONS / self.annotator / "annotations.jsonl"
+        return layer_path(self.root, self.annotator)
 
     def _operator_path(self) -> Path:
         return self.root / layout.ANNOTATIONS / layout.OPERATOR_ANNOTATOR / "annotations.jsonl"
@@ -467,17 +524,7 @@ class TrialData:
         return self._layer_labels(self._layer_path())
 
     def _layer_labels(self, path: Path | None) -> list[dict]:
-        if path is None:
-            return []
-        out = []
-        for line in whole_lines(path):
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and data.get("trial_key") == self.key:
-                out.append(data)
-        return out
+        return [d for d in _layer_records(path) if isinstance(d, dict) and d.get("trial_key") == self.key]
 
     def _compute_awards(self) -> dict[str, dict]:
         if self.result is not None:
@@ -529,7 +576,7 @@ class TrialData:
         """Decisions with a live operator tag (in the trial or the operator layer) or a label of this annotator."""
         found = {a.decision_id for a in self.live_tags}
         found |= {d["decision_id"] for d in (*self.own_labels, *self.late_tags)
-                  if isinstance(d.get("decision_id"), int)}
+                  if isinstance(d.get("decision_id"), int) and d.get("kind") != "reviewed"}
         return sorted(d for d in found if 1 <= d <= max(self.decisions, 1))
 
     def marks(self, kind: str) -> list[int]:
@@ -636,7 +683,8 @@ class TrialData:
         if role == "consequence":
             if not primary:
                 return "a consequence names its primary cause's annotation id"
-            if primary not in {d.get("id") for d in self._own_labels()}:
+            mine = {d.get("id") for d in self._own_labels() if d.get("kind", "memory-error") == "memory-error"}
+            if primary not in mine:
                 return f"primary {primary!r} is not one of your labels on {self.key}"
         recovered = label.get("recovered_decision")
         if recovered not in (None, ""):
@@ -677,6 +725,55 @@ class TrialData:
             raise LabelRefused(f"not a valid label: {errors()[0]['msg'] if errors else exc}") from None
 
 
+    # -- reviewed -----------------------------------------------------------------------------
+    @property
+    def reviewed(self) -> tuple[tuple[int, int], ...]:
+        """This annotator's reviewed ranges of the trial, in order."""
+        return reviewed_spans(self.own_labels).get(self.key, ())
+
+    @property
+    def reviewed_whole(self) -> bool:
+        """Every decision recorded so far is in a reviewed range of this annotator's."""
+        return reviewed_through(self.reviewed, self.decisions)
+
+    def first_unreviewed(self) -> int:
+        covered = {d for a, b in self.reviewed for d in range(max(a, 1), min(b, self.decisions) + 1)}
+        return next((d for d in range(1, self.decisions + 1) if d not in covered), 1)
+
+    def check_reviewed(self, first: int, last: int) -> str | None:
+        """Why a reviewed record of decisions first..last would be refused (None: it may be recorded)."""
+        if self.decisions < 1:
+            return f"{self.key} has no recorded decision to review"
+        if not 1 <= first <= last <= self.decisions:
+            return f"decisions {first}..{last} are not within {self.key}'s 1..{self.decisions} (first to last)"
+        for a, b in self.reviewed:
+            if a <= last and first <= b:
+                return f"decisions {max(a, first)}..{min(b, last)} are already reviewed ({spans_text(self.reviewed)})"
+        return None
+
+    def build_reviewed(self, values: dict, *, annotator: str, opened_utc: str) -> Annotation:
+        """The record of a review of decisions values["first"]..values["last"] (checked first)."""
+        numbers = []
+        for name in ("first", "last"):
+            text = str(values.get(name) if values.get(name) is not None else "").strip()
+            if not text.isdigit():
+                raise LabelRefused(f"the {name} decision reviewed, {text!r}, is not a decision number")
+            numbers.append(int(text))
+        first, last = numbers
+        problem = self.check_reviewed(first, last)
+        if problem:
+            raise LabelRefused(problem)
+        try:
+            return Annotation.model_validate({
+                "trial_key": self.key, "decision_id": first, "through_decision": last, "frame_sha256": None,
+                "frame_index": None, "opened_utc": opened_utc, "timestamp_utc": utc_now(), "annotator": annotator,
+                "source": "annotator", "kind": "reviewed", "type": "reviewed", "severity": "minor",
+                "refers_to": None, "note": str(values.get("note") or "").strip()})
+        except ValueError as exc:
+            errors = getattr(exc, "errors", None)
+            raise LabelRefused(f"not a valid record: {errors()[0]['msg'] if errors else exc}") from None
+
+
 def append_label(root: Path, annotator: str, record: Annotation) -> Annotation:
     """Append through the annotation layer; its refusal comes back as LabelRefused."""
     from sessions.annotation_layer import AnnotationLayer
@@ -700,7 +797,7 @@ class ReviewFolder:
         self.rescan()
 
     def rescan(self) -> bool:
-        trials = list_trials(self.root)
+        trials = list_trials(self.root, self.annotator or None)
         changed = trials != self.trials
         self.trials = trials
         return changed

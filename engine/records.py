@@ -203,8 +203,10 @@ class Annotation(Record):
     fact id (fact-0003) or decision number; a consequence names its primary cause in `primary_id`
     (aggregates never count both). kind route: `room` (and `landmark`) where coordinates are missing.
     kind adjudication (layer `adjudication`): settles the ids in `resolves`, originals untouched.
-    kind freeze: the layer's last line; it refuses appends after it. Fields added later have defaults,
-    so earlier tags still load."""
+    kind reviewed (an annotator's layer): the annotator looked at decisions `decision_id`..`through_decision`
+    of the trial for memory errors and labelled every one found there (none: the trial's count is a known
+    0); type reviewed, severity minor, the note the annotator's. kind freeze: the layer's last line; it
+    refuses appends after it. Fields added later have defaults, so earlier tags still load."""
 
     trial_key: str
     decision_id: int  # the decision in view when the dialog opened; the later, contradicting decision
@@ -220,7 +222,7 @@ class Annotation(Record):
     note: str
     prev_sha256: Sha256 | None = None  # the annotation chain, set by the recorder or the layer
     id: str | None = None  # "<annotator>-<n>", n from 1 in the layer; set by the layer on append
-    kind: Literal["memory-error", "route", "adjudication", "freeze"] = "memory-error"
+    kind: Literal["memory-error", "route", "adjudication", "reviewed", "freeze"] = "memory-error"
     role: Literal["primary", "consequence"] = "primary"
     primary_id: str | None = None  # a consequence's primary cause (an annotation id in the same layer)
     recovered_decision: int | None = None  # where the agent recovered (memory_recovery_cost)
@@ -229,6 +231,7 @@ class Annotation(Record):
     resolves: list[str] | None = None  # kind adjudication: the annotation ids settled (one or more)
     resolution: Literal["accept", "reject", "relabel"] | None = None  # kind adjudication
     reason: str | None = None  # kind adjudication: required there
+    through_decision: int | None = None  # kind reviewed: the last decision reviewed (the first is decision_id)
 
 
 # -- per trial ------------------------------------------------------------------------------------

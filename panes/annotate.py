@@ -1,9 +1,10 @@
-"""Review: label a memory error at the decision in view, as a named annotator.
+"""Review: label a memory error at the decision in view, or mark the trial reviewed, as a named annotator.
 
-The dialog collects type (the rubric's), severity, refers-to (the earlier fact id or decision),
+The label dialog collects type (the rubric's), severity, refers-to (the earlier fact id or decision),
 role (primary cause or memory consequence, naming its primary), the decision where the agent
-recovered, and a note. `submit` records the label and returns why it was refused, if it was: a
-refused label stays in the dialog with the reason shown, so nothing typed is lost."""
+recovered, and a note; the reviewed dialog the decisions looked at and a note. `submit` records it
+and returns why it was refused, if it was: a refused record stays in the dialog with the reason
+shown, so nothing typed is lost."""
 
 from __future__ import annotations
 
@@ -113,6 +114,87 @@ class AnnotateDialog(ModalScreen[object | None]):
         self.dismiss(record)
 
     @on(Button.Pressed, "#label-cancel")
+    def _cancel_button(self) -> None:
+        self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ReviewedDialog(ModalScreen[object | None]):
+    """Mark a trial reviewed: the decisions looked at (the whole trial, or what is left of it, by
+    default) and a note. A review is an append-only record, so it is confirmed here, never made by a
+    single key press; a refused one stays open with the reason shown."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    ReviewedDialog { align: center middle; background: $background 60%; }
+    ReviewedDialog > #reviewed-dialog {
+        width: 72; max-width: 95%; height: auto; max-height: 95%;
+        border: thick $primary; background: $surface; padding: 0 2; overflow-y: auto;
+    }
+    ReviewedDialog Label { margin-top: 1; }
+    ReviewedDialog .dialog-title { text-style: bold; color: $primary; margin-top: 0; }
+    ReviewedDialog .dialog-help { color: $text-muted; margin-top: 0; width: 1fr; }
+    ReviewedDialog .dialog-error { color: $error; margin-top: 0; }
+    ReviewedDialog .dialog-buttons { height: auto; margin-top: 1; align-horizontal: right; }
+    ReviewedDialog .dialog-buttons Button { margin-left: 2; }
+    ReviewedDialog .row { height: auto; }
+    ReviewedDialog .row > Vertical { height: auto; width: 1fr; }
+    """
+
+    def __init__(self, *, trial_key: str, first: int, last: int, annotator: str, already: str = "",
+                 submit: Callable[[dict], tuple[object | None, str | None]]):
+        super().__init__()
+        self.trial_key = trial_key
+        self.first = first
+        self.last = last
+        self.annotator = annotator
+        self.already = already
+        self.submit = submit
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="reviewed-dialog"):
+            yield Label(f"Mark {self.trial_key} reviewed (as {self.annotator})", classes="dialog-title")
+            yield Label("you looked at these decisions for memory errors and labelled every one you found; "
+                        "with none labelled the trial counts a known 0" +
+                        (f" · already reviewed: {self.already}" if self.already else ""), classes="dialog-help")
+            with Horizontal(classes="row"):
+                with Vertical():
+                    yield Label("From decision")
+                    yield Input(str(self.first), id="reviewed-from")
+                with Vertical():
+                    yield Label("To decision (inclusive)")
+                    yield Input(str(self.last), id="reviewed-to")
+            yield Label("Note")
+            yield Input(placeholder="e.g. no memory error found", id="reviewed-note")
+            yield Label("", id="reviewed-error", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Reviewed", variant="primary", id="reviewed-ok")
+                yield Button("Cancel", id="reviewed-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#reviewed-note", Input).focus()
+
+    def values(self) -> dict:
+        return {"first": self.query_one("#reviewed-from", Input).value.strip(),
+                "last": self.query_one("#reviewed-to", Input).value.strip(),
+                "note": self.query_one("#reviewed-note", Input).value.strip()}
+
+    @property
+    def error(self) -> str:
+        return str(self.query_one("#reviewed-error", Label).render())
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#reviewed-ok")
+    def _ok(self) -> None:
+        record, problem = self.submit(self.values())
+        if problem:
+            self.query_one("#reviewed-error", Label).update(f"refused: {problem}")
+            return
+        self.dismiss(record)
+
+    @on(Button.Pressed, "#reviewed-cancel")
     def _cancel_button(self) -> None:
         self.dismiss(None)
 

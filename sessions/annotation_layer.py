@@ -20,6 +20,9 @@ decision) and the earlier fact or decision it contradicts (`refers_to`: a fact i
 operation wrote at or before that decision, or an earlier decision number); both are required and
 must exist. `recovered_decision`, when given, lies after `decision_id` and within the trial. A
 consequence names its primary cause, an existing primary label of the same trial in the same layer.
+A reviewed record (an annotator's layer only) says the annotator looked at decisions
+`decision_id`..`through_decision` of a trial, inside its recorded decisions, and labelled every memory
+error found there; no decision is reviewed twice in one layer (a review may come in disjoint parts).
 """
 
 from __future__ import annotations
@@ -137,6 +140,11 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
     if a.resolves is not None or a.resolution is not None or a.reason is not None:
         raise LayerError("resolves, resolution and reason belong to adjudications")
     trial = evidence.trial(a.trial_key)
+    if a.kind == "reviewed":
+        _check_reviewed(a, layer, earlier, trial)
+        return
+    if a.through_decision is not None:
+        raise LayerError("through_decision belongs to reviewed records")
     lo = 1 if a.source == "annotator" else 0
     if not lo <= a.decision_id <= trial.last_decision:
         raise LayerError(f"decision {a.decision_id} is not a recorded decision of {a.trial_key} "
@@ -190,6 +198,34 @@ def _check_refers(a: Annotation, trial: TrialFacts) -> None:
         raise LayerError(f"refers to {text}, which no memory operation of {trial.key} wrote")
     if written > a.decision_id and a.source == "annotator":
         raise LayerError(f"refers to {text}, first written at decision {written}, after decision {a.decision_id}")
+
+
+def _check_reviewed(a: Annotation, layer: str, earlier: list[Annotation], trial: TrialFacts) -> None:
+    """A reviewed record: an annotator's own, a range of the trial's recorded decisions, and no decision
+    of it reviewed before in this layer (a review may come in parts; the same decision twice says nothing)."""
+    if layer == OPERATOR or a.source != "annotator":
+        raise LayerError("a reviewed record belongs to an annotator's own layer")
+    if (a.type, a.severity) != ("reviewed", "minor"):
+        raise LayerError("a reviewed record has type reviewed and severity minor")
+    if (a.refers_to, a.recovered_decision, a.primary_id, a.room, a.landmark) != (None,) * 5 or a.role != "primary":
+        raise LayerError("a reviewed record names a trial, its decisions and a note only")
+    if trial.last_decision < 1:
+        raise LayerError(f"trial {a.trial_key} has no recorded decision to review")
+    first, last = a.decision_id, a.through_decision
+    if last is None:
+        raise LayerError("a reviewed record names the last decision reviewed (through_decision)")
+    if first < 1:
+        raise LayerError(f"a review starts at decision 1 or later, not {first}")
+    if last < first:
+        raise LayerError(f"the reviewed range {first}..{last} ends before it starts")
+    if last > trial.last_decision:
+        raise LayerError(f"decision {last} is past the last decision of {a.trial_key} ({trial.last_decision})")
+    for e in earlier:
+        if e.kind == "reviewed" and e.trial_key == a.trial_key and e.through_decision is not None \
+                and e.decision_id <= last and first <= e.through_decision:
+            raise LayerError(f"decisions {max(first, e.decision_id)}..{min(last, e.through_decision)} of "
+                             f"{a.trial_key} are already reviewed in this layer ({e.id}: decisions "
+                             f"{e.decision_id}..{e.through_decision})")
 
 
 def _check_adjudication(a: Annotation, layer: str, others: dict[str, Annotation], evidence: Evidence) -> None:
@@ -358,7 +394,10 @@ def frame_seen(root: Path, key: str, decision: int) -> tuple[str | None, int | N
 
 def _stamped(root: Path, annotator: str, key: str, decision: int, **fields) -> Annotation:
     now = utc_now()
-    frame, index = frame_seen(root, key, decision) if isinstance(decision, int) else (None, None)
+    if "frame_sha256" in fields:
+        frame, index = fields.pop("frame_sha256"), fields.pop("frame_index", None)
+    else:
+        frame, index = frame_seen(root, key, decision) if isinstance(decision, int) else (None, None)
     base = {"trial_key": key, "decision_id": decision, "frame_sha256": frame, "frame_index": index,
             "opened_utc": now, "timestamp_utc": now, "annotator": annotator, "source": "annotator",
             "refers_to": None, "note": ""}
@@ -390,6 +429,19 @@ def add_route(root: Path, annotator: str, key: str, decision: int, *, room: str,
     layer = _annotator_layer(root, annotator)
     record = _stamped(root, annotator, key, decision, kind="route", type="route", severity="minor", room=room,
                       landmark=landmark, note=note)
+    return layer.append(record)
+
+
+def add_reviewed(root: Path, annotator: str, key: str, first: int | None = None, last: int | None = None, *,
+                 note: str = "") -> Annotation:
+    """A reviewed record: the annotator looked at decisions first..last of trial `key` (default: every
+    decision recorded so far) for memory errors, and every one found there is labelled."""
+    layer = _annotator_layer(root, annotator)
+    trial = Evidence(root).trial(key)  # an unknown trial is refused here, naming it
+    first = 1 if first is None else first
+    last = trial.last_decision if last is None else last
+    record = _stamped(root, annotator, key, first, kind="reviewed", type="reviewed", severity="minor",
+                      through_decision=last, note=note, frame_sha256=None, frame_index=None)
     return layer.append(record)
 
 

@@ -16,7 +16,9 @@ Definitions (docs/metrics.md repeats them, with the formulas):
   recovery-event field); required backtracking (game definition) is never repetition. Without
   replayed state a transition is (frame before, action, frame after).
 - Memory errors: the confirmed labels (see `confirmed_labels`) of the eight rubric types; a
-  consequence is never counted in an aggregate that already counts its primary cause.
+  consequence is never counted in an aggregate that already counts its primary cause. A trial's count
+  is known (0 with no label) only when the annotators looked at every decision of it: a reviewed
+  record's range, or a label in a trial they recorded no review of (`coverage`); otherwise null.
 """
 
 from __future__ import annotations
@@ -223,14 +225,70 @@ class Label:
 
 
 @dataclass
+class Coverage:
+    """The decisions of one trial one annotator looked at for memory errors.
+
+    With a reviewed record for the trial: its reviewed ranges and the decisions the annotator labelled.
+    Without one (a layer from before reviewed records, or labels only): a label anywhere in the trial
+    stands for the whole of it, as it always did."""
+
+    whole: bool = False
+    spans: list[tuple[int, int]] = field(default_factory=list)  # inclusive decision ranges
+
+    def covers(self, decision: int) -> bool:
+        return self.whole or any(lo <= decision <= hi for lo, hi in self.spans)
+
+
+def complete(coverages: Iterable[Coverage], last_decision: int) -> bool:
+    """Whether the coverages together hold every decision 1..last_decision (and there is one at all)."""
+    spans: list[tuple[int, int]] = []
+    for c in coverages:
+        if c.whole:
+            return True
+        spans += c.spans
+    if not spans:
+        return False
+    need = 1  # the first decision not yet covered
+    for lo, hi in sorted(spans):
+        if lo > need:
+            break
+        need = max(need, hi + 1)
+    return need > last_decision
+
+
+def coverage(records: Iterable[Annotation]) -> dict[str, Coverage]:
+    """trial key -> the decisions this layer looked at (Coverage). A reviewed record without a usable
+    range covers nothing (verify names it)."""
+    records = list(records)
+    reviewed = {a.trial_key for a in records if a.kind == "reviewed"}
+    out: dict[str, Coverage] = {}
+    for a in records:
+        if a.kind == "reviewed":
+            last = a.through_decision
+            if last is not None and last >= a.decision_id:
+                out.setdefault(a.trial_key, Coverage()).spans.append((a.decision_id, last))
+        elif a.kind in ("memory-error", "route"):
+            c = out.setdefault(a.trial_key, Coverage())
+            if a.trial_key in reviewed:
+                c.spans.append((a.decision_id, a.decision_id))
+            else:
+                c.whole = True
+    return out
+
+
+@dataclass
 class Confirmed:
     labels: list[Label]
     disputed: list[dict]  # unresolved disagreements, kept, never counted
     annotators: list[str]
     basis: str  # "annotators", "operator" or "none"
-    # trial keys some basis layer labelled (a memory error or a route): the trials that were annotated;
-    # every other trial's memory figures are unknown (null), never 0
-    annotated: set[str] = field(default_factory=set)
+    # basis layer -> trial key -> what it looked at (reviewed ranges, labels)
+    coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
+
+    def is_annotated(self, key: str, last_decision: int) -> bool:
+        """Whether the basis layers together looked at every decision of the trial: only then is its
+        memory-error count a known number (0 with no label); otherwise its memory figures are null."""
+        return complete((layer[key] for layer in self.coverage.values() if key in layer), last_decision)
 
 
 def _memory_labels(records: Iterable[Annotation]) -> list[Annotation]:
@@ -254,10 +312,13 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
     - an adjudication that settles any label of the group replaces the group: accept keeps the
       settled labels (with the adjudication's type and severity when it gives them), relabel keeps
       one label of the adjudicated type and severity, reject keeps none;
-    - one annotator: every label counts;
-    - several: a type counts when every annotator gave it at that decision (severity: the least
-      severe given); anything else is a disagreement, listed and not counted until adjudicated.
-    A trial is annotated when a basis layer holds a label for it (`Confirmed.annotated`).
+    - the annotators at a decision are those who looked at it (`coverage`: a reviewed range, or a
+      label in the trial when they recorded no review of it);
+    - one of them: every label counts;
+    - several: a type counts when every one of them gave it at that decision (severity: the least
+      severe given); anything else, a reviewed decision left unlabelled beside another's label
+      included, is a disagreement, listed and not counted until adjudicated.
+    A trial is annotated when the basis layers looked at every decision of it (`Confirmed.is_annotated`).
     """
     annotators = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
                         and any(a.kind != "freeze" for a in layers[n]))
@@ -267,7 +328,7 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
         basis, names = "operator", [OPERATOR]
     else:
         return Confirmed([], [], [], "none")
-    annotated = {a.trial_key for name in names for a in layers.get(name, []) if a.kind in ("memory-error", "route")}
+    looked = {name: coverage(layers.get(name, [])) for name in names}
     rulings: dict[str, Annotation] = {}
     for a in layers.get(ADJUDICATION, []):
         if a.kind == "adjudication":
@@ -300,13 +361,14 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
                 if changes:
                     break
             continue
-        if len(names) == 1:
+        present = [n for n in names if n in by_name or (key in looked[n] and looked[n][key].covers(decision))]
+        if len(present) == 1:
             labels += [_label(a, "single") for a in every]
             continue
-        types = {name: sorted({a.type for a in by_name.get(name, [])}) for name in names}
+        types = {name: sorted({a.type for a in by_name.get(name, [])}) for name in present}
         if len({tuple(t) for t in types.values()}) == 1:
-            first = by_name[names[0]]
-            for t in types[names[0]]:
+            first = by_name[present[0]]
+            for t in types[present[0]]:
                 given = [a for a in every if a.type == t]
                 least = min((a.severity for a in given), key=SEVERITY_RANK.__getitem__)
                 origin = next(a for a in first if a.type == t)
@@ -314,8 +376,8 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
         else:
             disputed.append({"trial_key": key, "decision_id": decision,
                              "labels": {name: [{"id": a.id, "type": a.type, "severity": a.severity}
-                                               for a in by_name.get(name, [])] for name in names}})
-    return Confirmed(labels, disputed, names, basis, annotated)
+                                               for a in by_name.get(name, [])] for name in present}})
+    return Confirmed(labels, disputed, names, basis, looked)
 
 
 def counted(labels: list[Label], keep: Callable[[Label], bool]) -> list[Label]:
@@ -582,8 +644,10 @@ def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], 
             states, note = replay_states(folder)
         elif progress:
             progress(f"reading {rel}")
-        # a trial nobody labelled was not annotated: null memory figures, never 0
-        labels = by_trial.get(rec.key, []) if rec.key in confirmed.annotated and not voided else None
+        # a trial the annotators did not look at whole was not annotated: null memory figures, never 0;
+        # one they did (reviewed, or labelled) has a known count, 0 with no label
+        annotated = not voided and confirmed.is_annotated(rec.key, rec.result.last_decision)
+        labels = by_trial.get(rec.key, []) if annotated else None
         cid = key_map.get(rec.result.condition) if key_map else None
         rows.append(compute_row(rec, game, labels, states, note, cid))
     return rows
@@ -763,13 +827,17 @@ def _cohen(a: list[str], b: list[str]) -> tuple[float | None, float]:
 
 
 def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dict:
-    """Cohen's kappa between each pair of annotators over every decision of every trial
-    (`decisions`: trial key -> its last decision). Overall: the category of a decision is the sorted
-    set of memory-error types an annotator gave it, or "none". Per type: gave that type or not.
+    """Cohen's kappa between each pair of annotators over every decision both looked at (`coverage`:
+    their reviewed ranges, or a trial they labelled without recording a review of it) of every trial
+    (`decisions`: trial key -> its last decision). A decision only one of them looked at is missing
+    for the other, not an agreement on "none" (`one_sided` counts them); one both looked at and only
+    one labelled is a disagreement. Overall: the category of a decision is the sorted set of
+    memory-error types an annotator gave it, or "none". Per type: gave that type or not.
     Undefined (null) when chance agreement is 1 (both say the same single thing everywhere)."""
     names = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
                    and any(a.kind != "freeze" for a in layers[n]))
-    units = [(k, d) for k, last in sorted(decisions.items()) for d in range(1, last + 1)]
+    looked = {name: coverage(layers[name]) for name in names}
+    every = [(k, d) for k, last in sorted(decisions.items()) for d in range(1, last + 1)]
     given: dict[str, dict[tuple[str, int], set[str]]] = {}
     ids: dict[str, dict[tuple[str, int], list[str]]] = {}
     for name in names:
@@ -781,6 +849,9 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
     pairs = []
     for i, x in enumerate(names):
         for y in names[i + 1:]:
+            seen_by = [[u[0] in looked[n] and looked[n][u[0]].covers(u[1]) for n in (x, y)] for u in every]
+            units = [u for u, both in zip(every, seen_by, strict=True) if all(both)]
+            one_sided = sum(any(both) and not all(both) for both in seen_by)
             cat = lambda name, u: "+".join(sorted(given[name].get(u, ()))) or "none"  # noqa: E731
             overall, po = _cohen([cat(x, u) for u in units], [cat(y, u) for u in units])
             types = sorted(set(MEMORY_TYPES) | {t for n in (x, y) for s in given[n].values() for t in s})
@@ -788,7 +859,7 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
             for t in types:
                 k, p = _cohen([str(t in given[x].get(u, ())) for u in units], [str(t in given[y].get(u, ()))
                                                                             for u in units])
-                per_type[t] = {"kappa": k, "observed_agreement": round(p, 6)}
+                per_type[t] = {"kappa": k, "observed_agreement": round(p, 6) if units else None}
             disagreements = []
             for u in units:
                 if given[x].get(u, set()) != given[y].get(u, set()):
@@ -799,7 +870,8 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
                         "adjudication": None if settled is None else {
                             "id": settled.id, "resolution": settled.resolution, "type": settled.type,
                             "severity": settled.severity, "reason": settled.reason}})
-            pairs.append({"annotators": [x, y], "units": len(units), "kappa": overall,
-                          "observed_agreement": round(po, 6), "per_type": per_type, "disagreements": disagreements})
+            pairs.append({"annotators": [x, y], "units": len(units), "one_sided": one_sided, "kappa": overall,
+                          "observed_agreement": round(po, 6) if units else None,  # none looked at by both
+                          "per_type": per_type, "disagreements": disagreements})
     return {"annotators": names, "pairs": pairs,
             "note": None if len(names) >= 2 else "fewer than two annotators: agreement not measured"}

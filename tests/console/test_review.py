@@ -15,7 +15,7 @@ from app.review import ReviewApp, annotator_problem
 from app.review_data import MODEL_MASK, TrialData, list_trials, replay_memory
 from engine.records import MemoryOp
 from engine.script import parse_script
-from panes.annotate import AnnotateDialog
+from panes.annotate import AnnotateDialog, ReviewedDialog
 from panes.frame import FrameView
 from panes.response import ResponsePane
 from panes.review_memory import ReviewMemoryPane
@@ -23,6 +23,7 @@ from sessions.assets import ASSETS
 from sessions.experiment import create_folder, prepare
 from sessions.framestore import pixel_sha256
 from sessions.runner import ExperimentRunner
+from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok, text
 
@@ -265,6 +266,56 @@ async def test_annotating_writes_a_label_for_the_decision_in_view(folder):
             second = read_jsonl(layer)[1]
             assert (second["decision_id"], second["role"], second["primary_id"], second["refers_to"]) == (
                 7, "consequence", "alice-1", "4")
+
+
+async def test_r_marks_the_trial_reviewed_and_the_list_shows_it(folder):
+    root, key = folder
+    n = len(trace_of(root, key))
+    layer = root / "annotations" / "alice" / "annotations.jsonl"
+    app = ReviewApp(root, annotator="alice", reread_seconds=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, app)
+        options = app.query_one("#trials")
+        assert "✓" not in str(options.get_option(key).prompt)
+        assert "not reviewed (r)" in str(app.query_one("#review-status").render())
+        await pilot.press("r")
+        dialog = app.screen
+        assert isinstance(dialog, ReviewedDialog)
+        assert dialog.values() == {"first": "1", "last": str(n), "note": ""}  # the whole trial by default
+        dialog.query_one("#reviewed-to").value = str(n + 1)  # past the trial: refused, nothing written
+        await pilot.press("enter")
+        assert isinstance(app.screen, ReviewedDialog) and f"not within {key}'s 1..{n}" in dialog.error
+        assert not layer.exists()
+        dialog.query_one("#reviewed-to").value = "6"
+        await pilot.press(*"first part", "enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, ReviewedDialog)
+        (record,) = read_jsonl(layer)
+        assert (record["kind"], record["trial_key"], record["decision_id"], record["through_decision"],
+                record["note"], record["id"]) == ("reviewed", key, 1, 6, "first part", "alice-1")
+        assert "◐ 1..6" in str(options.get_option(key).prompt)
+        assert f"reviewed 1..6 of 1..{n}" in str(app.query_one("#review-status").render())
+        # the rest of it: the dialog starts where the review stopped
+        await pilot.press("r")
+        assert app.screen.values()["first"] == "7"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert [(r["decision_id"], r["through_decision"]) for r in read_jsonl(layer)] == [(1, 6), (7, n)]
+        await pilot.press("home", "t")  # a review is not a tag: nothing to jump to at decision 7
+        assert app.decision == 1 and app.trial.tag_decisions() == []
+        assert "✓" in str(options.get_option(key).prompt) and "✓ 1 reviewed" in options.border_subtitle
+        assert "✓ reviewed" in str(app.query_one("#review-status").render())
+        await pilot.press("r")  # already reviewed whole: said so, nothing written
+        await pilot.pause()
+        assert not isinstance(app.screen, ReviewedDialog) and len(read_jsonl(layer)) == 2
+    assert verify_experiment(root) == []
+    # read-only: r records nothing
+    app = ReviewApp(root, reread_seconds=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, app)
+        await pilot.press("r")
+        assert not isinstance(app.screen, ReviewedDialog)
+    assert len(read_jsonl(layer)) == 2
 
 
 async def test_a_bad_reference_is_refused_with_a_message(folder):

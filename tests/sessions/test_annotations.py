@@ -20,13 +20,17 @@ from sessions.annotation_layer import (
     AnnotationLayer,
     LayerError,
     add_label,
+    add_reviewed,
     add_route,
     adjudicate,
+    check_layer,
     late_tagger,
     read_layers,
 )
 from sessions.assets import DEFAULT_MANIFEST
+from sessions.blinding import unblind, unblind_problems
 from sessions.checksums import file_sha256
+from sessions.metrics import confirmed_labels
 from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 
@@ -186,6 +190,162 @@ def test_route_annotations_where_coordinates_are_missing(run):
     with pytest.raises(LayerError, match="not a recorded decision"):
         add_route(run, "alice", key, 99, room="lab")
     assert verify_experiment(run) == []
+
+
+# -- reviewed records ----------------------------------------------------------------------------
+
+def last_decision(root: Path, key: str) -> int:
+    return json.loads((root / "trials" / key / "result.json").read_text())["last_decision"]
+
+
+def roots_lines(root: Path) -> list[dict]:
+    return read_jsonl(root / "roots.jsonl") if (root / "roots.jsonl").exists() else []
+
+
+def test_a_reviewed_record_covers_the_trial_and_goes_through_the_layer(run):
+    walk, rnd = walk_key(run), rnd_key(run)
+    last = last_decision(run, walk)
+    r = add_reviewed(run, "alice", walk, note="no memory error found")
+    assert (r.id, r.kind, r.trial_key, r.decision_id, r.through_decision, r.note) == (
+        "alice-1", "reviewed", walk, 1, last, "no memory error found")
+    assert (r.type, r.severity, r.source, r.refers_to, r.frame_sha256) == ("reviewed", "minor", "annotator", None, None)
+    (row,) = read_jsonl(run / "annotations/alice/annotations.jsonl")
+    assert row["prev_sha256"] == file_sha256_of(b"") and row["through_decision"] == last
+    assert roots_lines(run)[-1]["cause"] == "annotations/alice: alice-1 (reviewed)"
+    assert roots_lines(run)[-1]["layers"]["alice"]["lines"] == 1
+    # a review in parts: disjoint ranges stand; a decision reviewed twice in one layer does not
+    add_reviewed(run, "bob", rnd, 1, 10)
+    add_reviewed(run, "bob", rnd, 11)
+    with pytest.raises(LayerError, match=r"decisions 5\.\.10 of .* already reviewed in this layer \(bob-1"):
+        add_reviewed(run, "bob", rnd, 5, 10)
+    add_reviewed(run, "alice", rnd, 1, 10)  # another layer's review of the same decisions is its own
+    assert verify_experiment(run) == []
+    # the metrics: both trials were looked at whole, so their counts are known
+    got = confirmed_labels(read_layers(run))
+    assert got.is_annotated(walk, last) and got.is_annotated(rnd, last_decision(run, rnd))
+    # a reviewed record is not a label: nothing to adjudicate
+    with pytest.raises(LayerError, match="alice-1 is a reviewed record, not a label"):
+        adjudicate(run, ["alice-1"], "reject", "nothing to settle")
+    # freezing and unblinding take layers of reviews alone
+    assert unblind_problems(run) == ["layers not frozen: alice, bob (`oakwatch annotate freeze DIR --annotator NAME`)"]
+    for name in ("alice", "bob"):
+        AnnotationLayer(run, name).freeze()
+    with pytest.raises(LayerError, match="frozen"):
+        add_reviewed(run, "alice", rnd, 11)
+    unblind(run)
+    assert verify_experiment(run) == []
+
+
+def test_bad_reviewed_records_are_refused_in_one_line_and_nothing_is_written(run, capsys):
+    walk = walk_key(run)
+    last = last_decision(run, walk)
+    assert main(["annotate", "reviewed", str(run), "--annotator", "alice", "--trial", walk, "--to", "10"]) == 0
+    layer = run / "annotations/alice/annotations.jsonl"
+    before = (layer.read_bytes(), (run / "annotations/alice/SHA256SUMS").read_bytes(),
+              (run / "roots.jsonl").read_bytes())
+    capsys.readouterr()
+    base = ["annotate", "reviewed", str(run), "--annotator"]
+    for args, words in (
+            (["alice", "--trial", "Q-01"], "trial Q-01 is not in"),
+            (["alice", "--trial", "../trials"], "is not in"),
+            (["alice", "--trial", walk, "--to", str(last + 1)], f"decision {last + 1} is past the last decision"),
+            (["alice", "--trial", walk, "--from", "0"], "starts at decision 1 or later"),
+            (["alice", "--trial", walk, "--from", "12", "--to", "11"], "ends before it starts"),
+            (["alice", "--trial", walk, "--from", "10", "--to", "12"], "decisions 10..10 of"),
+            (["alice", "--trial", walk], "decisions 1..10 of"),
+            (["operator", "--trial", walk], "reserved"),
+            (["adjudication", "--trial", walk], "reserved")):
+        assert main([*base, *args]) == 2, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, (args, err)
+    assert (layer.read_bytes(), (run / "annotations/alice/SHA256SUMS").read_bytes(),
+            (run / "roots.jsonl").read_bytes()) == before
+    assert sorted(p.name for p in (run / "annotations").iterdir()) == ["alice"]
+    assert main([*base, "alice", "--trial", walk, "--from", "11", "--note", "the rest"]) == 0
+    assert f"alice-2 added to annotations/alice ({walk} reviewed, decisions 11..{last} (the rest))" in \
+        capsys.readouterr().out
+    assert main(["annotate", "list", str(run), "--annotator", "alice"]) == 0
+    assert f"alice-1  {walk} reviewed, decisions 1..10" in capsys.readouterr().out
+    assert verify_experiment(run) == []
+
+
+def test_verify_names_a_reviewed_record_that_does_not_stand(run):
+    """Written past the checks (as a hand-edited layer would be, its chain and sums made good)."""
+    walk, rnd = walk_key(run), rnd_key(run)
+    last = last_decision(run, walk)
+    layer = AnnotationLayer(run, "alice")
+
+    def put(key, first, through, **extra):
+        now = "2026-01-01T00:00:00.000Z"
+        fields = {"trial_key": key, "decision_id": first, "through_decision": through, "frame_sha256": None,
+                  "frame_index": None, "opened_utc": now, "timestamp_utc": now, "annotator": "alice",
+                  "source": "annotator", "kind": "reviewed", "type": "reviewed", "severity": "minor",
+                  "refers_to": None, "note": ""}
+        layer.append(Annotation.model_validate({**fields, **extra}), check=False)
+
+    put(walk, 1, 20)
+    put(walk, 15, last)  # overlaps alice-1
+    put(walk, 1, last + 5)  # past the trial
+    put(rnd, 0, 3)
+    put(rnd, 9, None)
+    put("Q-01", 1, 2)
+    put(rnd, 30, 40, refers_to="4")
+    add_label(run, "bob", rnd, 9, type="omission", severity="minor", refers_to="4")
+    AnnotationLayer(run, "bob").append(Annotation.model_validate({
+        **read_jsonl(run / "annotations/bob/annotations.jsonl")[0], "id": None, "prev_sha256": None,
+        "decision_id": 12, "through_decision": 14}), check=False)
+    problems = check_layer(run, "alice") + check_layer(run, "bob")
+    where = "annotations/alice/annotations.jsonl"
+    assert problems == [
+        f"{where}:2: decisions 15..20 of {walk} are already reviewed in this layer (alice-1: decisions 1..20)",
+        f"{where}:3: decision {last + 5} is past the last decision of {walk} ({last})",
+        f"{where}:4: a review starts at decision 1 or later, not 0",
+        f"{where}:5: a reviewed record names the last decision reviewed (through_decision)",
+        f"{where}:6: trial Q-01 is not in {run / 'trials'}",
+        f"{where}:7: a reviewed record names a trial, its decisions and a note only",
+        "annotations/bob/annotations.jsonl:2: through_decision belongs to reviewed records"], problems
+    assert all(p in verify_experiment(run) for p in problems)
+
+
+REVIEWED_FIELDS = st.sampled_from(["trial_key", "decision_id", "through_decision", "kind", "type", "severity",
+                                   "source", "annotator", "refers_to", "note", "id", "prev_sha256"])
+
+
+@settings(max_examples=60, deadline=20_000,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_malformed_reviewed_lines_never_raise(run, data):
+    from sessions.metrics import kappa
+
+    shutil.rmtree(run / "annotations", ignore_errors=True)
+    walk = walk_key(run)
+    add_reviewed(run, "alice", walk, 1, 30)
+    good = (run / "annotations/alice/annotations.jsonl").read_bytes()
+    shutil.rmtree(run / "annotations")
+    row = json.loads(good)
+    for _ in range(data.draw(st.integers(1, 3))):
+        name = data.draw(REVIEWED_FIELDS)
+        row[name] = data.draw(st.one_of(JSONISH, st.integers(-2**63, 2**63), st.sampled_from(
+            [None, 0, -1, 10**12, "reviewed", "memory-error", "Q-01", rnd_key(run)])))
+    if data.draw(st.booleans()):
+        row.pop(data.draw(REVIEWED_FIELDS), None)
+    body = json.dumps(row).encode() + b"\n"
+    body = body * data.draw(st.integers(1, 2))  # a second, identical line: a duplicate (and a broken chain)
+    folder = run / "annotations" / "alice"
+    folder.mkdir(parents=True)
+    (folder / "annotations.jsonl").write_bytes(body)
+    (folder / "SHA256SUMS").write_text(f"{file_sha256(folder / 'annotations.jsonl')}  annotations.jsonl\n")
+    try:
+        layers = read_layers(run)
+    except LayerError as exc:
+        assert "\n" not in str(exc)
+    else:
+        got = confirmed_labels(layers)
+        got.is_annotated(walk, 60)
+        kappa({**layers, "bob": layers["alice"]}, {walk: 60, rnd_key(run): 60})
+    problems = verify_experiment(run)
+    assert all(isinstance(p, str) and "\n" not in p for p in problems)
+    assert main(["annotate", "list", str(run)]) in (0, 1)
 
 
 # -- two annotators, adjudication, freezing ------------------------------------------------------

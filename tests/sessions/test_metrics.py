@@ -88,10 +88,75 @@ def test_a_trial_is_annotated_only_when_a_basis_layer_labels_it():
     layers = two_annotators()  # every label on X-01
     layers["bob"].append(ann("bob", 3, "route", "minor", n=4, trial="X-02", kind="route", room="hall"))
     layers["operator"] = [ann("operator", 4, "omission", n=1, trial="Y-01")]  # not the basis: annotators are
-    assert confirmed_labels(layers).annotated == {"X-01", "X-02"}
+    got = confirmed_labels(layers)
+    assert [k for k in ("X-01", "X-02", "Y-01") if got.is_annotated(k, 10)] == ["X-01", "X-02"]
     # with no annotator layer the operator's live tags are the basis, and name their trials only
-    assert confirmed_labels({"operator": layers["operator"]}).annotated == {"Y-01"}
-    assert confirmed_labels({}).annotated == set()
+    tags = confirmed_labels({"operator": layers["operator"]})
+    assert [k for k in ("X-01", "Y-01") if tags.is_annotated(k, 10)] == ["Y-01"]
+    assert not confirmed_labels({}).is_annotated("X-01", 10)
+
+
+def reviewed(annotator, trial, first, last, *, n):
+    return ann(annotator, first, "reviewed", "minor", n=n, trial=trial, kind="reviewed", through_decision=last)
+
+
+def test_a_trial_reviewed_whole_is_annotated_with_a_known_count():
+    # ann reviewed X-01 whole and found nothing; X-02 only in two parts, 1..4 and 5..10; Y-01 only 1..6 of 10
+    layers = {"ann": [reviewed("ann", "X-01", 1, 10, n=1), reviewed("ann", "X-02", 1, 4, n=2),
+                      reviewed("ann", "X-02", 5, 10, n=3), reviewed("ann", "Y-01", 1, 6, n=4)]}
+    got = confirmed_labels(layers)
+    assert got.basis == "annotators" and got.labels == []
+    assert [k for k in ("X-01", "X-02", "Y-01", "Y-02") if got.is_annotated(k, 10)] == ["X-01", "X-02"]
+    assert not got.is_annotated("X-01", 11)  # the trial grew past the review (it was still running)
+    # a known zero, not null: every figure of the reviewed trial exists
+    m = memory_figures([], 10, {d: 1 for d in range(1, 11)}, 10, [], [])
+    assert (m.memory_errors, m.material_errors, m.memory_error_rate, m.memory_recovery_cost) == (0, 0, 0.0, 0)
+    # two annotators who split Y-01 between them looked at all of it
+    layers["bob"] = [reviewed("bob", "Y-01", 7, 10, n=1)]
+    assert confirmed_labels(layers).is_annotated("Y-01", 10)
+    # a reviewed record makes the layer's coverage of that trial its ranges and labels (no longer
+    # the whole trial for one label), so a label outside a partial review leaves a gap
+    layers = {"ann": [ann("ann", 8, "omission", n=1, trial="X-01"), reviewed("ann", "X-01", 1, 6, n=2)]}
+    got = confirmed_labels(layers)
+    assert not got.is_annotated("X-01", 8) and got.is_annotated("X-01", 6)
+    assert [lab.decision_id for lab in got.labels] == [8]
+
+
+def test_kappa_and_confirmation_treat_a_reviewed_unlabelled_decision_as_none():
+    # ann reviewed X-01 whole and labelled only d2; bob labelled d2 and d5 (no review record: the whole
+    # trial, as before); carol reviewed d1..4 of X-01 only. X-02 only bob looked at.
+    layers = {
+        "ann": [reviewed("ann", "X-01", 1, 10, n=1), ann("ann", 2, "omission", n=2)],
+        "bob": [ann("bob", 2, "omission", n=1), ann("bob", 5, "omission", n=2),
+                ann("bob", 3, "fabrication", n=3, trial="X-02")],
+        "carol": [reviewed("carol", "X-01", 1, 4, n=1), ann("carol", 2, "omission", n=2)],
+    }
+    out = kappa(layers, {"X-01": 10, "X-02": 10})
+    pairs = {tuple(p["annotators"]): p for p in out["pairs"]}
+    ab = pairs[("ann", "bob")]
+    # X-01's 10 decisions; X-02 only bob looked at: missing for ann, not 10 agreements on "none"
+    assert (ab["units"], ab["one_sided"]) == (10, 10)
+    # po 9/10; ann none 9, omission 1; bob none 8, omission 2: pe = (72 + 2) / 100, kappa = 0.16 / 0.26
+    assert ab["observed_agreement"] == 0.9 and ab["kappa"] == pytest.approx(0.16 / 0.26, abs=1e-6)
+    assert [(d["trial_key"], d["decision_id"], d["ann"], d["bob"]) for d in ab["disagreements"]] == [
+        ("X-01", 5, ["none"], ["omission"])]  # reviewed, unlabelled, against a label: a disagreement
+    ac = pairs[("ann", "carol")]
+    assert (ac["units"], ac["one_sided"], ac["kappa"], ac["disagreements"]) == (4, 6, 1.0, [])
+    bc = pairs[("bob", "carol")]
+    assert (bc["units"], bc["one_sided"]) == (4, 16)  # d5 is outside carol's review: not a disagreement
+    got = confirmed_labels(layers)
+    # d2: all three agree; d5: ann reviewed it and gave none against bob's omission (carol did not look):
+    # disputed; X-02 d3: bob alone looked at X-02, so his label counts
+    assert [(lab.trial_key, lab.decision_id, lab.type, lab.source) for lab in got.labels] == [
+        ("X-01", 2, "omission", "agreed"), ("X-02", 3, "fabrication", "single")]
+    assert [(d["trial_key"], d["decision_id"], sorted(d["labels"])) for d in got.disputed] == [
+        ("X-01", 5, ["ann", "bob"])]
+    # an adjudication settles the disputed decision as ever
+    layers["adjudication"] = [ann("adjudication", 5, "omission", n=1, kind="adjudication", resolves=["bob-2"],
+                                  resolution="accept", reason="the frame shows the bedroom again")]
+    assert [(lab.decision_id, lab.source) for lab in confirmed_labels(layers).labels if lab.trial_key == "X-01"] \
+        == [(2, "agreed"), (5, "adjudicated")]
+    assert kappa(layers, {"X-01": 10})["pairs"][0]["disagreements"][0]["adjudication"]["resolution"] == "accept"
 
 
 def test_primary_cause_with_memory_consequence_counted_once():

@@ -170,6 +170,60 @@ def test_trials_nobody_annotated_are_null_never_zero(two_report):
     assert "| memory: material errors per 100 decisions | unknown: not every trial annotated | not annotated |" in md
 
 
+def test_a_reviewed_trial_without_labels_counts_zero_errors(two_conditions, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(two_conditions[0], root)
+    # a third annotator looks at all of Y-01 and Y-02 (two sittings for Y-02) and finds no memory error
+    base = ["annotate", "reviewed", str(root), "--annotator", "cat", "--trial"]
+    assert main([*base, "Y-01", "--note", "nothing found"]) == 0
+    assert main([*base, "Y-02", "--to", "10"]) == 0
+    assert main([*base, "Y-02", "--from", "11"]) == 0
+    out = tmp_path / "rep"
+    doc = build_report(root, out, replay=False)
+    rows = {r["trial_key"]: r for r in doc["trials"]}
+    figures = ("memory_errors", "material_errors", "memory_error_rate", "material_memory_error_rate",
+               "memory_recovery_cost")
+    for key in ("Y-01", "Y-02"):
+        assert [rows[key][f] for f in figures] == [0, 0, 0.0, 0.0, 0], key  # known: reviewed, nothing found
+    assert rows["X-01"]["memory_errors"] == 1  # cat did not look at X-01: ann and bob's agreement stands
+    assert rows["X-02"]["memory_errors"] is None  # nobody looked at it: still not annotated
+    with (out / "trials.csv").open() as f:
+        csv_rows = {r["trial_key"]: r for r in csv.DictReader(f)}
+    assert [csv_rows[k]["memory_errors"] for k in ("X-01", "X-02", "Y-01", "Y-02")] == ["1", "", "0", "0"]
+    per = doc["summary"]["conditions"]
+    assert (per["X"]["n_annotated"], per["Y"]["n_annotated"]) == (1, 2)
+    assert per["Y"]["errors_by_type"] == {t: 0 for t in per["X"]["errors_by_type"]}
+    # the condition's memory medians are filled now: a median of known zeros
+    y = per["Y"]["metrics"]
+    assert [(y[m]["median"], y[m]["unknown"]) for m in ("memory_errors", "material_memory_error_rate")] == \
+        [(0, 0), (0.0, 0)]
+    with (out / "conditions.csv").open() as f:
+        ycsv = next(r for r in csv.DictReader(f) if r["condition"] == "Y" and r["metric"] == "memory_errors")
+    assert (float(ycsv["median"]), ycsv["unknown"]) == (0.0, "0")
+    # cat looked at no decision ann or bob did: no shared decision, so nothing to agree on
+    pairs = {tuple(p["annotators"]): p for p in doc["agreement"]["pairs"]}
+    assert (pairs[("ann", "cat")]["units"], pairs[("ann", "cat")]["kappa"]) == (0, None)
+    assert pairs[("ann", "bob")]["units"] == rows["X-01"]["model_decisions"]
+
+
+def test_a_malformed_layer_is_named_in_one_line_and_no_report_is_written(two_conditions, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(two_conditions[0], root)
+    assert main(["annotate", "reviewed", str(root), "--annotator", "cat", "--trial", "Y-01"]) == 0
+    layer = root / "annotations" / "cat" / "annotations.jsonl"
+    layer.write_text(layer.read_text().replace('"through_decision":', '"through_decision":"all","was":'))
+    capsys.readouterr()
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--no-replay", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "annotations/cat/annotations.jsonl:1" in err, err
+    assert not out.exists()
+
+
 REPORT_GEOMETRY = """
 const page = document.documentElement.getBoundingClientRect();
 return [...document.querySelectorAll('svg')].map(svg => {
