@@ -90,7 +90,8 @@ def _kill_sweep(tmp_path, seed: int, kills: int, actions: int) -> int:
     manifest = write_manifest(tmp_path, budgets=budget(actions), **RANDOM_TRIALS)
     rng = random.Random(seed)
     order = ["X-01", "Y-01", "Y-02", "X-02"]
-    points = [("startup", rng.uniform(0.0, 0.4))] + [(rng.choice(order), rng.randint(1, actions - 100)) for _ in range(kills)]
+    points = [("startup", rng.uniform(0.0, 0.4))]
+    points += [(rng.choice(order), rng.randint(1, actions - 100)) for _ in range(kills)]
     recovered = 0
     for n, (where, when) in enumerate(points):
         out = tmp_path / f"kill-{n}"

@@ -1,5 +1,5 @@
-"""`oakwatch run --executor ray` on a local Ray instance: two conditions of two trials each (ten in the slow lane), every
-trial a Ray task whose folder is mirrored into the one experiment folder; the folder verifies and
+"""`oakwatch run --executor ray` on a local Ray instance: two conditions of two trials each (ten in
+the slow lane), every trial a Ray task whose folder is mirrored into the one experiment folder; the folder verifies and
 every trial's digest equals a serial run's. A Ray worker killed mid-trial takes only its trial,
 which the driver finishes from what arrived."""
 
