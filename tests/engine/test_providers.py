@@ -376,7 +376,7 @@ async def test_timeout(api, adapter, server):
     server.script(sleep(5))
     started = time.monotonic()
     error = await failure(adapter, timeout=0.3)
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 4  # the reply would take 5 s
     assert (error.kind, error.retryable, error.billed, error.status) == ("timeout", True, None, None)
 
 
