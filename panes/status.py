@@ -102,21 +102,3 @@ class StatusBar(Static):
         if content != self._last:
             self._last = content
             self.update(content, layout=False)
-
-
-class SummaryPane(Static):
-    """The run's summary table (app.headless.summary_table), shown once the run is over."""
-
-    ALLOW_MAXIMIZE = True
-    can_focus = True
-
-    def __init__(self, *, id: str | None = None, classes: str | None = None):
-        super().__init__("", id=id, classes=classes)
-        self.border_title = "Summary"
-        self.text = ""
-
-    def show_table(self, table: str, where: str | None = None) -> None:
-        self.text = table
-        self.update(Content(table))
-        self.border_subtitle = f"evidence: {where} · check with: oakwatch verify" if where else ""
-        self.add_class("-shown")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from textual.app import App, ComposeResult
 
@@ -13,6 +15,7 @@ from engine.events import (
     MemoryChanged,
     MilestoneReached,
     StateChanged,
+    TrialEnded,
     TrialStarted,
 )
 from engine.records import Annotation, MemoryOp, MilestoneAward, ResponseLine, Telemetry, TraceLine, TrialResult
@@ -178,6 +181,17 @@ def feed(sink: ConsoleSink, decisions: int = 12, unknown_cost_at: int | None = N
         opened_utc="2026-11-30T10:00:00.000Z", timestamp_utc="2026-11-30T10:00:01.000Z", annotator="operator",
         type="contradiction", severity="material", refers_to="fact-0004", note="rival in two places")))
     sink.handle(BudgetUpdated(budgets(decisions * 25, cost, tokens, cost_limit=0.5)))
+
+
+def finish(app) -> None:
+    """The fixed trial ends and the run is over (the operator quit before the second trial): the end
+    line in the trace, the finished state, the summary table."""
+    record = result(telemetry())
+    app.sink.handle(TrialEnded(record))
+    app.sink.mark("finished", "operator quit (last trial: budget:model_decisions)")
+    summary = SimpleNamespace(completed=1, requested=2, successful=0, failed=1, invalid=0, success_rate=0.0,
+                              stopped_early=True, stop_reason="operator-quit")
+    app.show_summary(summary, [record])
 
 
 class One(App):
