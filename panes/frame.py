@@ -263,7 +263,7 @@ class FramePane(Vertical):
     can_focus = True  # tab to it, then m maximises it
 
     class AspectChanged(Message):
-        """The frame's width over height changed (another console's layout sizes the pane by it)."""
+        """The frame's width over height changed (the layout sizes the frame's column by it)."""
 
     def __init__(self, source: Callable[[], FrameLike | None] | None = None, *, fps: float | None = 30.0,
                  protocol: str | None = None, id: str | None = None, classes: str | None = None):

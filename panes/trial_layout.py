@@ -4,15 +4,16 @@
 wide as the picture needs at the height it gets (a Game Boy frame is 160x144 pixels, two pixels
 a cell down), the right column takes the rest; the budgets keep their five meters, the ladder
 shows every rung (in columns when it is short of rows), the memory and the trace share what is
-left. Three arrangements, chosen by height:
+left. Three arrangements, chosen by the rows of the area (the terminal's, less the status bar
+and the footer):
 
-- regular (38 rows and more): frame | budgets, ladder, memory above; the trace below (30%).
-  Once the run is over the summary sits above the trace, in the trace's rows, never in the
-  panes above it.
-- short (26 to 37 rows, 100x30): the same, the ladder in two columns, the trace 25%.
-- tiny (under 26 rows, 80x24): frame | budgets and the ladder; the memory across the whole
-  width beneath them, then the trace. The summary has no room here: the console shows it in a
-  dismissable screen (`summary_in_place` is False).
+- regular (38 rows and more; a 160x50 or 200x60 terminal): frame | budgets, ladder, memory
+  above; the trace below (30%). Once the run is over the summary sits above the trace, in the
+  trace's rows, never in the panes above it.
+- short (26 to 37 rows; 100x30): the same, the ladder in two columns, the trace 25%.
+- tiny (under 26 rows; 80x24): frame | budgets and the ladder; the memory across the whole
+  width beneath them, then the trace. The summary has no room here (nor in short): the console
+  shows it on a dismissable screen (`summary_in_place` is False).
 
 `TrialPanes` is a grid whose rows and columns it sets from the plan on every resize.
 """
@@ -121,7 +122,9 @@ class TrialPanes(Container):
         yield LadderPane(sink.ladder, interval=None, id="ladder")
         yield MemoryPane(sink.memory, interval=None, id="memory")
         if self.with_summary:
-            yield SummaryPane(id="summary")
+            summary = SummaryPane(id="summary")
+            summary.display = False  # until the run is over and the plan gives it rows
+            yield summary
         yield TracePane(sink.drain_trace, interval=None, id="trace")
 
     def on_resize(self) -> None:
