@@ -306,16 +306,14 @@ class OakwatchConsole(App[int]):
     def show_summary(self, summary, results: list) -> None:
         """The summary table the headless printer ends with: above the trace where the layout has
         rows for it, else on a screen of its own (escape closes it, r shows it again)."""
-        from app.headless import summary_rows
+        from app.headless import summary_table
 
-        root = getattr(self.folder, "root", None)
-        pane = self.query_one(SummaryPane)
         try:
-            rows, runs = summary_rows(summary, results)
-            rows = [tuple(self.sink.redact(cell) or "" for cell in row) for row in rows]
-            pane.show_summary(rows, runs, str(root) if root else None)
+            table = summary_table(summary, results)
         except Exception as exc:  # a display fault must not hide that the run is over
-            pane.show_error(f"(the summary could not be shown: {type(exc).__name__}: {exc})")
+            table = f"(the summary could not be shown: {type(exc).__name__}: {exc})"
+        root = getattr(self.folder, "root", None)
+        self.query_one(SummaryPane).show_table(self.sink.redact(table) or "", str(root) if root else None)
         self.refresh_bindings()
         trial = self.query_one(TrialPanes)
         trial.relayout()
@@ -408,7 +406,7 @@ class OakwatchConsole(App[int]):
         """r: the run's summary on a screen of its own."""
         pane = self.query_one(SummaryPane)
         if pane.text and not isinstance(self.screen, ModalScreen):
-            self.push_screen(SummaryScreen(pane.rows, pane.runs, pane.where))
+            self.push_screen(SummaryScreen(pane.text, pane.where))
 
     def on_trace_pane_selected(self, event: TracePane.Selected) -> None:
         text = self.sink.redact(detail_text(event.kind, event.payload)) or ""

@@ -159,8 +159,8 @@ class HeadlessPrinter:
         return None
 
 
-def summary_rows(summary, results: list) -> tuple[list[tuple[str, ...]], str]:
-    """The summary's table (a header row, then one row per trial run) and its closing "runs:" line."""
+def summary_table(summary, results: list) -> str:
+    """The trials run (engine.records.TrialResult) and the series (sessions.records.Summary)."""
     rows = [("trial", "outcome", "deepest", "points", "actions", "decisions", "cost", "end reason")]
     for r in results:
         t = r.telemetry
@@ -169,20 +169,13 @@ def summary_rows(summary, results: list) -> tuple[list[tuple[str, ...]], str]:
         rows.append((r.trial_key, r.outcome, r.deepest_milestone or "-", f"{r.progress_points}/{r.total_points}",
                      str(t.accepted_actions) if t else "-", str(t.decisions) if t else "-",
                      "unknown" if cost is None else f"${cost:.4f}", why))
-    rate = summary.success_rate
-    runs = (f"runs: {summary.completed}/{summary.requested} positions hold a valid trial, "
-            f"{summary.successful} succeeded, {summary.failed} failed, {summary.invalid} invalid attempt(s); "
-            f"success rate {'n/a' if rate is None else f'{rate:.0%}'}"
-            + (f"; stopped early: {summary.stop_reason}" if summary.stopped_early else ""))
-    return rows, runs
-
-
-def summary_table(summary, results: list) -> str:
-    """The trials run (engine.records.TrialResult) and the series (sessions.records.Summary)."""
-    rows, runs = summary_rows(summary, results)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    rate = summary.success_rate
     lines.append("")
-    lines.append(runs)
+    lines.append(f"runs: {summary.completed}/{summary.requested} positions hold a valid trial, "
+                 f"{summary.successful} succeeded, {summary.failed} failed, {summary.invalid} invalid attempt(s); "
+                 f"success rate {'n/a' if rate is None else f'{rate:.0%}'}"
+                 + (f"; stopped early: {summary.stop_reason}" if summary.stopped_early else ""))
     return "\n".join(lines)

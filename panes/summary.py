@@ -1,5 +1,5 @@
 """The run's summary once it is over: the table the headless printer ends with (one row a trial:
-outcome, deepest rung, points, actions, decisions, cost, end reason) and the "runs:" line, fitted
+outcome, deepest rung, points, actions, decisions, cost, end reason) and its "runs:" line, fitted
 to the width there is. It takes rows of its own above the trace where the layout has them
 (panes.trial_layout), else it opens in a screen of its own that escape closes (`r` reopens it)."""
 
@@ -14,33 +14,34 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-GAP = "  "
 
-
-def summary_lines(rows: list[tuple[str, ...]], runs: str, width: int) -> list[str]:
-    """The table and the runs line in `width` cells: the columns as wide as their widest cell; where
-    that is too wide, each trial's end reason goes on a line of its own under it; the runs line wraps."""
-    if not rows:
-        return textwrap.wrap(runs, max(20, width)) if runs else []
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-
-    def line(cells, ws) -> str:
-        return GAP.join(cell.ljust(w) for cell, w in zip(cells, ws, strict=True)).rstrip()
-
-    table: list[str]
-    if sum(widths) + len(GAP) * (len(widths) - 1) <= width or len(widths) < 2:
-        table = [line(row, widths) for row in rows]
-        table.insert(1, GAP.join("-" * w for w in widths))
+def summary_lines(table: str, width: int) -> list[str]:
+    """The summary (app.headless.summary_table's text: a header, a row of dashes, a row a trial, a
+    blank line, the "runs:" line) in `width` cells. Where the table is wider, each trial's last
+    column (its end reason, which starts where the last run of dashes does) goes on a line of its
+    own under it; the lines after the table wrap."""
+    lines = table.split("\n")
+    if "" in lines:
+        cut = lines.index("")
+        rows, rest = lines[:cut], lines[cut + 1:]
     else:
-        head = widths[:-1]
-        table = [line(rows[0][:-1], head), GAP.join("-" * w for w in head)]
-        for row in rows[1:]:
-            table += [line(row[:-1], head), f"  ↳ {rows[0][-1]}: {row[-1]}"]
-    return [*table, "", *(textwrap.wrap(runs, max(20, width)) if runs else [])]
+        rows, rest = lines, []
+    wrapped = [part for line in rest for part in (textwrap.wrap(line, max(20, width)) or [""])]
+    rows = [row.rstrip() for row in rows]
+    dashes = rows[1] if len(rows) > 1 else ""
+    if all(len(row) <= width for row in rows) or " -" not in dashes:
+        table_lines = rows
+    else:
+        start = dashes.rindex(" -") + 1  # where the last column starts
+        label = rows[0][start:].strip()
+        table_lines = [rows[0][:start].rstrip(), dashes[:start].rstrip()]
+        for row in rows[2:]:
+            table_lines += [row[:start].rstrip(), f"  ↳ {label}: {row[start:].strip()}"]
+    return [*table_lines, *([""] if rest else []), *wrapped]
 
 
 class SummaryPane(Static):
-    """The run's summary (app.headless.summary_rows), drawn at the pane's width."""
+    """The run's summary (app.headless.summary_table), drawn at the pane's width."""
 
     DEFAULT_CSS = """
     SummaryPane { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -51,22 +52,15 @@ class SummaryPane(Static):
     def __init__(self, *, id: str | None = None, classes: str | None = None):
         super().__init__("", id=id, classes=classes)
         self.border_title = "Summary"
-        self.rows: list[tuple[str, ...]] = []
-        self.runs = ""
         self.where: str | None = None
-        self.text = ""  # the whole summary as plain text (empty until the run is over)
+        self.text = ""  # the summary table's text (empty until the run is over)
         self._drawn_at = -1
 
-    def show_summary(self, rows: list[tuple[str, ...]], runs: str, where: str | None = None) -> None:
-        self.rows, self.runs, self.where = rows, runs, where
-        self.text = "\n".join(summary_lines(rows, runs, 10_000))
+    def show_table(self, table: str, where: str | None = None) -> None:
+        self.text, self.where = table, where
         self.border_subtitle = f"evidence: {where} · check with: oakwatch verify" if where else ""
         self._drawn_at = -1
         self._draw()
-
-    def show_error(self, message: str) -> None:
-        """What to show when the summary itself could not be built (the run is over all the same)."""
-        self.show_summary([], message, None)
 
     def on_resize(self) -> None:
         self._draw()
@@ -78,7 +72,7 @@ class SummaryPane(Static):
     def rows_wanted(self, width: int) -> int:
         """The rows (border included) the summary needs at `width` cells across."""
         gutter = self.styles.gutter.height if self.is_mounted else 2
-        return len(summary_lines(self.rows, self.runs, self._inner(width))) + gutter
+        return len(summary_lines(self.text, self._inner(width))) + gutter
 
     def _draw(self) -> None:
         if not self.text:
@@ -86,7 +80,7 @@ class SummaryPane(Static):
         width = self._inner(self.size.width) if self.size.width else 96
         if width != self._drawn_at:
             self._drawn_at = width
-            self.update(Content("\n".join(summary_lines(self.rows, self.runs, width))))
+            self.update(Content("\n".join(summary_lines(self.text, width))))
 
 
 class SummaryScreen(ModalScreen[None]):
@@ -94,9 +88,9 @@ class SummaryScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,enter,r", "close", "Close")]  # q still quits
 
-    def __init__(self, rows: list[tuple[str, ...]], runs: str, where: str | None = None):
+    def __init__(self, table: str, where: str | None = None):
         super().__init__(id="summary-screen")
-        self.rows, self.runs, self.where = rows, runs, where
+        self.table, self.where = table, where
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="summary-dialog"):
@@ -107,7 +101,7 @@ class SummaryScreen(ModalScreen[None]):
             yield Label("escape closes · r shows it again", classes="dialog-help")
 
     def on_mount(self) -> None:
-        self.query_one(SummaryPane).show_summary(self.rows, self.runs, None)
+        self.query_one(SummaryPane).show_table(self.table)
 
     def action_close(self) -> None:
         self.dismiss(None)
