@@ -41,8 +41,7 @@ from panes.help import HelpScreen, TextScreen
 from panes.key_footer import KeyFooter
 from panes.ladder import LadderPane
 from panes.memory import MemoryPane
-from panes.status import StatusBar, speed_label
-from panes.summary import SummaryPane, SummaryScreen
+from panes.status import StatusBar, SummaryPane, SummaryScreen, speed_label
 from panes.trace import TracePane, detail_text
 from panes.trial_layout import TrialPanes
 from themes import DEFAULT_THEME, TCSS, THEMES, load_config, save_config

@@ -30,7 +30,7 @@ from panes.budgets import BudgetsPane
 from panes.frame import FramePane
 from panes.ladder import LadderPane
 from panes.memory import MemoryPane
-from panes.summary import SummaryPane
+from panes.status import SummaryPane
 from panes.trace import TracePane
 
 GAME_BOY_ASPECT = 160 / 144

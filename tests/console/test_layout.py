@@ -18,7 +18,7 @@ from panes.frame import FramePane
 from panes.help import HelpPages, HelpScreen, help_sections
 from panes.ladder import LadderPane
 from panes.memory import MemoryPane
-from panes.summary import SummaryPane, SummaryScreen
+from panes.status import SummaryPane, SummaryScreen
 from panes.trace import TracePane, decision_line
 from panes.trial_layout import plan_layout
 from tests.console.fixed import MILESTONES, One, fact, feed, finish, observed, settled, trace

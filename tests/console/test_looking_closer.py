@@ -16,7 +16,7 @@ from panes.frame import FramePane, FrameView, sample_indices
 from panes.help import KEYS, HelpScreen, TextScreen, help_text
 from panes.image_frame import IMAGE_FPS, ImageFrameView, frame_protocol, scaled_size
 from panes.memory import MemoryPane
-from panes.summary import SummaryPane
+from panes.status import SummaryPane
 from panes.trace import MARKS, TracePane
 from tests.console.fixed import SECRET_MODEL, STORY, One, fact, feed, fixed_frame, result, telemetry
 

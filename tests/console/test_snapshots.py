@@ -12,7 +12,7 @@ import pytest
 
 from app.console import OakwatchConsole
 from app.console_state import ConsoleSink
-from panes.summary import SummaryPane, SummaryScreen
+from panes.status import SummaryPane, SummaryScreen
 from tests.console.conftest import wait_for
 from tests.console.fixed import feed, finish, settled
 
