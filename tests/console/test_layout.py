@@ -135,6 +135,27 @@ async def test_the_ladder_in_columns_shows_every_rung():
         assert all(len(line) <= pane.content_region.width for line in lines)
 
 
+def test_the_footer_keeps_help_and_quit_however_narrow():
+    from app.console import KEY_PRIORITY, SHORT_KEYS
+    from panes.key_footer import fit_keys
+
+    keys = [("pause", "p", "Pause/resume", False), ("step", "s", "Step", False), ("tag", "t", "Tag", False),
+            ("end_trial", "x", "End trial", False), ("faster", "+", "Faster", False),
+            ("slower", "-", "Slower", False), ("zoom", "f", "Zoom", True), ("maximise", "m", "Max", True),
+            ("help", "?", "Help", True), ("summary", "r", "Summary", True), ("quit", "q", "Quit", True)]
+    shown, compact, palette = fit_keys(keys, 200, SHORT_KEYS, KEY_PRIORITY, 12)
+    assert len(shown) == len(keys) and not compact and palette  # room for everything
+    shown, compact, palette = fit_keys(keys, 80, SHORT_KEYS, KEY_PRIORITY, 12)
+    assert ("pause", "Pause") in shown and compact and not palette  # shorter, and ctrl+p is in help
+    for width in (60, 40, 24):
+        actions = [action for action, _ in fit_keys(keys, width, SHORT_KEYS, KEY_PRIORITY, 12)[0]]
+        assert {"help", "quit"} <= set(actions), width
+        assert actions == [a for a, *_ in keys if a in actions]  # in their own order
+    actions = [action for action, _ in fit_keys(keys, 60, SHORT_KEYS, KEY_PRIORITY, 12)[0]]
+    dropped = {action for action, *_ in keys} - set(actions)
+    assert dropped and all(not enabled for action, _, _, enabled in keys if action in dropped)  # greyed first
+
+
 def test_an_objective_takes_the_room_its_line_leaves():
     objective = "deliver the PARCEL to PROF. HAZEL in the lab"
     t = trace(1, observed=observed(objective=objective), reasoning_summary=None).model_dump()
