@@ -10,7 +10,9 @@ On a real terminal that speaks an image protocol (Kitty graphics, Sixel) the fra
 an image (panes.image_frame, asked before the app starts); elsewhere, in tests and with
 OAKWATCH_FRAME=halfblock it is drawn with half blocks. `f` zooms the frame, `m` maximises the
 focused pane, `?` shows every key and glyph, enter on a trace line or memory fact shows it whole,
-and when the run is over a summary table appears above the trace.
+and when the run is over a summary table appears above the trace (on a screen of its own where
+the terminal is too short for it, `r` shows it again). The panes are laid out by the space they
+have (panes.trial_layout); the footer fits its keys to the width (panes.key_footer).
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ import yaml
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from app.console_state import ConsoleSink
@@ -38,16 +38,22 @@ from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.frame import FramePane
 from panes.help import HelpScreen, TextScreen
+from panes.key_footer import KeyFooter
 from panes.ladder import LadderPane
 from panes.memory import MemoryPane
-from panes.status import StatusBar, SummaryPane, speed_label
+from panes.status import StatusBar, SummaryPane, SummaryScreen, speed_label
 from panes.trace import TracePane, detail_text
+from panes.trial_layout import TrialPanes
 from themes import DEFAULT_THEME, TCSS, THEMES, load_config, save_config
 
 RUBRIC = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "memory-error-rubric.yaml"
 HUMAN_KEYS = {"up": "UP", "down": "DOWN", "left": "LEFT", "right": "RIGHT", "z": "A", "x": "B",
               "enter": "START", "backspace": "SELECT"}
 ZOOMS = ("", "fit", "native")  # f: normal -> the frame on the whole screen -> whole pixels (1:1) -> normal
+# The footer where the keys do not fit: shorter descriptions, then the keys last in this list give way.
+SHORT_KEYS = {"pause": "Pause", "end_trial": "End", "end_trial_human": "End"}
+KEY_PRIORITY = ["quit", "help", "summary", "pause", "tag", "end_trial", "end_trial_human", "step", "zoom",
+                "maximise", "faster", "slower"]
 
 
 def short_path(path, width: int) -> str:
@@ -63,18 +69,10 @@ def short_path(path, width: int) -> str:
 
 
 def trial_panes(sink, frame_protocol, *, summary: bool = False) -> ComposeResult:
-    """The live panes of one trial, fed by a ConsoleSink (the live console, and attach's drill-in).
-    Yielded inside a compose(); the panes pull from the sink on the owner's one tick."""
-    with Horizontal(id="top"):
-        with Vertical(id="left"):
-            yield FramePane(sink.frame, fps=None, protocol=frame_protocol, id="frame")
-        with Vertical(id="right"):
-            yield BudgetsPane(sink.budgets, interval=None, id="budgets")
-            yield LadderPane(sink.ladder, interval=None, id="ladder")
-            yield MemoryPane(sink.memory, interval=None, id="memory")
-    if summary:
-        yield SummaryPane(id="summary")
-    yield TracePane(sink.drain_trace, interval=None, id="trace")
+    """The live panes of one trial, fed by a ConsoleSink (the live console, and attach's drill-in),
+    laid out by the space they have (panes.trial_layout). Yielded inside a compose(); the panes
+    pull from the sink on the owner's one tick."""
+    yield TrialPanes(sink, frame_protocol, summary=summary, id="trial")
 
 
 def rubric_types() -> dict[str, str]:
@@ -108,6 +106,7 @@ class OakwatchConsole(App[int]):
         Binding("f", "zoom", "Zoom"),
         Binding("m", "maximise", "Max"),
         Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("r", "summary", "Summary"),  # once the run is over
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),  # ends the run cleanly too
         # Human play: active only while a human-policy trial runs and no dialog is open.
@@ -183,7 +182,7 @@ class OakwatchConsole(App[int]):
         # compositor pass each).
         yield StatusBar(sink.status, extras=self._status_extras, interval=None, id="status")
         yield from trial_panes(sink, self.frame_protocol, summary=True)
-        yield Footer()
+        yield KeyFooter(SHORT_KEYS, KEY_PRIORITY)
 
     def on_mount(self) -> None:
         self.event_loop = asyncio.get_running_loop()  # where signal handlers hand their work
@@ -241,10 +240,8 @@ class OakwatchConsole(App[int]):
             self._watch_mode()
 
     def on_resize(self, event) -> None:
-        self.set_class(event.size.height < 40, "-compact")
+        self.set_class(event.size.height < 40, "-compact")  # dialogs: fewer blank lines
         self.set_class(event.size.height < 28, "-tiny")
-        for footer in self.query(Footer):
-            footer.compact = event.size.width < 120  # every key on one line at 100 columns
         self._show_folder()
 
     def _show_folder(self) -> None:
@@ -306,7 +303,8 @@ class OakwatchConsole(App[int]):
             self.show_summary(self.summary, list(self.runner.results) if self.runner is not None else [])
 
     def show_summary(self, summary, results: list) -> None:
-        """The summary table the headless printer ends with, as a pane above the trace."""
+        """The summary table the headless printer ends with: above the trace where the layout has
+        rows for it, else on a screen of its own (escape closes it, r shows it again)."""
         from app.headless import summary_table
 
         try:
@@ -315,6 +313,11 @@ class OakwatchConsole(App[int]):
             table = f"(the summary could not be shown: {type(exc).__name__}: {exc})"
         root = getattr(self.folder, "root", None)
         self.query_one(SummaryPane).show_table(self.sink.redact(table) or "", str(root) if root else None)
+        self.refresh_bindings()
+        trial = self.query_one(TrialPanes)
+        trial.relayout()
+        if trial.plan is not None and not trial.plan.summary_in_place:
+            self.action_summary()
 
     @property
     def run_done(self) -> bool:
@@ -363,6 +366,8 @@ class OakwatchConsole(App[int]):
             return None  # shown greyed once the run is over
         if action in ("zoom", "maximise", "help"):
             return not modal
+        if action == "summary":  # shown once there is a summary to show
+            return bool(self.query(SummaryPane) and self.query_one(SummaryPane).text) and not modal
         return True
 
     # -- looking closer --------------------------------------------------------------------
@@ -395,6 +400,12 @@ class OakwatchConsole(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_summary(self) -> None:
+        """r: the run's summary on a screen of its own."""
+        pane = self.query_one(SummaryPane)
+        if pane.text and not isinstance(self.screen, ModalScreen):
+            self.push_screen(SummaryScreen(pane.text, pane.where))
 
     def on_trace_pane_selected(self, event: TracePane.Selected) -> None:
         text = self.sink.redact(detail_text(event.kind, event.payload)) or ""

@@ -12,6 +12,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
 SEVERITIES = ("minor", "material", "critical")
+COMPACT_BELOW = 32  # terminal rows under which the fields are drawn without borders (the dialog fits)
+
+
+def fit_fields(screen: ModalScreen) -> None:
+    """Borderless (compact) inputs, selects and buttons on a short terminal, so no dialog scrolls."""
+    compact = screen.app.size.height < COMPACT_BELOW
+    for widget in screen.query("Input, Select, Button"):
+        widget.compact = compact
 
 
 class TagDialog(ModalScreen[dict | None]):
@@ -54,8 +62,12 @@ class TagDialog(ModalScreen[dict | None]):
                 yield Button("Cancel", id="tag-cancel")
 
     def on_mount(self) -> None:
+        fit_fields(self)
         self._describe(self.query_one("#tag-type", Select).value)
         self.query_one("#tag-type", Select).focus()
+
+    def on_resize(self) -> None:
+        fit_fields(self)
 
     def _describe(self, key) -> None:
         self.query_one("#tag-help", Label).update(self.types.get(key, "") if isinstance(key, str) else "")
@@ -125,7 +137,11 @@ class EndTrialDialog(ModalScreen[str | None]):
                 yield Button("Cancel", id="end-cancel")
 
     def on_mount(self) -> None:
+        fit_fields(self)
         self.query_one("#end-reason", Input).focus()
+
+    def on_resize(self) -> None:
+        fit_fields(self)
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#end-ok")

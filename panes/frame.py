@@ -22,6 +22,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -221,7 +222,8 @@ class FrameView(Widget):
 
 
 class Caption(Widget):
-    """One line of text that repaints without a layout pass (it changes with every frame)."""
+    """One line of text that repaints without a layout pass (it changes with every frame). Given
+    shorter versions too, it draws the longest that fits its width."""
 
     DEFAULT_CSS = """
     Caption { height: 1; width: 1fr; text-align: center; }
@@ -229,15 +231,21 @@ class Caption(Widget):
 
     def __init__(self, text: str = "", *, id: str | None = None):
         super().__init__(id=id)
-        self.text = text
+        self.text = text  # the whole caption
+        self.shorter: tuple[str, ...] = ()
 
-    def set(self, text: str) -> None:
-        if text != self.text:
-            self.text = text
+    def set(self, text: str, *shorter: str) -> None:
+        if text != self.text or shorter != self.shorter:
+            self.text, self.shorter = text, shorter
             self.refresh()
 
+    @property
+    def shown(self) -> str:
+        width = self.size.width
+        return next((t for t in (self.text, *self.shorter) if len(t) <= width), (self.shorter or (self.text,))[-1])
+
     def render(self) -> Content:
-        return Content(self.text)
+        return Content(self.shown)
 
 
 class FramePane(Vertical):
@@ -254,9 +262,13 @@ class FramePane(Vertical):
     ALLOW_MAXIMIZE = True
     can_focus = True  # tab to it, then m maximises it
 
+    class AspectChanged(Message):
+        """The frame's width over height changed (the layout sizes the frame's column by it)."""
+
     def __init__(self, source: Callable[[], FrameLike | None] | None = None, *, fps: float | None = 30.0,
                  protocol: str | None = None, id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
+        self.aspect = 160 / 144  # the frame's width over its height in pixels (a Game Boy's until one is shown)
         self.source = source
         self.fps = fps
         self.protocol = protocol
@@ -266,6 +278,7 @@ class FramePane(Vertical):
         self._min_interval = 0.0
         self.zoom = ""  # "", "fit" (whole frame, whole screen) or "native" (whole pixels)
         self._caption = "waiting for the first frame…"
+        self._shown: FrameLike | None = None
         self.border_title = "Frame"
 
     def compose(self) -> ComposeResult:
@@ -324,8 +337,12 @@ class FramePane(Vertical):
         if not views or not captions:
             return  # not composed yet (a tick can come first): the next pull shows it
         self._version = snap.version
+        self._shown = snap
+        height, width = snap.frame.shape[:2]
+        if height and width / height != self.aspect:
+            self.aspect = width / height
+            self.post_message(self.AspectChanged())
         views.first().show(snap.frame)
-        self._caption = f"decision {snap.decision_id} · frame {snap.frame_index} · {snap.frame_sha256[:16]}"
         self._set_caption()
 
     def _set_caption(self) -> None:
@@ -333,4 +350,11 @@ class FramePane(Vertical):
         if not captions:
             return
         lead = {"fit": "ZOOM fit · f: 1:1 · ", "native": "ZOOM 1:1, bottom rows kept · f: back · "}.get(self.zoom, "")
-        captions.first().set(lead + self._caption)
+        snap = self._shown
+        if snap is None:
+            captions.first().set(lead + self._caption)
+            return
+        d, i, sha = snap.decision_id, snap.frame_index, snap.frame_sha256
+        captions.first().set(*(lead + text for text in (
+            f"decision {d} · frame {i} · {sha[:16]}", f"decision {d} · frame {i} · {sha[:8]}",
+            f"decision {d} · frame {i}", f"d{d} · frame {i}", f"d{d}")))

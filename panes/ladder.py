@@ -1,14 +1,19 @@
 """Milestone ladder pane: each rung with its points, the decision that reached it and the
 evidence frame hash; the deepest milestone and the points so far beneath. Rungs that held at
 the start, optional rungs, and required rungs passed over (a later rung reached first) are
-marked as such, by the rules of engine.ladder."""
+marked as such, by the rules of engine.ladder.
+
+Every rung is always shown: short of rows (the layout sets `columns`), the rungs run down two or
+more columns, each rung's name cut to the column's width (the full line: `m` maximises the pane)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol
 
 from textual.content import Content
+from textual.message import Message
 from textual.widgets import Static
 
 from panes.pulling import start_pulling
@@ -41,12 +46,41 @@ def passed_over(snap: LadderLike) -> set[str]:
             if mid not in snap.awards and mid not in snap.pre_satisfied and mid not in snap.optional}
 
 
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else (text[: width - 1] + "…" if width > 1 else "")
+
+
+def rung_cell(snap: LadderLike, mid: str, name: str, points: int, width: int, skipped: set[str]) -> Content:
+    """One rung in `width` cells (the ladder in columns): mark, id, points and the decision that
+    reached it kept whole, the name cut to what is left (the decision gives way to a short name)."""
+    award = snap.awards.get(mid)
+    id_w = max(len(m) for m, _, _ in snap.milestones)
+    if award is not None:
+        mark, style, pts, tail = ("✓ ", "$success bold"), "", (f" +{points}", "$success"), f" d{award['decision_id']}"
+    elif mid in snap.pre_satisfied:
+        mark, style, pts, tail = ("= ", "$foreground-muted"), "$foreground-muted", (f"  {points}", ""), " held"
+    elif mid in skipped:
+        mark, style, pts, tail = ("✗ ", "$error bold"), "$error", (f"  {points}", "$error"), " skipped"
+    else:
+        mark, style = ("· ", "$foreground-muted"), "$foreground-muted"
+        pts, tail = (f"  {points}", "$foreground-muted"), " opt" if mid in snap.optional else ""
+    room = width - 2 - id_w - 1 - len(pts[0])
+    if room - len(tail) < min(12, len(name)):
+        tail = ""  # a name to read comes first
+    name_w = max(0, room - len(tail))
+    return Content.assemble(mark, (f"{mid:<{id_w}} ", "bold" if award else style),
+                            (f"{_cut(name, name_w):<{name_w}}", style), pts, (tail, style or "$foreground-muted"))
+
+
 class LadderPane(Static):
     DEFAULT_CSS = """
     LadderPane { height: auto; }
     """
     ALLOW_MAXIMIZE = True
     can_focus = True  # tab to it, then m maximises it (the whole ladder)
+
+    class RungsChanged(Message):
+        """The ladder's number of rungs changed (a layout planned for them needs planning again)."""
 
     def __init__(self, source: Callable[[], LadderLike] | None = None, *, interval: float | None = 0.25,
                  id: str | None = None, classes: str | None = None):
@@ -55,6 +89,9 @@ class LadderPane(Static):
         self.interval = interval
         self._version = -1
         self._lines = -1
+        self._width = 0
+        self.columns = 1  # set by the layout: rungs run down each column in turn
+        self.rungs = 0  # the rungs of the ladder shown
         self.border_title = "Milestones"
 
     def on_mount(self) -> None:
@@ -64,6 +101,13 @@ class LadderPane(Static):
         snap = getattr(self, "_snap", None)
         if snap is not None and self.size.width != self._width:
             self.show(snap)
+
+    def set_columns(self, columns: int) -> None:
+        if columns != self.columns:
+            self.columns = columns
+            snap = getattr(self, "_snap", None)
+            if snap is not None:
+                self.show(snap)
 
     def pull(self) -> None:
         snap = self.source() if self.source else None
@@ -75,16 +119,46 @@ class LadderPane(Static):
         self._version = snap.version
         self._snap = snap
         self._width = self.size.width
+        if len(snap.milestones) != self.rungs:
+            self.rungs = len(snap.milestones)
+            self.post_message(self.RungsChanged())
         if not snap.milestones:
             self.update(Content.styled("no trial yet", "$foreground-muted"))
             self._lines = 1
             self.border_subtitle = ""
             return
+        inner = self.content_region.width or 76
+        skipped = passed_over(snap)
+        if self.columns > 1:
+            lines = self._columns(snap, inner, skipped)
+        else:
+            lines = self._rows(snap, inner, skipped)
+        total = sum(p for _, _, p in snap.milestones)
+        got = sum(a["points"] for a in snap.awards.values())
+        deep = deepest(snap) or "none"
+        self.update(Content("\n").join(lines), layout=len(lines) != self._lines)
+        self._lines = len(lines)
+        self.border_subtitle = (f"deepest {deep} · {got}/{total} points · "
+                                f"{len(snap.awards)}/{len(snap.milestones)} reached")
+
+    def _columns(self, snap: LadderLike, inner: int, skipped: set[str]) -> list[Content]:
+        """The rungs down `columns` columns, each as wide as the pane allows."""
+        gap = 2
+        height = math.ceil(len(snap.milestones) / self.columns)
+        cell_w = max(8, (inner - gap * (self.columns - 1)) // self.columns)
+        cells = [rung_cell(snap, mid, name, points, cell_w, skipped) for mid, name, points in snap.milestones]
+        lines = []
+        for row in range(height):
+            parts = [cells[i] for i in range(row, len(cells), height)]
+            lines.append(Content(" " * gap).join(parts))
+        return lines
+
+    def _rows(self, snap: LadderLike, inner: int, skipped: set[str]) -> list[Content]:
+        """One line a rung: mark, id, name, points, then the decision and evidence hash reaching it."""
         name_w = max(len(name) for _, name, _ in snap.milestones)
-        room = (self.size.width or 80) - 2 - 4 - name_w - 1 - 3 - 8
+        room = inner - 2 - 4 - name_w - 1 - 3 - 8  # what the hash has
         hash_w = 12 if room >= 12 else max(0, room)
         lines = []
-        skipped = passed_over(snap)
         for mid, name, points in snap.milestones:
             award = snap.awards.get(mid)
             if award is not None:
@@ -106,10 +180,4 @@ class LadderPane(Static):
                     ("· ", "$foreground-muted"), (f"{mid:<4}", ""), (f"{name:<{name_w}} ", "$foreground-muted"),
                     (f" {points:<2}", "$foreground-muted"),
                     (" optional" if mid in snap.optional else "", "$foreground-muted")))
-        total = sum(p for _, _, p in snap.milestones)
-        got = sum(a["points"] for a in snap.awards.values())
-        deep = deepest(snap) or "none"
-        self.update(Content("\n").join(lines), layout=len(lines) != self._lines)
-        self._lines = len(lines)
-        self.border_subtitle = (f"deepest {deep} · {got}/{total} points · "
-                                f"{len(snap.awards)}/{len(snap.milestones)} reached")
+        return lines

@@ -5,6 +5,10 @@ position survive updates. Superseded facts are dim and struck through, completed
 dim; active facts in a contradiction are highlighted; facts read by the last decision are
 marked in the first column. New facts come in at the bottom and the pane follows them, unless the
 operator has scrolled up. Focused, enter posts MemoryPane.Selected with the whole fact.
+
+The columns are laid out by the width the pane has: the fact (subject / predicate / object) takes
+what the others leave, up to its longest; under FACT_MIN cells the kind gives way, then the status
+(its ⚠ moves to the first column; superseded and completed facts keep their styles).
 """
 
 from __future__ import annotations
@@ -23,11 +27,26 @@ from panes.pulling import start_pulling
 
 COLUMNS = (("", "read"), ("id", "id"), ("kind", "kind"), ("subject / predicate / object", "fact"),
            ("status", "status"), ("conf", "conf"), ("last", "confirmed"))
-FACT_WIDTH = 32
+LABELS = {key: label for label, key in COLUMNS}
+FACT_LABELS = ("subject / predicate / object", "subject/predicate/object", "fact")  # the first that fits
+FACT_MIN = 24  # cells the fact keeps before another column gives way
+# The narrowest each column is drawn (its usual longest cell), so that a new fact rarely changes them.
+NATURAL = {"read": 1, "id": 9, "kind": 9, "fact": 0, "status": 10, "conf": 4, "confirmed": 4}
+GIVE_WAY = ((), ("kind",), ("kind", "status"))  # what is dropped, in turn, for the fact's room
 
 
-def _clip(text: str, width: int = FACT_WIDTH) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def column_plan(width: int, natural: dict[str, int], padding: int = 1) -> tuple[tuple[str, int], ...]:
+    """(column key, width) for a table `width` cells across whose cells are at most `natural` wide:
+    every column as wide as its widest cell, the fact taking the rest, up to its longest."""
+    for drop in GIVE_WAY:
+        keys = [key for _, key in COLUMNS if key not in drop]
+        natural = {**natural, "read": 2 if "status" in drop else 1}  # ▶ and the status's ⚠
+        fixed = sum(natural[key] + 2 * padding for key in keys if key != "fact")
+        room = width - fixed - 2 * padding
+        if room >= FACT_MIN or drop == GIVE_WAY[-1]:
+            fact = max(8, min(room, natural["fact"]))
+            return tuple((key, fact if key == "fact" else natural[key]) for key in keys)
+    raise AssertionError("unreachable")
 
 
 class MemoryLike(Protocol):
@@ -97,6 +116,8 @@ class MemoryPane(DataTable):
         self._cells: dict[str, tuple] = {}
         self._facts: dict[str, dict] = {}
         self._snap: MemoryLike | None = None
+        self._layout: tuple[tuple[str, int], ...] = ()  # the columns shown and their widths
+        self._follow_pending = False  # a scroll to the newest facts is scheduled
         self.border_title = "Memory"
 
     def on_focus(self) -> None:
@@ -115,13 +136,61 @@ class MemoryPane(DataTable):
 
     @property
     def following(self) -> bool:
-        """At the bottom (or nothing to scroll): new facts scroll into view."""
-        return self.scroll_y >= self.max_scroll_y
+        """At the bottom (or nothing to scroll, or on the way there): new facts scroll into view."""
+        return self._follow_pending or self.scroll_y >= self.max_scroll_y
 
     def on_mount(self) -> None:
-        for label, key in COLUMNS:
-            self.add_column(label, key=key, width=FACT_WIDTH if key == "fact" else None)
+        self._lay_out()
         start_pulling(self, self.interval)
+
+    def on_resize(self) -> None:
+        self._lay_out()
+        self._subtitle()
+
+    @property
+    def shown_columns(self) -> tuple[str, ...]:
+        return tuple(key for key, _ in self._layout)
+
+    def _natural(self) -> dict[str, int]:
+        """The widest cell (or label) of each column, over the facts held."""
+        snap = self._snap
+        facts = snap.facts if snap else ()
+        conflicted = {i for group in snap.contradictions for i in group} if snap else set()
+        widths = {key: max(len(label), NATURAL[key]) for label, key in COLUMNS}
+        widths["fact"] = len(FACT_LABELS[0])  # the whole label where there is room for it
+        for fact in facts:
+            for key, text in (("id", fact["fact_id"]), ("kind", fact.get("kind", "")), ("fact", _fact(fact)),
+                              ("status", _status(fact, conflicted)), ("confirmed", _last(fact))):
+                widths[key] = max(widths[key], len(text))
+        return widths
+
+    def _lay_out(self) -> None:
+        """Choose the columns for the width there is; rebuild the table when they change."""
+        width = self.scrollable_content_region.width  # the scrollbar's cells, when it shows, excluded
+        if width <= 0 and self._layout:
+            return
+        layout = column_plan(max(width, 40), self._natural(), self.cell_padding)
+        if layout == self._layout:
+            return
+        row = self.cursor_row if self.cursor_type == "row" else None
+        follow, scroll = self.following, self.scroll_y
+        self._layout = layout
+        with self.app.batch_update():
+            self.clear(columns=True)
+            for key, w in layout:
+                label = LABELS[key]
+                if key == "fact":
+                    label = next((text for text in FACT_LABELS if len(text) <= w), FACT_LABELS[-1])
+                self.add_column(label, key=key, width=w)
+            self._cells = {}
+            if self._snap is not None:
+                self._put_rows(self._snap)
+        if row is not None and self.row_count:
+            self.move_cursor(row=min(row, self.row_count - 1), animate=False)
+        if follow:
+            self._schedule_follow()
+        else:
+            self.call_after_refresh(self.scroll_to, y=scroll, animate=False, immediate=True)
 
     def pull(self) -> None:
         snap = self.source() if self.source else None
@@ -129,7 +198,12 @@ class MemoryPane(DataTable):
             return
         self.show(snap)
 
+    def _schedule_follow(self) -> None:
+        self._follow_pending = True
+        self.call_after_refresh(self._follow)
+
     def _follow(self) -> None:
+        self._follow_pending = False
         self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def _styles(self) -> dict[str, Style]:
@@ -142,6 +216,7 @@ class MemoryPane(DataTable):
         }
 
     def _row(self, fact: dict, conflicted: set[str], read: set[str], styles: dict[str, Style]) -> tuple:
+        """The fact's cells for the columns shown."""
         fid, status = fact["fact_id"], fact["status"]
         if status == "superseded":
             style = styles["superseded"]
@@ -151,27 +226,56 @@ class MemoryPane(DataTable):
             style = styles["contradiction"]
         else:
             style = Style()
+        shown = self.shown_columns
         marker = Text("▶", style=styles["read"]) if fid in read else Text("")
-        status_text = status + (" ⚠" if fid in conflicted and status == "active" else "")
-        last = fact.get("last_confirmed_decision")
-        return (marker,
-                Text(fid, style=style),
-                Text(fact.get("kind", ""), style=style),
-                Text(_clip(f"{fact.get('subject')} / {fact.get('predicate')} / {fact.get('object')}"), style=style),
-                Text(status_text, style=style),
-                Text(f"{fact.get('confidence', 0):.2f}", style=style),
-                Text("—" if last is None else f"d{last}", style=style))
+        if "status" not in shown and fid in conflicted and status == "active":
+            marker.append("⚠", style=styles["contradiction"])  # the status column gave way
+        cells = {"read": marker,
+                 "id": Text(fid, style=style),
+                 "kind": Text(fact.get("kind", ""), style=style),
+                 "fact": Text(_fact(fact), style=style, no_wrap=True, overflow="ellipsis"),
+                 "status": Text(_status(fact, conflicted), style=style),
+                 "conf": Text(f"{fact.get('confidence', 0):.2f}", style=style),
+                 "confirmed": Text(_last(fact), style=style)}
+        return tuple(cells[key] for key in shown)
 
     def show(self, snap: MemoryLike) -> None:
         self._version = snap.version
+        follow = self.following
+        self._snap = snap
+        self._facts = {f["fact_id"]: f for f in snap.facts}
+        before = self._layout
+        self._lay_out()  # a longer cell can change the columns (the table is then rebuilt)
+        added = self._put_rows(snap) if self._layout == before else bool(snap.facts)
+        if added and follow:  # the newest facts are at the bottom: keep them in view
+            self._schedule_follow()
+        self._subtitle()
+
+    def _subtitle(self) -> None:
+        """Facts held and active, contradictions, what the last decision read: shorter where narrow."""
+        snap = self._snap
+        if snap is None:
+            return
+        active = sum(1 for f in snap.facts if f["status"] == "active")
+        held = f"{len(snap.facts)} facts, {active} active"
+        conflicts = len(snap.contradictions)
+        read = ("read " + ", ".join(snap.last_read[:3]) + ("…" if len(snap.last_read) > 3 else "")
+                if snap.last_read else "")
+        variants = ([held, f"{conflicts} contradiction(s)" if conflicts else "", read],
+                    [held, f"{conflicts} ⚠" if conflicts else "", read],
+                    [held, f"{conflicts} ⚠" if conflicts else ""])
+        room = self.size.width - 4
+        texts = [" · ".join(part for part in parts if part) for parts in variants]
+        self.border_subtitle = next((text for text in texts if len(text) <= room), texts[-1])
+
+    def _put_rows(self, snap: MemoryLike) -> bool:
+        """Add, update and remove rows by key; whether a row was added."""
         conflicted = {i for group in snap.contradictions for i in group}
         read = set(snap.last_read)
         styles = self._styles()
         seen = set()
-        follow = self.following
         added = False
-        self._snap = snap
-        self._facts = {f["fact_id"]: f for f in snap.facts}
+        keys = self.shown_columns
         with self.app.batch_update():
             for fact in snap.facts:
                 fid = fact["fact_id"]
@@ -182,19 +286,25 @@ class MemoryPane(DataTable):
                     self.add_row(*cells, key=fid)
                     added = True
                 elif old != cells:
-                    for (_, col), new, prev in zip(COLUMNS, cells, old, strict=True):
+                    for col, new, prev in zip(keys, cells, old, strict=True):
                         if new != prev:
                             self.update_cell(fid, col, new)
                 self._cells[fid] = cells
             for fid in [f for f in self._cells if f not in seen]:
                 self.remove_row(fid)
                 del self._cells[fid]
-        if added and follow:  # the newest facts are at the bottom: keep them in view
-            self.call_after_refresh(self._follow)
-        active = sum(1 for f in snap.facts if f["status"] == "active")
-        parts = [f"{len(snap.facts)} facts, {active} active"]
-        if snap.contradictions:
-            parts.append(f"{len(snap.contradictions)} contradiction(s)")
-        if snap.last_read:
-            parts.append("read " + ", ".join(snap.last_read[:3]) + ("…" if len(snap.last_read) > 3 else ""))
-        self.border_subtitle = " · ".join(parts)
+        return added
+
+
+def _fact(fact: dict) -> str:
+    return f"{fact.get('subject')} / {fact.get('predicate')} / {fact.get('object')}"
+
+
+def _status(fact: dict, conflicted: set[str]) -> str:
+    status = fact["status"]
+    return status + (" ⚠" if fact["fact_id"] in conflicted and status == "active" else "")
+
+
+def _last(fact: dict) -> str:
+    last = fact.get("last_confirmed_decision")
+    return "—" if last is None else f"d{last}"

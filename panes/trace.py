@@ -32,6 +32,7 @@ from panes.lines import milestone_line, trial_ended_line, trial_started_line
 from panes.pulling import start_pulling
 
 MAX_LINES = 10_000  # a decision with a reasoning summary takes two
+OBJECTIVE_MIN = 24  # characters of the agent's objective guess kept however narrow the pane
 REASONING_MAX = 400  # characters kept of a summary (the whole response is in responses.jsonl)
 REASONING = " " * 9 + "↳ "  # the reasoning line's lead: its text starts under the actions
 MARKS = {"★": "milestone", "⚑": "tag", "✗": "error", "■": "ended", "▶": "trial", "‖": "state"}
@@ -69,15 +70,17 @@ def observation(observed: dict | None) -> str:
     return text.rstrip()
 
 
-def decision_line(t: dict) -> str:
+def decision_line(t: dict, width: int | None = None) -> str:
     """A decision's line (a TraceLine as a dict); with a reasoning summary, a second, indented
-    line holding it."""
+    line holding it. Given the pane's `width`, the objective takes what the line leaves of it
+    (never less than OBJECTIVE_MIN characters); without, it is cut at OBJECTIVE_MIN."""
     actions = t.get("parsed_actions") or []
     accepted = t.get("accepted_actions", 0)
     acts = ",".join(actions) if actions else "—"
     if actions and accepted != len(actions):
         acts += f" ({accepted}/{len(actions)} accepted)"
     parts = [f"d{t.get('decision_id', 0):05d}", f"{acts:<12}"]
+    at_objective, objective = None, None
     attempts = t.get("attempts", 1)
     aborted = bool(t.get("aborted"))
     if aborted:
@@ -92,7 +95,8 @@ def decision_line(t: dict) -> str:
         parts.append(observation(observed))
         objective = (observed or {}).get("objective_guess")
         if objective:
-            parts.append("obj: " + _short(objective, 24))
+            at_objective = len(parts)
+            parts.append("obj: " + _short(objective, OBJECTIVE_MIN))
     cost, tokens_in, tokens_out = t.get("provider_cost_usd"), t.get("input_tokens"), t.get("output_tokens")
     if t.get("paid_calls") or cost is not None or tokens_in is not None:
         # A paid call's figures: unknown reads "unknown" (a policy that pays nothing shows none).
@@ -117,14 +121,18 @@ def decision_line(t: dict) -> str:
         parts.append("→ " + ",".join(new))
     if t.get("termination_reason"):
         parts.append(f"end: {_clean(t['termination_reason'])}")
+    if width is not None and at_objective is not None:
+        room = width - len("  " + " │ ".join(parts)) + len(parts[at_objective]) - len("obj: ")
+        parts[at_objective] = "obj: " + _short(objective, max(OBJECTIVE_MIN, room))
     line = ("  " + " │ ".join(parts)).rstrip()
     reasoning = _short(t.get("reasoning_summary"), REASONING_MAX)
     return f"{line}\n{REASONING}{reasoning}" if reasoning else line
 
 
-def format_item(kind: str, payload) -> str:
+def format_item(kind: str, payload, width: int | None = None) -> str:
+    """A trace item's line(s); `width` (the pane's) lets a decision's objective take the room there is."""
     if kind == "decision":
-        return decision_line(payload if isinstance(payload, dict) else payload.model_dump())
+        return decision_line(payload if isinstance(payload, dict) else payload.model_dump(), width)
     if kind == "milestone":
         return f"★ {_clean(milestone_line(payload))}"
     if kind == "annotation":
@@ -332,7 +340,8 @@ class TracePane(Log):
 
     def add_items(self, items: list[tuple[str, object]]) -> None:
         items = items[-MAX_LINES:]
-        lines = [format_item(kind, payload) for kind, payload in items]
+        width = self.scrollable_content_region.width or None  # lines are formatted once, at this width
+        lines = [format_item(kind, payload, width) for kind, payload in items]
         for item, line in zip(items, lines, strict=True):
             self._sources.extend([item] * (line.count("\n") + 1))
         before = len(self._lines)

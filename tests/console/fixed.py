@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from textual.app import App, ComposeResult
 
@@ -13,6 +15,7 @@ from engine.events import (
     MemoryChanged,
     MilestoneReached,
     StateChanged,
+    TrialEnded,
     TrialStarted,
 )
 from engine.records import Annotation, MemoryOp, MilestoneAward, ResponseLine, Telemetry, TraceLine, TrialResult
@@ -178,6 +181,51 @@ def feed(sink: ConsoleSink, decisions: int = 12, unknown_cost_at: int | None = N
         opened_utc="2026-11-30T10:00:00.000Z", timestamp_utc="2026-11-30T10:00:01.000Z", annotator="operator",
         type="contradiction", severity="material", refers_to="fact-0004", note="rival in two places")))
     sink.handle(BudgetUpdated(budgets(decisions * 25, cost, tokens, cost_limit=0.5)))
+
+
+def finish(app, trials: int = 1) -> None:
+    """The fixed trial ends and the run is over (the operator quit before the next trial): the end
+    line in the trace, the finished state, the summary table (`trials` rows: the ended trial and
+    earlier ones of a longer schedule)."""
+    record = result(telemetry())
+    app.sink.handle(TrialEnded(record))
+    app.sink.mark("finished", "operator quit (last trial: budget:model_decisions)")
+    earlier = [result(telemetry(), trial_key=f"{'AB'[i % 2]}-{i // 2 + 2:02d}", condition="AB"[i % 2],
+                      trial=i // 2 + 2, position=i + 1) for i in range(trials - 1)]
+    summary = SimpleNamespace(completed=trials, requested=trials + 1, successful=0, failed=trials, invalid=0,
+                              success_rate=0.0, stopped_early=True, stop_reason="operator-quit")
+    app.show_summary(summary, [record, *earlier])
+
+
+async def settled(pilot, timeout: float = 20.0) -> None:
+    """Wait until the console shows everything fed to it: the layout planned, the frame drawn, the
+    memory and trace filled, the footer's keys laid out (then one more screen update)."""
+    import time
+
+    from panes.frame import FrameView
+    from panes.key_footer import KeyFooter
+    from panes.memory import MemoryPane
+    from panes.trace import TracePane
+    from panes.trial_layout import TrialPanes
+
+    app = pilot.app
+
+    def ready() -> bool:
+        base = app.screen_stack[0]
+        footer = base.query(KeyFooter)
+        keys = footer.first().children if footer else ()
+        views = base.query(FrameView)
+        return (base.query_one(TrialPanes).plan is not None and base.query_one(MemoryPane).row_count > 0
+                and base.query_one(TracePane).line_count > 0 and bool(keys) and keys[0].region.width > 0
+                and (not views or views.first().frames_shown > 0))
+
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise AssertionError("the console did not settle")
+        await pilot.pause(0.05)
+    await pilot.pause(0.1)
+    await pilot.wait_for_scheduled_animations()
 
 
 class One(App):
