@@ -23,7 +23,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from app.attach_data import AttachFolder, TrialFollower
 from app.console import rubric_types, short_path, trial_panes
@@ -33,6 +33,7 @@ from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.frame import FramePane
 from panes.help import TextScreen
+from panes.key_footer import KeyFooter
 from panes.ladder import LadderPane
 from panes.memory import MemoryPane
 from panes.overview import OverviewPane
@@ -58,6 +59,10 @@ def held_trials(reply: dict) -> dict[str, str]:
         return {reply["trial"]: "stepping" if reply.get("state") == "stepping" else "paused"}
     return {}
 
+# The footer fits 80 columns as the console's does: `q` and the way back give way last.
+SHORT_KEYS = {"pause": "Pause", "end_trial": "End"}
+KEY_PRIORITY = ["quit", "back", "pause", "tag", "end_trial", "step", "maximise"]
+
 
 class TrialScreen(Screen):
     """One trial with the live console's panes, fed from its follower's sink."""
@@ -77,7 +82,7 @@ class TrialScreen(Screen):
         sink = self.follower.sink
         yield StatusBar(sink.status, interval=None, id="status")
         yield from trial_panes(sink, self.frame_protocol)
-        yield Footer()
+        yield KeyFooter(SHORT_KEYS, KEY_PRIORITY)
 
     def on_mount(self) -> None:
         self._last_slow = 0.0
@@ -163,7 +168,7 @@ class AttachApp(App[int]):
         yield Static("", id="attach-status", markup=False)
         yield OverviewPane(id="overview")
         yield SummaryPane(id="summary")  # under the rows (hidden until the run is over)
-        yield Footer()
+        yield KeyFooter(SHORT_KEYS, KEY_PRIORITY)
 
     async def on_mount(self) -> None:
         self.query_one(OverviewPane).focus()

@@ -322,3 +322,19 @@ async def test_a_paused_and_a_stepping_trial_read_so(recorded, tmp_path):
                     assert state in row_line(app, first).split()
                     assert "running" in row_line(app, second).split()
                 states[first] = "running"
+
+
+async def test_at_80x24_the_footer_keeps_quit_and_the_way_back(recorded, tmp_path):
+    copier = Copier(recorded, tmp_path / "live")
+    app = AttachApp(copier.dest, poll_seconds=None, theme="gameboy")
+    async with app.run_test(size=(80, 24)) as pilot:
+        copier.start(copier.keys[0])
+        copier.decisions(copier.keys[0], 5)
+        await app.poll()
+        await pilot.pause()
+        assert "q Quit" in screen_text(app).splitlines()[-1]
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, TrialScreen)
+        footer = screen_text(app).splitlines()[-1]
+        assert "q Quit" in footer and "esc Overview" in footer
