@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-# (keys, what they do): the help screen and README's keys table say the same.
+# (keys, what they do): the help screen and the keys table of docs/console.md say the same.
 KEYS: tuple[tuple[str, str], ...] = (
     ("p", "pause / resume at the next decision boundary"),
     ("s", "step exactly one decision while paused"),
