@@ -26,7 +26,7 @@ from pathlib import Path
 from sessions.layout import LOCK
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-EXIT_AT_ONCE = 2  # README, "Exit status of run": a run that stopped early
+EXIT_AT_ONCE = 2  # docs/commands.md, "Exit status of run": a run that stopped early
 
 
 class SignalStop:

@@ -18,7 +18,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-# (keys, what they do): the help screen and README's keys table say the same.
+# (keys, what they do): the help screen and the keys table of docs/console.md say the same.
 KEYS: tuple[tuple[str, str], ...] = (
     ("p", "pause / resume at the next decision boundary"),
     ("s", "step one decision while paused"),
