@@ -1,5 +1,6 @@
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,14 @@ import yaml
 from sessions.assets import DEFAULT_MANIFEST
 from sessions.experiment import create_folder, prepare
 from sessions.runner import ExperimentRunner
+
+
+def pytest_configure(config):
+    # Started in the background by a shell (`pytest &`), the test process inherits SIGINT ignored, and
+    # so would every oakwatch it starts: the signal tests' Ctrl-C would be lost. Give it a handler, so
+    # each child starts with the default disposition a terminal gives.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_experiment(manifest: Path | None, out: Path, sinks=None):

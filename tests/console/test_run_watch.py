@@ -67,8 +67,16 @@ async def test_the_run_console_over_two_workers(tmp_path):
         await until(pilot, lambda: client.status().get("trial_states", {}).get(running[0]) == "paused",
                     what="the trial to hold again")
         await until(pilot, lambda: "paused" in row_line(app, running[0]).split(), what="the row to read paused")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, TrialScreen), what="the trial's panes")
+        async def drilled_in() -> bool:  # a key pressed while the table redraws on a loaded machine may miss
+            if not isinstance(app.screen, TrialScreen):
+                overview.focus()
+                await pilot.press("enter")
+                await pilot.pause(0.5)
+            return isinstance(app.screen, TrialScreen)
+
+        deadline = time.monotonic() + 60
+        while not await drilled_in():
+            assert time.monotonic() < deadline, "timed out waiting for the trial's panes"
         assert app.screen.key == running[0]
         await pilot.press("p")  # resume, from the drilled-in view
         await until(pilot, lambda: client.status().get("paused_trials") == [], what="the resume")

@@ -29,9 +29,9 @@ def ray_installed() -> bool:
     return True
 
 
-EXECUTORS = ["local", pytest.param("ray", marks=pytest.mark.skipif(not ray_installed(),
+EXECUTORS = ["local", pytest.param("ray", marks=[pytest.mark.xdist_group("ray"), pytest.mark.skipif(not ray_installed(),
                                                                    reason="Ray (the optional extra `ray`) "
-                                                                          "is not installed"))]
+                                                                          "is not installed")])]
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -85,7 +85,7 @@ def test_pause_step_tag_end_reach_the_named_trial_only(tmp_path, executor):
         ("operator-abort", "ended through the socket")
     assert results[a]["last_decision"] == held + 1
     assert results[b]["termination_detail"] == "the other one, ended too"
-    assert results[b]["last_decision"] > held + 1
+    assert results[b]["last_decision"] > before + 5  # it went on while the other was paused
     tag_file = next(iter(out.glob(f"*/{a}/{layout.TRIAL_ANNOTATIONS}")))
     tags = [json.loads(x) for x in tag_file.read_text().splitlines()]
     assert [(t["decision_id"], t["note"]) for t in tags] == [(held + 1, "tagged in a worker")]

@@ -22,6 +22,7 @@ from tests.sessions.test_control_socket import lines_in, wait_for
 from tests.sessions.test_workers import budget, digests, summary_of
 
 pytest.importorskip("ray", reason="Ray (the optional extra `ray`) is not installed")
+pytestmark = pytest.mark.xdist_group("ray")  # one local Ray at a time: under xdist these share a worker
 
 REPO = Path(__file__).resolve().parents[2]
 
