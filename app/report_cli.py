@@ -72,6 +72,7 @@ def report_main(args: argparse.Namespace) -> int:
 
 def export_package(args: argparse.Namespace) -> int:
     """`oakwatch export DIR --output OUT [--include-raw]`: the publishable package (seed 000)."""
+    from sessions.annotation_layer import LayerError
     from sessions.report import ExportError, write_package
 
     if args.output is None:
@@ -82,6 +83,8 @@ def export_package(args: argparse.Namespace) -> int:
                              seed=getattr(args, "seed", 0), progress=lambda m: print(f"oakwatch export: {m}"))
     except ExportError as exc:
         return _fail(str(exc))
+    except LayerError as exc:  # a malformed layer: named in one line, nothing written
+        return _fail(f"cannot read the annotation layers: {exc} (oakwatch verify {folder} lists every problem)")
     except OSError as exc:
         return _fail(f"cannot write {args.output} ({exc.strerror or exc})")
     print(f"oakwatch export: {done['files']} files written to {args.output}"

@@ -783,7 +783,30 @@ def write_package(root: Path, output: Path, *, include_raw: bool = False, seed: 
                   progress: Callable[[str], None] | None = None) -> dict:
     """The package a reader audits without trusting the summary: protocol, redacted manifest,
     prompts, schemas, rubrics, trial rows, annotation disagreements, analysis code and an integrity
-    file. No ROM or state ever; frames and raw provider payloads only with include_raw."""
+    file. No ROM or state ever; frames and raw provider payloads only with include_raw. It is built
+    under a temporary name beside `output` and renamed into place whole: a failure (a malformed
+    layer, a full disk) leaves nothing at `output`."""
+    import os
+    import shutil
+    import uuid
+
+    if output.exists():
+        raise ExportError(f"{output} exists: give a new folder")
+    if not (root / layout.MANIFEST).is_file():
+        raise ExportError(f"{root}: not an evidence folder (no {layout.MANIFEST})")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    building = output.with_name(f".{output.name}.creating-{uuid.uuid4().hex[:8]}")
+    try:
+        done = _write_package(root, building, include_raw=include_raw, seed=seed, progress=progress)
+        os.rename(building, output)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return done
+
+
+def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
+                   progress: Callable[[str], None] | None) -> dict:
     import os
     import shutil
 

@@ -224,6 +224,22 @@ def test_a_malformed_layer_is_named_in_one_line_and_no_report_is_written(two_con
     assert not out.exists()
 
 
+
+def test_export_of_a_folder_with_a_malformed_layer_is_one_line_and_leaves_nothing(two_conditions, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(two_conditions[0], root)
+    assert main(["annotate", "reviewed", str(root), "--annotator", "cat", "--trial", "Y-01"]) == 0
+    layer = root / "annotations" / "cat" / "annotations.jsonl"
+    layer.write_text(layer.read_text().replace('"through_decision":', '"through_decision":"all","was":'))
+    capsys.readouterr()
+    out = tmp_path / "pkg"
+    assert main(["export", str(root), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "annotations/cat/annotations.jsonl:1" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]  # no package, no half-built one
+
 REPORT_GEOMETRY = """
 const page = document.documentElement.getBoundingClientRect();
 return [...document.querySelectorAll('svg')].map(svg => {
