@@ -194,9 +194,10 @@ def _main(argv: list[str] | None) -> int:
         _EXECUTOR = (args.executor, args.ray_address)
         if args.resume is not None:
             if (args.manifest is not None or args.output is not None or args.provider is not None
+                    or args.model is not None or args.base_url is not None or args.api is not None
                     or args.emulator is not None or args.force):
                 return _fail("--resume uses the folder's frozen manifest: give no MANIFEST, --output, --provider, "
-                             "--emulator or --force")
+                             "--model, --base-url, --api, --emulator or --force")
             return _resume(args.resume, headless=headless, speed=args.speed)
         if args.manifest is not None and str(args.manifest).startswith(BUNDLED_PREFIX):
             try:

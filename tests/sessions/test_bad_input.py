@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from sessions.assets import DEFAULT_MANIFEST
@@ -219,3 +220,11 @@ def test_speed_paces_a_headless_run_and_is_refused_with_workers(tmp_path):
     assert telemetry["frames"] > 0 and telemetry["held_seconds"] > 0  # waited for real time, counted apart
     assert_refused(oakwatch("run", m, "--headless", "--speed", "2", "--workers", "2", "--output", out / "x"),
                    "--speed", "--workers", out=out / "x")
+
+
+@pytest.mark.parametrize("option", [["--base-url", "http://127.0.0.1:9/v1"], ["--model", "m"], ["--api", "chat"]])
+def test_resume_refuses_the_options_it_would_ignore(dry_run_copy, option):
+    before = sorted(p.relative_to(dry_run_copy).as_posix() for p in dry_run_copy.rglob("*"))
+    proc = oakwatch("run", "--resume", dry_run_copy, *option)
+    assert_refused(proc, "--resume uses the folder's frozen manifest", option[0])
+    assert sorted(p.relative_to(dry_run_copy).as_posix() for p in dry_run_copy.rglob("*")) == before
