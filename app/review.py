@@ -272,13 +272,8 @@ class ReviewApp(App[int]):
             return
         decision, opened, annotator = self.decision, utc_now(), self.annotator
 
-        def submit(values: dict):
-            try:
-                record = trial.build_label(decision, values, annotator=annotator, opened_utc=opened)
-                append_label(self.root, annotator, record)
-            except LabelRefused as exc:
-                return None, trial.masker.text(str(exc))
-            return record, None
+        submit = self._appender(trial, lambda values: trial.build_label(decision, values, annotator=annotator,
+                                                                         opened_utc=opened))
 
         def done(record) -> None:
             if record is None:
@@ -292,6 +287,18 @@ class ReviewApp(App[int]):
         self.push_screen(AnnotateDialog(rubric_types(), trial_key=trial.key, decision_id=decision,
                                         annotator=annotator, submit=submit), done)
 
+    def _appender(self, trial, build):
+        """A dialog's submit: build the record from its values and append it to this annotator's layer;
+        a refusal comes back (masked) for the dialog to show, keeping what was typed."""
+        def submit(values: dict):
+            try:
+                record = build(values)
+                append_label(self.root, self.annotator, record)
+            except LabelRefused as exc:
+                return None, trial.masker.text(str(exc))
+            return record, None
+
+        return submit
 
     def action_mark_reviewed(self) -> None:
         self._guard()
@@ -309,13 +316,8 @@ class ReviewApp(App[int]):
             return
         opened, annotator = utc_now(), self.annotator
 
-        def submit(values: dict):
-            try:
-                record = trial.build_reviewed(values, annotator=annotator, opened_utc=opened)
-                append_label(self.root, annotator, record)
-            except LabelRefused as exc:
-                return None, trial.masker.text(str(exc))
-            return record, None
+        submit = self._appender(trial, lambda values: trial.build_reviewed(values, annotator=annotator,
+                                                                            opened_utc=opened))
 
         def done(record) -> None:
             if record is None:

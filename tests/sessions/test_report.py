@@ -208,7 +208,8 @@ def test_a_reviewed_trial_without_labels_counts_zero_errors(two_conditions, tmp_
     assert pairs[("ann", "bob")]["units"] == rows["X-01"]["model_decisions"]
 
 
-def test_a_malformed_layer_is_named_in_one_line_and_no_report_is_written(two_conditions, tmp_path, capsys):
+@pytest.mark.parametrize("command", [["report", "--no-replay"], ["export"]])
+def test_a_malformed_layer_is_named_in_one_line_and_nothing_is_written(two_conditions, tmp_path, capsys, command):
     import shutil
 
     root = tmp_path / "copy"
@@ -217,28 +218,12 @@ def test_a_malformed_layer_is_named_in_one_line_and_no_report_is_written(two_con
     layer = root / "annotations" / "cat" / "annotations.jsonl"
     layer.write_text(layer.read_text().replace('"through_decision":', '"through_decision":"all","was":'))
     capsys.readouterr()
-    out = tmp_path / "rep"
-    assert main(["report", str(root), "--no-replay", "--output", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "annotations/cat/annotations.jsonl:1" in err, err
-    assert not out.exists()
-
-
-
-def test_export_of_a_folder_with_a_malformed_layer_is_one_line_and_leaves_nothing(two_conditions, tmp_path, capsys):
-    import shutil
-
-    root = tmp_path / "copy"
-    shutil.copytree(two_conditions[0], root)
-    assert main(["annotate", "reviewed", str(root), "--annotator", "cat", "--trial", "Y-01"]) == 0
-    layer = root / "annotations" / "cat" / "annotations.jsonl"
-    layer.write_text(layer.read_text().replace('"through_decision":', '"through_decision":"all","was":'))
-    capsys.readouterr()
-    out = tmp_path / "pkg"
-    assert main(["export", str(root), "--output", str(out)]) == 2
+    out = tmp_path / "out"
+    assert main([command[0], str(root), *command[1:], "--output", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "annotations/cat/annotations.jsonl:1" in err and "Traceback" not in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]  # no package, no half-built one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]  # no report or package, not even half of one
+
 
 REPORT_GEOMETRY = """
 const page = document.documentElement.getBoundingClientRect();
