@@ -19,6 +19,21 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def stop_signals_as_they_were():
+    """A test that calls `main([...])` in-process ends the way the command does: its stop signals
+    ignored from then on (app.signals restore). Put them back, or every oakwatch a later test starts
+    inherits SIGINT ignored and a signal test's Ctrl-C is lost."""
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    yield
+    for sig, handler in before.items():
+        if signal.getsignal(sig) != handler and handler is not None:
+            signal.signal(sig, handler)
+
+
 def run_experiment(manifest: Path | None, out: Path, sinks=None):
     """Run in-process: (the folder's path, the Summary, the sealed TrialResults in run order)."""
     prepared = prepare(manifest, out)
