@@ -275,6 +275,21 @@ async def test_active_time_stamps_exclude_pauses_and_policy_latency():
     assert stamps[-1] <= tel.active_seconds <= outer - tel.held_seconds - thinking
 
 
+async def test_a_hold_inside_a_policy_call_is_held_time_not_policy_time():
+    """A limiter's wait happens inside the call, through the run control (sessions.limits.CallGate):
+    it is held time, and not taken away again as policy time. Held, policy and active time are
+    disjoint parts of the run, so they add up to no more than its whole length (to the rounding)."""
+    control = RunControl()
+    policy = FakePolicy([FULL_ROUTE[i:i + 4] for i in range(0, len(FULL_ROUTE), 4)],
+                        on_call=lambda _obs: control.hold(0.2))
+    started = time.monotonic()
+    result, _sink, _ = await play(policy, control=control)
+    outer = time.monotonic() - started
+    tel = result.telemetry
+    assert result.termination_reason == "final-milestone" and tel.held_seconds >= policy.calls * 0.2
+    assert tel.held_seconds + tel.policy_seconds + tel.active_seconds <= outer + 0.003
+
+
 async def test_wall_time_budget_excludes_time_spent_paused():
     control = RunControl()
     control.pause()  # held at the first decision boundary for 0.4 s
