@@ -29,7 +29,7 @@ replay all use them.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from engine.gamedef import GameDefinition, Sample
@@ -104,15 +104,20 @@ class Ladder:
         self._ending = final_ending(self.game, (), self.pre_satisfied)
 
     def update(self, previous: Sample, current: Sample, *, decision_id: int, frame_index: int,
-               frame_sha256: str) -> list[Award]:
-        """Check two consecutive frames' samples; return milestones newly verified."""
+               frame_sha256: str, active_seconds: Callable[[], float] | None = None) -> list[Award]:
+        """Check two consecutive frames' samples; return milestones newly verified. `active_seconds`
+        (the live loop's clock) stamps each award with the active game time; replay has none."""
         if not self._pending or not (self._ready(current) and self._ready(previous)):
             return []
         new: list[Award] = []
+        stamp = None
         for m, holds in self._pending:
             if holds(current) and holds(previous):
+                if stamp is None and active_seconds is not None:
+                    stamp = round(active_seconds(), 3)  # read once: rungs reached on one frame share it
                 award = build(Award, id=m.id, name=m.name, points=m.points, decision_id=decision_id,
-                                              frame_index=frame_index, frame_sha256=frame_sha256, probe=current)
+                              frame_index=frame_index, frame_sha256=frame_sha256, probe=current,
+                              active_seconds=stamp)
                 self.awards[m.id] = award
                 new.append(award)
         if new:

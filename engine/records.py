@@ -244,6 +244,10 @@ class MilestoneAward(Record):
     frame_index: int
     frame_sha256: Sha256
     probe: dict[str, Any]
+    # The trial's active game time when the rung was reached (docs/metrics.md, "Active time"): wall time
+    # less pauses, pacing and limiter/backoff holds, less the time spent waiting on the policy. None: not
+    # recorded (a folder from before the stamps, or an award rebuilt by replay, which has no clock).
+    active_seconds: float | None = None
 
 
 class Telemetry(Record):
@@ -269,6 +273,10 @@ class Telemetry(Record):
     wall_time_seconds: float | None
     held_seconds: float | None
     frames: int | None
+    # Seconds the loop waited on the policy's calls (holds within them, e.g. limiter waits, left in
+    # held_seconds), and the active game time: wall_time_seconds - policy_seconds (docs/metrics.md).
+    policy_seconds: float | None = None
+    active_seconds: float | None = None
 
 
 class FrameStoreSeal(Record):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from engine.records import Telemetry, TraceLine, build
 
 LOOP_ONLY = ("rejected_actions", "ignored_inputs", "repeated_position_loops", "repeated_navigation_actions",
-             "wall_time_seconds", "held_seconds", "frames")
+             "wall_time_seconds", "held_seconds", "frames", "policy_seconds", "active_seconds")
 
 
 def _add(total: float | None, value: float | None) -> float | None:

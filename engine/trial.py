@@ -192,6 +192,8 @@ class Trial:
         self._calling = False  # inside policy.decide
         self._cancelling = False  # we cancelled the task to stop a call in flight
         self._started_utc: str | None = None
+        self._t0: float | None = None  # monotonic start: the origin of the wall-time and active clocks
+        self._policy_seconds = 0.0  # time inside policy calls, less the holds within them (limiter waits)
         self._closed = False
         self.provider_failure: ProviderFailureRecord | None = None  # provider-failure.json, when it failed
 
@@ -244,7 +246,7 @@ class Trial:
     async def run(self) -> TrialResult:
         """Play the trial to its end; always returns a truthful result (never raises for our faults)."""
         started_utc = utc_now()
-        t0 = time.monotonic()
+        t0 = self._t0 = time.monotonic()
         end, error = EndRequest("harness-error"), None
         loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
@@ -306,6 +308,8 @@ class Trial:
     def hung(self, detail: str) -> TrialResult:
         """The result when the emulator stopped returning (a watchdog ends the trial from another
         thread; this one is stuck inside the emulator, which is never touched again)."""
+        if self._t0 is not None:  # the clocks up to now: the loop never reached its own final reading
+            self.budgets.active_seconds = max(0.0, time.monotonic() - self._t0 - self.control.held_seconds)
         return self._result(EndRequest("emulator-error", detail, "emulator-fault"), detail,
                             self._started_utc or utc_now())
 
@@ -451,10 +455,19 @@ class Trial:
     async def _call(self, obs: Observation) -> PolicyReply:
         """One policy call; an end request made while it waits cancels it (see _cancel_inflight)."""
         self._calling = True
+        started, held = time.monotonic(), self.control.held_seconds
         try:
             return await self.policy.decide(obs)
         finally:
             self._calling = False
+            # Model thinking is not game time; a hold inside the call (a limiter wait) is already held time.
+            self._policy_seconds += max(0.0, time.monotonic() - started - (self.control.held_seconds - held))
+
+    def active_seconds(self) -> float:
+        """The active game time so far (docs/metrics.md): wall time less held time less policy time."""
+        if self._t0 is None:
+            return 0.0
+        return max(0.0, time.monotonic() - self._t0 - self.control.held_seconds - self._policy_seconds)
 
     def _charge(self, d: Decision, retrieved, attempt: Attempt, reply: PolicyReply | None) -> None:
         if not d.attempts:
@@ -509,7 +522,8 @@ class Trial:
             if step.frame_sha256 == before_sha and sample == before_sample:
                 d.ignored_inputs += 1
             for award in ladder.update(step.ram_before_last, sample, decision_id=d.id,
-                                       frame_index=step.frame_index, frame_sha256=step.frame_sha256):
+                                       frame_index=step.frame_index, frame_sha256=step.frame_sha256,
+                                       active_seconds=self.active_seconds):
                 self._award_actions[award.id] = self.budgets.accepted_actions
                 self.routes.progress()
                 self._emit(MilestoneReached(award))
@@ -605,7 +619,9 @@ class Trial:
             repeated_position_loops=self.counts.repeated_position_loops,
             repeated_navigation_actions=self.counts.repeated_navigation_actions,
             wall_time_seconds=round(self.budgets.active_seconds, 3),
-            held_seconds=round(self.control.held_seconds, 3), frames=self.counts.frames)
+            held_seconds=round(self.control.held_seconds, 3), frames=self.counts.frames,
+            policy_seconds=round(self._policy_seconds, 3),
+            active_seconds=round(max(0.0, self.budgets.active_seconds - self._policy_seconds), 3))
         cost = telemetry.cost_usd
         ladder = self.ladder
         pre = sorted(ladder.pre_satisfied) if ladder else []

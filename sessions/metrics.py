@@ -439,37 +439,56 @@ def memory_figures(labels: list[Label] | None, decisions: int, per_decision: dic
 def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | None) -> dict:
     """Seed 002's score with the definition's constants (engine.gamedef.LongHorizon):
     progress = 70 m / M, speed = 40 log2(1 + T_ref / t), discipline = 10 clamp((L0 - L) / (L0 - Lfull), 0, 1),
-    overall = progress + F (speed + discipline). m: required rungs reached; t: active hours (wall time
-    without pauses, minus model latency); F = 1 for the final rung within the budget hours."""
+    overall = progress + F (speed + discipline). Times are active game time (docs/metrics.md), from each
+    award's `active_seconds` stamp: m counts the required rungs reached within the budget hours (later
+    ones are trimmed), t is the final rung's stamp, and F = 1 when the final rung is reached within budget.
+    Unknown stays null with a reason: a folder without stamps gives progress only where its wall time
+    (an upper bound on active time) is within budget, and no speed."""
     if game is None:
         return {"overall": None, "reason": "the game definition could not be loaded"}
     lh = game.long_horizon
     if lh is None:
         return {"overall": None, "reason": f"game definition {game.id} has no long_horizon section"}
-    required = [m.id for m in game.milestones if m.required]
+    required = {m.id for m in game.milestones if m.required}
     total = lh.required_milestones or len(required)
-    m = min(total, sum(mid in required for mid in result.milestones_reached))
-    tel = result.telemetry
-    active_h = None
-    if tel is not None and tel.wall_time_seconds is not None:
-        latency = (tel.model_latency_ms or 0.0) / 1000 if tel.model_latency_ms is not None else None
-        if latency is not None:
-            active_h = max(0.0, tel.wall_time_seconds - latency) / 3600
+    budget_s = lh.budget_hours * 3600
     final = lh.final_milestone or game.final_id
-    finished = final in result.milestones_reached
-    out = {"required_milestones": total, "reached_required": m, "active_hours": active_h, "level": level,
-           "reference_hours": lh.reference_hours, "budget_hours": lh.budget_hours, "final_milestone": final,
-           "progress": round(70 * m / total, 6), "reason": None}
-    if finished and active_h is None:
-        out.update(gate=None, speed=None, discipline=None, overall=None,
-                   reason="active time unknown (wall time or model latency not recorded)")
+    tel = result.telemetry
+    trial_active = tel.active_seconds if tel is not None else None
+    wall = tel.wall_time_seconds if tel is not None else None
+    stamps = {a.id: a.active_seconds for a in result.milestones}
+    reached = [mid for mid in result.milestones_reached if mid in required]
+    out = {"required_milestones": total, "level": level, "reference_hours": lh.reference_hours,
+           "budget_hours": lh.budget_hours, "final_milestone": final,
+           "trial_active_hours": None if trial_active is None else trial_active / 3600,
+           "reason": None}
+    unstamped = [mid for mid in result.milestones_reached if stamps.get(mid) is None]
+    if unstamped and not (wall is not None and wall <= budget_s):
+        out.update(reached_required=None, trimmed=None, active_hours=None, progress=None, gate=None, speed=None,
+                   discipline=None, overall=None,
+                   reason=f"no active-time stamp for {', '.join(unstamped)} (a folder from before the stamps, or "
+                          f"a recovered trial): which rungs fell within the {lh.budget_hours:g}-hour budget is "
+                          f"unknown")
         return out
-    gate = 1 if finished and active_h <= lh.budget_hours else 0
+    # Without stamps the wall time bounds every rung's active time, and it is within budget here.
+    within = [mid for mid in reached if stamps.get(mid) is None or stamps[mid] <= budget_s]
+    m = min(total, len(within))
+    final_s = stamps.get(final) if final in result.milestones_reached else None
+    out.update(reached_required=m, trimmed=[mid for mid in result.milestones_reached if mid not in within
+                                            and stamps.get(mid) is not None and stamps[mid] > budget_s],
+               active_hours=None if final_s is None else final_s / 3600, progress=round(70 * m / total, 6))
+    finished = final in result.milestones_reached
+    if finished and final_s is None:
+        out.update(gate=None, speed=None, discipline=None, overall=None,
+                   reason=f"the final rung {final} has no active-time stamp (a folder from before the stamps): "
+                          f"the time to the finish is unknown")
+        return out
+    gate = 1 if finished and final_s <= budget_s else 0
     out["gate"] = gate
     if not gate:
         out.update(speed=0.0, discipline=0.0, overall=out["progress"])
         return out
-    out["speed"] = round(40 * math.log2(1 + lh.reference_hours / max(active_h, 1e-9)), 6)
+    out["speed"] = round(40 * math.log2(1 + lh.reference_hours / max(final_s / 3600, 1e-9)), 6)
     if level is None:
         out.update(discipline=None, overall=None,
                    reason="the highest party level is unknown (no long_horizon.level_field, or no replayed state)")

@@ -553,12 +553,15 @@ def _lh_rows(rows: list[dict]) -> list[list[str]]:
     body = []
     for r in rows:
         lh = r["long_horizon"] or {}
+        trimmed = lh.get("trimmed")
         body.append([r["trial_key"], _fmt(lh.get("progress")), _fmt(lh.get("speed")), _fmt(lh.get("discipline")),
-                     _fmt(lh.get("gate")), _fmt(lh.get("overall")), lh.get("reason") or ""])
+                     _fmt(lh.get("gate")), _fmt(lh.get("overall")), _fmt(lh.get("active_hours")),
+                     ", ".join(trimmed) if trimmed else "", lh.get("reason") or ""])
     return body
 
 
-LH_HEAD = ["trial", "progress", "speed", "discipline", "gate F", "overall", "note"]
+# active h: active game time to the final rung; trimmed: rungs reached after the budget (not counted)
+LH_HEAD = ["trial", "progress", "speed", "discipline", "gate F", "overall", "active h", "trimmed", "note"]
 
 
 def _agreement_rows(agreement: dict) -> tuple[list[list[str]], list[list[str]]]:

@@ -821,6 +821,7 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
     for m in r.milestones:
         if not 1 <= m.decision_id <= tally.decisions:
             report.add(f"{where}: {m.id} awarded at decision {m.decision_id}, which was never recorded")
+    _check_active_stamps(r, where, report)
     if ctx.game is not None:
         points = sum(m.points for m in ctx.game.milestones if m.id in r.milestones_reached)
     else:
@@ -830,6 +831,38 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
     if ctx.game is not None:
         _check_ladder_figures(r, where, ctx.game, report)
         _check_path_figures(r, tally, where, _trial_game(ctx, r.trial), g.rom_sha256, report)
+
+
+def _check_active_stamps(r: TrialResult, where: str, report: Report) -> None:
+    """The awards' active-time stamps (docs/metrics.md, "Active time") run forward in the order the rungs
+    were reached and end within the trial's active total, which is its wall time less its policy time.
+    A result from before the stamps has none of them and is not checked; one with some is checked whole."""
+    stamped = [m for m in r.milestones if m.active_seconds is not None]
+    t = r.telemetry
+    total = t.active_seconds if t is not None else None
+    if not stamped and total is None:
+        return
+    for m in r.milestones:
+        if m.active_seconds is None:
+            report.add(f"{where}: {m.id} has no active_seconds stamp, though the trial records active time")
+        elif m.active_seconds < 0:
+            report.add(f"{where}: {m.id} active_seconds {m.active_seconds} is negative")
+    previous = None
+    for m in sorted(stamped, key=lambda m: (m.decision_id, m.frame_index)):
+        if previous is not None and m.active_seconds < previous.active_seconds:
+            report.add(f"{where}: {m.id} reached after {previous.id} at active_seconds {m.active_seconds}, earlier "
+                       f"than {previous.id}'s {previous.active_seconds}")
+        previous = m
+    if total is None:
+        report.add(f"{where}: the awards carry active-time stamps but telemetry.active_seconds is null")
+        return
+    late = [m.id for m in stamped if m.active_seconds > total]
+    if late:
+        report.add(f"{where}: {', '.join(late)} stamped after the trial's active time ({total} s)")
+    if t.wall_time_seconds is not None and t.policy_seconds is not None \
+            and abs(t.wall_time_seconds - t.policy_seconds - total) > 0.002:  # each figure rounded to 1 ms
+        report.add(f"{where}: telemetry.active_seconds {total} is not wall_time_seconds {t.wall_time_seconds} "
+                   f"less policy_seconds {t.policy_seconds}")
 
 
 def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, rom_sha256: str,

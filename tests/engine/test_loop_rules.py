@@ -248,6 +248,48 @@ async def test_unknown_usage_under_a_limit_is_invalid_provider(usage, limits, re
     assert (result.telemetry.cost_usd if reason == "budget:cost_unknown" else result.telemetry.tokens) is None
 
 
+async def test_active_time_stamps_exclude_pauses_and_policy_latency():
+    """Each award records the active game time when it was reached: the pause at the first boundary
+    and the policy's thinking (every call sleeps) are not in it. Bounds, not timing margins: the whole
+    run lasted `outer` seconds, `held_seconds` of it paused and at least `delay` per call thinking
+    (less the event loop's clock resolution, for which 1 ms a call is allowed)."""
+    pause, delay = 0.3, 0.2
+    control = RunControl()
+    control.pause()
+    timer = threading.Timer(pause, control.resume)
+    policy = FakePolicy([FULL_ROUTE[i:i + 4] for i in range(0, len(FULL_ROUTE), 4)], delay=delay)
+    started = time.monotonic()
+    timer.start()
+    result, _sink, _ = await play(policy, control=control)
+    outer = time.monotonic() - started
+    timer.join()
+    assert result.termination_reason == "final-milestone" and policy.calls == 4
+    tel = result.telemetry
+    stamps = [m.active_seconds for m in result.milestones]
+    assert [m.id for m in result.milestones] == ["M1", "M2", "M3", "M4"] and None not in stamps
+    assert stamps == sorted(stamps) and stamps[-1] <= tel.active_seconds
+    thinking = policy.calls * (delay - 0.001)
+    assert tel.held_seconds > 0 and tel.policy_seconds >= thinking
+    assert tel.active_seconds == pytest.approx(tel.wall_time_seconds - tel.policy_seconds, abs=0.002)
+    # M4 is reached during the 4th decision, after 4 calls and the pause: neither is in its stamp
+    assert stamps[-1] <= tel.active_seconds <= outer - tel.held_seconds - thinking
+
+
+async def test_a_hold_inside_a_policy_call_is_held_time_not_policy_time():
+    """A limiter's wait happens inside the call, through the run control (sessions.limits.CallGate):
+    it is held time, and not taken away again as policy time. Held, policy and active time are
+    disjoint parts of the run, so they add up to no more than its whole length (to the rounding)."""
+    control = RunControl()
+    policy = FakePolicy([FULL_ROUTE[i:i + 4] for i in range(0, len(FULL_ROUTE), 4)],
+                        on_call=lambda _obs: control.hold(0.2))
+    started = time.monotonic()
+    result, _sink, _ = await play(policy, control=control)
+    outer = time.monotonic() - started
+    tel = result.telemetry
+    assert result.termination_reason == "final-milestone" and tel.held_seconds >= policy.calls * 0.2
+    assert tel.held_seconds + tel.policy_seconds + tel.active_seconds <= outer + 0.003
+
+
 async def test_wall_time_budget_excludes_time_spent_paused():
     control = RunControl()
     control.pause()  # held at the first decision boundary for 0.4 s

@@ -250,3 +250,29 @@ def test_every_logged_memory_operation_belongs_to_a_recorded_decision(dry_run_co
     assert r.termination_reason == "policy-exhausted"
     decided = {t["decision_id"] for t in read_jsonl(short / "trace.jsonl")}
     assert max(decided) == 21 and {m["decision_id"] for m in read_jsonl(short / "memory.jsonl")} <= decided
+
+
+def test_awards_carry_ordered_active_time_stamps(dry_run):
+    """On the real cartridge every award records the active game time when its rung was reached
+    (docs/metrics.md, "Active time"): reached in order, never after the trial's active total, which is
+    its wall time less the policy's time."""
+    (r,) = dry_run[2]
+    stamps = [m.active_seconds for m in sorted(r.milestones, key=lambda m: (m.decision_id, m.frame_index))]
+    tel = r.telemetry
+    assert len(stamps) == 8 and None not in stamps and stamps == sorted(stamps) and stamps[0] >= 0
+    assert tel.active_seconds is not None and stamps[-1] <= tel.active_seconds <= tel.wall_time_seconds
+    assert abs(tel.wall_time_seconds - tel.policy_seconds - tel.active_seconds) <= 0.002
+
+
+def test_verify_checks_the_active_time_stamps(dry_run_copy):
+    result = next((dry_run_copy / "trials").glob("*/result.json"))
+    data = json.loads(result.read_text())
+    awards = {m["id"]: m for m in data["milestones"]}
+    awards["M4"]["active_seconds"] = awards["M3"]["active_seconds"] - 0.5  # earlier than the rung before it
+    awards["M8"]["active_seconds"] = data["telemetry"]["active_seconds"] + 1  # after the trial's end
+    del awards["M2"]["active_seconds"]
+    result.write_text(json.dumps(data, indent=2) + "\n")
+    problems = verify_experiment(dry_run_copy)
+    assert any("M4 reached after M3 at active_seconds" in p for p in problems)
+    assert any("M8 stamped after the trial's active time" in p for p in problems)
+    assert any("M2 has no active_seconds stamp" in p for p in problems)

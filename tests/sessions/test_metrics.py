@@ -310,38 +310,73 @@ def test_productive_actions_screen_and_state():
     assert f.cumulative == [(1, 2), (2, 3)]
 
 
-def _result(reached, wall, latency_ms):
+H = 3600.0
+
+
+def _result(reached, wall, latency_ms, stamps_h=None, active_h=None):
+    """A result reaching `reached`; stamps_h: each rung's active hours (None: a folder without stamps)."""
+    awards = [{"id": mid, "name": "m", "points": 1, "decision_id": 1, "frame_index": i, "frame_sha256": "0" * 64,
+               "probe": {}, **({"active_seconds": stamps_h[i] * H} if stamps_h else {})}
+              for i, mid in enumerate(reached)]
     return TrialResult.model_validate({
         "experiment_id": "e", "condition": "X", "trial": 1, "trial_key": "X-01", "position": 0, "attempt": 1,
         "outcome": "success", "termination_reason": "final-milestone", "termination_detail": None,
         "invalid_cause": None, "error": None, "started_utc": "t", "ended_utc": "t", "last_decision": 1,
-        "milestones": [], "milestones_reached": reached, "pre_satisfied": [], "deepest_milestone": None,
+        "milestones": awards, "milestones_reached": reached, "pre_satisfied": [], "deepest_milestone": None,
         "progress_points": 0, "total_points": 0, "derived": {}, "provenance": {},
         "telemetry": {"decisions": 1, "model_calls": 1, "aborted_calls": 0, "accepted_actions": 1,
                       "invalid_outputs": 0, "input_tokens": None, "output_tokens": None, "cached_tokens": None,
                       "tokens": None, "cost_usd": None, "cost_source": None, "model_latency_ms": latency_ms,
                       "rejected_actions": 0, "ignored_inputs": 0, "repeated_position_loops": 0,
                       "repeated_navigation_actions": 0, "wall_time_seconds": wall, "held_seconds": 0.0,
-                      "frames": 1}})
+                      "frames": 1, **({"active_seconds": active_h * H} if active_h is not None else {})}})
+
+
+LH_BASE = {"id": "g", "title": "g", "platform": "gb", "fields": {"f": {"address": 1}, "lvl": {"address": 2}},
+           "milestones": [{"id": f"M{i}", "name": "m", "points": 1, "required": i != 3,
+                           "all": [{"field": "f", "ge": i}]} for i in range(1, 6)]}
+LH_GAME = GameDefinition.model_validate({**LH_BASE, "long_horizon": {"reference_hours": 20, "budget_hours": 40,
+                                                                     "level_field": "lvl"}})
+ALL = ["M1", "M2", "M3", "M4", "M5"]
 
 
 def test_long_horizon_scorer_by_hand():
-    base = {"id": "g", "title": "g", "platform": "gb", "fields": {"f": {"address": 1}, "lvl": {"address": 2}},
-            "milestones": [{"id": f"M{i}", "name": "m", "points": 1, "required": i != 3,
-                            "all": [{"field": "f", "ge": i}]} for i in range(1, 6)]}
-    game = GameDefinition.model_validate({**base, "long_horizon": {"reference_hours": 20, "budget_hours": 40,
-                                                                   "level_field": "lvl"}})
-    # 4 required rungs (M3 optional). Finished in 10 active hours (11 h wall, 1 h of model latency):
-    # progress 70, speed 40 log2(1 + 20/10) = 63.398500, discipline at L=80: 10 * 20/40 = 5.
-    out = long_horizon(_result(["M1", "M2", "M3", "M4", "M5"], 11 * 3600, 3600 * 1000), game, 80)
-    assert out["progress"] == 70 and out["gate"] == 1
+    # 4 required rungs (M3 optional). The final rung M5 stamped at 10 active hours (the trial's wall
+    # time, 11 h, and its model latency play no part): progress 70, speed 40 log2(1 + 20/10) = 63.398500,
+    # discipline at L=80: 10 * 20/40 = 5.
+    out = long_horizon(_result(ALL, 11 * H, 3 * H * 1000, [1, 3, 5, 8, 10], 10.5), LH_GAME, 80)
+    assert out["progress"] == 70 and out["gate"] == 1 and out["active_hours"] == 10 and out["trimmed"] == []
     assert out["speed"] == pytest.approx(40 * math.log2(3), abs=1e-6)
     assert out["discipline"] == 5 and out["overall"] == pytest.approx(75 + 40 * math.log2(3), abs=1e-5)
     # not finished: F = 0, only progress (optional M3 never counts): 70 * 2/4
-    out = long_horizon(_result(["M1", "M3", "M4"], 3600, 0.0), game, 50)
+    out = long_horizon(_result(["M1", "M3", "M4"], H, 0.0, [0.1, 0.2, 0.3], 0.5), LH_GAME, 50)
     assert (out["gate"], out["overall"]) == (0, 35.0)
-    # finished over budget: F = 0
-    assert long_horizon(_result(["M1", "M2", "M4", "M5"], 41 * 3600, 0.0), game, 50)["gate"] == 0
     # no section: null with the reason
-    out = long_horizon(_result(["M1"], 10, 0.0), GameDefinition.model_validate(base), None)
+    out = long_horizon(_result(["M1"], 10, 0.0), GameDefinition.model_validate(LH_BASE), None)
     assert out["overall"] is None and "long_horizon" in out["reason"]
+
+
+def test_long_horizon_trims_rungs_reached_after_the_budget():
+    # Budget 40 active hours. M1 at 2 h and M2 at 39 h count; optional M3 (39.5 h) never does; M4 at 41 h and the
+    # final M5 at 45 h come after the budget: m = 2 of 4, progress 70 * 2/4 = 35, F = 0, overall 35.
+    out = long_horizon(_result(ALL, 50 * H, 0.0, [2, 39, 39.5, 41, 45], 45.2), LH_GAME, 50)
+    assert (out["reached_required"], out["progress"], out["gate"], out["overall"]) == (2, 35.0, 0, 35.0)
+    assert out["trimmed"] == ["M4", "M5"] and out["active_hours"] == 45
+    # Wall time over budget, active time within it (model thinking excluded): everything counts, F = 1,
+    # speed from the final stamp: 40 log2(1 + 20/40) at 40 h exactly.
+    out = long_horizon(_result(ALL, 70 * H, 0.0, [2, 10, 20, 30, 40], 40), LH_GAME, 60)
+    assert (out["progress"], out["gate"], out["discipline"]) == (70, 1, 10)
+    assert out["speed"] == pytest.approx(40 * math.log2(1.5), abs=1e-6)
+
+
+def test_long_horizon_without_stamps_is_null_where_unknown():
+    # A folder from before the stamps: its wall time bounds active time, so a 1-hour trial's rungs are
+    # all within budget (progress 70 * 2/4, F = 0) ...
+    out = long_horizon(_result(["M1", "M2"], H, 0.0), LH_GAME, 50)
+    assert (out["progress"], out["gate"], out["overall"]) == (35.0, 0, 35.0)
+    # ... but its time to the finish is unknown: no speed, no overall
+    out = long_horizon(_result(ALL, H, 0.0), LH_GAME, 50)
+    assert out["progress"] == 70 and out["speed"] is None and out["overall"] is None and "stamp" in out["reason"]
+    # and past the budget in wall time, which rungs count is unknown
+    out = long_horizon(_result(["M1", "M2"], 41 * H, 0.0), LH_GAME, 50)
+    assert out["progress"] is None and out["overall"] is None and "M1, M2" in out["reason"]
