@@ -17,7 +17,9 @@ itself and refuses what it does not recognise, in the child).
 
 Second, in a child process, the ROM is booted with the manifest's emulator backend
 (engine.backends), the start state restored, the first frame hashed, the game definition's fields probed, and a few
-frames run. A child because PyBoy does not survive every state: empty, truncated or random
+frames run. The probe's sample right after the restore comes back with the first frame: the preflight
+checks the frozen controls in it and every trial's restore is compared with it (engine.controls).
+A child because PyBoy does not survive every state: empty, truncated or random
 bytes are refused cleanly ("No data", "Cannot load state from a newer version of PyBoy", "LCD
 was supposed to be downgraded!"), but a valid state with some bytes changed can restore and then
 loop forever inside PyBoy's tick (one such case is in the tests), and out-of-range bank numbers
