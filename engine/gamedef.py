@@ -18,6 +18,12 @@ What a probe can read (format v2; the agreed spec is repeated here in brief):
 
 A milestone is `required` (the default) or optional (`required: false`); see engine.ladder for
 what that changes.
+
+controls:    starter | text_speed | battle_style -> {field, [mask], values: {NAME: N}}: where the
+             start state holds a control the manifest fixes (seed 000), so the preflight can check it
+             (engine.controls). The value is (field & mask) >> (the mask's lowest set bit).
+start_fields: fields that must read the same after every trial's restore as in the preflight's probe
+             (default: the position, progress and control fields).
 """
 
 from __future__ import annotations
@@ -241,6 +247,32 @@ class MilestoneDef(_Strict):
         return lambda s: all(t(s) for t in tests)
 
 
+CONTROL_NAMES = ("starter", "text_speed", "battle_style")  # the manifest's game.<name>
+ControlName = Literal["starter", "text_speed", "battle_style"]
+
+
+class ControlDef(_Strict):
+    """Where the start state keeps a control the manifest fixes, and how its values are encoded."""
+
+    field: Name
+    mask: Annotated[int, Field(ge=1, le=0xFFFFFFFF)] | None = None  # the bits holding it (a bitfield)
+    values: Annotated[dict[Annotated[str, Field(min_length=1, max_length=64)], Value],
+                      Field(min_length=1, max_length=256)]
+    source: Text | None = None
+
+    def decode(self, raw: int) -> int:
+        if self.mask is None:
+            return raw
+        return (raw & self.mask) >> ((self.mask & -self.mask).bit_length() - 1)
+
+    def value_for(self, name: str) -> int | None:
+        """The encoding of a manifest value (names compare without case), None when unknown."""
+        return next((v for k, v in self.values.items() if k.casefold() == name.casefold()), None)
+
+    def name_of(self, value: int) -> str | None:
+        return next((k for k, v in self.values.items() if v == value), None)
+
+
 class Position(_Strict):
     map: Name
     x: Name
@@ -327,6 +359,8 @@ class GameDefinition(_Strict):
     recovery_events: Annotated[list[Name], Field(max_length=1024)] = []
     battle_field: Name | None = None  # nonzero while a battle is on: battle actions are counted apart
     long_horizon: LongHorizon | None = None  # seed 002's scorer; absent: that scorer reports null
+    controls: Annotated[dict[ControlName, ControlDef], Field(max_length=len(CONTROL_NAMES))] = {}
+    start_fields: Annotated[list[Name], Field(max_length=1024)] = []  # default: see stable_at_start
     # Fewest presses from the start state to each rung under the manifest's input timing (a solver's
     # plan, e.g. `oakwatch cartridge variant`): the yardstick of path efficiency. Absent: null.
     optimal_presses: Annotated[dict[Name, Presses], Field(max_length=256)] | None = None
@@ -340,6 +374,7 @@ class GameDefinition(_Strict):
         known = set(self.fields) | set(self.pointers)
         refs = [c.field for c in self.ready] + list(self.progress_fields) + list(self.recovery_events)
         refs += [self.battle_field] if self.battle_field else []
+        refs += [c.field for c in self.controls.values()] + list(self.start_fields)
         if self.long_horizon and self.long_horizon.level_field:
             refs.append(self.long_horizon.level_field)
         refs += [c.field for m in self.milestones for c in m.all]
@@ -355,6 +390,9 @@ class GameDefinition(_Strict):
                 raise ValueError(f"field {c.field!r} holds bytes: test it with contains or lacks")
             if not is_bytes and (c.contains is not None or c.lacks is not None):
                 raise ValueError(f"field {c.field!r} holds a number: contains and lacks apply to kind 'bytes'")
+        for name, c in self.controls.items():
+            if self.is_bytes(c.field):
+                raise ValueError(f"controls.{name}: field {c.field!r} holds bytes, a control needs a number")
         if self.position and any(self.is_bytes(f) for f in self.position.model_dump().values()):
             raise ValueError("position fields must hold numbers, not bytes")
         ids = [m.id for m in self.milestones]
@@ -450,6 +488,16 @@ class GameDefinition(_Strict):
     @property
     def total_points(self) -> int:
         return sum(m.points for m in self.milestones)
+
+    @property
+    def stable_at_start(self) -> list[str]:
+        """Fields every restore of the start state must reproduce: `start_fields`, or else the
+        position, progress and control fields."""
+        if self.start_fields:
+            return list(dict.fromkeys(self.start_fields))
+        names = list(self.position.model_dump().values()) if self.position else []
+        names += [*self.progress_fields, *(c.field for c in self.controls.values())]
+        return list(dict.fromkeys(names))
 
     @property
     def route_resets(self) -> list[str]:

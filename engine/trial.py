@@ -28,6 +28,7 @@ import numpy as np
 from engine.budgets import BudgetLimits, Budgets
 from engine.contract import AgentResponse, ContractError, parse_response
 from engine.control import RunControl, TagForAnotherTrial
+from engine.controls import start_differences
 from engine.emulator import Emulator, EmulatorError, Timing, frame_sha256
 from engine.events import (
     AnnotationAdded,
@@ -95,6 +96,9 @@ class TrialConfig:
     limits: BudgetLimits
     loop_repeats: int | None = 3
     expected_first_frame_sha256: str | None = None
+    # the hidden state the preflight probed right after the restore (the definition's stable fields):
+    # a restore that reads otherwise ends the trial as a harness error
+    expected_start: dict | None = None
     attempt: int = 1
     fps: float = GB_FPS
     memory_rules: MemoryRules = MemoryRules()  # the manifest's agent.memory
@@ -106,6 +110,10 @@ class TrialConfig:
 
 def trial_key(label: str, number: int) -> str:
     return f"{label}-{number:02d}"
+
+
+class StartStateMismatch(Exception):
+    """The start state restored to hidden state other than the preflight probed."""
 
 
 class TagRefused(ValueError):
@@ -260,6 +268,8 @@ class Trial:
             end = await self._play(t0)
         except EmulatorError as exc:
             end, error = EndRequest("emulator-error"), str(exc)
+        except StartStateMismatch as exc:
+            end, error = EndRequest("harness-error", str(exc), "start-state-mismatch"), str(exc)
         except ProviderFailure as exc:
             end, error = EndRequest("provider-failure"), str(exc)
             self._provider_failed(exc.kind if self.tally.decisions or self.policy else "startup", str(exc),
@@ -331,6 +341,9 @@ class Trial:
                 f"canonical state restored to frame {self._frame_sha[:16]}…, expected "
                 f"{cfg.expected_first_frame_sha256[:16]}…: emulator or state differs")
         self._sample = self.probe(self.emulator.read_range)
+        if cfg.expected_start and (differ := start_differences(cfg.expected_start, self._sample)):
+            raise StartStateMismatch(f"canonical state restored to other hidden state than the preflight "
+                                     f"probed: {'; '.join(differ)}")
         self.ladder = Ladder(self.game, self._sample)
         self._emit(TrialStarted(cfg.trial_key, cfg.label, cfg.trial_number, cfg.position, cfg.schedule_length,
                                 self._frame, self._frame_sha, self._frame_index,

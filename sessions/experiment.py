@@ -70,6 +70,10 @@ class Prepared:
     rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.romid)
     variants: list = field(default_factory=list)  # sessions.suites.PreparedVariant, in manifest order
     game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
+    # the preflight's probe right after restoring the start state, and each frozen control's status
+    # (engine.controls: checked, unchecked or not-set)
+    start_sample: dict = field(default_factory=dict)
+    controls: dict[str, str] = field(default_factory=dict)
 
     def variant(self, trial_number: int):
         """The suite variant a trial plays (sessions.suites), or None outside a suite."""
@@ -105,7 +109,12 @@ class Prepared:
             "python_version": platform.python_version(),
             "rom_identity": self.rom_identity.as_dict() if self.rom_identity else None,
             "game_definition_verified": self.game.verified,
+            "controls": dict(self.controls) or None,
         }
+
+    def start_fields(self) -> dict:
+        """The hidden state every restore of the start state must reproduce (the preflight's values)."""
+        return {name: self.start_sample[name] for name in self.game.stable_at_start if name in self.start_sample}
 
 
 def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[bytes, str]:
@@ -126,10 +135,11 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
     `origin`: for a manifest oakwatch built from the command line (app.model_run.Origin), where the
     user set each field (`origin.at(field)`: an option or a line of their own file) and what to call
     the manifest (`origin.name`), so no message cites the temporary copy."""
+    from engine.controls import check_controls
     from engine.script import parse_script
     from engine.text import printable
     from sessions.reader import FormatProblem, TrialReader
-    from sessions.romcheck import RomCheckError, check_rom_and_state
+    from sessions.romcheck import RomCheckError, probe_start_state
     from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
     from sessions.yamlfile import field_line
 
@@ -279,11 +289,18 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         # game's fields, all in a child process, so a cartridge or state PyBoy cannot run is
         # refused here rather than after the folder exists.
         try:
-            first_frame = check_rom_and_state(rom_path, rom, state, game, entry.first_frame_sha256,
-                                              state_path=state_path, game_path=game_path, emulator=emu.name,
-                                              first_frame_field=f"{state_field}.first_frame_sha256")
+            first_frame, start_sample = probe_start_state(
+                rom_path, rom, state, game, entry.first_frame_sha256, state_path=state_path, game_path=game_path,
+                emulator=emu.name, first_frame_field=f"{state_field}.first_frame_sha256")
         except RomCheckError as exc:
             raise PreflightError(str(exc)) from None
+        # The frozen controls (seed 000) against the state every trial starts from.
+        controls, mismatches = check_controls(
+            game, {"starter": g.starter, "text_speed": g.text_speed, "battle_style": g.battle_style}, start_sample)
+        if mismatches:
+            first_problem = mismatches[0]
+            raise PreflightError(f"{at('game.' + first_problem.control)}: {first_problem.message} "
+                                 f"(initial state {state_path})")
 
         frozen = manifest.model_copy(deep=True)
         frozen.emulator.version = installed  # the frozen manifest records the version that ran
@@ -308,15 +325,33 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         system_prompt = system_prompt_for(frozen)
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
                         scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
-                        system_prompt, rom_identity, variants=variants)
+                        system_prompt, rom_identity, variants=variants, start_sample=start_sample,
+                        controls=controls)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
 
 
+def controls_rule(manifest: Manifest) -> str:
+    """The prompt's rule stating the frozen controls (seed 000: every condition is told the same
+    starter and settings, none chooses freely); empty when the manifest fixes none."""
+    g = manifest.game
+    settings = [f"{what} {value}" for what, value in (("text speed", g.text_speed), ("battle style", g.battle_style))
+                if value is not None]
+    parts = []
+    if settings:
+        parts.append(f"The game's options are fixed for this experiment: {', '.join(settings)}; "
+                     "leave them as they are.")
+    if g.starter is not None:
+        parts.append(f"When the game offers you a first creature (the starter), choose {g.starter}.")
+    return f"- {' '.join(parts)}\n" if parts else ""
+
+
 def system_prompt_for(manifest: Manifest) -> str:
-    """The bundled system prompt with this experiment's memory rules filled in (what models are sent)."""
+    """The bundled system prompt with this experiment's memory rules and frozen controls filled in
+    (what models are sent)."""
     rules = manifest.agent.memory
     text = (ASSETS / "prompts" / "system.txt").read_text(encoding="utf-8")
+    text = text.replace("{controls}\n", controls_rule(manifest))
     for name, value in [("confirm_threshold", f"{rules.confirm_threshold:g}"),
                         ("exclusive_predicates", ", ".join(rules.exclusive_predicates) or "none"),
                         ("possession_predicates", ", ".join(rules.possession_predicates) or "none")]:

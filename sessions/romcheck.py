@@ -17,7 +17,9 @@ itself and refuses what it does not recognise, in the child).
 
 Second, in a child process, the ROM is booted with the manifest's emulator backend
 (engine.backends), the start state restored, the first frame hashed, the game definition's fields probed, and a few
-frames run. A child because PyBoy does not survive every state: empty, truncated or random
+frames run. The probe's sample right after the restore comes back with the first frame: the preflight
+checks the frozen controls in it and every trial's restore is compared with it (engine.controls).
+A child because PyBoy does not survive every state: empty, truncated or random
 bytes are refused cleanly ("No data", "Cannot load state from a newer version of PyBoy", "LCD
 was supposed to be downgraded!"), but a valid state with some bytes changed can restore and then
 loop forever inside PyBoy's tick (one such case is in the tests), and out-of-range bank numbers
@@ -73,13 +75,20 @@ def check_rom_header(rom: bytes, source: str) -> None:
 
 
 def check_rom_and_state(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition,
-                        expected_first_frame_sha256: str | None = None, *, state_path: Path | None = None,
-                        game_path: Path | None = None, frames: int = PROBE_FRAMES,
-                        timeout: float = PROBE_TIMEOUT, emulator: str = "pyboy",
-                        first_frame_field: str = "first_frame_sha256") -> str:
+                        expected_first_frame_sha256: str | None = None, **kwargs) -> str:
     """Check that the ROM boots on `emulator` (a key of engine.backends.BACKENDS), the state
     restores and runs, and the game's fields can be read; return the SHA-256 of the first frame
     after the restore. Raises RomCheckError; writes nothing."""
+    return probe_start_state(rom_path, rom, state, game, expected_first_frame_sha256, **kwargs)[0]
+
+
+def probe_start_state(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition,
+                      expected_first_frame_sha256: str | None = None, *, state_path: Path | None = None,
+                      game_path: Path | None = None, frames: int = PROBE_FRAMES,
+                      timeout: float = PROBE_TIMEOUT, emulator: str = "pyboy",
+                      first_frame_field: str = "first_frame_sha256") -> tuple[str, dict]:
+    """check_rom_and_state, returning (first frame SHA-256, the probe's sample right after the
+    restore): the hidden state every trial's restore must reproduce and the controls are read from."""
     from engine.backends import BACKENDS
 
     rom_where = f"ROM {printable(rom_path)}"
@@ -100,14 +109,15 @@ def check_rom_and_state(rom_path: Path, rom: bytes, state: bytes, game: GameDefi
         raise RomCheckError(f"{state_where} is empty")
 
     key = _cache_key(rom, state, game, frames, emulator, version)
-    first = _cached(key)
-    if first is None:
-        first = _probe(rom_path, rom, state, game, frames, timeout, rom_where, state_where, game_where, emulator)
-        _remember(key, first)
+    found = _cached(key)
+    if found is None:
+        found = _probe(rom_path, rom, state, game, frames, timeout, rom_where, state_where, game_where, emulator)
+        _remember(key, *found)
+    first, sample = found
     if expected_first_frame_sha256 is not None and first != expected_first_frame_sha256:
         raise RomCheckError(f"{state_where} restores to first frame {first}, but the manifest's "
                             f"game.{first_frame_field} is {expected_first_frame_sha256} (emulator or state differs)")
-    return first
+    return first, sample
 
 
 # A probe of the same bytes gives the same answer: remembered per user (keyed by the ROM, state,
@@ -126,28 +136,36 @@ def _cache_key(rom: bytes, state: bytes, game: GameDefinition, frames: int, emul
     return h.hexdigest()
 
 
-def _cached(key: str) -> str | None:
+def _cached(key: str) -> tuple[str, dict] | None:
+    """(first frame, sample) remembered for this key; anything else (an older cache's bare hash, a
+    damaged file) is a miss."""
     try:
-        value = (_cache_dir() / key).read_text(encoding="ascii").strip()
+        value = json.loads((_cache_dir() / key).read_text(encoding="ascii"))
     except (OSError, ValueError):
         return None
-    return value if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else None
+    if not isinstance(value, dict):
+        return None
+    first, sample = value.get("first_frame_sha256"), value.get("sample")
+    if not (isinstance(first, str) and len(first) == 64 and all(c in "0123456789abcdef" for c in first)):
+        return None
+    return (first, sample) if isinstance(sample, dict) else None
 
 
-def _remember(key: str, first: str) -> None:
+def _remember(key: str, first: str, sample: dict) -> None:
     try:
         folder = _cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(first + "\n", encoding="ascii")
+        tmp.write_text(json.dumps({"first_frame_sha256": first, "sample": sample}) + "\n", encoding="ascii")
         os.replace(tmp, folder / key)
     except OSError:
         pass  # a cache that cannot be written only costs time
 
 
 def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frames: int, timeout: float,
-           rom_where: str, state_where: str, game_where: str, emulator: str) -> str:
-    """Boot, restore and run in a child process; the first frame's SHA-256 or RomCheckError."""
+           rom_where: str, state_where: str, game_where: str, emulator: str) -> tuple[str, dict]:
+    """Boot, restore and run in a child process; the first frame's SHA-256 and the sample probed
+    right after the restore, or RomCheckError."""
     # The bytes already read and hashed go down the pipe: the file is not read again.
     header = json.dumps({"rom": os.path.abspath(os.fsdecode(rom_path)), "rom_size": len(rom),
                          "game": game.model_dump(mode="json"), "frames": frames, "emulator": emulator})
@@ -176,7 +194,10 @@ def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frame
     if not result.get("ok"):
         culprit = {"rom": rom_where, "state": state_where, "game": game_where}.get(result.get("stage"), state_where)
         raise RomCheckError(f"{culprit}: {printable(result.get('detail', 'failed'))}")
-    return str(result["first_frame_sha256"])
+    sample = result.get("sample")
+    if not isinstance(sample, dict):
+        raise RomCheckError(f"cannot check {rom_where}: the emulator probe returned no sample")
+    return str(result["first_frame_sha256"]), sample
 
 
 _DOING = {"start": "loading the ROM", "booted": "restoring the state", "restored": "reading the game's fields",
@@ -244,7 +265,7 @@ def _child() -> int:
     print("restored", file=out)
     try:
         probe = Probe(game)
-        probe(emulator.read_range)
+        sample = probe(emulator.read_range)
     except Exception as exc:
         return report(ok=False, stage="game", detail=f"its fields cannot be read ({_short(exc)})")
     print("probed", file=out)
@@ -254,7 +275,8 @@ def _child() -> int:
     except Exception as exc:
         return report(ok=False, stage="state", detail=f"the emulator fails running this state ({_short(exc)})")
     emulator.close()
-    return report(ok=True, first_frame_sha256=first)
+    plain = {k: [int(b) for b in v] if isinstance(v, list) else int(v) for k, v in sample.items()}
+    return report(ok=True, first_frame_sha256=first, sample=plain)
 
 
 def _short(exc: BaseException) -> str:

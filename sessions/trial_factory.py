@@ -120,6 +120,8 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
         # Every trial must start on the frame the manifest pins, or else the one the preflight saw.
         expected_first_frame_sha256=variant.first_frame_sha256 if (variant := prepared.variant(number)) else
         m.start_state().first_frame_sha256 or prepared.first_frame_sha256,
+        # ...and the hidden state the preflight probed (a variant's state is its own: not checked here)
+        expected_start=None if prepared.variant(number) else prepared.start_fields() or None,
         attempt=attempt,
         memory_rules=m.agent.memory.engine_rules(),
     )
