@@ -32,6 +32,7 @@ from engine.ladder import FINAL, FINAL_SKIPPED, deciding, deepest, final_ending,
 from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
 from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
 from engine.tally import TraceTally
+from engine.trial import decision_latency
 from sessions import layout, roots
 from sessions.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
@@ -646,6 +647,7 @@ def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: R
     """`cap`: the manifest's agent.max_reply_bytes when the line is longer than it (a shorter line
     cannot hold a reply over it)."""
     attempts = r.attempts
+    _check_latency(attempts, t, where, report)
     if (r.decision_id == n and len(attempts) == t.attempts == 1 and not t.invalid_output and not t.aborted
             and attempts[0].valid and t.paid_calls == (attempts[0].usage is not None) and cap is None):
         return  # the common case: one valid answer
@@ -665,6 +667,20 @@ def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: R
         report.add(f"{where}: paid_calls in the trace disagrees with the attempts")
     if t.parsed_actions and not (r.attempts and r.attempts[-1].valid):
         report.add(f"{where}: actions were parsed, but no attempt was valid")
+
+
+def _check_latency(attempts: list[Attempt], t: TraceLine, where: str, report: Report) -> None:
+    """The trace's latencies are the attempts': latency_ms the accepted one's, latency_total_ms
+    their sum (a line from before latency_total_ms held the sum in latency_ms)."""
+    want = decision_latency(attempts)
+    if "latency_total_ms" not in t.model_fields_set:
+        if t.latency_ms != want["latency_total_ms"]:
+            report.add(f"{where}: latency_ms {t.latency_ms} in the trace, the attempts sum to "
+                       f"{want['latency_total_ms']}")
+        return
+    for name, value in want.items():
+        if getattr(t, name) != value:
+            report.add(f"{where}: {name} {getattr(t, name)} in the trace, the attempts give {value}")
 
 
 def _stored_problems(a: Attempt, cap: int | None) -> list[str]:

@@ -263,3 +263,41 @@ def test_a_new_provider_is_one_catalog_entry(tmp_path, server, monkeypatch):
     again.mkdir()
     with pytest.raises(PreflightError, match="one of: anthropic, openai, openai-compatible"):
         run(again, condition)
+
+
+def _retamper(trial: Path, name: str, change) -> None:
+    """Edit one stream's first line in place (its chain and sums break too; the test looks for its own line)."""
+    path = trial / name
+    lines = path.read_text().splitlines(keepends=True)
+    data = json.loads(lines[0])
+    change(data)
+    lines[0] = json.dumps(data) + "\n"
+    path.write_text("".join(lines))
+
+
+def test_a_retried_decision_carries_the_accepted_latency_and_the_total(tmp_path, server, monkeypatch):
+    """Issue 19.5 and 22.1: a timed-out call, then a 429, then an answer. The trace names the
+    accepted attempt's latency and, apart, the total over all three; each failed attempt records
+    how long it took (a timeout: at least the timeout), and verify holds the trace to them."""
+    monkeypatch.setenv("OAKWATCH_TEST_KEY", KEY)
+    server.script(sleep(5), status(429, retry_after="0.01"), ok(answer(["A"])))
+    condition = model_condition(server, "openai", model="gpt-5.4")
+    condition["request"]["timeout_seconds"] = 0.5
+    out, _, (r,) = run(tmp_path, condition, budgets={"accepted_actions": 1, "model_decisions": None})
+    trial = find_trial(out, r.trial_key)
+    attempts = read_jsonl(trial / "responses.jsonl")[0]["attempts"]
+    assert [a["failure"] for a in attempts] == ["timeout", "rate-limit", None]
+    timed_out, limited, accepted = (a["latency_ms"] for a in attempts)
+    assert timed_out >= 500 and limited > 0 and accepted > 0  # a failed call took its time, never null
+    trace = read_jsonl(trial / "trace.jsonl")[0]
+    assert trace["latency_ms"] == accepted
+    assert trace["latency_total_ms"] == round(timed_out + limited + accepted, 3)
+    assert r.telemetry.model_latency_ms == trace["latency_total_ms"]  # every call is in the latency total
+    assert verify_experiment(out) == []
+    _retamper(trial, "trace.jsonl", lambda t: t.update(latency_ms=trace["latency_total_ms"]))
+    _retamper(trial, "responses.jsonl", lambda line: line["attempts"][0].update(latency_ms=1.0))
+    problems = [p for p in verify_experiment(out) if "latency" in p]
+    assert any(f"latency_ms {trace['latency_total_ms']} in the trace, the attempts give {accepted}" in p
+               for p in problems), problems
+    assert any(f"latency_total_ms {trace['latency_total_ms']} in the trace, the attempts give "
+               f"{round(1.0 + limited + accepted, 3)}" in p for p in problems), problems
