@@ -194,6 +194,9 @@ class Trial:
         self._started_utc: str | None = None
         self._closed = False
         self.provider_failure: ProviderFailureRecord | None = None  # provider-failure.json, when it failed
+        # The first decision's prompt core (system prompt, schema, the canonical first screen): what
+        # every model condition must have been sent alike; None for a policy that sends no prompt.
+        self._first_prompt_core: str | None = None
 
     # -- event plumbing -------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -545,6 +548,8 @@ class Trial:
         response = build(ResponseLine, decision_id=d.id, attempts=d.attempts)
         with self._emit_lock:
             self._emit(DecisionRecorded(trace, response, tuple(d.inputs), self._frame))
+            if not self.tally.decisions:
+                self._first_prompt_core = trace.prompt_core_sha256
             self.tally.add(trace)  # committed: the recorder returned without failing
         c = self.counts
         c.rejected_actions += d.rejected_actions
@@ -626,7 +631,8 @@ class Trial:
             total_points=self.game.total_points, telemetry=telemetry,
             derived=derived,
             provenance={"emulator": {"name": getattr(self.emulator, "name", None),
-                                     "version": getattr(self.emulator, "version", None)}, **self.provenance},
+                                     "version": getattr(self.emulator, "version", None)}, **self.provenance,
+                        "prompt_core_sha256": self._first_prompt_core},
             chain=None)
 
 

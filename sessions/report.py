@@ -171,6 +171,22 @@ def checklist(root: Path, rows: list[dict], audit_problems: list[str], recon: di
     item("The first captured frame is identical in every valid trial.", "pass" if ok else "fail",
          f"{len(firsts)} valid trials, {len(distinct)} distinct first frame(s){per_variant}")
 
+    cores: dict[object, dict[str, str]] = {}  # variant -> trial -> the first decision's prompt core
+    for r in valid:
+        try:
+            prov = json.loads((root / r["folder"] / layout.RESULT).read_text()).get("provenance") or {}
+        except (OSError, ValueError):
+            prov = {}
+        if prov.get("model") is not None and prov.get("prompt_core_sha256") is not None:
+            cores.setdefault(r.get("variant_index"), {})[r["trial_key"]] = prov["prompt_core_sha256"]
+    odd = [f"{key} ({core[:12]}…)" for group in cores.values() for key, core in group.items()
+           if core != next(iter(group.values()))]
+    item("Model conditions were sent the same system prompt, response schema and first screen.",
+         "not applicable" if not cores else "pass" if not odd else "fail",
+         "no valid model trial" if not cores else
+         f"{sum(map(len, cores.values()))} valid model trials, one prompt_core_sha256{per_variant}" if not odd else
+         f"prompt_core_sha256 differs from the first trial's in: {', '.join(odd[:5])}")
+
     leaks = []
     for r in rows:
         written: set[str] = set()

@@ -106,6 +106,7 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
         checked = verify_trial(trial, ctx, report, rel=layout.trial_dir(trial.name), deep=deep)
         if checked is not None:
             results[trial.name] = checked
+    _check_prompt_cores(ctx, results, report)
     voids = _check_voids(ctx, report, deep)
     for rel, digest in ctx.deferred.items():  # a stream no trial check read to its end is hashed now
         if (ctx.streamed.get(rel) or file_sha256(folder / rel)) != digest:
@@ -113,6 +114,25 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
     _check_sealed(ctx, report, events, results, voids)
     _check_summary(ctx, report, events, results, voids)
     return report
+
+
+def _check_prompt_cores(ctx: Context, results: dict[str, tuple[TrialResult, str]], report: Report) -> None:
+    """Every model trial (of one suite variant) was first sent the same system prompt, response
+    schema and screen: one prompt_core_sha256 across conditions (seed 000: an identical harness)."""
+    groups: dict[object, dict[str, str]] = {}
+    for key, (r, _sha) in sorted(results.items()):
+        core = r.provenance.get("prompt_core_sha256")
+        if core is None or r.provenance.get("model") is None:
+            continue  # sends no prompt, never asked one, or recovered (its provenance died with it)
+        group = r.provenance.get("variant_index")
+        groups.setdefault(group, {})[key] = core
+    for cores in groups.values():
+        first_key, first = next(iter(cores.items()))
+        for key, core in cores.items():
+            if core != first:
+                report.add(f"{layout.trial_dir(key)}/{layout.RESULT}: provenance.prompt_core_sha256 {core[:16]}… "
+                           f"differs from {first_key}'s {first[:16]}…: the model conditions were not sent the "
+                           f"same system prompt, response schema and first screen")
 
 
 # -- the folder as files -----------------------------------------------------------------------
@@ -548,6 +568,10 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
         head = sha(line).hexdigest()
         if t.decision_id != n:
             add(f"{rel}/{layout.TRACE}:{n}: decision_id {t.decision_id}, expected {n}")
+        if n == 1 and result is not None and "prompt_core_sha256" in result.provenance \
+                and result.provenance["prompt_core_sha256"] != t.prompt_core_sha256:
+            add(f"{rel}/{layout.RESULT}: provenance.prompt_core_sha256 is not the first decision's "
+                f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
         seen = first_frame
         if prev is not None:
             seen = prev.result_frame_sha256

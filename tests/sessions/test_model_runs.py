@@ -55,8 +55,9 @@ def model_condition(server, provider: str, **extra) -> dict:
     return condition
 
 
-def run(tmp_path: Path, condition: dict, **sections):
-    manifest = write_manifest(tmp_path, conditions=[condition], **sections)
+def run(tmp_path: Path, condition: dict | list[dict], **sections):
+    manifest = write_manifest(tmp_path, conditions=condition if isinstance(condition, list) else [condition],
+                              **sections)
     out = tmp_path / "out"
     prepared = prepare(manifest, out)
     runner = ExperimentRunner(prepared, create_folder(prepared, out))
@@ -301,3 +302,43 @@ def test_a_retried_decision_carries_the_accepted_latency_and_the_total(tmp_path,
                for p in problems), problems
     assert any(f"latency_total_ms {trace['latency_total_ms']} in the trace, the attempts give "
                f"{round(1.0 + limited + accepted, 3)}" in p for p in problems), problems
+
+
+def test_every_result_names_its_prompt_core_and_verify_and_the_report_hold_it_alike(tmp_path, server):
+    """Issue 22.1: two model conditions and a scripted one. Each model trial's trace and result
+    carry prompt_core_sha256 (the scripted one's is null: it sends no prompt); one that differs
+    across the model conditions is a verify problem and a failed checklist row."""
+    from sessions.report import build_report
+
+    server.script(*[ok(answer(WALK[:4])) for _ in range(2)])
+    scripted = yaml.safe_load(DEFAULT_MANIFEST.read_text())["conditions"][0]
+    models = [model_condition(server, "openai-compatible", model=m) | {"id": m} for m in ("one", "two")]
+    out, _, results = run(tmp_path, [*models, scripted],
+                          budgets={"accepted_actions": 4, "model_decisions": None, "wall_time_minutes": None})
+    by_policy = {("model" if "model" in r.provenance else "scripted") + r.trial_key: r for r in results}
+    model_results = [r for k, r in by_policy.items() if k.startswith("model")]
+    (scripted_result,) = [r for k, r in by_policy.items() if k.startswith("scripted")]
+    assert len(model_results) == 2 and scripted_result.provenance["prompt_core_sha256"] is None
+    cores = set()
+    for r in model_results:
+        trace = read_jsonl(out / "trials" / r.trial_key / "trace.jsonl")
+        assert all(line["prompt_core_sha256"] for line in trace)
+        assert r.provenance["prompt_core_sha256"] == trace[0]["prompt_core_sha256"]
+        cores.add(r.provenance["prompt_core_sha256"])
+    assert len(cores) == 1 and verify_experiment(out) == []
+    row = "Model conditions were sent the same system prompt, response schema and first screen."
+    checks = {c["check"]: c["status"] for c in build_report(out, tmp_path / "report")["checklist"]}
+    assert checks[row] == "pass"
+
+    odd = model_results[1].trial_key
+    path = out / "trials" / odd / "result.json"
+    data = json.loads(path.read_text())
+    data["provenance"]["prompt_core_sha256"] = "0" * 64
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    problems = verify_experiment(out)
+    assert any(p.startswith(f"trials/{odd}/result.json: provenance.prompt_core_sha256 0000") and "differs from" in p
+               for p in problems), problems
+    assert any(p.startswith(f"trials/{odd}/result.json: provenance.prompt_core_sha256 is not the first decision's")
+               for p in problems), problems
+    checks = {c["check"]: c["status"] for c in build_report(out, tmp_path / "report2")["checklist"]}
+    assert checks[row] == "fail"
