@@ -19,6 +19,7 @@ from engine.gamedef import GameDefinition
 from engine.script import ScriptError
 from sessions.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 from sessions.gamedefs import GameDefinitionError, load_game_definition
+from sessions.implementation import implementation
 from sessions.manifest import Condition, Manifest, ManifestError, load_manifest
 from sessions.notes import NotesError, load_notes
 from sessions.romid import RomIdentity, RomIdentityError, identify
@@ -102,6 +103,7 @@ class Prepared:
             "game_definition_sha256": self.game_sha256 or hashlib.sha256(self.game_path.read_bytes()).hexdigest(),
             "emulator_config_sha256": m.emulator.config_sha256,
             "oakwatch_version": dist_version("oakwatch"),
+            "implementation": dict(implementation()),  # version, and git commit and dirty flag from a checkout
             "python_version": platform.python_version(),
             "rom_identity": self.rom_identity.as_dict() if self.rom_identity else None,
             "game_definition_verified": self.game.verified,
