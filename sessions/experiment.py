@@ -71,6 +71,8 @@ class Prepared:
     rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.romid)
     variants: list = field(default_factory=list)  # sessions.suites.PreparedVariant, in manifest order
     game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
+    # The bytes of every price schedule a condition names, by their place in the folder (pricing/<sha256>.yaml)
+    price_schedules: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def variant(self, trial_number: int):
         """The suite variant a trial plays (sessions.suites), or None outside a suite."""
@@ -232,6 +234,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         recordings: dict[str, list[list[str]]] = {}
         keys: dict[str, str | None] = {}
         prices: dict[str, object] = {}
+        schedules: dict[str, bytes] = {}
         for i, c in enumerate(manifest.conditions):
             if c.policy == "scripted":
                 script_path = where(f"conditions.{i}.script", c.script)
@@ -258,7 +261,8 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             elif c.policy == "human" and not allow_human:
                 raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
             elif c.policy == "model":
-                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at, built=origin is not None)
+                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at, built=origin is not None,
+                                                         schedules=schedules)
 
         variants = []
         if manifest.variants:
@@ -310,7 +314,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         system_prompt = system_prompt_for(frozen)
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
                         scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
-                        system_prompt, rom_identity, variants=variants)
+                        system_prompt, rom_identity, variants=variants, price_schedules=schedules)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
 
@@ -326,13 +330,14 @@ def system_prompt_for(manifest: Manifest) -> str:
     return text
 
 
-def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built: bool = False
-                  ) -> tuple[str | None, object]:
-    """A model condition's API key (from the environment) and price, checked before anything runs.
+def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built: bool = False,
+                  schedules: dict[str, bytes] | None = None) -> tuple[str | None, object]:
+    """A model condition's API key (from the environment) and price, checked before anything runs;
+    the price schedule's bytes go into `schedules`, by their place in the folder.
     `built`: the condition came from `run --provider/--model` (named by its options, not its id)."""
     import os
 
-    from sessions.pricing import PricingError, load_prices
+    from sessions.pricing import PricingError, copy_path, read_prices
 
     who = at(f"conditions.{i}.provider") if built else f"condition {c.id}"
     key = None
@@ -344,9 +349,11 @@ def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built:
     price = None
     if c.pricing is not None:
         try:
-            _, table = load_prices(where(f"conditions.{i}.pricing.file", c.pricing.file), c.pricing.sha256)
+            _, table, data = read_prices(where(f"conditions.{i}.pricing.file", c.pricing.file), c.pricing.sha256)
         except PricingError as exc:
             raise PreflightError(f"{who}: {exc}") from None
+        if schedules is not None:
+            schedules[copy_path(c.pricing.sha256)] = data
         price = table.get(c.model)
     if manifest.budgets.total_cost_usd is not None and price is None:
         fix = ("the bundled price schedule has none: drop the cost budget, or write the model into a condition "

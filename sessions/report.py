@@ -864,7 +864,7 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
     for name in names:
         if (root / name).is_file():
             put(name if name != layout.SUMS else "evidence-SHA256SUMS", (root / name).read_bytes())
-    for sub in ("prompts", "schemas", "scoring") + (() if blinded else ("conditions", layout.UNBLINDED)):
+    for sub in ("prompts", "schemas", "scoring", "pricing") + (() if blinded else ("conditions", layout.UNBLINDED)):
         for p in sorted((root / sub).rglob("*")) if (root / sub).is_dir() else []:
             if p.is_file():
                 rel = p.relative_to(root).as_posix()
@@ -911,7 +911,8 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
         "Written by `oakwatch export`. Audit the comparison without trusting its summary:", "",
         "- `manifest.redacted.yaml`: the frozen manifest, local paths redacted; the ROM and start-state SHA-256 "
         "identify the bytes without containing any of them.",
-        "- `prompts/`, `schemas/` (trace and record schemas), `scoring/` (milestone rubric, memory-error rubric).",
+        "- `prompts/`, `schemas/` (trace and record schemas), `scoring/` (milestone rubric, memory-error rubric), "
+        "`pricing/<sha256>.yaml` (each price schedule a condition names, the bytes its derived costs came from).",
         "- `trials/<key>/`: trial.json, result.json, trace.jsonl, inputs.jsonl, memory.jsonl, annotations.jsonl"
         + (", responses.jsonl (raw provider payloads) and frames/frames.pack" if include_raw else
            " (no frames, no raw provider payloads: `--include-raw` adds them)") + ".",

@@ -282,9 +282,10 @@ def _check_header(ctx: Context, report: Report) -> None:
             report.add(f"{rel} is missing (the schedule froze it)")
         elif file_sha256(path) != digest:
             report.add(f"{rel}: differs from the file the schedule froze before the first trial")
-    frozen_kinds = ("prompts/", "scoring/", "conditions/", "schemas/")
+    frozen_kinds = ("prompts/", "scoring/", "conditions/", "schemas/", "pricing/")
     for rel in sorted(r for r in ctx.sums if r.startswith(frozen_kinds) and r not in s.frozen_files):
         report.add(f"{rel}: not among the files the schedule froze")
+    _check_price_copies(root, manifest, report)
     if s.block_size != len(manifest.conditions):
         report.add(f"{layout.SCHEDULE}: block_size {s.block_size} but the manifest has "
                    f"{len(manifest.conditions)} conditions")
@@ -324,6 +325,28 @@ def _check_header(ctx: Context, report: Report) -> None:
         ctx.game = load_game_definition(resolve(manifest.game.definition, root))
     except (GameDefinitionError, OSError, ValueError):
         ctx.game = None  # milestone-specific checks are skipped; everything else still runs
+
+
+def _check_price_copies(root: Path, manifest, report: Report) -> None:
+    """Each price schedule a condition names is kept, byte for byte, as pricing/<its sha256>.yaml
+    (so a derived cost can be rebuilt from the folder alone), and nothing else is kept there."""
+    from sessions.pricing import copy_path
+
+    named: dict[str, str] = {}
+    for i, c in enumerate(manifest.conditions):
+        if c.pricing is not None:
+            named.setdefault(copy_path(c.pricing.sha256), f"conditions.{i}.pricing")
+    for rel, field_name in named.items():
+        path = root / rel
+        if not path.is_file():
+            report.add(f"{rel} is missing: the price schedule the manifest's {field_name} names is not kept")
+        elif file_sha256(path) != rel.removeprefix("pricing/").removesuffix(".yaml"):
+            report.add(f"{rel}: its SHA-256 differs from the one the manifest's {field_name} names")
+    folder = root / "pricing"
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        rel = f"pricing/{path.name}"
+        if rel not in named and layout.classify_path(rel) == "evidence":
+            report.add(f"{rel}: a price schedule no condition of the manifest names")
 
 
 # -- the run log --------------------------------------------------------------------------------

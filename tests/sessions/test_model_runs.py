@@ -342,3 +342,27 @@ def test_every_result_names_its_prompt_core_and_verify_and_the_report_hold_it_al
                for p in problems), problems
     checks = {c["check"]: c["status"] for c in build_report(out, tmp_path / "report2")["checklist"]}
     assert checks[row] == "fail"
+
+
+def test_the_price_schedule_is_kept_in_the_folder_and_the_export(tmp_path, server, monkeypatch):
+    """Issue 22.1: the bytes a derived cost came from are evidence: pricing/<sha256>.yaml, in the sums
+    and the export; verify holds the copy to the manifest's SHA-256."""
+    from sessions.report import write_package
+
+    monkeypatch.setenv("OAKWATCH_TEST_KEY", KEY)
+    server.script(ok(answer(["A"])))
+    out, _, (r,) = run(tmp_path, model_condition(server, "anthropic"),
+                       budgets={"accepted_actions": 1, "model_decisions": None})
+    assert r.telemetry.cost_source == ["derived"]
+    rel = f"pricing/{PRICING['sha256']}.yaml"
+    assert (out / rel).read_bytes() == PRICES.read_bytes()
+    assert f"{PRICING['sha256']}  {rel}" in (out / "SHA256SUMS").read_text()
+    assert verify_experiment(out) == []
+    package = tmp_path / "package"
+    write_package(out, package)
+    assert (package / rel).read_bytes() == PRICES.read_bytes()
+    (out / rel).write_bytes(PRICES.read_bytes() + b"# cheaper\n")
+    assert f"{rel}: its SHA-256 differs from the one the manifest's conditions.0.pricing names" in \
+        verify_experiment(out)
+    (out / rel).unlink()
+    assert any(p.startswith(f"{rel} is missing: the price schedule") for p in verify_experiment(out))
