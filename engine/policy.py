@@ -26,6 +26,7 @@ class ProviderFailure(RuntimeError):
     retry_after: float | None = None
     status: int | None = None
     billed: bool | None = None  # False: nothing was charged; None: unknown
+    latency_ms: float | None = None  # time from sending until it failed (a timeout: until the timeout)
 
 
 class PolicyExhausted(RuntimeError):

@@ -171,7 +171,10 @@ class TraceLine(Record):
     cached_tokens: int | None
     provider_cost_usd: float | None
     cost_source: list[str] | None
-    latency_ms: float | None
+    latency_ms: float | None  # the accepted attempt's call; null when no response was accepted
+    # Every attempt's call summed (retries, failed and timed-out calls included); null when one is
+    # unmeasured. Absent from trace lines written before it existed, whose latency_ms was this sum.
+    latency_total_ms: float | None = None
     raw_response_path: str | None = None  # set by the recorder
     attempts: int
     paid_calls: int  # attempts that were paid model calls (0: tokens and cost are none, not unknown)

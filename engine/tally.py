@@ -19,6 +19,11 @@ def _add(total: float | None, value: float | None) -> float | None:
     return None if total is None or value is None else total + value
 
 
+def total_latency(t: TraceLine) -> float | None:
+    """A decision's latency over all its attempts (a line older than latency_total_ms held it in latency_ms)."""
+    return t.latency_total_ms if "latency_total_ms" in t.model_fields_set else t.latency_ms
+
+
 @dataclass
 class TraceTally:
     decisions: int = 0
@@ -51,7 +56,7 @@ class TraceTally:
             self.output_tokens = _add(self.output_tokens, t.output_tokens)
             self.cached_tokens = _add(self.cached_tokens, t.cached_tokens)
             self.cost_usd = _add(self.cost_usd, t.provider_cost_usd)
-            self.model_latency_ms = _add(self.model_latency_ms, t.latency_ms)
+            self.model_latency_ms = _add(self.model_latency_ms, total_latency(t))
         if t.cost_source:
             self.cost_sources.update(t.cost_source)
         self.last = t

@@ -204,6 +204,9 @@ class Trial:
         self._policy_seconds = 0.0  # time inside policy calls, less the holds within them (limiter waits)
         self._closed = False
         self.provider_failure: ProviderFailureRecord | None = None  # provider-failure.json, when it failed
+        # The first decision's prompt core (system prompt, schema, the canonical first screen): what
+        # every model condition must have been sent alike; None for a policy that sends no prompt.
+        self._first_prompt_core: str | None = None
 
     # -- event plumbing -------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -462,7 +465,7 @@ class Trial:
             usage = Usage() if self.policy.paid else None
         kind = "" if exc.kind == ProviderFailure.kind else f" ({exc.kind})"
         return build(Attempt, raw=None, valid=False, error=f"provider failure{kind}: {exc}", aborted=False,
-                     model_id=self.policy.model_id, response_id=None, latency_ms=None, usage=usage,
+                     model_id=self.policy.model_id, response_id=None, latency_ms=exc.latency_ms, usage=usage,
                      failure=exc.kind)
 
     async def _call(self, obs: Observation) -> PolicyReply:
@@ -572,6 +575,8 @@ class Trial:
         response = build(ResponseLine, decision_id=d.id, attempts=d.attempts)
         with self._emit_lock:
             self._emit(DecisionRecorded(trace, response, tuple(d.inputs), self._frame))
+            if not self.tally.decisions:
+                self._first_prompt_core = trace.prompt_core_sha256
             self.tally.add(trace)  # committed: the recorder returned without failing
         c = self.counts
         c.rejected_actions += d.rejected_actions
@@ -587,7 +592,6 @@ class Trial:
         attempts = d.attempts
         paid = [a for a in attempts if a.usage is not None]
         usage = _usage_totals(paid)
-        latencies = [a.latency_ms for a in attempts]
         last = d.replies[-1] if d.replies else None
         response = d.response
         return build(
@@ -596,7 +600,8 @@ class Trial:
             decision_id=d.id, timestamp_utc=utc_now(), frame_sha256=d.seen_frame_sha256,
             prompt_sha256=last.prompt_sha256 if last else None,
             model_id=attempts[-1].model_id, response_id=attempts[-1].response_id, **usage,
-            latency_ms=None if None in latencies else round(sum(latencies), 3),
+            **decision_latency(attempts),
+            prompt_core_sha256=last.prompt_core_sha256 if last else None,
             raw_response_path=None, attempts=len(attempts), paid_calls=len(paid), aborted=d.aborted,
             parsed_actions=list(response.actions) if response else [], accepted_actions=len(d.inputs),
             invalid_output=any(not a.valid for a in attempts),
@@ -655,7 +660,8 @@ class Trial:
             total_points=self.game.total_points, telemetry=telemetry,
             derived=derived,
             provenance={"emulator": {"name": getattr(self.emulator, "name", None),
-                                     "version": getattr(self.emulator, "version", None)}, **self.provenance},
+                                     "version": getattr(self.emulator, "version", None)}, **self.provenance,
+                        "prompt_core_sha256": self._first_prompt_core},
             chain=None)
 
 
@@ -676,6 +682,16 @@ def _usage_totals(paid: list[Attempt]) -> dict:
     return {"input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
             "cached_tokens": total("cached_tokens"), "provider_cost_usd": total("cost_usd"),
             "cost_source": sources or None}
+
+
+def decision_latency(attempts: list[Attempt]) -> dict[str, float | None]:
+    """The trace's two latencies: the accepted attempt's (null when no response was accepted), and
+    the total over every attempt, retries and failed calls included (null when any is unmeasured).
+    verify recomputes both from responses.jsonl with this function."""
+    accepted = attempts[-1].latency_ms if attempts and attempts[-1].valid else None
+    latencies = [a.latency_ms for a in attempts]
+    total = None if not latencies or None in latencies else round(sum(latencies), 3)
+    return {"latency_ms": accepted, "latency_total_ms": total}
 
 
 def derived_figures(cost: float | None, milestones: int, points: int, actions: int,

@@ -19,6 +19,7 @@ from engine.gamedef import GameDefinition
 from engine.script import ScriptError
 from sessions.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 from sessions.gamedefs import GameDefinitionError, load_game_definition
+from sessions.implementation import implementation
 from sessions.manifest import Condition, Manifest, ManifestError, load_manifest
 from sessions.notes import NotesError, load_notes
 from sessions.romid import RomIdentity, RomIdentityError, identify
@@ -74,6 +75,8 @@ class Prepared:
     # (engine.controls: checked, unchecked or not-set)
     start_sample: dict = field(default_factory=dict)
     controls: dict[str, str] = field(default_factory=dict)
+    # The bytes of every price schedule a condition names, by their place in the folder (pricing/<sha256>.yaml)
+    price_schedules: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def variant(self, trial_number: int):
         """The suite variant a trial plays (sessions.suites), or None outside a suite."""
@@ -106,6 +109,7 @@ class Prepared:
             "game_definition_sha256": self.game_sha256 or hashlib.sha256(self.game_path.read_bytes()).hexdigest(),
             "emulator_config_sha256": m.emulator.config_sha256,
             "oakwatch_version": dist_version("oakwatch"),
+            "implementation": dict(implementation()),  # version, and git commit and dirty flag from a checkout
             "python_version": platform.python_version(),
             "rom_identity": self.rom_identity.as_dict() if self.rom_identity else None,
             "game_definition_verified": self.game.verified,
@@ -240,6 +244,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         recordings: dict[str, list[list[str]]] = {}
         keys: dict[str, str | None] = {}
         prices: dict[str, object] = {}
+        schedules: dict[str, bytes] = {}
         for i, c in enumerate(manifest.conditions):
             if c.policy == "scripted":
                 script_path = where(f"conditions.{i}.script", c.script)
@@ -266,7 +271,8 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             elif c.policy == "human" and not allow_human:
                 raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
             elif c.policy == "model":
-                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at, built=origin is not None)
+                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at, built=origin is not None,
+                                                         schedules=schedules)
 
         variants = []
         if manifest.variants:
@@ -326,7 +332,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
                         scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
                         system_prompt, rom_identity, variants=variants, start_sample=start_sample,
-                        controls=controls)
+                        controls=controls, price_schedules=schedules)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
 
@@ -359,13 +365,14 @@ def system_prompt_for(manifest: Manifest) -> str:
     return text
 
 
-def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built: bool = False
-                  ) -> tuple[str | None, object]:
-    """A model condition's API key (from the environment) and price, checked before anything runs.
+def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built: bool = False,
+                  schedules: dict[str, bytes] | None = None) -> tuple[str | None, object]:
+    """A model condition's API key (from the environment) and price, checked before anything runs;
+    the price schedule's bytes go into `schedules`, by their place in the folder.
     `built`: the condition came from `run --provider/--model` (named by its options, not its id)."""
     import os
 
-    from sessions.pricing import PricingError, load_prices
+    from sessions.pricing import PricingError, copy_path, read_prices
 
     who = at(f"conditions.{i}.provider") if built else f"condition {c.id}"
     key = None
@@ -377,9 +384,11 @@ def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built:
     price = None
     if c.pricing is not None:
         try:
-            _, table = load_prices(where(f"conditions.{i}.pricing.file", c.pricing.file), c.pricing.sha256)
+            _, table, data = read_prices(where(f"conditions.{i}.pricing.file", c.pricing.file), c.pricing.sha256)
         except PricingError as exc:
             raise PreflightError(f"{who}: {exc}") from None
+        if schedules is not None:
+            schedules[copy_path(c.pricing.sha256)] = data
         price = table.get(c.model)
     if manifest.budgets.total_cost_usd is not None and price is None:
         fix = ("the bundled price schedule has none: drop the cost budget, or write the model into a condition "

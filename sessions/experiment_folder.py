@@ -68,6 +68,7 @@ def header_files(prepared) -> dict[str, bytes]:
     files["scoring/memory-error-rubric.yaml"] = (ASSETS / "prompts" / "memory-error-rubric.yaml").read_bytes()
     for name, data in published_schemas().items():
         files[f"schemas/{name}"] = data
+    files.update(prepared.price_schedules)  # derived cost can be rebuilt from the folder alone
     # The unblinding key sits apart from conditions/ and trials/, which annotators work from.
     blinding = BlindingFile(nonce=secrets.token_hex(16),
                             labels={lab: cid for cid, lab in sorted(prepared.labels.items(), key=lambda x: x[1])})

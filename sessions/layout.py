@@ -1,7 +1,7 @@
 """The evidence folder's layout: every name in it, and what may appear where.
 
     <experiment>/
-      manifest.yaml  prompts/  schemas/  conditions/<label>.yaml  scoring/
+      manifest.yaml  prompts/  schemas/  conditions/<label>.yaml  scoring/  pricing/<sha256>.yaml
       blinding.json  schedule.json  run.jsonl  summary.json  SHA256SUMS
       trials/<label>-<NN>/    trial.json trace.jsonl responses.jsonl inputs.jsonl memory.jsonl
                               annotations.jsonl frames/frames.pack result.json
@@ -61,6 +61,7 @@ EVIDENCE_PATTERNS = [re.compile(p) for p in (
     r"schemas/[a-z-]+\.schema\.json",
     rf"conditions/{_LABEL}\.yaml",
     r"scoring/(?:milestones|memory-error-rubric)\.yaml",
+    r"pricing/[0-9a-f]{64}\.yaml",  # the price schedules conditions name, by their SHA-256
     rf"trials/{TRIAL_KEY}/{_TRIAL_FILE}",
     r"void-\d+/void\.json",
     rf"void-\d+/{TRIAL_KEY}/{_TRIAL_FILE}",

@@ -37,7 +37,19 @@ class PricingError(ValueError):
     pass
 
 
+def copy_path(sha256: str) -> str:
+    """Where the evidence folder (and the export) keeps the bytes of the schedule with this SHA-256:
+    named by its hash, so two conditions naming one schedule share a copy and none can collide."""
+    return f"pricing/{sha256}.yaml"
+
+
 def load_prices(path: Path, expected_sha256: str) -> tuple[PriceSchedule, dict[str, Price]]:
+    schedule, table, _data = read_prices(path, expected_sha256)
+    return schedule, table
+
+
+def read_prices(path: Path, expected_sha256: str) -> tuple[PriceSchedule, dict[str, Price], bytes]:
+    """The schedule, its prices by model, and its bytes exactly as hashed (kept in the evidence)."""
     from engine.text import decode_utf8
     from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
 
@@ -54,4 +66,4 @@ def load_prices(path: Path, expected_sha256: str) -> tuple[PriceSchedule, dict[s
                                     "a price schedule")
     except ValueError as exc:
         raise PricingError(str(exc)) from None
-    return schedule, {model: Price(**p.model_dump()) for model, p in schedule.models.items()}
+    return schedule, {model: Price(**p.model_dump()) for model, p in schedule.models.items()}, data

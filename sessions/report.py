@@ -171,6 +171,22 @@ def checklist(root: Path, rows: list[dict], audit_problems: list[str], recon: di
     item("The first captured frame is identical in every valid trial.", "pass" if ok else "fail",
          f"{len(firsts)} valid trials, {len(distinct)} distinct first frame(s){per_variant}")
 
+    cores: dict[object, dict[str, str]] = {}  # variant -> trial -> the first decision's prompt core
+    for r in valid:
+        try:
+            prov = json.loads((root / r["folder"] / layout.RESULT).read_text()).get("provenance") or {}
+        except (OSError, ValueError):
+            prov = {}
+        if prov.get("model") is not None and prov.get("prompt_core_sha256") is not None:
+            cores.setdefault(r.get("variant_index"), {})[r["trial_key"]] = prov["prompt_core_sha256"]
+    odd = [f"{key} ({core[:12]}…)" for group in cores.values() for key, core in group.items()
+           if core != next(iter(group.values()))]
+    item("Model conditions were sent the same system prompt, response schema and first screen.",
+         "not applicable" if not cores else "pass" if not odd else "fail",
+         "no valid model trial" if not cores else
+         f"{sum(map(len, cores.values()))} valid model trials, one prompt_core_sha256{per_variant}" if not odd else
+         f"prompt_core_sha256 differs from the first trial's in: {', '.join(odd[:5])}")
+
     leaks = []
     for r in rows:
         written: set[str] = set()
@@ -851,7 +867,7 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
     for name in names:
         if (root / name).is_file():
             put(name if name != layout.SUMS else "evidence-SHA256SUMS", (root / name).read_bytes())
-    for sub in ("prompts", "schemas", "scoring") + (() if blinded else ("conditions", layout.UNBLINDED)):
+    for sub in ("prompts", "schemas", "scoring", "pricing") + (() if blinded else ("conditions", layout.UNBLINDED)):
         for p in sorted((root / sub).rglob("*")) if (root / sub).is_dir() else []:
             if p.is_file():
                 rel = p.relative_to(root).as_posix()
@@ -898,7 +914,8 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
         "Written by `oakwatch export`. Audit the comparison without trusting its summary:", "",
         "- `manifest.redacted.yaml`: the frozen manifest, local paths redacted; the ROM and start-state SHA-256 "
         "identify the bytes without containing any of them.",
-        "- `prompts/`, `schemas/` (trace and record schemas), `scoring/` (milestone rubric, memory-error rubric).",
+        "- `prompts/`, `schemas/` (trace and record schemas), `scoring/` (milestone rubric, memory-error rubric), "
+        "`pricing/<sha256>.yaml` (each price schedule a condition names, the bytes its derived costs came from).",
         "- `trials/<key>/`: trial.json, result.json, trace.jsonl, inputs.jsonl, memory.jsonl, annotations.jsonl"
         + (", responses.jsonl (raw provider payloads) and frames/frames.pack" if include_raw else
            " (no frames, no raw provider payloads: `--include-raw` adds them)") + ".",

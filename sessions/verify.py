@@ -32,6 +32,7 @@ from engine.ladder import FINAL, FINAL_SKIPPED, deciding, deepest, final_ending,
 from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
 from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
 from engine.tally import TraceTally
+from engine.trial import decision_latency
 from sessions import layout, roots
 from sessions.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
@@ -105,6 +106,7 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
         checked = verify_trial(trial, ctx, report, rel=layout.trial_dir(trial.name), deep=deep)
         if checked is not None:
             results[trial.name] = checked
+    _check_prompt_cores(ctx, results, report)
     voids = _check_voids(ctx, report, deep)
     for rel, digest in ctx.deferred.items():  # a stream no trial check read to its end is hashed now
         if (ctx.streamed.get(rel) or file_sha256(folder / rel)) != digest:
@@ -112,6 +114,25 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
     _check_sealed(ctx, report, events, results, voids)
     _check_summary(ctx, report, events, results, voids)
     return report
+
+
+def _check_prompt_cores(ctx: Context, results: dict[str, tuple[TrialResult, str]], report: Report) -> None:
+    """Every model trial (of one suite variant) was first sent the same system prompt, response
+    schema and screen: one prompt_core_sha256 across conditions (seed 000: an identical harness)."""
+    groups: dict[object, dict[str, str]] = {}
+    for key, (r, _sha) in sorted(results.items()):
+        core = r.provenance.get("prompt_core_sha256")
+        if core is None or r.provenance.get("model") is None:
+            continue  # sends no prompt, never asked one, or recovered (its provenance died with it)
+        group = r.provenance.get("variant_index")
+        groups.setdefault(group, {})[key] = core
+    for cores in groups.values():
+        first_key, first = next(iter(cores.items()))
+        for key, core in cores.items():
+            if core != first:
+                report.add(f"{layout.trial_dir(key)}/{layout.RESULT}: provenance.prompt_core_sha256 {core[:16]}… "
+                           f"differs from {first_key}'s {first[:16]}…: the model conditions were not sent the "
+                           f"same system prompt, response schema and first screen")
 
 
 # -- the folder as files -----------------------------------------------------------------------
@@ -261,9 +282,10 @@ def _check_header(ctx: Context, report: Report) -> None:
             report.add(f"{rel} is missing (the schedule froze it)")
         elif file_sha256(path) != digest:
             report.add(f"{rel}: differs from the file the schedule froze before the first trial")
-    frozen_kinds = ("prompts/", "scoring/", "conditions/", "schemas/")
+    frozen_kinds = ("prompts/", "scoring/", "conditions/", "schemas/", "pricing/")
     for rel in sorted(r for r in ctx.sums if r.startswith(frozen_kinds) and r not in s.frozen_files):
         report.add(f"{rel}: not among the files the schedule froze")
+    _check_price_copies(root, manifest, report)
     if s.block_size != len(manifest.conditions):
         report.add(f"{layout.SCHEDULE}: block_size {s.block_size} but the manifest has "
                    f"{len(manifest.conditions)} conditions")
@@ -303,6 +325,28 @@ def _check_header(ctx: Context, report: Report) -> None:
         ctx.game = load_game_definition(resolve(manifest.game.definition, root))
     except (GameDefinitionError, OSError, ValueError):
         ctx.game = None  # milestone-specific checks are skipped; everything else still runs
+
+
+def _check_price_copies(root: Path, manifest, report: Report) -> None:
+    """Each price schedule a condition names is kept, byte for byte, as pricing/<its sha256>.yaml
+    (so a derived cost can be rebuilt from the folder alone), and nothing else is kept there."""
+    from sessions.pricing import copy_path
+
+    named: dict[str, str] = {}
+    for i, c in enumerate(manifest.conditions):
+        if c.pricing is not None:
+            named.setdefault(copy_path(c.pricing.sha256), f"conditions.{i}.pricing")
+    for rel, field_name in named.items():
+        path = root / rel
+        if not path.is_file():
+            report.add(f"{rel} is missing: the price schedule the manifest's {field_name} names is not kept")
+        elif file_sha256(path) != rel.removeprefix("pricing/").removesuffix(".yaml"):
+            report.add(f"{rel}: its SHA-256 differs from the one the manifest's {field_name} names")
+    folder = root / "pricing"
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        rel = f"pricing/{path.name}"
+        if rel not in named and layout.classify_path(rel) == "evidence":
+            report.add(f"{rel}: a price schedule no condition of the manifest names")
 
 
 # -- the run log --------------------------------------------------------------------------------
@@ -547,6 +591,10 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
         head = sha(line).hexdigest()
         if t.decision_id != n:
             add(f"{rel}/{layout.TRACE}:{n}: decision_id {t.decision_id}, expected {n}")
+        if n == 1 and result is not None and "prompt_core_sha256" in result.provenance \
+                and result.provenance["prompt_core_sha256"] != t.prompt_core_sha256:
+            add(f"{rel}/{layout.RESULT}: provenance.prompt_core_sha256 is not the first decision's "
+                f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
         seen = first_frame
         if prev is not None:
             seen = prev.result_frame_sha256
@@ -646,6 +694,7 @@ def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: R
     """`cap`: the manifest's agent.max_reply_bytes when the line is longer than it (a shorter line
     cannot hold a reply over it)."""
     attempts = r.attempts
+    _check_latency(attempts, t, where, report)
     if (r.decision_id == n and len(attempts) == t.attempts == 1 and not t.invalid_output and not t.aborted
             and attempts[0].valid and t.paid_calls == (attempts[0].usage is not None) and cap is None):
         return  # the common case: one valid answer
@@ -665,6 +714,20 @@ def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: R
         report.add(f"{where}: paid_calls in the trace disagrees with the attempts")
     if t.parsed_actions and not (r.attempts and r.attempts[-1].valid):
         report.add(f"{where}: actions were parsed, but no attempt was valid")
+
+
+def _check_latency(attempts: list[Attempt], t: TraceLine, where: str, report: Report) -> None:
+    """The trace's latencies are the attempts': latency_ms the accepted one's, latency_total_ms
+    their sum (a line from before latency_total_ms held the sum in latency_ms)."""
+    want = decision_latency(attempts)
+    if "latency_total_ms" not in t.model_fields_set:
+        if t.latency_ms != want["latency_total_ms"]:
+            report.add(f"{where}: latency_ms {t.latency_ms} in the trace, the attempts sum to "
+                       f"{want['latency_total_ms']}")
+        return
+    for name, value in want.items():
+        if getattr(t, name) != value:
+            report.add(f"{where}: {name} {getattr(t, name)} in the trace, the attempts give {value}")
 
 
 def _stored_problems(a: Attempt, cap: int | None) -> list[str]:

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from engine.png import encode_png, enlarged
-from engine.policy import Observation, PolicyReply, TransportRetry
+from engine.policy import Observation, PolicyReply, ProviderFailure, TransportRetry
 from engine.pricing import Price, derived_cost
 from engine.providers.base import CallGate, ModelReply, ModelRequest, ProviderAdapter, Sampling
 from engine.records import Usage
@@ -91,7 +91,11 @@ class ModelPolicy:
         if self.gate is not None:  # may wait (rate limits) or refuse (the experiment's cost ceiling)
             self.gate.before_call()
         started = time.perf_counter()  # after any limiter wait: latency is the call's own
-        reply = await self.adapter.send(body, self.transport.timeout_seconds)
+        try:
+            reply = await self.adapter.send(body, self.transport.timeout_seconds)
+        except ProviderFailure as exc:  # a failed call took time too (a timeout: all of it)
+            exc.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+            raise
         latency = round((time.perf_counter() - started) * 1000, 3)
         usage = self._priced(reply)
         if self.gate is not None:

@@ -55,8 +55,9 @@ def model_condition(server, provider: str, **extra) -> dict:
     return condition
 
 
-def run(tmp_path: Path, condition: dict, **sections):
-    manifest = write_manifest(tmp_path, conditions=[condition], **sections)
+def run(tmp_path: Path, condition: dict | list[dict], **sections):
+    manifest = write_manifest(tmp_path, conditions=condition if isinstance(condition, list) else [condition],
+                              **sections)
     out = tmp_path / "out"
     prepared = prepare(manifest, out)
     runner = ExperimentRunner(prepared, create_folder(prepared, out))
@@ -263,3 +264,105 @@ def test_a_new_provider_is_one_catalog_entry(tmp_path, server, monkeypatch):
     again.mkdir()
     with pytest.raises(PreflightError, match="one of: anthropic, openai, openai-compatible"):
         run(again, condition)
+
+
+def _retamper(trial: Path, name: str, change) -> None:
+    """Edit one stream's first line in place (its chain and sums break too; the test looks for its own line)."""
+    path = trial / name
+    lines = path.read_text().splitlines(keepends=True)
+    data = json.loads(lines[0])
+    change(data)
+    lines[0] = json.dumps(data) + "\n"
+    path.write_text("".join(lines))
+
+
+def test_a_retried_decision_carries_the_accepted_latency_and_the_total(tmp_path, server, monkeypatch):
+    """Issue 19.5 and 22.1: a timed-out call, then a 429, then an answer. The trace names the
+    accepted attempt's latency and, apart, the total over all three; each failed attempt records
+    how long it took (a timeout: at least the timeout), and verify holds the trace to them."""
+    monkeypatch.setenv("OAKWATCH_TEST_KEY", KEY)
+    server.script(sleep(5), status(429, retry_after="0.01"), ok(answer(["A"])))
+    condition = model_condition(server, "openai", model="gpt-5.4")
+    condition["request"]["timeout_seconds"] = 0.5
+    out, _, (r,) = run(tmp_path, condition, budgets={"accepted_actions": 1, "model_decisions": None})
+    trial = find_trial(out, r.trial_key)
+    attempts = read_jsonl(trial / "responses.jsonl")[0]["attempts"]
+    assert [a["failure"] for a in attempts] == ["timeout", "rate-limit", None]
+    timed_out, limited, accepted = (a["latency_ms"] for a in attempts)
+    assert timed_out >= 500 and limited > 0 and accepted > 0  # a failed call took its time, never null
+    trace = read_jsonl(trial / "trace.jsonl")[0]
+    assert trace["latency_ms"] == accepted
+    assert trace["latency_total_ms"] == round(timed_out + limited + accepted, 3)
+    assert r.telemetry.model_latency_ms == trace["latency_total_ms"]  # every call is in the latency total
+    assert verify_experiment(out) == []
+    _retamper(trial, "trace.jsonl", lambda t: t.update(latency_ms=trace["latency_total_ms"]))
+    _retamper(trial, "responses.jsonl", lambda line: line["attempts"][0].update(latency_ms=1.0))
+    problems = [p for p in verify_experiment(out) if "latency" in p]
+    assert any(f"latency_ms {trace['latency_total_ms']} in the trace, the attempts give {accepted}" in p
+               for p in problems), problems
+    assert any(f"latency_total_ms {trace['latency_total_ms']} in the trace, the attempts give "
+               f"{round(1.0 + limited + accepted, 3)}" in p for p in problems), problems
+
+
+def test_every_result_names_its_prompt_core_and_verify_and_the_report_hold_it_alike(tmp_path, server):
+    """Issue 22.1: two model conditions and a scripted one. Each model trial's trace and result
+    carry prompt_core_sha256 (the scripted one's is null: it sends no prompt); one that differs
+    across the model conditions is a verify problem and a failed checklist row."""
+    from sessions.report import build_report
+
+    server.script(*[ok(answer(WALK[:4])) for _ in range(2)])
+    scripted = yaml.safe_load(DEFAULT_MANIFEST.read_text())["conditions"][0]
+    models = [model_condition(server, "openai-compatible", model=m) | {"id": m} for m in ("one", "two")]
+    out, _, results = run(tmp_path, [*models, scripted],
+                          budgets={"accepted_actions": 4, "model_decisions": None, "wall_time_minutes": None})
+    by_policy = {("model" if "model" in r.provenance else "scripted") + r.trial_key: r for r in results}
+    model_results = [r for k, r in by_policy.items() if k.startswith("model")]
+    (scripted_result,) = [r for k, r in by_policy.items() if k.startswith("scripted")]
+    assert len(model_results) == 2 and scripted_result.provenance["prompt_core_sha256"] is None
+    cores = set()
+    for r in model_results:
+        trace = read_jsonl(out / "trials" / r.trial_key / "trace.jsonl")
+        assert all(line["prompt_core_sha256"] for line in trace)
+        assert r.provenance["prompt_core_sha256"] == trace[0]["prompt_core_sha256"]
+        cores.add(r.provenance["prompt_core_sha256"])
+    assert len(cores) == 1 and verify_experiment(out) == []
+    row = "Model conditions were sent the same system prompt, response schema and first screen."
+    checks = {c["check"]: c["status"] for c in build_report(out, tmp_path / "report")["checklist"]}
+    assert checks[row] == "pass"
+
+    odd = model_results[1].trial_key
+    path = out / "trials" / odd / "result.json"
+    data = json.loads(path.read_text())
+    data["provenance"]["prompt_core_sha256"] = "0" * 64
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    problems = verify_experiment(out)
+    assert any(p.startswith(f"trials/{odd}/result.json: provenance.prompt_core_sha256 0000") and "differs from" in p
+               for p in problems), problems
+    assert any(p.startswith(f"trials/{odd}/result.json: provenance.prompt_core_sha256 is not the first decision's")
+               for p in problems), problems
+    checks = {c["check"]: c["status"] for c in build_report(out, tmp_path / "report2")["checklist"]}
+    assert checks[row] == "fail"
+
+
+def test_the_price_schedule_is_kept_in_the_folder_and_the_export(tmp_path, server, monkeypatch):
+    """Issue 22.1: the bytes a derived cost came from are evidence: pricing/<sha256>.yaml, in the sums
+    and the export; verify holds the copy to the manifest's SHA-256."""
+    from sessions.report import write_package
+
+    monkeypatch.setenv("OAKWATCH_TEST_KEY", KEY)
+    server.script(ok(answer(["A"])))
+    out, _, (r,) = run(tmp_path, model_condition(server, "anthropic"),
+                       budgets={"accepted_actions": 1, "model_decisions": None})
+    assert r.telemetry.cost_source == ["derived"]
+    rel = f"pricing/{PRICING['sha256']}.yaml"
+    assert (out / rel).read_bytes() == PRICES.read_bytes()
+    assert f"{PRICING['sha256']}  {rel}" in (out / "SHA256SUMS").read_text()
+    assert verify_experiment(out) == []
+    package = tmp_path / "package"
+    write_package(out, package)
+    assert (package / rel).read_bytes() == PRICES.read_bytes()
+    (out / rel).write_bytes(PRICES.read_bytes() + b"# cheaper\n")
+    assert f"{rel}: its SHA-256 differs from the one the manifest's conditions.0.pricing names" in \
+        verify_experiment(out)
+    (out / rel).unlink()
+    assert any(p.startswith(f"{rel} is missing: the price schedule") for p in verify_experiment(out))

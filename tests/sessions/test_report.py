@@ -101,7 +101,7 @@ def test_report_end_to_end(two_conditions, tmp_path, capsys):
     assert doc["conclusion"].startswith("Under the frozen Parcel Quest protocol")
     assert "condition X reached a deeper median milestone" in doc["conclusion"]
     checks = {c["check"]: c["status"] for c in doc["checklist"]}
-    assert len(checks) == 11 and checks["sha256sum --check SHA256SUMS succeeds."] == "pass"
+    assert len(checks) == 12 and checks["sha256sum --check SHA256SUMS succeeds."] == "pass"
     assert checks["Annotators were blinded until labels were frozen."] == "pass"
     assert not doc["scorers"]["long_horizon"]["used"] and doc["scorers"]["long_horizon"]["reason"]
     with (out / "trials.csv").open() as f:
