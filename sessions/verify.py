@@ -61,6 +61,7 @@ class Context:
     sums: dict[str, str] = field(default_factory=dict)
     game: object | None = None  # engine.gamedef.GameDefinition
     run_head: str | None = None  # the run log's last whole line's hash
+    interrupted: bool = False  # the run that wrote the folder did not finish (recover finishes it)
     # Big streams' SHA256SUMS entries, checked with the digest taken while their lines are read
     # (one pass over each file instead of two).
     deferred: dict[str, str] = field(default_factory=dict)
@@ -172,6 +173,7 @@ def _check_files(ctx: Context, report: Report) -> None:
     unfinished = {f"{layout.trial_dir(p.name)}/" for p in (root / layout.TRIALS).glob("*")
                   if p.is_dir() and not (p / layout.RESULT).is_file()}
     interrupted = bool(unfinished) or (root / layout.LOCK).exists() or not (root / layout.SUMMARY).is_file()
+    ctx.interrupted = interrupted
     if interrupted:  # a seal or a void as the disk filled: its sums never reached SHA256SUMS (recover lists them)
         unfinished |= {f"{layout.trial_dir(p.name)}/" for p in (root / layout.TRIALS).glob("*")
                        if (p / layout.RESULT).is_file() and f"{layout.trial_dir(p.name)}/{layout.RESULT}" not in listed}
@@ -1064,7 +1066,11 @@ def _check_sealed(ctx: Context, report: Report, events: list, results: dict, voi
         elif sha != e.result_sha256:
             report.add(f"{key}/{layout.RESULT}: differs from the result sealed in {layout.RUN_LOG}")
     for key, attempt in sorted(set(present) - set(sealed)):
-        report.add(f"{key} (attempt {attempt}): has a result that {layout.RUN_LOG} never sealed")
+        if ctx.interrupted:  # killed between writing the result and logging its seal: recover seals it
+            report.interrupted.append(f"{key} (attempt {attempt}): interrupted between its result and its seal "
+                                      f"in {layout.RUN_LOG}; `oakwatch recover {ctx.root}` finishes it")
+        else:
+            report.add(f"{key} (attempt {attempt}): has a result that {layout.RUN_LOG} never sealed")
     for v in voids:
         if v.void not in voided:
             report.add(f"void-{v.void}: a void {layout.RUN_LOG} never recorded")

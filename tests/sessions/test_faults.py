@@ -403,3 +403,20 @@ def test_the_command_module_imports_nothing_heavy_before_main_catches_ctrl_c():
     probe = subprocess.run([sys.executable, "-c", "import sys, app.cli; print(sorted(m for m in ('numpy', 'pyboy', "
                             "'engine.backends') if m in sys.modules))"], capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "[]"
+
+
+def test_a_kill_between_a_result_and_its_seal_is_an_interruption_that_recover_finishes(dry_run_copy):
+    """The result is durable before its seal is logged: a kill -9 between the two leaves a result
+    run.jsonl never sealed, and no summary. That is an interruption (recover seals it), not tampering."""
+    root = dry_run_copy
+    log = root / layout.RUN_LOG
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(lines[0])  # the run started; its seal and its end were never logged
+    (root / layout.SUMMARY).unlink()
+    sums = root / layout.SUMS  # the summary's entry goes with it (the sums are written after the summary)
+    sums.write_text("".join(x for x in sums.read_text().splitlines(keepends=True) if not x.endswith(" summary.json\n")))
+    problems = verify_experiment(root)
+    assert problems and all("recover" in p or "interrupted" in p for p in problems), problems
+    assert any("between its result and its seal" in p for p in problems), problems
+    recover(root)
+    assert verify_experiment(root) == []
