@@ -49,6 +49,9 @@ def prompt_text(obs: Observation) -> str:
         lines += obs.refused_writes
     if obs.retry_feedback:
         lines.append(obs.retry_feedback)
+    if obs.structured is not None:  # the structured track only: the visual track's prompt is unchanged
+        lines.append("The game's state as read for you (structured track):")
+        lines.append(json.dumps(obs.structured, sort_keys=True, ensure_ascii=False))
     lines.append("The current screen is attached. Answer with the JSON object only.")
     return "\n".join(lines)
 
