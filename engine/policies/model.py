@@ -1,7 +1,8 @@
 """The model policy: a language model plays, through one provider adapter (engine/providers/).
 
 It owns what every provider shares: the prompt (built from the Observation alone, so nothing
-the hidden-state probe reads can reach a request), the screen as a lossless PNG enlarged by the
+the hidden-state probe reads can reach a request but, on the structured track, the game
+definition's allowlist of it: engine.tracks), the screen as a lossless PNG enlarged by the
 manifest's whole factor, the request's hashes, the call and its latency, and the cost (the
 provider's where it reports one, else derived from the dated price schedule and labelled so,
 else unknown). Retries are the trial loop's: a content fault comes back as text the contract
