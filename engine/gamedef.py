@@ -331,6 +331,55 @@ class LongHorizon(_Strict):
         return self
 
 
+class Glyphs(_Strict):
+    """A run of the game's character map: tile `first` shows chars[0], first + 1 chars[1], ..."""
+
+    first: Annotated[int, Field(ge=0, le=0xFFFF)]
+    chars: Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class ShownTile(_Strict):
+    column: Annotated[int, Field(ge=0, le=255)]
+    row: Annotated[int, Field(ge=0, le=255)]
+    tile: Annotated[int, Field(ge=0, le=0xFFFF)]
+
+
+class Dialogue(_Strict):
+    """Where on-screen dialogue text is, and how to read it: the dialogue window's text rows in the
+    background tilemap (VRAM), each tile index turned into a character by the game's character map."""
+
+    tilemap: Address  # the background map's first byte (gb: 0x9800)
+    stride: Annotated[int, Field(ge=1, le=1024)] = 32  # tile indices per tilemap row
+    rows: Annotated[list[Annotated[int, Field(ge=0, le=255)]], Field(min_length=1, max_length=32)]
+    first_column: Annotated[int, Field(ge=0, le=255)]
+    last_column: Annotated[int, Field(ge=0, le=255)]
+    # the window is on screen only while this tile is at that place (its frame's corner): else the
+    # dialogue is null
+    shown_tile: ShownTile | None = None
+    charmap: Annotated[list[Glyphs], Field(min_length=1, max_length=64)]
+    unmapped: Annotated[str, Field(max_length=1)] = "?"  # what a tile outside the charmap reads as
+
+    @model_validator(mode="after")
+    def _fits(self) -> Dialogue:
+        if self.last_column < self.first_column:
+            raise ValueError("dialogue: last_column comes before first_column")
+        if max(self.last_column, self.shown_tile.column if self.shown_tile else 0) >= self.stride:
+            raise ValueError("dialogue: a column lies beyond the tilemap's stride")
+        return self
+
+
+class StructuredTrack(_Strict):
+    """The structured information track (seed 003): besides the screen, the agent is shown these probe
+    fields (an allowlist; never one a milestone rung reads) and, if given, the decoded dialogue text."""
+
+    fields: Annotated[list[Name], Field(max_length=64)] = []
+    dialogue: Dialogue | None = None
+
+
+class Tracks(_Strict):
+    structured: StructuredTrack | None = None
+
+
 def _names(names) -> str:
     return ", ".join(sorted(names)) or "none"
 
@@ -367,6 +416,8 @@ class GameDefinition(_Strict):
     # The ROM those presses were solved on: another ROM played with this definition (a patched dump, a
     # variant) gets no yardstick (null), never a wrong one. Absent: any ROM.
     optimal_presses_for: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    # The information tracks beyond the screen (engine.tracks): what a structured-track agent may see.
+    tracks: Tracks = Tracks()
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
@@ -411,6 +462,7 @@ class GameDefinition(_Strict):
             raise ValueError(f"final_milestone {self.final_milestone!r} is not a milestone id")
         if not self.milestones[ids.index(self.final_id)].required:
             raise ValueError(f"the final milestone {self.final_id!r} must be required (reaching it ends the trial)")
+        self._check_tracks()
         shas = [r.sha1 for r in self.roms]
         if len(set(shas)) != len(shas):
             raise ValueError("roms: the same sha1 is listed twice")
@@ -475,6 +527,50 @@ class GameDefinition(_Strict):
             if key.derived_from is not None or key.kind == "bytes":
                 raise ValueError(f"array {name!r}: key {a.key!r} must be a number read at an address "
                                  f"(u8 .. s32le), not {key.derived_from[0] if key.derived_from else 'bytes'}")
+
+    def _check_tracks(self) -> None:
+        """A track shows only defined fields, and none that decides a rung: not a ladder field, not
+        one reading the same memory, not one derived from the same array (the evaluator's hidden
+        completion flags stay hidden)."""
+        track = self.tracks.structured
+        if track is None:
+            return
+        unknown = sorted(set(track.fields) - set(self.fields))
+        if unknown:
+            raise ValueError(f"tracks.structured.fields: {', '.join(unknown)} is not a field")
+        d = track.dialogue
+        if d and d.tilemap + d.stride * (max(d.rows) + 1) > ADDRESS_SPACE[self.platform]:
+            raise ValueError(f"tracks.structured.dialogue lies outside the {self.platform} address space")
+        ladder = self.ladder_fields
+        for name in track.fields:
+            if name in ladder:
+                raise ValueError(f"tracks.structured.fields: {name!r} is read by a milestone rung and must "
+                                 f"stay hidden (ladder fields: {_names(ladder)})")
+            clash = next((lf for lf in sorted(ladder) if self._shares_memory(name, lf)), None)
+            if clash is not None:
+                raise ValueError(f"tracks.structured.fields: {name!r} reads the memory of ladder field "
+                                 f"{clash!r}, which must stay hidden")
+
+    @property
+    def ladder_fields(self) -> frozenset[str]:
+        """Every field a milestone rung reads."""
+        return frozenset(c.field for m in self.milestones for c in m.all)
+
+    def _memory_of(self, name: str) -> tuple[str | None, int, int] | None:
+        """(base pointer, address, size) a field reads: its own bytes, or its whole array's."""
+        f = self.fields.get(name)
+        if f is None:
+            return None
+        if f.derived_from:
+            a = self.arrays[f.derived_from[1]]
+            return a.base, a.address, a.size
+        return f.base, f.address, f.width
+
+    def _shares_memory(self, a: str, b: str) -> bool:
+        ma, mb = self._memory_of(a), self._memory_of(b)
+        if ma is None or mb is None:
+            return False
+        return ma[0] == mb[0] and ma[1] < mb[1] + mb[2] and mb[1] < ma[1] + ma[2]
 
     def is_bytes(self, name: str) -> bool:
         """Whether a sample name (a field or a pointer) holds a list of bytes rather than a number."""

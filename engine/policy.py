@@ -2,7 +2,8 @@
 
 Scripted, random, replay, human and model-provider policies all implement `Policy`.
 An Observation carries only what the information contract allows the agent: the screen,
-its own memory and its recent actions. No probe value ever enters one.
+its own memory and its recent actions. No probe value enters one, but on the structured track
+the game definition's allowlist of them (engine.tracks), never a field a milestone rung reads.
 """
 
 from __future__ import annotations
@@ -48,12 +49,16 @@ class Observation:
     allowed_actions: tuple[str, ...]
     retry_feedback: str | None = None  # why the previous attempt was rejected
     refused_writes: tuple[str, ...] = ()  # memory writes of the previous decision the store refused, and why
+    # The structured information track (engine.tracks): the game definition's allowlisted fields and
+    # the decoded dialogue text; None on the visual track (the screen only).
+    structured: dict | None = None
 
 
 # The information contract, checked by a test: adding a field here is a protocol change.
 OBSERVATION_FIELDS = frozenset({
     "decision_id", "frame", "frame_sha256", "recent_actions", "recent_observations",
     "current_objective", "memory", "max_actions", "allowed_actions", "retry_feedback", "refused_writes",
+    "structured",
 })
 
 

@@ -63,6 +63,7 @@ from engine.records import (
 )
 from engine.routes import RouteTracker
 from engine.tally import TraceTally
+from engine.tracks import Track, structured_view
 
 GB_FPS = 4194304 / 70224  # frames per second of DMG/CGB hardware, for pacing
 FACT_ID = re.compile(r"fact-\d{4,}")
@@ -102,6 +103,7 @@ class TrialConfig:
     attempt: int = 1
     fps: float = GB_FPS
     memory_rules: MemoryRules = MemoryRules()  # the manifest's agent.memory
+    information_track: Track = "visual"  # the manifest's agent.information_track (engine.tracks)
 
     @property
     def trial_key(self) -> str:
@@ -173,6 +175,7 @@ class Trial:
         self.control = control or RunControl()
         self.provenance = provenance or {}
         self.probe = Probe(game)
+        self._structured = structured_view(game, config.information_track)
         self.budgets = Budgets(config.limits)
         self.routes = RouteTracker.for_game(self.game, config.loop_repeats)
         self._route_resets = self.game.route_resets
@@ -387,12 +390,15 @@ class Trial:
         retrieved = self.memory.retrieve()
         feedback = None
         invalid = faults = 0
+        # Read once per decision, from the settled screen and the last sample: only the allowlist.
+        structured = self._structured(self._sample, self.emulator.read_range) if self._structured else None
         while True:
             if d.attempts and self.budgets.calls_left() == 0:
                 break  # another call would go beyond the decision budget
             obs = Observation(d.id, self._frame, self._frame_sha, working.recent_actions,
                               working.recent_observations, working.current_objective, retrieved,
-                              cfg.max_actions, cfg.allowed_actions, feedback, working.refused_writes)
+                              cfg.max_actions, cfg.allowed_actions, feedback, working.refused_writes,
+                              structured)
             try:
                 reply = await self._call(obs)
             except PolicyExhausted:
@@ -661,7 +667,8 @@ class Trial:
             derived=derived,
             provenance={"emulator": {"name": getattr(self.emulator, "name", None),
                                      "version": getattr(self.emulator, "version", None)}, **self.provenance,
-                        "prompt_core_sha256": self._first_prompt_core},
+                        "prompt_core_sha256": self._first_prompt_core,
+                        "information_track": cfg.information_track},
             chain=None)
 
 

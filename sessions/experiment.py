@@ -223,6 +223,9 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         if game.rom_sha256 is not None and game.rom_sha256 != g.rom_sha256:
             raise PreflightError(f"game definition {game_path} is for ROM {game.rom_sha256}, "
                                  f"not the manifest's {g.rom_sha256}")
+        if manifest.agent.information_track == "structured" and game.tracks.structured is None:
+            raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
+                                 f"declares no structured track (tracks.structured)")
         try:
             rom_identity = identify(rom, game, force=g.allow_unidentified_rom, source=f"ROM {rom_path}")
         except RomIdentityError as exc:

@@ -208,6 +208,9 @@ class AgentSection(_Strict):
     max_reply_bytes: Annotated[int, Field(ge=1024, le=DECISION_REPLY_BYTES)] = DEFAULT_MAX_REPLY_BYTES
     # The episodic memory's rules, frozen (and hashed) with the manifest.
     memory: MemoryRules = MemoryRules()
+    # What the agent is shown besides its own memory (seed 003; engine.tracks): `visual`, the screen
+    # only, or `structured`, also the game definition's allowlisted fields and the dialogue text.
+    information_track: Literal["visual", "structured"] = "visual"
 
     @field_validator("allowed_actions")
     @classmethod
@@ -418,6 +421,8 @@ class Manifest(_Strict):
         data = self.model_dump(mode="json")
         if data.get("variants") is None:  # outside a suite: the same hash as before suites existed
             data.pop("variants", None)
+        if data["agent"].get("information_track") == "visual":  # the default: the hash it always had
+            data["agent"].pop("information_track")
         return data
 
     def canonical_json(self) -> str:

@@ -124,6 +124,7 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
         expected_start=None if prepared.variant(number) else prepared.start_fields() or None,
         attempt=attempt,
         memory_rules=m.agent.memory.engine_rules(),
+        information_track=m.agent.information_track,
     )
 
 

@@ -1,7 +1,8 @@
 """The model policy: a language model plays, through one provider adapter (engine/providers/).
 
 It owns what every provider shares: the prompt (built from the Observation alone, so nothing
-the hidden-state probe reads can reach a request), the screen as a lossless PNG enlarged by the
+the hidden-state probe reads can reach a request but, on the structured track, the game
+definition's allowlist of it: engine.tracks), the screen as a lossless PNG enlarged by the
 manifest's whole factor, the request's hashes, the call and its latency, and the cost (the
 provider's where it reports one, else derived from the dated price schedule and labelled so,
 else unknown). Retries are the trial loop's: a content fault comes back as text the contract
@@ -49,6 +50,9 @@ def prompt_text(obs: Observation) -> str:
         lines += obs.refused_writes
     if obs.retry_feedback:
         lines.append(obs.retry_feedback)
+    if obs.structured is not None:  # the structured track only: the visual track's prompt is unchanged
+        lines.append("The game's state as read for you (structured track):")
+        lines.append(json.dumps(obs.structured, sort_keys=True, ensure_ascii=False))
     lines.append("The current screen is attached. Answer with the JSON object only.")
     return "\n".join(lines)
 

@@ -385,6 +385,9 @@ CASES = [
     c("game-contains-on-number", game(GAME_TEXT.replace("{field: flags0, bit_set: 0}",
                                                          "{field: flags0, contains: 1}").encode()),
       "contains and lacks apply to kind 'bytes'", at="game.yaml"),
+    c("game-track-shows-a-ladder-field", game(GAME_TEXT.replace("fields: [map_id, x,", "fields: [map_id, flags0, x,")
+                                              .encode()),
+      "'flags0' is read by a milestone rung and must stay hidden", at="game.yaml"),
     c("game-points-true", game(GAME_TEXT.replace("points: 1,", "points: true,", 1).encode()), "not true/false",
       at="game.yaml", field="milestones.0.points"),
     c("game-non-utf8", game(GAME_TEXT.encode().replace(b"Parcel Quest", b"Parcel Qu\xe9st", 1)), "not UTF-8",

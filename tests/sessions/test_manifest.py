@@ -150,3 +150,32 @@ def test_the_reply_cap_validated(agent, message):
     with pytest.raises(ManifestError) as err:
         parse_manifest(GOOD + f"agent: {agent}\n", "m.yaml")
     assert err.value.args[0].startswith("m.yaml:13: " + message), err.value.args[0]
+
+
+def test_the_information_track_is_frozen_and_hashed_and_visual_keeps_the_old_hash():
+    plain = parse_manifest(GOOD, "m.yaml")
+    agent = "emulator: {name: pyboy"
+    visual = parse_manifest(GOOD.replace(agent, "agent: {information_track: visual}\n" + agent), "m.yaml")
+    structured = parse_manifest(GOOD.replace(agent, "agent: {information_track: structured}\n" + agent), "m.yaml")
+    assert plain.agent.information_track == "visual" and visual.sha256() == plain.sha256()
+    assert structured.agent.information_track == "structured" and structured.sha256() != plain.sha256()
+    assert "information_track: structured" in structured.to_yaml()
+    assert parse_manifest(structured.to_yaml(), "frozen.yaml").sha256() == structured.sha256()
+    with pytest.raises(ManifestError, match=r"m.yaml:\d+: agent.information_track"):
+        parse_manifest(GOOD.replace(agent, "agent: {information_track: ram}\n" + agent), "m.yaml")
+
+
+def test_a_structured_track_on_a_definition_without_one_is_refused_in_preflight(tmp_path):
+    from sessions.assets import ASSETS
+    from sessions.experiment import PreflightError, prepare
+    from tests.conftest import write_manifest
+
+    text = (ASSETS / "games" / "parcel-quest.yaml").read_text()
+    (tmp_path / "game.yaml").write_text(text[:text.index("tracks:")])
+    path = write_manifest(tmp_path, agent={"information_track": "structured"})
+    data = path.read_text().replace("bundled:parcel-quest.yaml", str(tmp_path / "game.yaml"))
+    path.write_text(data)
+    with pytest.raises(PreflightError, match="agent.information_track: structured, but game definition .* "
+                                             "declares no structured track") as info:
+        prepare(path, tmp_path / "out")
+    assert "\n" not in str(info.value) and not (tmp_path / "out").exists()

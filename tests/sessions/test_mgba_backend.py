@@ -225,3 +225,24 @@ def test_the_first_frame_runs_when_the_capsule_type_was_looked_at_first():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ran 26"
+
+
+def test_the_structured_track_reads_alike_on_both_backends():
+    """The dialogue text is read through the backend's bus (GB VRAM on mGBA, PyBoy's memory view)."""
+    from engine.probe import Probe
+    from engine.tracks import structured_view
+    from sessions.gamedefs import load_game_definition
+
+    game = load_game_definition(ASSETS / "games" / "parcel-quest.yaml")
+    views = []
+    for name, state in (("mgba", "parcel-quest.mgba.state"), ("pyboy", "parcel-quest.state")):
+        emu = BACKENDS[name].open(ROM.read_bytes(), name, "gb")
+        try:
+            emu.restore((ASSETS / "cartridge" / state).read_bytes())
+            probe, view = Probe(game), structured_view(game, "structured")
+            for action in WALK[:29]:  # to the professor stopping you (M2)
+                step = emu.step(action, TIMING, probe)
+            views.append(view(step.ram_last, emu.read_range))
+        finally:
+            emu.close()
+    assert views[0] == views[1] and views[0]["dialogue"].startswith("PROF. HAZEL:\nHEY! WAIT!")

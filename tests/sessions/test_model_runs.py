@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import engine.cartridge_tables as ct
 from engine.script import parse_script
 from sessions.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.experiment import PreflightError, create_folder, prepare
@@ -112,6 +113,40 @@ def test_no_probed_field_or_address_reaches_a_request(tmp_path, server):
             assert f'"{name}"' not in body and f" {name}:" not in body, name
         for address in ("0xD0", "0xd0", "53248", "D000"):
             assert address not in body
+    assert result.provenance["information_track"] == "visual"  # the default, recorded in the result
+
+
+def test_a_structured_track_request_shows_only_the_allowlist_and_never_a_ladder_field(tmp_path, server):
+    game = yaml.safe_load((ASSETS / "games" / "parcel-quest.yaml").read_text())
+    allowed = set(game["tracks"]["structured"]["fields"]) | {"dialogue"}
+    ladder = {c["field"] for m in game["milestones"] for c in m["all"]}
+    hidden = probe_names() - allowed
+    # to the clerk's page after M5: the walk passes boxes, a battle and six rungs
+    server.script(*[ok(answer(c)) for c in [WALK[i:i + 4] for i in range(0, 120, 4)]])
+    agent = yaml.safe_load(DEFAULT_MANIFEST.read_text())["agent"] | {"information_track": "structured"}
+    out, _, (result,) = run(tmp_path, model_condition(server, "openai-compatible"), agent=agent,
+                            budgets={"accepted_actions": 120, "model_decisions": None, "wall_time_minutes": None})
+    assert len(result.milestones_reached) >= 5 and result.provenance["information_track"] == "structured"
+    marker = "The game's state as read for you (structured track):\n"
+    shown = []
+    for request in server.requests:
+        body = request.body.decode()
+        prompt = next(p["text"] for m in request.json["messages"] if isinstance(m["content"], list)
+                      for p in m["content"] if p.get("type") == "text")
+        state = json.loads(prompt.split(marker, 1)[1].split("\n", 1)[0])
+        assert set(state) == allowed  # exactly the allowlist, every decision
+        shown.append(state)
+        for name in hidden | ladder:  # flags0, party_count, battle_state, bag, text_state, ...
+            assert f'\\"{name}\\"' not in body and f'"{name}"' not in body, name
+        for address in ("0xD0", "0xd0", "53248", "D000"):
+            assert address not in body
+    # the track is live: positions move and the real dialogue text reaches the model
+    assert len({(s["map_id"], s["x"], s["y"]) for s in shown}) > 10
+    pages = ct.decode(ct.rom_block((ASSETS / "cartridge" / "parcel-quest.gb").read_bytes()))
+    assert pages.text("rival_lost") in [s["dialogue"] for s in shown]  # the game's own words
+    assert any(s["dialogue"] is None for s in shown)
+    assert verify_experiment(out) == []
+    replay_trial(out / "trials" / result.trial_key)
 
 
 CASES = {
