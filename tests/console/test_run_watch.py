@@ -31,15 +31,22 @@ async def until(pilot, condition, timeout: float = 90.0, what: str = "it") -> No
         await pilot.pause()
 
 
-async def test_the_run_console_over_two_workers(tmp_path):
+def two_worker_run(tmp_path, *, actions: int, trials: int):
+    """A random-walk run of `trials` trials on two workers, its pool started as run_watched starts it
+    (before the app takes over stderr)."""
     manifest = write_manifest(
-        tmp_path, budgets={"accepted_actions": 500_000, "model_decisions": None, "wall_time_minutes": None,
+        tmp_path, budgets={"accepted_actions": actions, "model_decisions": None, "wall_time_minutes": None,
                            "unrecoverable_loop_repeats": None},
-        conditions=[{"id": "a", "policy": "random", "seed": 1}], trials={"per_condition": 3})
+        conditions=[{"id": "a", "policy": "random", "seed": 1}], trials={"per_condition": trials})
     prepared = prepare(manifest, tmp_path / "exp")
     folder = create_folder(prepared, tmp_path / "exp")
     runner = ExperimentRunner(prepared, folder, workers=2)
-    runner.pool = make_pool(runner)  # as run_watched does, before the app takes over stderr
+    runner.pool = make_pool(runner)
+    return folder, runner
+
+
+async def test_the_run_console_over_two_workers(tmp_path):
+    folder, runner = two_worker_run(tmp_path, actions=500_000, trials=3)
     app = RunWatchApp(folder.root, runner, poll_seconds=0.2)
     async with app.run_test(size=SIZE) as pilot:
         overview = app.query_one(OverviewPane)
@@ -91,14 +98,7 @@ async def test_the_run_console_over_two_workers(tmp_path):
 
 
 async def test_a_finished_two_worker_run_shows_outcomes_costs_and_its_summary(tmp_path):
-    manifest = write_manifest(
-        tmp_path, budgets={"accepted_actions": 30, "model_decisions": None, "wall_time_minutes": None,
-                           "unrecoverable_loop_repeats": None},
-        conditions=[{"id": "a", "policy": "random", "seed": 1}], trials={"per_condition": 2})
-    prepared = prepare(manifest, tmp_path / "exp")
-    folder = create_folder(prepared, tmp_path / "exp")
-    runner = ExperimentRunner(prepared, folder, workers=2)
-    runner.pool = make_pool(runner)
+    folder, runner = two_worker_run(tmp_path, actions=30, trials=2)
     app = RunWatchApp(folder.root, runner, poll_seconds=0.2)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.run_done, what="the run to finish")

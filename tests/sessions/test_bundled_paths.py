@@ -103,26 +103,23 @@ def test_run_refuses_a_bundled_name_leaving_assets_without_opening_it(tmp_path, 
     assert not watch.opened(), "the file outside assets/ was opened before the refusal"
 
 
-def test_state_new_refuses_a_template_outside_assets_without_opening_it(tmp_path, outside):
-    secret, watch = outside
-    proc = oakwatch("state", "new", "--rom", ASSETS / "cartridge" / "parcel-quest.gb", "--game", "parcel-quest",
-                    "--experiment", escape_to(secret), "--inputs", ASSETS / "cartridge" / "walkthrough.txt",
-                    "--output", tmp_path / "o")
-    line = one_line(proc, 2)
-    assert "--experiment" in line and "assets/" in line, line
-    assert not (tmp_path / "o").exists()
-    assert not watch.opened()
-
-
-def test_state_new_refuses_a_template_whose_fields_leave_assets(tmp_path, outside):
-    secret, watch = outside
+def _template_naming(secret: Path, tmp_path: Path, where: str) -> Path | str:
+    """A `state new --experiment` value that leaves assets/: the template itself, or a field inside it."""
+    if where == "--experiment":
+        return escape_to(secret)
     template = tmp_path / "template.yaml"
     template.write_text(DRY.replace("script: bundled:walkthrough.txt", f"script: {escape_to(secret)}"))
+    return template
+
+
+@pytest.mark.parametrize("where", ["--experiment", "conditions.0.script"])
+def test_state_new_refuses_a_template_leaving_assets_without_opening_it(tmp_path, outside, where):
+    secret, watch = outside
     proc = oakwatch("state", "new", "--rom", ASSETS / "cartridge" / "parcel-quest.gb", "--game", "parcel-quest",
-                    "--experiment", template, "--inputs", ASSETS / "cartridge" / "walkthrough.txt",
-                    "--output", tmp_path / "o")
+                    "--experiment", _template_naming(secret, tmp_path, where),
+                    "--inputs", ASSETS / "cartridge" / "walkthrough.txt", "--output", tmp_path / "o")
     line = one_line(proc, 2)
-    assert "conditions.0.script" in line and "assets/" in line, line
+    assert where in line and "assets/" in line, line
     assert not (tmp_path / "o").exists()
     assert not watch.opened()
 
