@@ -140,6 +140,9 @@ def _parser() -> argparse.ArgumentParser:
     from app.demo_server import add_parser as demo_parser
 
     demo_parser(sub)  # demo-server
+    from app.mcp_cli import add_parser as mcp_parser
+
+    mcp_parser(sub)  # mcp: serve one trial to your own agent (docs/mcp.md)
     bench = sub.add_parser("bench", help="measure the harness against the raw emulator")
     bench.add_argument("--runs", type=int, default=5, help="repetitions; the median is reported")
     bench.add_argument("--memory-actions", type=int, default=10_000,
@@ -257,6 +260,10 @@ def _main(argv: list[str] | None) -> int:
         from app import cartridge_cli
 
         return cartridge_cli.run(args)
+    if args.command == "mcp":
+        from app.mcp_cli import run_command as mcp_command
+
+        return mcp_command(args)
     if args.command == "demo-server":
         from app.demo_server import run_command
 

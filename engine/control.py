@@ -73,6 +73,14 @@ class RunControl:
         self._cancel()
         return request
 
+    def end_trial_as(self, request: EndRequest) -> None:
+        """End the current trial for a reason of its own (a tool server's client that disconnected);
+        the loop sees it at its next boundary. The first end request wins."""
+        with self._cond:
+            if self._end is None:
+                self._end = request
+            self._cond.notify_all()
+
     def stop_run(self, reason: str, detail: str | None = None, cause: str | None = None) -> None:
         """End the current trial and start no other (operator quit, a signal). The first reason wins."""
         with self._cond:

@@ -40,6 +40,8 @@ ENDINGS: dict[str, Ending] = {
     "budget:cost_unknown": Ending(INVALID_PROVIDER, "usage-unknown", True),
     "budget:tokens_unknown": Ending(INVALID_PROVIDER, "usage-unknown", True),
     "provider-failure": Ending(INVALID_PROVIDER, "provider-failure", False),
+    # an agent playing through the tool server (policy mcp, cli) closed its connection mid-trial
+    "agent-disconnected": Ending(INVALID_PROVIDER, "agent-disconnected", False),
     "operator-abort": Ending(HARNESS_ERROR, "operator-abort", False),
     "operator-quit": Ending(HARNESS_ERROR, "operator-quit", False),
     "signal": Ending(HARNESS_ERROR, "signal", False),

@@ -341,7 +341,7 @@ class ProviderFailureRecord(Record):
     """provider-failure.json: why the provider, not the agent, ended the trial."""
 
     kind: str  # authentication, permission, not-found, bad-request, rate-limit, server, timeout, connection,
-    #            malformed-reply, startup, usage-unknown
+    #            malformed-reply, startup, usage-unknown, agent-disconnected (a tool server's client left)
     message: str  # redacted: no key or part of one
     status: int | None
     provider: str | None

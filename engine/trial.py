@@ -295,6 +295,8 @@ class Trial:
                 except Exception:
                     pass
             self._close()
+        if end.reason == "agent-disconnected":  # the agent's side failed, as a provider can: its record says how
+            self._provider_failed("agent-disconnected", end.detail or "the agent disconnected")
         if end.reason in ("budget:cost_unknown", "budget:tokens_unknown"):
             self._provider_failed("usage-unknown", f"the provider did not report what decision "
                                                    f"{self.tally.decisions} cost, under a {end.reason[7:-8]} budget")
@@ -667,6 +669,8 @@ class Trial:
             derived=derived,
             provenance={"emulator": {"name": getattr(self.emulator, "name", None),
                                      "version": getattr(self.emulator, "version", None)}, **self.provenance,
+                        # what a policy records of itself (the tool server's exposed tools: engine.policies.tools)
+                        **(getattr(self.policy, "provenance", None) or {}),
                         "prompt_core_sha256": self._first_prompt_core,
                         "information_track": cfg.information_track},
             chain=None)

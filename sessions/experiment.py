@@ -134,7 +134,7 @@ def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[by
 
 
 def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: bool = False,
-            origin=None) -> Prepared:
+            origin=None, allow_mcp: bool = False) -> Prepared:
     """Every check first, nothing written; each refusal is one printable line (user text escaped).
     `origin`: for a manifest oakwatch built from the command line (app.model_run.Origin), where the
     user set each field (`origin.at(field)`: an option or a line of their own file) and what to call
@@ -273,6 +273,13 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 replay_dirs[c.id] = trial_dir
             elif c.policy == "human" and not allow_human:
                 raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
+            elif c.policy in ("mcp", "cli"):  # an agent on oakwatch's tool server (sessions.tool_conditions)
+                from sessions.tool_conditions import ToolConditionError, check_tool_condition
+
+                try:
+                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp)
+                except ToolConditionError as exc:
+                    raise PreflightError(f"{at(exc.field) if exc.field else f'condition {c.id}'}: {exc}") from None
             elif c.policy == "model":
                 keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at, built=origin is not None,
                                                          schedules=schedules)
@@ -329,6 +336,11 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             from sessions.suites import frozen_entries
 
             frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
+        for c in frozen.conditions:  # the client that will play is the one the run records
+            if c.policy == "cli":
+                from sessions.tool_conditions import client_version
+
+                c.client_version = client_version(c)
         if frozen.created_utc is None:
             frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         system_prompt = system_prompt_for(frozen)

@@ -211,6 +211,16 @@ class AgentSection(_Strict):
     # What the agent is shown besides its own memory (seed 003; engine.tracks): `visual`, the screen
     # only, or `structured`, also the game definition's allowlisted fields and the dialogue text.
     information_track: Literal["visual", "structured"] = "visual"
+    # The tools an agent playing through the tool server may call (engine.rulesets; policy mcp, cli).
+    ruleset: Annotated[str, Field(max_length=32)] = "human"
+
+    @field_validator("ruleset")
+    @classmethod
+    def _known_ruleset(cls, v: str) -> str:
+        from engine.rulesets import tools_for
+
+        tools_for(v)  # raises with the reason: unknown, or not yet implemented
+        return v
 
     @field_validator("allowed_actions")
     @classmethod
@@ -304,7 +314,7 @@ class RequestSettings(_Strict):
 
 class Condition(_Strict):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-    policy: Literal["scripted", "random", "replay", "human", "model"]
+    policy: Literal["scripted", "random", "replay", "human", "model", "mcp", "cli"]
     model: Text | None = None  # model: the exact model id asked for
     memory_policy: Literal["recent-window", "persistent"] = "persistent"
     script: PathRef | None = None  # scripted: input script path or bundled:NAME
@@ -320,15 +330,26 @@ class Condition(_Strict):
     api_key_env: EnvName | None = None  # default: ANTHROPIC_API_KEY / OPENAI_API_KEY; none for a local server
     pricing: PricingRef | None = None
     request: RequestSettings | None = None
+    # policy: cli — the client's command line, one argument per item, `{mcp_config}` where the MCP
+    # config file oakwatch writes goes (sessions.cli_client); the client's `--version` output, checked
+    # when given and frozen with the run.
+    command: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]],
+                       Field(min_length=1, max_length=256)] | None = None
+    client_version: Text | None = None
 
     @model_validator(mode="after")
     def _policy_needs(self) -> Condition:
-        needs = {"scripted": "script", "random": "seed", "replay": "replay_trace", "model": "model"}
+        needs = {"scripted": "script", "random": "seed", "replay": "replay_trace", "model": "model",
+                 "cli": "command"}
         key = needs.get(self.policy)
         if key and getattr(self, key) is None:
             raise ValueError(f"policy {self.policy!r} needs '{key}'")
         if self.script_notes is not None and self.policy != "scripted":
             raise ValueError("script_notes applies only to policy 'scripted'")
+        if self.policy != "cli" and (self.command is not None or self.client_version is not None):
+            raise ValueError("command and client_version apply only to policy 'cli'")
+        if self.command is not None and not any("{mcp_config}" in arg for arg in self.command):
+            raise ValueError("command: put {mcp_config} where the client takes its MCP config file")
         model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request")
         if self.policy != "model":
             given = [k for k in model_only if getattr(self, k) is not None]
@@ -423,6 +444,12 @@ class Manifest(_Strict):
             data.pop("variants", None)
         if data["agent"].get("information_track") == "visual":  # the default: the hash it always had
             data["agent"].pop("information_track")
+        if data["agent"].get("ruleset") == "human":  # likewise: manifests from before rulesets keep their hash
+            data["agent"].pop("ruleset")
+        for condition in data["conditions"]:  # cli's fields, likewise
+            for key in ("command", "client_version"):
+                if condition.get(key) is None:
+                    condition.pop(key, None)
         return data
 
     def canonical_json(self) -> str:

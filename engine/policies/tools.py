@@ -1,0 +1,245 @@
+"""An agent that plays through tool calls (oakwatch's MCP server: policy mcp and cli).
+
+The tool desk is where two threads meet: the trial loop (engine.trial, in the runner's thread) and
+the tool server (sessions.mcp_server, on its own event loop). When the loop asks its policy for a
+decision, ToolCallPolicy opens a *turn* on the desk holding the decision's Observation; a
+`press_keys` call takes the turn and becomes that decision's response, so the contract, retries,
+budgets, trace, operator pause/step/tag/end, verify and replay all apply to it unchanged. The
+call's result is what the loop recorded: the desk is also a sink and answers the call from the
+decision's trace line (or, for a rejected call, from the retry's feedback).
+
+`get_screen` reads the open turn's screen; each one served is logged in the next decision's
+response (responses.jsonl, the attempt's `reply`). Once the trial is over every call is refused
+with the reason. A client that disconnects ends the trial as `agent-disconnected`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+
+from engine.control import RunControl
+from engine.events import DecisionRecorded, TrialEnded
+from engine.outcomes import EndRequest
+from engine.policies.base import contract_json
+from engine.policy import Observation, PolicyExhausted, PolicyReply
+from engine.records import Usage
+from engine.trial import utc_now
+
+
+class TrialOver(Exception):
+    """A call made once the trial has ended (or before the server could play): refused with the reason."""
+
+
+@dataclass
+class Call:
+    """One press_keys call, as the client made it."""
+
+    arguments: dict
+    received: float  # time.perf_counter()
+    received_utc: str
+    result: Future = field(default_factory=Future)  # -> dict (the decision's outcome) or TrialOver
+
+
+@dataclass
+class Turn:
+    """A decision waiting for its call."""
+
+    obs: Observation
+    opened: float  # time.perf_counter()
+    call: Future = field(default_factory=Future)  # -> Call
+    taken: bool = False
+    screens: list[dict] = field(default_factory=list)  # get_screen calls served during this turn
+
+
+def _done(value) -> Future:
+    f: Future = Future()
+    f.set_result(value)
+    return f
+
+
+class ToolDesk:
+    """The hand-off between the tool server and the trial loop (see the module doc)."""
+
+    # Never asked for budgets, frames or the memory store: the desk costs the loop nothing extra.
+    wants_budgets = wants_frames = wants_memory_store = False
+
+    def __init__(self, control: RunControl | None = None):
+        self._lock = threading.Lock()
+        self._turn: Future = Future()  # -> Turn, or None once the trial is over
+        self._pending: Call | None = None  # a call handed to the loop, waiting for its decision's record
+        self.control = control
+        self.ended: str | None = None  # the trial's termination reason, once known
+        self.gone: str | None = None  # the client disconnected: why
+        self.calls = 0  # tool calls received (every tool, refused ones included)
+        self.finished = threading.Event()  # set when the trial's result is sealed
+        self.result = None  # engine.records.TrialResult, once sealed
+
+    # -- the loop's side (ToolCallPolicy) -------------------------------------------------------
+    def open_turn(self, obs: Observation) -> Turn:
+        with self._lock:
+            if self.gone is not None or self.ended is not None:
+                raise PolicyExhausted(self._over_message())
+            pending, self._pending = self._pending, None
+            turn = Turn(obs, time.perf_counter())
+            if self._turn.done():
+                self._turn = Future()
+            self._turn.set_result(turn)
+        if pending is not None:  # the loop asks again within the decision: the call was rejected
+            _resolve(pending.result, {"decision_id": obs.decision_id, "pressed": [], "rejected": obs.retry_feedback,
+                                      "charged": True, "trial_over": False, "ending": None})
+        return turn
+
+    def took(self, call: Call) -> None:
+        with self._lock:
+            self._pending = call
+
+    # -- the server's side ----------------------------------------------------------------------
+    async def current_turn(self) -> Turn:
+        """The open turn (waiting for it if the loop is busy); TrialOver once the trial is over."""
+        return (await self._wait_turn())[1]
+
+    async def _wait_turn(self) -> tuple[Future, Turn]:
+        with self._lock:
+            waiting = self._turn
+        turn = await asyncio.wrap_future(waiting)
+        if turn is None:
+            raise TrialOver(self._over_message())
+        return waiting, turn
+
+    async def press(self, arguments: dict) -> dict:
+        """Hand one press_keys call to the loop and wait for what the loop made of it."""
+        while True:
+            waiting, turn = await self._wait_turn()
+            with self._lock:
+                if turn.taken or self._turn is not waiting:
+                    continue  # another call took it: wait for the next
+                turn.taken = True
+                self._turn = Future()
+            call = Call(arguments, time.perf_counter(), utc_now())
+            try:
+                turn.call.set_result(call)
+            except InvalidStateError:  # the loop stopped waiting (the trial was ended meanwhile)
+                continue
+            break
+        return await asyncio.wrap_future(call.result)
+
+    def disconnect(self, detail: str) -> None:
+        """The client went away: the trial ends as agent-disconnected (if it is still running)."""
+        with self._lock:
+            if self.gone is not None or self.ended is not None:
+                return
+            self.gone = detail
+        if self.control is not None:
+            self.control.end_trial_as(EndRequest("agent-disconnected", detail))
+        self._over()
+
+    # -- the sink's side: what the loop recorded -------------------------------------------------
+    def handle(self, event) -> None:
+        if isinstance(event, DecisionRecorded):
+            trace = event.trace
+            with self._lock:
+                pending, self._pending = self._pending, None
+                if trace.termination_reason is not None and self.ended is None:
+                    self.ended = trace.termination_reason
+            if pending is not None:
+                attempts = event.response.attempts
+                rejected = None if trace.parsed_actions else (attempts[-1].error if attempts else None)
+                _resolve(pending.result, {
+                    "decision_id": trace.decision_id, "pressed": [i.action for i in event.inputs],
+                    "rejected": rejected, "charged": True, "trial_over": trace.termination_reason is not None,
+                    "ending": trace.termination_reason})
+        elif isinstance(event, TrialEnded):
+            self.result = event.result
+            with self._lock:
+                self.ended = self.ended or event.result.termination_reason
+            self._over()
+            self.finished.set()
+
+    def trial_over(self, reason: str) -> None:
+        """The trial will not play (it could not start, or the run stopped): refuse every call."""
+        with self._lock:
+            self.ended = self.ended or reason
+        self._over()
+        self.finished.set()
+
+    def _over(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, None
+            turn_future = self._turn
+            if turn_future.done():
+                self._turn = _done(None)
+            else:
+                turn_future.set_result(None)
+        message = self._over_message()
+        if turn_future.done() and (turn := turn_future.result()) is not None and not turn.call.done():
+            try:
+                turn.call.set_exception(PolicyExhausted(message))
+            except InvalidStateError:
+                pass
+        if pending is not None:
+            _resolve(pending.result, TrialOver(message))
+
+    def _over_message(self) -> str:
+        if self.gone is not None and self.ended in (None, "agent-disconnected"):
+            return f"the trial has ended: the agent disconnected ({self.gone})"
+        if self.ended is not None:
+            return f"the trial has ended ({self.ended}); no more calls are accepted"
+        return "the trial has ended; no more calls are accepted"
+
+
+def _resolve(future: Future, value) -> None:
+    try:
+        if isinstance(value, BaseException):
+            future.set_exception(value)
+        else:
+            future.set_result(value)
+    except InvalidStateError:
+        pass  # the caller stopped waiting (its client went away)
+
+
+class ToolCallPolicy:
+    """The Policy of a trial played through the tool desk: each press_keys call is one decision."""
+
+    name = "mcp"
+    model_id = None
+    # The agent's calls cost money somewhere, but what each cost is unknown here: charged as unknown
+    # (never 0). A client that reports its usage (policy cli) has it recorded beside the trial's result.
+    paid = True
+    transport = None
+
+    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None):
+        self.desk = desk
+        self.ruleset = ruleset
+        # into the trial's result (engine.trial): the server's exposed tools, transport, client
+        self.provenance = {"tool_server": record} if record is not None else None
+
+    async def decide(self, observation: Observation) -> PolicyReply:
+        desk = self.desk
+        try:
+            turn = desk.open_turn(observation)
+            call: Call = await asyncio.wrap_future(turn.call)
+        except PolicyExhausted:
+            if desk.gone is not None and desk.control is not None:  # a trial begun after the client left
+                desk.control.end_trial_as(EndRequest("agent-disconnected", desk.gone))
+            raise
+        desk.took(call)
+        keys = call.arguments.get("keys")
+        record = {"tool": "press_keys", "arguments": call.arguments, "received_utc": call.received_utc,
+                  "ruleset": self.ruleset, "screens": turn.screens}
+        return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
+                           usage=Usage(), latency_ms=round((call.received - turn.opened) * 1000, 3), reply=record)
+
+    def close(self) -> None:
+        pass
+
+
+def screen_record(turn: Turn, png: bytes) -> dict:
+    """What a get_screen call served, for the decision's record."""
+    return {"tool": "get_screen", "frame_sha256": turn.obs.frame_sha256,
+            "png_sha256": hashlib.sha256(png).hexdigest(),
+            "at_ms": round((time.perf_counter() - turn.opened) * 1000, 3)}

@@ -1,0 +1,30 @@
+"""Rulesets for agents that play through oakwatch's tool server (`oakwatch mcp`, policy mcp and cli).
+
+A ruleset is the exact set of tools the server exposes, frozen with the manifest (agent.ruleset) and
+recorded in every trial's result; `oakwatch verify` checks the recorded list is exactly this one
+(sessions.verify_tools). Seed 002's human ruleset: the screen and the keys, nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Ruleset = Literal["human", "standard"]
+
+RULESETS: dict[str, tuple[str, ...]] = {
+    # the screen as an image and the controller: no game state, no helpers
+    "human": ("get_screen", "press_keys"),
+    # plus the observation the loop builds for any agent (its recent actions, objective, and on the
+    # structured information track the game definition's allowlisted fields: engine.tracks)
+    "standard": ("get_screen", "press_keys", "get_observation"),
+}
+NOT_YET = {"battle": "the battle ruleset (battle helpers) is not implemented yet"}
+
+
+def tools_for(ruleset: str) -> tuple[str, ...]:
+    if ruleset in NOT_YET:
+        raise ValueError(NOT_YET[ruleset])
+    try:
+        return RULESETS[ruleset]
+    except KeyError:
+        raise ValueError(f"no ruleset {ruleset!r} (there are: {', '.join(RULESETS)})") from None

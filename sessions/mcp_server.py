@@ -1,0 +1,173 @@
+"""oakwatch's MCP tool server, on the official `mcp` SDK (MCPServer), over stdio or streamable HTTP.
+
+One server plays one trial through a ToolDesk (engine.policies.tools). The tools are exactly the
+manifest's ruleset (engine.rulesets): the list the server exposes is read back from the server
+itself and recorded in the trial's result (provenance.tool_server.tools), which `oakwatch verify`
+checks against the ruleset (sessions.verify_tools). No tool reads the probe: the screen, the keys,
+and under the standard ruleset the loop's Observation (on the structured track, only its allowlist).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Callable
+from importlib.metadata import version as dist_version
+
+from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from engine.policies.model import screen_png
+from engine.policies.tools import ToolDesk, TrialOver, screen_record
+from engine.rulesets import tools_for
+
+REJECTED_PREFIX = "Your previous response was rejected: "
+
+INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen to see the screen, then "
+                "press_keys with one or more buttons to press in order ({allowed}; at most {most} per call). "
+                "Each press holds the button {press} frames and waits {settle} more: the timing is fixed. "
+                "Every press_keys call is one decision of the trial; an invalid one is charged. The trial ends "
+                "at its final milestone or when a budget runs out; then every call is refused.")
+
+
+def sdk_version() -> str:
+    return dist_version("mcp")
+
+
+def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tuple[str, ...], max_actions: int,
+                 press_frames: int, settle_frames: int,
+                 on_session: Callable[[str | None], None] | None = None) -> MCPServer:
+    """The server for one trial. `on_session(id)`: told the session of each tool call (HTTP), so the
+    session that plays is the one whose end counts as the agent disconnecting."""
+    names = tools_for(ruleset)
+    instructions = INSTRUCTIONS.format(allowed=", ".join(allowed), most=max_actions, press=press_frames,
+                                       settle=settle_frames)
+    server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
+                       instructions=instructions)
+
+    def seen(ctx: Context) -> None:
+        desk.calls += 1
+        if on_session is not None:
+            on_session(_session_id(ctx))
+
+    async def get_screen(ctx: Context) -> Image:
+        """The current screen as a PNG image (the emulator's frame, each pixel enlarged to a square
+        block). It changes only when press_keys plays."""
+        seen(ctx)
+        try:
+            turn = await desk.current_turn()
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+        png = screen_png(turn.obs.frame, image_scale)
+        turn.screens.append(screen_record(turn, png))
+        return Image(data=png, format="png")
+
+    async def press_keys(keys: list[str], ctx: Context) -> str:
+        """Press buttons in order, each with the fixed timing; returns the decision's number and what
+        was pressed (a press may end the trial: then `trial_over` is true and `ending` says why)."""
+        seen(ctx)
+        try:
+            result = await desk.press({"keys": keys})
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+        if result["rejected"] is not None:
+            why = result["rejected"].removeprefix(REJECTED_PREFIX)
+            raise ToolError(f"press_keys rejected, charged as an invalid output of decision {result['decision_id']}: "
+                            f"{why}" + (f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""))
+        return json.dumps(result)
+
+    async def get_observation(ctx: Context) -> str:
+        """What the harness tells every agent besides the screen: your recent actions, the buttons
+        allowed, and on the structured information track the game's allowlisted state and dialogue."""
+        seen(ctx)
+        try:
+            turn = await desk.current_turn()
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+        obs = turn.obs
+        turn.screens.append({"tool": "get_observation", "frame_sha256": obs.frame_sha256})
+        return json.dumps({"decision_id": obs.decision_id, "recent_actions": list(obs.recent_actions),
+                           "allowed_actions": list(obs.allowed_actions), "max_actions": obs.max_actions,
+                           "structured": obs.structured}, sort_keys=True)
+
+    tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation}
+    for name in names:
+        server.add_tool(tools[name], name=name, structured_output=False)
+    return server
+
+
+def _session_id(ctx: Context) -> str | None:
+    """The streamable-HTTP session of a call (its Mcp-Session-Id header); None on stdio."""
+    headers = ctx.headers
+    return headers.get("mcp-session-id") if headers is not None else None
+
+
+async def exposed_tools(server: MCPServer) -> list[str]:
+    """The tool names the server lists to a client: what the trial records and verify checks."""
+    return sorted(t.name for t in await server.list_tools())
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the server starts (port 0: a free one), so its address is
+    known at once."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(16)
+    sock.setblocking(False)
+    return sock
+
+
+class HttpSessions:
+    """Which streamable-HTTP session plays, and when it ends (the client's DELETE, an idle timeout,
+    a crash: the SDK's session manager discards it)."""
+
+    def __init__(self, desk: ToolDesk):
+        self.desk = desk
+        self.playing: str | None = None  # the first session that called a tool
+        self.ended = asyncio.Event()  # the playing session ended
+
+    def saw(self, session: str | None) -> None:
+        if self.playing is None and session is not None:
+            self.playing = session
+
+    def watch(self, server: MCPServer) -> None:
+        manager = server.session_manager
+        discard = manager._discard_session  # the SDK's one place every session end passes
+
+        async def discarded(session_id, transport):
+            try:
+                await discard(session_id, transport)
+            finally:
+                if session_id == self.playing:
+                    self.desk.disconnect("the client's HTTP session ended")
+                    self.ended.set()
+
+        manager._discard_session = discarded
+
+
+async def serve_http(server: MCPServer, sock: socket.socket, sessions: HttpSessions, *,
+                     stop_when: Callable[[], bool], log_level: str = "warning") -> None:
+    """Serve until `stop_when()` holds after the playing session ended, or the trial is over and no
+    one plays (or the task is cancelled)."""
+    import uvicorn
+
+    host = sock.getsockname()[0]
+    app = server.streamable_http_app(host=host, session_idle_timeout=600)
+    sessions.watch(server)
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on")
+    http = uvicorn.Server(config)
+
+    async def stopper():
+        while not http.should_exit:
+            if stop_when() and (sessions.ended.is_set() or sessions.playing is None):
+                http.should_exit = True
+                break
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.create_task(stopper())
+    try:
+        await http.serve(sockets=[sock])
+    finally:
+        watcher.cancel()

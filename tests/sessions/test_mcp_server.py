@@ -1,0 +1,186 @@
+"""`oakwatch mcp`: an agent harness plays the cartridge through the official MCP SDK's client, over
+stdio and streamable HTTP (tests/fakes/mcp_agent.py presses the walkthrough); the evidence is the
+usual folder, which verify and replay accept; bad calls, calls after the end and a client that
+leaves mid-trial each end in a truthful record."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sessions.experiment import PreflightError, prepare
+from sessions.replay import replay_trial
+from sessions.verify import verify_experiment
+from tests.conftest import read_jsonl, write_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "tests" / "fakes" / "mcp_agent.py"
+OAKWATCH = [sys.executable, "-m", "app.cli"]
+
+
+def mcp_manifest(tmp_path: Path, *, agent: dict | None = None, budgets: dict | None = None, policy: str = "mcp",
+                 **condition) -> Path:
+    data = yaml.safe_load((ROOT / "assets" / "experiments" / "dry-run.yaml").read_text())
+    data["emulator"]["speed_multiplier"] = 0
+    data["agent"].update(agent or {})
+    data["budgets"].update(budgets or {})
+    return write_manifest(tmp_path, emulator=data["emulator"], agent=data["agent"], budgets=data["budgets"],
+                          conditions=[{"id": "agent", "policy": policy, **condition}])
+
+
+def play_stdio(tmp_path: Path, manifest: Path, *agent_args: str) -> tuple[dict, subprocess.CompletedProcess]:
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, str(AGENT), "--report", str(report), *agent_args, "--stdio", "--",
+                           *OAKWATCH, "mcp", str(manifest), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return json.loads(report.read_text()), done
+
+
+def result_of(out: Path) -> tuple[dict, Path]:
+    (trial,) = [p for p in [*out.glob("trials/*"), *out.glob("void-*/*")] if p.is_dir()]
+    return json.loads((trial / "result.json").read_text()), trial
+
+
+def test_an_agent_plays_to_the_dex_over_stdio_and_the_folder_verifies_and_replays(tmp_path):
+    seen, done = play_stdio(tmp_path, mcp_manifest(tmp_path), "--bad-first", "--bad-args", "--after-end", "1")
+    out = tmp_path / "out"
+    assert seen["tools"] == ["get_screen", "press_keys"]  # the human ruleset: exactly its two tools
+    assert seen["ending"] == "final-milestone"
+    result, trial = result_of(out)
+    assert (result["outcome"], result["termination_reason"]) == ("success", "final-milestone")
+    assert result["milestones_reached"][-1] == "M8"
+    assert result["provenance"]["tool_server"]["tools"] == ["get_screen", "press_keys"]
+    assert result["provenance"]["tool_server"]["transport"] == "stdio"
+    assert verify_experiment(out) == []
+    report = replay_trial(trial)
+    assert report["milestones"][-1] == "M8"
+    # The wrong-typed call: the SDK's clear error naming the field, not charged (it never was a decision).
+    assert "keys" in seen["errors"][0]["text"]
+    # The bad button: an invalid output of decision 1, charged like a model's, answered with the reason.
+    assert "JUMP" in seen["errors"][1]["text"] or "Input should be" in seen["errors"][1]["text"]
+    assert "decision 1" in seen["errors"][1]["text"]
+    first = read_jsonl(trial / "responses.jsonl")[0]["attempts"]
+    assert [a["valid"] for a in first] == [False, True] and '"JUMP"' in first[0]["raw"]
+    assert result["telemetry"]["invalid_outputs"] == 1
+    # Usage unknown to the server: null, never 0.
+    assert result["telemetry"]["cost_usd"] is None and result["telemetry"]["input_tokens"] is None
+    # Each decision logs the call (its arguments, timing) and the screens it looked at first.
+    attempt = read_jsonl(trial / "responses.jsonl")[1]["attempts"][0]
+    assert attempt["reply"]["tool"] == "press_keys" and attempt["reply"]["arguments"]["keys"]
+    assert attempt["latency_ms"] is not None
+    (screen,) = attempt["reply"]["screens"]
+    trace = read_jsonl(trial / "trace.jsonl")
+    assert screen["frame_sha256"] == trace[1]["frame_sha256"]  # the screen the decision was made on
+    # Once over, every call is refused, saying why.
+    assert "has ended (final-milestone)" in seen["errors"][-1]["text"]
+    assert len(trace) == seen["press_calls"] and sum(t["accepted_actions"] for t in trace) > 100
+
+
+def serve_http(tmp_path: Path, manifest: Path) -> tuple[subprocess.Popen, str]:
+    server = subprocess.Popen([*OAKWATCH, "mcp", str(manifest), "--transport", "http", "--port", "0",
+                               "--output", str(tmp_path / "out")], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    line = server.stderr.readline()
+    found = re.search(r"on (http://\S+/mcp)", line)
+    assert found, line
+    return server, found.group(1)
+
+
+def play_http(tmp_path: Path, url: str, *agent_args: str) -> dict:
+    report = tmp_path / "report.json"
+    subprocess.run([sys.executable, str(AGENT), "--url", url, "--report", str(report), *agent_args],
+                   check=True, timeout=120, cwd=ROOT)
+    return json.loads(report.read_text())
+
+
+def test_an_agent_plays_to_the_dex_over_streamable_http(tmp_path):
+    server, url = serve_http(tmp_path, mcp_manifest(tmp_path))
+    try:
+        assert url.startswith("http://127.0.0.1:")  # local only, unless --host says otherwise
+        seen = play_http(tmp_path, url)
+        assert server.wait(timeout=60) == 0  # the trial succeeded and the client left: the server exits
+    finally:
+        server.kill()
+    out = tmp_path / "out"
+    result, trial = result_of(out)
+    assert seen["ending"] == "final-milestone" and result["milestones_reached"][-1] == "M8"
+    assert result["provenance"]["tool_server"]["transport"] == "http"
+    assert verify_experiment(out) == []
+    assert replay_trial(trial)["milestones"][-1] == "M8"
+
+
+def test_a_client_that_leaves_mid_trial_ends_it_as_agent_disconnected(tmp_path):
+    server, url = serve_http(tmp_path, mcp_manifest(tmp_path))
+    try:
+        seen = play_http(tmp_path, url, "--presses", "3")
+        assert server.wait(timeout=60) == 2  # an invalid trial
+    finally:
+        server.kill()
+    out = tmp_path / "out"
+    result, trial = result_of(out)
+    assert seen["press_calls"] == 3
+    assert (result["outcome"], result["termination_reason"], result["invalid_cause"]) == \
+        ("invalid-provider", "agent-disconnected", "agent-disconnected")
+    assert result["last_decision"] == 3  # the three decisions it made are the evidence
+    assert trial.parent.name.startswith("void-")  # invalid: its block is void, rerun with --resume
+    assert verify_experiment(out) == []
+
+
+def test_a_stdio_client_that_leaves_mid_trial_ends_it_too(tmp_path):
+    seen, _ = play_stdio(tmp_path, mcp_manifest(tmp_path), "--presses", "2")
+    result, _ = result_of(tmp_path / "out")
+    assert seen["press_calls"] == 2
+    assert result["termination_reason"] == "agent-disconnected" and result["last_decision"] == 2
+    assert verify_experiment(tmp_path / "out") == []
+
+
+def test_the_budget_ends_the_trial_and_later_calls_are_refused(tmp_path):
+    manifest = mcp_manifest(tmp_path, budgets={"accepted_actions": 10})
+    seen, _ = play_stdio(tmp_path, manifest, "--after-end", "2")
+    result, trial = result_of(tmp_path / "out")
+    assert (result["outcome"], result["termination_reason"]) == ("game-failure", "budget:accepted_actions")
+    assert result["telemetry"]["accepted_actions"] == 10
+    assert seen["ending"] == "budget:accepted_actions"
+    refusals = seen["errors"][-2:]
+    assert all("has ended (budget:accepted_actions)" in e["text"] for e in refusals)
+    assert verify_experiment(tmp_path / "out") == []
+    assert replay_trial(trial)["actions"] == 10
+
+
+def test_the_standard_ruleset_adds_the_observation_and_never_a_ladder_field(tmp_path):
+    manifest = mcp_manifest(tmp_path, agent={"ruleset": "standard", "information_track": "structured"},
+                            budgets={"accepted_actions": 8})
+    seen, _ = play_stdio(tmp_path, manifest)
+    assert seen["tools"] == ["get_observation", "get_screen", "press_keys"]
+    result, _ = result_of(tmp_path / "out")
+    assert result["provenance"]["tool_server"]["tools"] == seen["tools"]
+    assert verify_experiment(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"policy": "mcp"}, "oakwatch mcp MANIFEST"),  # `oakwatch run` does not serve it
+    ({"agent": {"information_track": "structured"}}, "human ruleset shows the screen only"),
+    ({"budgets": {"total_cost_usd": 1.0}}, "does not know what each call cost"),
+    ({"agent": {"ruleset": "battle"}}, "not implemented yet"),
+    ({"agent": {"ruleset": "expert"}}, "no ruleset 'expert'"),
+])
+def test_refusals_before_anything_is_written(tmp_path, changes, message):
+    manifest = mcp_manifest(tmp_path, agent=changes.get("agent"), budgets=changes.get("budgets"))
+    with pytest.raises(PreflightError, match=re.escape(message)):
+        prepare(manifest, tmp_path / "out", allow_mcp="policy" not in changes)
+    assert not (tmp_path / "out").exists()
+
+
+def test_mcp_refuses_a_manifest_without_an_mcp_condition_in_one_line(tmp_path):
+    done = subprocess.run([*OAKWATCH, "mcp", str(ROOT / "assets" / "experiments" / "dry-run.yaml"),
+                           "--output", str(tmp_path / "out")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "oakwatch: error: the manifest has no condition with policy 'mcp' (add one: docs/mcp.md)"]
+    assert not (tmp_path / "out").exists()
