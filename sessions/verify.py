@@ -108,6 +108,9 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
         if checked is not None:
             results[trial.name] = checked
     _check_prompt_cores(ctx, results, report)
+    from sessions.verify_tools import check_tools
+
+    check_tools(ctx.manifest, ctx.labels, results, report)  # the tool server exposed exactly its ruleset
     voids = _check_voids(ctx, report, deep)
     for rel, digest in ctx.deferred.items():  # a stream no trial check read to its end is hashed now
         if (ctx.streamed.get(rel) or file_sha256(folder / rel)) != digest:

@@ -184,3 +184,44 @@ def test_mcp_refuses_a_manifest_without_an_mcp_condition_in_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "oakwatch: error: the manifest has no condition with policy 'mcp' (add one: docs/mcp.md)"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("tools", "found"), [
+    (["get_screen", "press_keys", "read_ram"], "(more: read_ram)"),  # a hidden-state tool slipped in
+    (["press_keys"], "(missing: get_screen)"),
+    (["get_screen", "press_keys", "press_keys"], "not exactly the human ruleset's"),
+])
+def test_verify_refuses_a_trial_whose_server_exposed_other_tools(tmp_path, tools, found):
+    play_stdio(tmp_path, mcp_manifest(tmp_path, budgets={"accepted_actions": 4}))
+    out = tmp_path / "out"
+    _, trial = result_of(out)
+    path = trial / "result.json"
+    result = json.loads(path.read_text())
+    result["provenance"]["tool_server"]["tools"] = tools
+    path.write_text(json.dumps(result))
+    problems = verify_experiment(out)
+    assert any("the tool server exposed" in p and found in p for p in problems), problems
+
+
+def test_verify_refuses_a_recorded_ruleset_other_than_the_manifests(tmp_path):
+    from sessions.verify import Report
+    from sessions.verify_tools import check_tools
+
+    play_stdio(tmp_path, mcp_manifest(tmp_path, budgets={"accepted_actions": 4}))
+    out = tmp_path / "out"
+    from engine.records import TrialResult
+    from sessions.manifest import load_manifest
+
+    raw, trial = result_of(out)
+    raw["provenance"]["tool_server"]["ruleset"] = "standard"
+    result = TrialResult.model_validate(raw)
+    manifest = load_manifest(out / "manifest.yaml")
+    report = Report()
+    check_tools(manifest, {result.condition: "agent"}, {result.trial_key: (result, "")}, report)
+    assert report.problems == [f"trials/{result.trial_key}/result.json: played under ruleset 'standard', but the "
+                               f"manifest's is 'human'"]
+    report = Report()
+    raw["provenance"]["tool_server"]["ruleset"] = "human"
+    check_tools(manifest, {result.condition: "agent"}, {result.trial_key: (TrialResult.model_validate(raw), "")},
+                report)
+    assert report.problems == []
