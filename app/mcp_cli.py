@@ -152,9 +152,10 @@ class ToolSession:
                 anyio.run(self.server.run_stdio_async)  # returns when the client closes stdin
                 self.desk.disconnect("the client closed stdin")
             else:
-                from sessions.mcp_server import serve_http
+                from sessions.mcp_server import after_the_trial, serve_http
 
-                anyio.run(lambda: serve_http(self.server, sock, self.sessions, stop_when=self.desk.finished.is_set))
+                stop = after_the_trial(self.desk, self.sessions)
+                anyio.run(lambda: serve_http(self.server, sock, self.sessions, stop_when=stop))
                 self.desk.disconnect("the HTTP server stopped")
         except KeyboardInterrupt:
             self.control.stop_run("signal", "SIGINT", "signal:SIGINT")

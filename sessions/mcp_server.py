@@ -147,10 +147,14 @@ class HttpSessions:
         manager._discard_session = discarded
 
 
+def after_the_trial(desk: ToolDesk, sessions: HttpSessions) -> Callable[[], bool]:
+    """`oakwatch mcp`'s stop rule: the trial is over and the client that played has left (or none did)."""
+    return lambda: desk.finished.is_set() and (sessions.ended.is_set() or sessions.playing is None)
+
+
 async def serve_http(server: MCPServer, sock: socket.socket, sessions: HttpSessions, *,
                      stop_when: Callable[[], bool], log_level: str = "warning") -> None:
-    """Serve until `stop_when()` holds after the playing session ended, or the trial is over and no
-    one plays (or the task is cancelled)."""
+    """Serve streamable HTTP on `sock` until `stop_when()` (or the task is cancelled)."""
     import uvicorn
 
     host = sock.getsockname()[0]
@@ -161,7 +165,7 @@ async def serve_http(server: MCPServer, sock: socket.socket, sessions: HttpSessi
 
     async def stopper():
         while not http.should_exit:
-            if stop_when() and (sessions.ended.is_set() or sessions.playing is None):
+            if stop_when():
                 http.should_exit = True
                 break
             await asyncio.sleep(0.05)

@@ -45,6 +45,10 @@ def make_policy(prepared: Prepared, condition: Condition, trial_number: int) -> 
         return RandomPolicy(policy_seed(condition, trial_number), condition.actions_per_decision)
     if condition.policy == "replay":
         return ReplayPolicy(prepared.recordings[condition.id])
+    if condition.policy == "cli":  # a coding-agent CLI, launched against oakwatch's own tool server
+        from sessions.cli_client import CliPolicy
+
+        return CliPolicy(condition, prepared.manifest)
     raise ValueError(f"policy {condition.policy!r} is not available here")
 
 
@@ -139,6 +143,10 @@ def make_trial(prepared: Prepared, config: TrialConfig, sinks: list, control: Ru
         made = factory(condition, config.trial_number) if factory else make_policy(p, condition, config.trial_number)
         if gate is not None and hasattr(made, "gate"):
             made.gate = gate  # the run's shared limits, asked before every model call
+        desk = getattr(made, "desk", None)
+        if desk is not None and desk not in sinks:  # a tool-server policy answers calls from what is recorded
+            desk.control = desk.control or control
+            sinks.append(desk)
         return made
 
     variant = p.variant(config.trial_number)
