@@ -637,7 +637,7 @@ def json_path_problem(path: Path | None) -> str | None:
 
 def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
               workers_phase: bool = False, parallel_models: bool = False, *, report_only: bool = False,
-              json_path: Path | None = None) -> int:
+              json_path: Path | None = None, mcp_calls: int = 0) -> int:
     from app.bench_tally import exit_status, tally_lines, targets
 
     problem = json_path_problem(json_path)
@@ -671,6 +671,10 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
                 failed = not report["verify"]["zero_problems"]
             else:
                 print("phase 4/4: skipped (--verify-decisions 0)")
+            if mcp_calls:
+                from app.bench_mcp import mcp_figures
+
+                report["mcp"] = mcp_figures(prepared, mcp_calls, tmp)
             if workers_phase:
                 report["workers"] = workers_figures(tmp)
             if parallel_models:

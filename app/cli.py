@@ -155,6 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--parallel-models", action="store_true",
                        help="also measure 16 model trials against a local 200 ms server with 8 workers vs 1 "
                             "(target <= 1/6 of the serial time) and the console attached to that run")
+    bench.add_argument("--mcp-calls", type=int, default=100, metavar="N",
+                       help="press_keys calls through `oakwatch mcp` timed against the raw press (0 to skip)")
     bench.add_argument("--report-only", action="store_true",
                        help="exit 0 even when a target is missed (a bench that broke still exits 1)")
     bench.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE as JSON")
@@ -272,7 +274,8 @@ def _main(argv: list[str] | None) -> int:
         from app.bench import run_bench
 
         return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase,
-                         args.parallel_models, report_only=args.report_only, json_path=args.json)
+                         args.parallel_models, report_only=args.report_only, json_path=args.json,
+                         mcp_calls=max(0, args.mcp_calls))
     return _fail(f"unknown command {args.command}")
 
 

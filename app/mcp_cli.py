@@ -149,7 +149,9 @@ class ToolSession:
         self._thread.start()
         try:
             if sock is None:
-                anyio.run(self.server.run_stdio_async)  # returns when the client closes stdin
+                from sessions.mcp_server import serve_stdio
+
+                anyio.run(serve_stdio, self.server)  # returns when the client closes stdin
                 self.desk.disconnect("the client closed stdin")
             else:
                 from sessions.mcp_server import after_the_trial, serve_http

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import sys
 from collections.abc import Callable
 from importlib.metadata import version as dist_version
 
@@ -101,6 +103,68 @@ def _session_id(ctx: Context) -> str | None:
     """The streamable-HTTP session of a call (its Mcp-Session-Id header); None on stdio."""
     headers = ctx.headers
     return headers.get("mcp-session-id") if headers is not None else None
+
+
+class _PipeLines:
+    """stdin as the SDK's stdio_server reads it (an async iterator of text lines), read by the event
+    loop itself: the SDK's default reads each line in a worker thread, which costs a thread hop per
+    message (about a millisecond a call here)."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._reader: asyncio.StreamReader | None = None
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> str:
+        if self._reader is None:
+            loop = asyncio.get_running_loop()
+            self._reader = asyncio.StreamReader(limit=64 << 20)
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self._reader),
+                                         os.fdopen(self._fd, "rb", buffering=0))
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+class _PipeWriter:
+    """stdout for the SDK's stdio_server: whole messages written straight to the wire's descriptor."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._buffer: list[str] = []
+
+    async def write(self, text: str) -> None:
+        self._buffer.append(text)
+
+    async def flush(self) -> None:
+        data = "".join(self._buffer).encode("utf-8")
+        self._buffer.clear()
+        view = memoryview(data)
+        while view:  # a blocking write: the client reads as we write (a screen is ~100 kB)
+            view = view[os.write(self._fd, view):]
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve on this process's stdin and stdout until the client closes stdin. As the SDK's own
+    stdio transport does, stray output of ours goes to stderr while serving (fd 1 points there; the
+    wire keeps a private copy of the original stdout) and fd 0 reads nothing."""
+    from mcp.server.stdio import stdio_server
+
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    os.close(null)
+    try:
+        async with stdio_server(stdin=_PipeLines(wire_in), stdout=_PipeWriter(wire_out)) as (read, write):
+            low = server._lowlevel_server  # MCPServer.run_stdio_async does exactly this, on the SDK's streams
+            await low.run(read, write, low.create_initialization_options())
+    finally:
+        os.close(wire_out)
 
 
 async def exposed_tools(server: MCPServer) -> list[str]:

@@ -14,7 +14,8 @@ from app.cli import main
 
 DEFAULT_MEASURED = {"(c) headless dry-run against the naive floor (b)",
                     "(d) replay against raw PyBoy + frame hash (a+)",
-                    "whole `oakwatch run --headless` (as configured)"}
+                    "whole `oakwatch run --headless` (as configured)",
+                    "MCP press_keys call over the raw press"}
 
 
 def test_the_bench_runs_its_default_phases(tmp_path, monkeypatch, capsys):
@@ -97,7 +98,7 @@ def synthetic_bench(monkeypatch, tmp_path):
     figures = _figures(process_ratio=1.74)
     monkeypatch.setattr(bench, "dry_run_figures", lambda *a: figures["dry_run"])
     monkeypatch.setattr(bench, "process_figures", lambda *a: figures["process"])
-    return ["bench", "--memory-actions", "0", "--verify-decisions", "0"]
+    return ["bench", "--memory-actions", "0", "--verify-decisions", "0", "--mcp-calls", "0"]
 
 
 def test_the_command_exits_1_on_a_missed_target_and_0_with_report_only(synthetic_bench, tmp_path, capsys):
@@ -115,3 +116,11 @@ def test_a_json_file_that_cannot_be_written_is_refused_before_the_bench_runs(syn
     assert main([*synthetic_bench, "--json", str(tmp_path / "no-such-folder" / "f.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no-such-folder" in err
+
+
+def test_the_tool_server_row_is_tallied_only_when_measured():
+    report = _figures()
+    assert "MCP press_keys call over the raw press" not in {t.name for t in targets(report)}
+    report["mcp"] = {"overhead_ms": 2.6, "target_ms": 2.0, "target_met": False}
+    (row,) = [t for t in targets(report) if t.name == "MCP press_keys call over the raw press"]
+    assert (row.measured, row.target, row.verdict) == ("2.600 ms", "<= 2 ms", "NOT met")
