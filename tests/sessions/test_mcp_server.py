@@ -225,3 +225,35 @@ def test_verify_refuses_a_recorded_ruleset_other_than_the_manifests(tmp_path):
     check_tools(manifest, {result.condition: "agent"}, {result.trial_key: (TrialResult.model_validate(raw), "")},
                 report)
     assert report.problems == []
+
+
+def test_the_bundled_mcp_experiment_is_served_and_plays_to_the_dex(tmp_path):
+    from sessions.assets import ASSETS
+
+    seen, _ = play_stdio(tmp_path, ASSETS / "experiments" / "mcp.yaml")
+    result, _ = result_of(tmp_path / "out")
+    assert seen["tools"] == ["get_screen", "press_keys"] and result["milestones_reached"][-1] == "M8"
+    assert verify_experiment(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("template", ["firered-mcp", "red-mcp"])
+def test_the_own_rom_mcp_templates_are_filled_in_by_state_new(template, tmp_path):
+    from sessions.assets import ASSETS
+    from sessions.gamedefs import load_game_definition
+    from sessions.manifest import parse_manifest
+    from sessions.romid import identify
+    from sessions.statemaker import Setup, fill_experiment, load_template
+    from sessions.tool_conditions import check_tool_condition
+
+    path = ASSETS / "experiments" / f"{template}.yaml"
+    ref = yaml.safe_load(path.read_text())["game"]["definition"]
+    game = load_game_definition(ASSETS / "games" / ref.removeprefix("bundled:"))
+    emulator = {"gb": "pyboy", "gba": "mgba"}[game.platform]
+    rom = b"not this game"
+    s = Setup(tmp_path / "own.rom", rom, game, ref, identify(rom, game, force=True), emulator, "9.9", tmp_path / "o")
+    data, _ = load_template(f"bundled:{template}.yaml", s)
+    record = {"state": "mine.state", "state_sha256": "a" * 64, "first_frame_sha256": "b" * 64}
+    manifest = parse_manifest(fill_experiment(s, record, data), "filled")
+    assert [c.policy for c in manifest.conditions] == ["mcp"] and manifest.agent.ruleset == "human"
+    assert manifest.trials_per_label() == 1
+    check_tool_condition(manifest, manifest.conditions[0], 0, allow_mcp=True)  # raises if oakwatch mcp would refuse
