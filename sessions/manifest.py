@@ -331,7 +331,8 @@ class Condition(_Strict):
     pricing: PricingRef | None = None
     request: RequestSettings | None = None
     # policy: cli — the client's command line, one argument per item, `{mcp_config}` where the MCP
-    # config file oakwatch writes goes (sessions.cli_client); the client's `--version` output, checked
+    # config file oakwatch writes goes, `{mcp_url}` where the server's address goes (sessions.cli_client);
+    # the client's `--version` output, checked
     # when given and frozen with the run.
     command: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]],
                        Field(min_length=1, max_length=256)] | None = None
@@ -348,8 +349,9 @@ class Condition(_Strict):
             raise ValueError("script_notes applies only to policy 'scripted'")
         if self.policy != "cli" and (self.command is not None or self.client_version is not None):
             raise ValueError("command and client_version apply only to policy 'cli'")
-        if self.command is not None and not any("{mcp_config}" in arg for arg in self.command):
-            raise ValueError("command: put {mcp_config} where the client takes its MCP config file")
+        if self.command is not None and not any("{mcp_config}" in a or "{mcp_url}" in a for a in self.command):
+            raise ValueError("command: put {mcp_config} where the client takes its MCP config file (or {mcp_url} "
+                             "where it takes the server's address)")
         model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request")
         if self.policy != "model":
             given = [k for k in model_only if getattr(self, k) is not None]

@@ -64,8 +64,10 @@ def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_pa
 
 
 def test_a_client_that_reports_no_usage_leaves_it_null(tmp_path):
+    # given the server's address in its command line ({mcp_url}, as Codex takes it) instead of a config file
     exe = fake_claude(tmp_path, "--no-usage")
-    out, _ = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=command(exe), budgets={"accepted_actions": 8}))
+    cmd = [str(exe), "--url", "{mcp_url}", "--output-format", "json"]
+    out, _ = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=cmd, budgets={"accepted_actions": 8}))
     result, _ = result_of(out)
     assert result["termination_reason"] == "budget:accepted_actions"
     client = result["provenance"]["tool_server"]["client"]
