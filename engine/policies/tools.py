@@ -228,6 +228,11 @@ class ToolCallPolicy:
                 desk.control.end_trial_as(EndRequest("agent-disconnected", desk.gone))
             raise
         desk.took(call)
+        control = desk.control
+        if control is not None and control.paused:  # paused after this turn opened: hold the call, as the
+            # loop holds between decisions (a step lets exactly this decision through)
+            if control.checkpoint() is not None:
+                raise PolicyExhausted("the trial was ended while a call waited")
         keys = call.arguments.get("keys")
         record = {"tool": "press_keys", "arguments": call.arguments, "received_utc": call.received_utc,
                   "ruleset": self.ruleset, "screens": turn.screens}

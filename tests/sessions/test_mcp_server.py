@@ -257,3 +257,63 @@ def test_the_own_rom_mcp_templates_are_filled_in_by_state_new(template, tmp_path
     assert [c.policy for c in manifest.conditions] == ["mcp"] and manifest.agent.ruleset == "human"
     assert manifest.trials_per_label() == 1
     check_tool_condition(manifest, manifest.conditions[0], 0, allow_mcp=True)  # raises if oakwatch mcp would refuse
+
+
+def test_operator_pause_step_tag_and_end_reach_a_served_trial(tmp_path):
+    """The run's control (what `oakwatch attach` and `serve --operator` drive) holds the served trial
+    like any other: a call made while paused waits for a step, a tag is recorded, an end refuses the
+    calls after it. In-process: the SDK's Client connected straight to the server object."""
+    import anyio
+    from mcp import Client
+
+    from app.mcp_cli import ToolSession
+    from sessions.experiment import create_folder
+
+    out = tmp_path / "out"
+    prepared = prepare(mcp_manifest(tmp_path), out, allow_mcp=True)
+    session = ToolSession(prepared, create_folder(prepared, out), 0, transport="stdio")
+    control = session.control
+    got: dict = {}
+
+    async def main():
+        async with Client(session.server) as client:
+            assert not (await client.call_tool("press_keys", {"keys": ["RIGHT"]})).is_error  # decision 1
+            control.pause()
+
+            async def held():
+                got["held"] = await client.call_tool("press_keys", {"keys": ["RIGHT"]})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(held)
+                await anyio.sleep(0.5)
+                assert "held" not in got  # paused: the loop does not take the call
+                control.step()
+            assert json.loads(got["held"].content[0].text)["decision_id"] == 2
+            control.tag({"trial_key": session.trial_key, "decision_id": 2, "type": "misread-screen",
+                         "severity": "minor", "note": "walked into the wall"})
+            control.end_trial("enough for this test")
+            with anyio.fail_after(10):
+                while not session.desk.finished.is_set():
+                    await anyio.sleep(0.02)
+            got["after"] = await client.call_tool("press_keys", {"keys": ["A"]})
+
+    session._thread.start()
+    try:
+        anyio.run(main)
+    finally:
+        session.desk.disconnect("the test's client left")
+        session._thread.join(30)
+    assert got["after"].is_error and "has ended (operator-abort)" in got["after"].content[0].text
+    result, trial = result_of(out)
+    assert (result["termination_reason"], result["termination_detail"]) == ("operator-abort", "enough for this test")
+    assert result["last_decision"] == 2
+    (tag,) = read_jsonl(trial / "annotations.jsonl")
+    assert (tag["decision_id"], tag["note"]) == (2, "walked into the wall")
+    assert verify_experiment(out) == []
+
+
+def test_mcp_trial_option_names_a_trial_of_the_schedule(tmp_path):
+    done = subprocess.run([*OAKWATCH, "mcp", str(mcp_manifest(tmp_path)), "--trial", "Q-07",
+                           "--output", str(tmp_path / "out")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2 and "--trial Q-07: not a trial of this schedule" in done.stderr
+    assert not (tmp_path / "out").exists()
