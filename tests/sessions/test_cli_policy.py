@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessions.cli_client import client_report
 from sessions.experiment import PreflightError, create_folder, prepare
@@ -109,3 +111,18 @@ def test_codex_json_events_are_summed():
     assert report["usage"] == {"input_tokens": 15, "cached_input_tokens": 3, "output_tokens": 7}
     assert report["num_turns"] == 2 and report["session_id"] == "t-1" and report["total_cost_usd"] is None
     assert client_report("") == {"usage": None, "total_cost_usd": None, "num_turns": None, "session_id": None}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=300), st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "usage", "total_cost_usd", "num_turns", "session_id", "input_tokens",
+                         "output_tokens", "thread_id", "x"]), inner, max_size=5),
+    max_leaves=12).map(json.dumps)))
+def test_whatever_a_client_prints_its_report_is_parsed_or_left_null(text):
+    report = client_report(text)
+    assert set(report) == {"usage", "total_cost_usd", "num_turns", "session_id"}
+    assert report["total_cost_usd"] is None or isinstance(report["total_cost_usd"], float)
+    assert report["num_turns"] is None or isinstance(report["num_turns"], int)
+    assert report["usage"] is None or all(v is None or isinstance(v, int) for v in report["usage"].values())

@@ -317,3 +317,46 @@ def test_mcp_trial_option_names_a_trial_of_the_schedule(tmp_path):
                            "--output", str(tmp_path / "out")], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2 and "--trial Q-07: not a trial of this schedule" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_such_tool(tmp_path):
+    import anyio
+    from mcp import Client
+
+    from app.mcp_cli import ToolSession
+    from sessions.experiment import create_folder
+
+    out = tmp_path / "out"
+    manifest = mcp_manifest(tmp_path, agent={"ruleset": "standard", "information_track": "structured"},
+                            budgets={"accepted_actions": 3})
+    prepared = prepare(manifest, out, allow_mcp=True)
+    session = ToolSession(prepared, create_folder(prepared, out), 0, transport="stdio")
+    got: dict = {}
+
+    async def main():
+        async with Client(session.server) as client:
+            got["first"] = json.loads((await client.call_tool("get_observation", {})).content[0].text)
+            await client.call_tool("press_keys", {"keys": ["RIGHT", "RIGHT"]})
+            got["second"] = json.loads((await client.call_tool("get_observation", {})).content[0].text)
+            got["unknown"] = await client.call_tool("read_memory", {"address": 53248})
+            await client.call_tool("press_keys", {"keys": ["RIGHT"]})  # the budget's last action
+
+    session._thread.start()
+    try:
+        anyio.run(main)
+    finally:
+        session.desk.disconnect("the test's client left")
+        session._thread.join(30)
+    game = yaml.safe_load((ROOT / "assets" / "games" / "parcel-quest.yaml").read_text())
+    allow = game["tracks"]["structured"]["fields"]
+    first, second = got["first"], got["second"]
+    assert set(first["structured"]) == {*allow, "dialogue"}  # the allowlist and the dialogue, nothing else
+    ladder_fields = {f for m in game["milestones"] for f in json.dumps(m).split('"') if f in game["fields"]}
+    assert ladder_fields and not ladder_fields & set(first["structured"])
+    assert first["decision_id"] == 1 and second["recent_actions"] == ["RIGHT", "RIGHT"]
+    assert got["unknown"].is_error  # no such tool: nothing reads RAM
+    result, trial = result_of(out)
+    assert result["termination_reason"] == "budget:accepted_actions"
+    # get_observation calls are logged with the decision they preceded
+    reply = read_jsonl(trial / "responses.jsonl")[0]["attempts"][0]["reply"]
+    assert [s["tool"] for s in reply["screens"]] == ["get_observation"]
