@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
@@ -371,6 +371,16 @@ class Condition(_Strict):
             raise ValueError(f"provider {self.provider!r} needs 'base_url' (the server's /v1 address)")
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_unused_cli_fields(self, handler):
+        # cli's fields appear only where set: a condition dumps (conditions/<label>.yaml, the manifest's
+        # hash) exactly as it did before policy cli existed, so earlier folders still verify.
+        data = handler(self)
+        for key in ("command", "client_version"):
+            if isinstance(data, dict) and data.get(key) is None:
+                data.pop(key, None)
+        return data
+
     @property
     def api_name(self) -> str:
         return self.api or next(iter(PROVIDERS[self.provider].apis))
@@ -448,10 +458,6 @@ class Manifest(_Strict):
             data["agent"].pop("information_track")
         if data["agent"].get("ruleset") == "human":  # likewise: manifests from before rulesets keep their hash
             data["agent"].pop("ruleset")
-        for condition in data["conditions"]:  # cli's fields, likewise
-            for key in ("command", "client_version"):
-                if condition.get(key) is None:
-                    condition.pop(key, None)
         return data
 
     def canonical_json(self) -> str:

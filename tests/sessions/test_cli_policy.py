@@ -126,3 +126,15 @@ def test_whatever_a_client_prints_its_report_is_parsed_or_left_null(text):
     assert report["total_cost_usd"] is None or isinstance(report["total_cost_usd"], float)
     assert report["num_turns"] is None or isinstance(report["num_turns"], int)
     assert report["usage"] is None or all(v is None or isinstance(v, int) for v in report["usage"].values())
+
+
+def test_manifests_from_before_the_tool_server_keep_their_hash_and_condition_files():
+    # Earlier evidence folders hold conditions/<label>.yaml and manifest hashes made before policy cli
+    # and agent.ruleset existed: verify re-derives both, so neither may change.
+    from sessions.assets import ASSETS
+
+    m = load_manifest(ASSETS / "experiments" / "dry-run.yaml")
+    assert m.sha256() == "ce6167a87e2ac50750a14659536f81d1e40e4c9585bdc20d57ae5ff1b1d1ee17"
+    dumped = m.conditions[0].model_dump(mode="json")
+    assert "command" not in dumped and "client_version" not in dumped
+    assert "ruleset" not in m.canonical_json()
