@@ -16,9 +16,11 @@ import socket
 import sys
 from collections.abc import Callable
 from importlib.metadata import version as dist_version
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import WithJsonSchema
 
 from engine.policies.model import screen_png
 from engine.policies.tools import ToolDesk, TrialOver, screen_record
@@ -65,6 +67,12 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         turn.screens.append(screen_record(turn, png))
         return Image(data=png, format="png")
 
+    # The schema a client is shown is exact (the manifest's buttons, at most its per-decision count), but
+    # the SDK lets any value through to the action contract: a malformed call is then an invalid output
+    # of the decision, logged and charged like a model's, rather than refused unrecorded.
+    keys_schema = {"type": "array", "items": {"type": "string", "enum": list(allowed)}, "minItems": 1,
+                   "maxItems": max_actions, "description": "buttons to press, in order"}
+
     async def press_keys(keys: list[str], ctx: Context) -> str:
         """Press buttons in order, each with the fixed timing; returns the decision's number and what
         was pressed (a press may end the trial: then `trial_over` is true and `ending` says why)."""
@@ -93,6 +101,8 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                            "allowed_actions": list(obs.allowed_actions), "max_actions": obs.max_actions,
                            "structured": obs.structured}, sort_keys=True)
 
+    # (set as an object: this module's annotations are strings, evaluated where keys_schema is unknown)
+    press_keys.__annotations__["keys"] = Annotated[Any, WithJsonSchema(keys_schema)]
     tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation}
     for name in names:
         server.add_tool(tools[name], name=name, structured_output=False)

@@ -51,7 +51,7 @@ async def play(session, args) -> dict:
             seen["errors"].append({"tool": name, "text": text})
         return result, text
 
-    if args.bad_args:  # not even the tool's argument schema: the SDK refuses it, naming the field
+    if args.bad_args:  # keys that are not even a list (the schema shown says array): charged all the same
         await call("press_keys", {"keys": 5})
     if args.bad_first:  # a well-formed call with a button the game has not: the contract rejects it
         await call("press_keys", {"keys": ["JUMP"]})

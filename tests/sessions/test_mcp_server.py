@@ -61,14 +61,16 @@ def test_an_agent_plays_to_the_dex_over_stdio_and_the_folder_verifies_and_replay
     assert verify_experiment(out) == []
     report = replay_trial(trial)
     assert report["milestones"][-1] == "M8"
-    # The wrong-typed call: the SDK's clear error naming the field, not charged (it never was a decision).
-    assert "keys" in seen["errors"][0]["text"]
-    # The bad button: an invalid output of decision 1, charged like a model's, answered with the reason.
-    assert "JUMP" in seen["errors"][1]["text"] or "Input should be" in seen["errors"][1]["text"]
-    assert "decision 1" in seen["errors"][1]["text"]
+    # A call whose keys are not even a list, then one with a button the game lacks: each an invalid output
+    # of decision 1, charged like a model's and answered with the reason; the second uses up the
+    # decision's retry (invalid_output_retries: 1), so decision 1 closes with no press.
+    assert "decision 1: actions: Input should be a valid list" in seen["errors"][0]["text"]
+    assert "decision 1" in seen["errors"][1]["text"] and "'UP', 'DOWN'" in seen["errors"][1]["text"]
     first = read_jsonl(trial / "responses.jsonl")[0]["attempts"]
-    assert [a["valid"] for a in first] == [False, True] and '"JUMP"' in first[0]["raw"]
-    assert result["telemetry"]["invalid_outputs"] == 1
+    assert [a["valid"] for a in first] == [False, False] and '"JUMP"' in first[1]["raw"]
+    assert first[0]["reply"]["arguments"] == {"keys": 5}  # logged exactly as the client sent it
+    assert result["telemetry"]["invalid_outputs"] == 2
+    assert read_jsonl(trial / "trace.jsonl")[0]["accepted_actions"] == 0
     # Usage unknown to the server: null, never 0.
     assert result["telemetry"]["cost_usd"] is None and result["telemetry"]["input_tokens"] is None
     # Each decision logs the call (its arguments, timing) and the screens it looked at first.
@@ -80,7 +82,7 @@ def test_an_agent_plays_to_the_dex_over_stdio_and_the_folder_verifies_and_replay
     assert screen["frame_sha256"] == trace[1]["frame_sha256"]  # the screen the decision was made on
     # Once over, every call is refused, saying why.
     assert "has ended (final-milestone)" in seen["errors"][-1]["text"]
-    assert len(trace) == seen["press_calls"] and sum(t["accepted_actions"] for t in trace) > 100
+    assert len(trace) == seen["press_calls"] + 1 and sum(t["accepted_actions"] for t in trace) > 100  # + decision 1
 
 
 def serve_http(tmp_path: Path, manifest: Path) -> tuple[subprocess.Popen, str]:
