@@ -118,6 +118,8 @@ class ToolSession:
 
             self.sessions = HttpSessions(self.desk)
         ruleset = m.agent.ruleset
+        wall = m.budgets.wall_time_minutes
+        wall_seconds = wall * 60 if wall is not None else None
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
@@ -133,7 +135,7 @@ class ToolSession:
                        "sdk": f"mcp {sdk_version()}", "client": None}
         self.runner = ExperimentRunner(
             prepared, folder, sinks=[self.desk], control=self.control, positions=[position],
-            policy_factories={"mcp": lambda c, n: ToolCallPolicy(self.desk, ruleset, self.record)})
+            policy_factories={"mcp": lambda c, n: ToolCallPolicy(self.desk, ruleset, self.record, wall_seconds)})
         self.summary = None
         self._thread = threading.Thread(target=self._run_trial, name="oakwatch-mcp-trial", daemon=True)
 

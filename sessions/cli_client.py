@@ -42,7 +42,8 @@ class CliPolicy(ToolCallPolicy):
         ruleset = m.agent.ruleset
         self.record: dict = {"ruleset": ruleset, "tools": None, "transport": "http", "sdk": f"mcp {sdk_version()}",
                              "client": None}
-        super().__init__(ToolDesk(), ruleset, self.record)
+        wall = m.budgets.wall_time_minutes
+        super().__init__(ToolDesk(), ruleset, self.record, wall * 60 if wall is not None else None)
         self.sessions = HttpSessions(self.desk)
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,

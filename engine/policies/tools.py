@@ -212,9 +212,14 @@ class ToolCallPolicy:
     paid = True
     transport = None
 
-    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None):
+    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None):
         self.desk = desk
         self.ruleset = ruleset
+        # The wall-time budget, kept while waiting too: the loop checks it only between decisions, and
+        # an agent that never calls would otherwise hold the trial for good. Counted from the policy's
+        # start (made as the trial starts), less the operator's holds.
+        self.wall_seconds = wall_seconds
+        self._started = time.monotonic()
         # into the trial's result (engine.trial): the server's exposed tools, transport, client
         self.provenance = {"tool_server": record} if record is not None else None
 
@@ -222,7 +227,7 @@ class ToolCallPolicy:
         desk = self.desk
         try:
             turn = desk.open_turn(observation)
-            call: Call = await asyncio.wrap_future(turn.call)
+            call: Call = await self._wait(turn)
         except PolicyExhausted:
             if desk.gone is not None and desk.control is not None:  # a trial begun after the client left
                 desk.control.end_trial_as(EndRequest("agent-disconnected", desk.gone))
@@ -238,6 +243,21 @@ class ToolCallPolicy:
                   "ruleset": self.ruleset, "screens": turn.screens}
         return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
                            usage=Usage(), latency_ms=round((call.received - turn.opened) * 1000, 3), reply=record)
+
+    async def _wait(self, turn: Turn) -> Call:
+        waiting = asyncio.wrap_future(turn.call)
+        if self.wall_seconds is None:
+            return await waiting
+        control = self.desk.control
+        held = control.held_seconds if control is not None else 0.0
+        left = self.wall_seconds - (time.monotonic() - self._started - held)
+        try:
+            return await asyncio.wait_for(waiting, max(left, 0.0))
+        except TimeoutError:
+            if control is not None:
+                control.end_trial_as(EndRequest("budget:wall_time", "the agent made no call before the wall-time "
+                                                                    "budget ran out"))
+            raise PolicyExhausted("the wall-time budget ran out while the server waited for a call") from None
 
     def close(self) -> None:
         pass

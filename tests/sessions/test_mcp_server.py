@@ -362,3 +362,37 @@ def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_s
     # get_observation calls are logged with the decision they preceded
     reply = read_jsonl(trial / "responses.jsonl")[0]["attempts"][0]["reply"]
     assert [s["tool"] for s in reply["screens"]] == ["get_observation"]
+
+
+def test_an_agent_that_stops_calling_is_ended_by_the_wall_time_budget(tmp_path):
+    """The loop checks wall time between decisions; the server keeps it while it waits for a call."""
+    import anyio
+    from mcp import Client
+
+    from app.mcp_cli import ToolSession
+    from sessions.experiment import create_folder
+
+    out = tmp_path / "out"
+    prepared = prepare(mcp_manifest(tmp_path, budgets={"wall_time_minutes": 0.04}), out, allow_mcp=True)  # 2.4 s
+    session = ToolSession(prepared, create_folder(prepared, out), 0, transport="stdio")
+    got: dict = {}
+
+    async def main():
+        async with Client(session.server) as client:
+            await client.call_tool("press_keys", {"keys": ["RIGHT"]})
+            with anyio.fail_after(20):
+                while not session.desk.finished.is_set():  # the agent thinks for too long
+                    await anyio.sleep(0.05)
+            got["late"] = await client.call_tool("press_keys", {"keys": ["RIGHT"]})
+
+    session._thread.start()
+    try:
+        anyio.run(main)
+    finally:
+        session.desk.disconnect("the test's client left")
+        session._thread.join(30)
+    assert got["late"].is_error and "has ended (budget:wall_time)" in got["late"].content[0].text
+    result, _ = result_of(out)
+    assert (result["outcome"], result["termination_reason"]) == ("game-failure", "budget:wall_time")
+    assert result["last_decision"] == 1 and result["telemetry"]["wall_time_seconds"] >= 2.4
+    assert verify_experiment(out) == []
