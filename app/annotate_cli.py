@@ -76,6 +76,9 @@ def add_parsers(sub) -> None:
     export.add_argument("--for-annotators", action="store_true",
                         help="trials with model ids masked, no condition files or blinding key")
     export.add_argument("--output", type=Path, metavar="OUT", required=False)
+    export.add_argument("--format", choices=["package", "inspect"], default="package",
+                        help="package (default): the publishable package; inspect: each trial as an Inspect AI "
+                             "eval log (OUT/<trial>.eval, opens in `inspect view`)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -197,6 +200,10 @@ def _unblind(folder: Path) -> int:
 
 
 def _export(args: argparse.Namespace, folder: Path) -> int:
+    if args.format == "inspect":
+        from app.inspect_cli import export_inspect_command
+
+        return export_inspect_command(args, folder)
     if not args.for_annotators:
         from app.report_cli import export_package  # the publishable package (seed 000)
 
