@@ -253,6 +253,20 @@ class MilestoneAward(Record):
     active_seconds: float | None = None
 
 
+class GoalResult(Record):
+    """The run's goal (engine.goals) for one trial: met or not, with its evidence."""
+
+    id: str
+    name: str
+    met: bool
+    decision_id: int | None  # where it was met (None: not met)
+    frame_index: int | None
+    frame_sha256: Sha256 | None
+    species: list[int]  # the species newly owned when met (bit numbers of the owned field, from 1)
+    start: dict[str, Any]  # the goal's fields in the start sample
+    probe: dict[str, Any] | None  # the goal's fields on the frame it was met
+
+
 class Telemetry(Record):
     """The first figures come from the trace (verify recomputes them); the loop-only ones after
     them are null in a trial finished by `oakwatch recover` (the loop's counters died with it)."""
@@ -335,6 +349,7 @@ class TrialResult(Record):
     derived: dict[str, float | None]
     provenance: dict[str, Any]
     chain: Chain | None = None  # set by the recorder
+    goal: GoalResult | None = None  # the run's goal (manifest game.goal), if it chose one
 
 
 class ProviderFailureRecord(Record):
