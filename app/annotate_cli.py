@@ -45,6 +45,14 @@ def add_parsers(sub) -> None:
     route.add_argument("--room", required=True)
     route.add_argument("--landmark")
     route.add_argument("--note", default="", metavar="TEXT")
+    milestone = asub.add_parser("milestone", help="a milestone scored by hand (a game without a memory probe): the "
+                                                  "rung first reached at a decision")
+    milestone.add_argument("folder", type=Path, metavar="DIR")
+    milestone.add_argument("--annotator", required=True, help="your name: the layer annotations/NAME/")
+    milestone.add_argument("--trial", required=True, metavar="KEY", help="trial key, e.g. A-01")
+    milestone.add_argument("--decision", required=True, type=int, metavar="N", help="the decision it was reached at")
+    milestone.add_argument("--milestone", required=True, metavar="ID", help="a rung of the frozen ladder, e.g. M3")
+    milestone.add_argument("--note", default="", metavar="TEXT")
     reviewed = asub.add_parser("reviewed", help="a trial looked at for memory errors: every one found is labelled "
                                                 "(none: its count is a known 0)")
     reviewed.add_argument("folder", type=Path, metavar="DIR")
@@ -111,6 +119,9 @@ def _annotate(args: argparse.Namespace, folder: Path) -> int:
         elif cmd == "route":
             a = al.add_route(folder, args.annotator, args.trial, args.decision, room=args.room,
                              landmark=args.landmark, note=args.note)
+        elif cmd == "milestone":
+            a = al.add_milestone(folder, args.annotator, args.trial, args.decision, milestone=args.milestone,
+                                 note=args.note)
         elif cmd == "reviewed":
             a = al.add_reviewed(folder, args.annotator, args.trial, args.first, args.last, note=args.note)
         elif cmd == "adjudicate":
@@ -143,6 +154,8 @@ def _describe(a) -> str:
         return f"{a.resolution} {' '.join(a.resolves or [])} -> {a.type} {a.severity}: {a.reason}"
     if a.kind == "freeze":
         return f"frozen ({a.note})"
+    if a.kind == "milestone":
+        return f"{a.trial_key} decision {a.decision_id}: {a.milestone} reached" + (f" ({a.note})" if a.note else "")
     if a.kind == "reviewed":
         return (f"{a.trial_key} reviewed, decisions {a.decision_id}..{a.through_decision}"
                 + (f" ({a.note})" if a.note else ""))

@@ -208,7 +208,9 @@ class Annotation(Record):
     kind adjudication (layer `adjudication`): settles the ids in `resolves`, originals untouched.
     kind reviewed (an annotator's layer): the annotator looked at decisions `decision_id`..`through_decision`
     of the trial for memory errors and labelled every one found there (none: the trial's count is a known
-    0); type reviewed, severity minor, the note the annotator's. kind freeze: the layer's last line; it
+    0); type reviewed, severity minor, the note the annotator's. kind milestone (a game without a memory
+    probe, scored by hand): `milestone` was first reached at `decision_id`; type milestone, severity minor
+    (sessions.hand_scoring). kind freeze: the layer's last line; it
     refuses appends after it. Fields added later have defaults, so earlier tags still load."""
 
     trial_key: str
@@ -225,7 +227,7 @@ class Annotation(Record):
     note: str
     prev_sha256: Sha256 | None = None  # the annotation chain, set by the recorder or the layer
     id: str | None = None  # "<annotator>-<n>", n from 1 in the layer; set by the layer on append
-    kind: Literal["memory-error", "route", "adjudication", "reviewed", "freeze"] = "memory-error"
+    kind: Literal["memory-error", "route", "adjudication", "reviewed", "freeze", "milestone"] = "memory-error"
     role: Literal["primary", "consequence"] = "primary"
     primary_id: str | None = None  # a consequence's primary cause (an annotation id in the same layer)
     recovered_decision: int | None = None  # where the agent recovered (memory_recovery_cost)
@@ -235,6 +237,7 @@ class Annotation(Record):
     resolution: Literal["accept", "reject", "relabel"] | None = None  # kind adjudication
     reason: str | None = None  # kind adjudication: required there
     through_decision: int | None = None  # kind reviewed: the last decision reviewed (the first is decision_id)
+    milestone: str | None = None  # kind milestone: the rung (of the frozen ladder) reached by hand at decision_id
 
 
 # -- per trial ------------------------------------------------------------------------------------
