@@ -288,6 +288,7 @@ def _eval_log(trial: _Trial, manifest: Manifest, condition: Condition | None, la
         "termination_detail": result.termination_detail, "invalid_cause": result.invalid_cause,
         "recovered": result.recovered, "last_decision": result.last_decision,
         "milestones_reached": result.milestones_reached, "deepest_milestone": result.deepest_milestone,
+        "goal": result.goal.model_dump(mode="json") if result.goal is not None else None,  # run --goal
         "usage": _usage_metadata(result), "telemetry": t.model_dump(mode="json") if t is not None else None,
         "limiter_wait_s": result.limiter_wait_s, "derived": result.derived,
         "provenance": result.provenance, "result_sha256": trial.result_sha256,

@@ -76,6 +76,16 @@ def test_the_goal_ends_the_trial_as_a_success_where_it_is_met_and_verify_and_rep
     assert replay_trial(trial)["decisions"] == r.last_decision
 
 
+def test_the_inspect_export_carries_the_goal(goal_run, tmp_path):
+    from inspect_ai.log import read_eval_log
+
+    folder, _, r = goal_run
+    assert main(["export", str(folder), "--format", "inspect", "--output", str(tmp_path / "ins")]) == 0
+    sample = read_eval_log(str(tmp_path / "ins" / f"{r.trial_key}.eval")).samples[0]
+    assert sample.metadata["goal"]["met"] and sample.metadata["goal"]["species"] == r.goal.species
+    assert sample.metadata["termination_reason"] == "goal-met" and sample.scores["success"].value == 1
+
+
 def test_verify_refuses_goal_evidence_that_does_not_meet_the_goal(goal_run, tmp_path):
     folder = tmp_path / "exp"
     shutil.copytree(goal_run[0], folder)
