@@ -45,6 +45,14 @@ def add_parsers(sub) -> None:
     route.add_argument("--room", required=True)
     route.add_argument("--landmark")
     route.add_argument("--note", default="", metavar="TEXT")
+    milestone = asub.add_parser("milestone", help="a milestone scored by hand (a game without a memory probe): the "
+                                                  "rung first reached at a decision")
+    milestone.add_argument("folder", type=Path, metavar="DIR")
+    milestone.add_argument("--annotator", required=True, help="your name: the layer annotations/NAME/")
+    milestone.add_argument("--trial", required=True, metavar="KEY", help="trial key, e.g. A-01")
+    milestone.add_argument("--decision", required=True, type=int, metavar="N", help="the decision it was reached at")
+    milestone.add_argument("--milestone", required=True, metavar="ID", help="a rung of the frozen ladder, e.g. M3")
+    milestone.add_argument("--note", default="", metavar="TEXT")
     reviewed = asub.add_parser("reviewed", help="a trial looked at for memory errors: every one found is labelled "
                                                 "(none: its count is a known 0)")
     reviewed.add_argument("folder", type=Path, metavar="DIR")
@@ -76,6 +84,9 @@ def add_parsers(sub) -> None:
     export.add_argument("--for-annotators", action="store_true",
                         help="trials with model ids masked, no condition files or blinding key")
     export.add_argument("--output", type=Path, metavar="OUT", required=False)
+    export.add_argument("--format", choices=["package", "inspect"], default="package",
+                        help="package (default): the publishable package; inspect: each trial as an Inspect AI "
+                             "eval log (OUT/<trial>.eval, opens in `inspect view`)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +119,9 @@ def _annotate(args: argparse.Namespace, folder: Path) -> int:
         elif cmd == "route":
             a = al.add_route(folder, args.annotator, args.trial, args.decision, room=args.room,
                              landmark=args.landmark, note=args.note)
+        elif cmd == "milestone":
+            a = al.add_milestone(folder, args.annotator, args.trial, args.decision, milestone=args.milestone,
+                                 note=args.note)
         elif cmd == "reviewed":
             a = al.add_reviewed(folder, args.annotator, args.trial, args.first, args.last, note=args.note)
         elif cmd == "adjudicate":
@@ -140,6 +154,8 @@ def _describe(a) -> str:
         return f"{a.resolution} {' '.join(a.resolves or [])} -> {a.type} {a.severity}: {a.reason}"
     if a.kind == "freeze":
         return f"frozen ({a.note})"
+    if a.kind == "milestone":
+        return f"{a.trial_key} decision {a.decision_id}: {a.milestone} reached" + (f" ({a.note})" if a.note else "")
     if a.kind == "reviewed":
         return (f"{a.trial_key} reviewed, decisions {a.decision_id}..{a.through_decision}"
                 + (f" ({a.note})" if a.note else ""))
@@ -197,6 +213,10 @@ def _unblind(folder: Path) -> int:
 
 
 def _export(args: argparse.Namespace, folder: Path) -> int:
+    if args.format == "inspect":
+        from app.inspect_cli import export_inspect_command
+
+        return export_inspect_command(args, folder)
     if not args.for_annotators:
         from app.report_cli import export_package  # the publishable package (seed 000)
 

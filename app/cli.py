@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--ray-address", metavar="ADDRESS",
                      help="with --executor ray: an existing cluster (e.g. auto, or ray://head:10001); "
                           "default: a local Ray instance started for the run")
+    run.add_argument("--goal", metavar="ID",
+                     help="end each trial as a success when this goal of the game definition is met (e.g. catch: "
+                          "any Pokémon caught), instead of at the ladder's final rung; frozen with the run")
     run.add_argument("--speed", choices=["1", "2", "4", "max"],
                      help="pacing, times real time (console default: the manifest's emulator.speed_multiplier, "
                           "the bundled dry-run says 1; headless default: max); one trial at a time only")
@@ -200,9 +203,9 @@ def _main(argv: list[str] | None) -> int:
         if args.resume is not None:
             if (args.manifest is not None or args.output is not None or args.provider is not None
                     or args.model is not None or args.base_url is not None or args.api is not None
-                    or args.emulator is not None or args.force):
+                    or args.emulator is not None or args.force or args.goal is not None):
                 return _fail("--resume uses the folder's frozen manifest: give no MANIFEST, --output, --provider, "
-                             "--model, --base-url, --api, --emulator or --force")
+                             "--model, --base-url, --api, --emulator, --force or --goal")
             return _resume(args.resume, headless=headless, speed=args.speed)
         if args.manifest is not None and str(args.manifest).startswith(BUNDLED_PREFIX):
             try:
@@ -214,14 +217,15 @@ def _main(argv: list[str] | None) -> int:
             model = {"provider": args.provider, "model": args.model, "base_url": args.base_url, "api": args.api}
         else:
             base_url = args.base_url  # the manifest's own model conditions, pointed elsewhere
-        if model is not None or base_url is not None or args.emulator is not None or args.force:
+        if model is not None or base_url is not None or args.emulator is not None or args.force \
+                or args.goal is not None:
             from app.model_run import ModelRunError, built_manifest
 
             if args.emulator is not None and BACKENDS[args.emulator].version() is None:
                 return _fail(BACKENDS[args.emulator].missing_message())
             try:
                 with built_manifest(args.manifest, model=model, emulator=args.emulator,
-                                    force=args.force, base_url=base_url) as (manifest, origin):
+                                    force=args.force, base_url=base_url, goal=args.goal) as (manifest, origin):
                     # errors name the options and the user's own file, never the temporary copy
                     return _run(manifest, headless=headless, output=args.output, speed=args.speed, origin=origin)
             except ModelRunError as exc:

@@ -162,7 +162,8 @@ def _point_at(data: dict, source: Path, base_url: str) -> list[int]:
 
 @contextmanager
 def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator: str | None = None,
-                   force: bool = False, base_url: str | None = None) -> Iterator[tuple[Path, Origin]]:
+                   force: bool = False, base_url: str | None = None,
+                   goal: str | None = None) -> Iterator[tuple[Path, Origin]]:
     """A temporary copy of `manifest` (default: the bundled dry-run) with the overrides applied, and
     the Origin that names its fields in the user's terms. `model`: keyword arguments of the model
     condition (provider, model, base_url, api). `base_url` alone: the new address of the manifest's
@@ -198,6 +199,11 @@ def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator
             raise ModelRunError(f"{printable(str(source))}: no game section for --force to mark")
         data["game"]["allow_unidentified_rom"] = True  # frozen with the run: every trial records it
         options["game.allow_unidentified_rom"] = "--force"
+    if goal is not None:  # seed 001's goal benchmark (engine.goals): frozen with the run like --force
+        if not isinstance(data.get("game"), dict):
+            raise ModelRunError(f"{printable(str(source))}: no game section for --goal to set")
+        data["game"]["goal"] = goal
+        options["game.goal"] = _option("--goal", goal)
     origin = Origin(source, options)
     try:  # every problem here, named where the user set it
         Manifest.model_validate(data)

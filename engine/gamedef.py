@@ -247,6 +247,20 @@ class MilestoneDef(_Strict):
         return lambda s: all(t(s) for t in tests)
 
 
+class GoalDef(_Strict):
+    """A goal a run may choose instead of the ladder's final rung (engine.goals: the rules)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    counts: Annotated[list[Name], Field(min_length=1, max_length=16)]  # numeric: their sum must rise
+    owned: Name  # a bytes field: the owned bitfield; a flag newly set names the species
+    # how `owned` names species: bits of a bitfield (bit i of byte j: 8j+i+1, Pokédex flags), or the
+    # ids it lists (a species list such as a party's; 0 is an empty slot)
+    owned_kind: Literal["bitfield", "ids"] = "bitfield"
+    all: Annotated[list[Condition], Field(max_length=64)] = []  # must hold too
+    room: Annotated[list[Condition], Field(max_length=64)] = []  # must hold at the start
+    source: Text | None = None
+
+
 CONTROL_NAMES = ("starter", "text_speed", "battle_style")  # the manifest's game.<name>
 ControlName = Literal["starter", "text_speed", "battle_style"]
 
@@ -418,10 +432,13 @@ class GameDefinition(_Strict):
     optimal_presses_for: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     # The information tracks beyond the screen (engine.tracks): what a structured-track agent may see.
     tracks: Tracks = Tracks()
+    # Goals a run may choose (`game.goal`; engine.goals), e.g. catch: any Pokémon caught.
+    goals: Annotated[dict[Name, GoalDef], Field(max_length=16)] = {}
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
         self._check_memory()
+        self._check_goals()
         known = set(self.fields) | set(self.pointers)
         refs = [c.field for c in self.ready] + list(self.progress_fields) + list(self.recovery_events)
         refs += [self.battle_field] if self.battle_field else []
@@ -467,6 +484,19 @@ class GameDefinition(_Strict):
         if len(set(shas)) != len(shas):
             raise ValueError("roms: the same sha1 is listed twice")
         return self
+
+    def _check_goals(self) -> None:
+        for gid, goal in self.goals.items():
+            tests = [*goal.all, *goal.room]
+            names = [*goal.counts, goal.owned, *(c.field for c in tests)]
+            missing = sorted(set(names) - set(self.fields))
+            if missing:
+                raise ValueError(f"goals.{gid}: {', '.join(missing)} is not a field")
+            if not self.is_bytes(goal.owned):
+                raise ValueError(f"goals.{gid}: owned field {goal.owned!r} must hold bytes (the owned bitfield)")
+            for name in [*goal.counts, *(c.field for c in tests)]:
+                if self.is_bytes(name):
+                    raise ValueError(f"goals.{gid}: field {name!r} holds bytes; counts and conditions need numbers")
 
     def _check_memory(self) -> None:
         """Every pointer, array and field names what exists and lies inside the platform's address space."""

@@ -208,7 +208,9 @@ class Annotation(Record):
     kind adjudication (layer `adjudication`): settles the ids in `resolves`, originals untouched.
     kind reviewed (an annotator's layer): the annotator looked at decisions `decision_id`..`through_decision`
     of the trial for memory errors and labelled every one found there (none: the trial's count is a known
-    0); type reviewed, severity minor, the note the annotator's. kind freeze: the layer's last line; it
+    0); type reviewed, severity minor, the note the annotator's. kind milestone (a game without a memory
+    probe, scored by hand): `milestone` was first reached at `decision_id`; type milestone, severity minor
+    (sessions.hand_scoring). kind freeze: the layer's last line; it
     refuses appends after it. Fields added later have defaults, so earlier tags still load."""
 
     trial_key: str
@@ -225,7 +227,7 @@ class Annotation(Record):
     note: str
     prev_sha256: Sha256 | None = None  # the annotation chain, set by the recorder or the layer
     id: str | None = None  # "<annotator>-<n>", n from 1 in the layer; set by the layer on append
-    kind: Literal["memory-error", "route", "adjudication", "reviewed", "freeze"] = "memory-error"
+    kind: Literal["memory-error", "route", "adjudication", "reviewed", "freeze", "milestone"] = "memory-error"
     role: Literal["primary", "consequence"] = "primary"
     primary_id: str | None = None  # a consequence's primary cause (an annotation id in the same layer)
     recovered_decision: int | None = None  # where the agent recovered (memory_recovery_cost)
@@ -235,6 +237,7 @@ class Annotation(Record):
     resolution: Literal["accept", "reject", "relabel"] | None = None  # kind adjudication
     reason: str | None = None  # kind adjudication: required there
     through_decision: int | None = None  # kind reviewed: the last decision reviewed (the first is decision_id)
+    milestone: str | None = None  # kind milestone: the rung (of the frozen ladder) reached by hand at decision_id
 
 
 # -- per trial ------------------------------------------------------------------------------------
@@ -251,6 +254,20 @@ class MilestoneAward(Record):
     # less pauses, pacing and limiter/backoff holds, less the time spent waiting on the policy. None: not
     # recorded (a folder from before the stamps, or an award rebuilt by replay, which has no clock).
     active_seconds: float | None = None
+
+
+class GoalResult(Record):
+    """The run's goal (engine.goals) for one trial: met or not, with its evidence."""
+
+    id: str
+    name: str
+    met: bool
+    decision_id: int | None  # where it was met (None: not met)
+    frame_index: int | None
+    frame_sha256: Sha256 | None
+    species: list[int]  # the species newly owned when met (bit numbers of the owned field, from 1)
+    start: dict[str, Any]  # the goal's fields in the start sample
+    probe: dict[str, Any] | None  # the goal's fields on the frame it was met
 
 
 class Telemetry(Record):
@@ -335,6 +352,7 @@ class TrialResult(Record):
     derived: dict[str, float | None]
     provenance: dict[str, Any]
     chain: Chain | None = None  # set by the recorder
+    goal: GoalResult | None = None  # the run's goal (manifest game.goal), if it chose one
 
 
 class ProviderFailureRecord(Record):

@@ -44,6 +44,7 @@ from engine.events import (
     TrialStarted,
 )
 from engine.gamedef import GameDefinition, Sample
+from engine.goals import GOAL_MET, GoalCheck
 from engine.ladder import Ladder, deepest, skipped_required
 from engine.memory import STORE_CHANGING_OPS, MemoryPolicy, MemoryRules, MemoryStore
 from engine.outcomes import EndRequest, classify
@@ -104,6 +105,7 @@ class TrialConfig:
     fps: float = GB_FPS
     memory_rules: MemoryRules = MemoryRules()  # the manifest's agent.memory
     information_track: Track = "visual"  # the manifest's agent.information_track (engine.tracks)
+    goal: str | None = None  # the manifest's game.goal (engine.goals): met ends the trial, not the final rung
 
     @property
     def trial_key(self) -> str:
@@ -183,6 +185,7 @@ class Trial:
                                   recent_window=config.recent_window, rules=config.memory_rules)
         self.tally = TraceTally()  # committed decisions only
         self.ladder: Ladder | None = None
+        self.goal: GoalCheck | None = None  # the run's goal, from the start sample on
         # One lock for every sink call and for what a commit changes, so a tag (from the UI
         # thread) always sees whole decisions; re-entrant because a tag emits under it.
         self._emit_lock = threading.RLock()
@@ -353,6 +356,7 @@ class Trial:
             raise StartStateMismatch(f"canonical state restored to other hidden state than the preflight "
                                      f"probed: {'; '.join(differ)}")
         self.ladder = Ladder(self.game, self._sample)
+        self.goal = GoalCheck(cfg.goal, self.game, self._sample) if cfg.goal else None
         self._emit(TrialStarted(cfg.trial_key, cfg.label, cfg.trial_number, cfg.position, cfg.schedule_length,
                                 self._frame, self._frame_sha, self._frame_index,
                                 tuple((m.id, m.name, m.points) for m in self.game.milestones),
@@ -555,7 +559,11 @@ class Trial:
                 self.routes.progress()
             looped = self.routes.record(before_pos, action, self._position(sample), ladder.awards) \
                 if before_pos is not None else False
-            if ladder.ending is not None:  # the final rung, or every required rung (engine.ladder)
+            if self.goal is not None and self.goal.update(step.ram_before_last, sample, decision_id=d.id,
+                                                          frame_index=step.frame_index,
+                                                          frame_sha256=step.frame_sha256):
+                d.end = EndRequest(GOAL_MET)  # with a goal, it alone ends the trial as a success
+            elif ladder.ending is not None and self.goal is None:  # the final rung, or every required rung
                 d.end = EndRequest(ladder.ending)
             elif looped:
                 d.end = EndRequest("unrecoverable-loop")
@@ -571,7 +579,7 @@ class Trial:
             d.end = EndRequest("provider-failure")
         elif d.aborted:
             d.end = self.control.request or EndRequest("harness-error")
-        elif d.end is None and self.ladder.ending is not None:
+        elif d.end is None and self.ladder.ending is not None and self.goal is None:
             d.end = EndRequest(self.ladder.ending)  # e.g. every required rung held at the start: no action needed
         elif d.exhausted:
             d.end = self.control.request or EndRequest("policy-exhausted")
@@ -673,7 +681,16 @@ class Trial:
                         **(getattr(self.policy, "provenance", None) or {}),
                         "prompt_core_sha256": self._first_prompt_core,
                         "information_track": cfg.information_track},
-            chain=None)
+            chain=None, goal=self._goal_result(tally.decisions))
+
+    def _goal_result(self, committed: int):
+        """The goal as recorded: met only in a decision the recorder committed."""
+        if self.goal is None:  # no goal chosen, or the trial ended before its start was probed
+            return None
+        met = self.goal.result
+        return met if met is not None and met.decision_id <= committed else self.goal.final.model_copy(
+            update={"met": False, "decision_id": None, "frame_index": None, "frame_sha256": None, "species": [],
+                    "probe": None})
 
 
 _NO_USAGE = {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "provider_cost_usd": None,

@@ -71,6 +71,15 @@ def rubric_types(root: Path | None = None) -> list[str]:
     return []
 
 
+def ladder_ids(root: Path | None) -> list[str]:
+    """The rung ids of the run's frozen ladder (scoring/milestones.yaml); empty when unreadable."""
+    try:
+        data = yaml.safe_load((root / "scoring" / "milestones.yaml").read_text(encoding="utf-8"))
+        return [str(m["id"]) for m in data["milestones"]]
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        return []
+
+
 def split_sums(text: str) -> tuple[dict[str, str], str | None]:
     """A layer's SHA256SUMS: (path -> digest, the FROZEN digest or None). Raises SumsFormatError."""
     frozen = None
@@ -118,6 +127,7 @@ class Evidence:
         self.root = root
         self._trials: dict[str, TrialFacts] = {}
         self.types = rubric_types(root)
+        self.ladder = ladder_ids(root)
 
     def trial(self, key: str) -> TrialFacts:
         if key not in self._trials:
@@ -149,6 +159,11 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
     if not lo <= a.decision_id <= trial.last_decision:
         raise LayerError(f"decision {a.decision_id} is not a recorded decision of {a.trial_key} "
                          f"(it has {lo}..{trial.last_decision})")
+    if (a.milestone is not None) != (a.kind == "milestone"):
+        raise LayerError("milestone belongs to milestone annotations, and a milestone annotation needs one")
+    if a.kind == "milestone":
+        _check_milestone(a, earlier, evidence)
+        return
     if a.kind == "route":
         if not (a.room or "").strip():
             raise LayerError("a route annotation needs a room")
@@ -179,6 +194,21 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
         raise LayerError(f"{a.primary_id} is not a primary memory-error label")
     if primary.trial_key != a.trial_key:
         raise LayerError(f"{a.primary_id} labels trial {primary.trial_key}, not {a.trial_key}")
+
+
+def _check_milestone(a: Annotation, earlier: list[Annotation], evidence: Evidence) -> None:
+    """A rung scored by hand: one of the frozen ladder's, first reached once per trial in the layer."""
+    if (a.type, a.severity) != ("milestone", "minor"):
+        raise LayerError("a milestone annotation has type milestone and severity minor")
+    if a.room is not None or a.landmark is not None:
+        raise LayerError("room and landmark belong to route annotations")
+    if evidence.ladder and a.milestone not in evidence.ladder:
+        raise LayerError(f"milestone {a.milestone!r} is not a rung of the frozen ladder: {', '.join(evidence.ladder)}")
+    twice = next((e for e in earlier if e.kind == "milestone" and e.trial_key == a.trial_key
+                  and e.milestone == a.milestone), None)
+    if twice is not None:
+        raise LayerError(f"{a.milestone} of {a.trial_key} is labelled already ({twice.id}, decision "
+                         f"{twice.decision_id})")
 
 
 def _check_refers(a: Annotation, trial: TrialFacts) -> None:
@@ -429,6 +459,14 @@ def add_route(root: Path, annotator: str, key: str, decision: int, *, room: str,
     layer = _annotator_layer(root, annotator)
     record = _stamped(root, annotator, key, decision, kind="route", type="route", severity="minor", room=room,
                       landmark=landmark, note=note)
+    return layer.append(record)
+
+
+def add_milestone(root: Path, annotator: str, key: str, decision: int, *, milestone: str, note: str = "") -> Annotation:
+    """A milestone scored by hand (a game without a memory probe): `milestone` first reached at `decision`."""
+    layer = _annotator_layer(root, annotator)
+    record = _stamped(root, annotator, key, decision, kind="milestone", type="milestone", severity="minor",
+                      milestone=milestone, note=note)
     return layer.append(record)
 
 

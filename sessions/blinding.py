@@ -63,7 +63,7 @@ def unblind_problems(root: Path) -> list[str]:
         problems.append(f"layers not frozen: {', '.join(unfrozen)} (`oakwatch annotate freeze DIR --annotator NAME`)")
     if problems:
         labelled = {r.trial_key for n in annotators for r in records[n]
-                    if r.kind in ("memory-error", "route", "reviewed")}
+                    if r.kind in ("memory-error", "route", "reviewed", "milestone")}
         trials = root / layout.TRIALS
         keys = sorted(p.name for p in trials.iterdir() if p.is_dir()) if trials.is_dir() else []
         missing = [k for k in keys if k not in labelled]

@@ -317,6 +317,15 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             first_problem = mismatches[0]
             raise PreflightError(f"{at('game.' + first_problem.control)}: {first_problem.message} "
                                  f"(initial state {state_path})")
+        if g.goal is not None:  # seed 001's goal benchmark (engine.goals)
+            from engine.goals import room_problems
+
+            if g.goal not in game.goals:
+                raise PreflightError(f"{at('game.goal')}: game definition {game_path} defines no goal {g.goal!r} "
+                                     f"(its goals: {', '.join(sorted(game.goals)) or 'none'})")
+            if room := room_problems(game.goals[g.goal], start_sample):
+                raise PreflightError(f"{at('game.goal')}: the start state leaves goal {g.goal} no room: "
+                                     f"{'; '.join(room)} (initial state {state_path})")
 
         frozen = manifest.model_copy(deep=True)
         frozen.emulator.version = installed  # the frozen manifest records the version that ran

@@ -111,6 +111,9 @@ class GameSection(_Strict):
     starter: Text | None = None
     text_speed: Text | None = None
     battle_style: Text | None = None
+    # A goal of the game definition (its `goals`, engine.goals; e.g. catch): a trial ends as a success
+    # when it is met, instead of at the ladder's final rung. None: the ladder decides (as always).
+    goal: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -458,6 +461,8 @@ class Manifest(_Strict):
             data["agent"].pop("information_track")
         if data["agent"].get("ruleset") == "human":  # likewise: manifests from before rulesets keep their hash
             data["agent"].pop("ruleset")
+        if data["game"].get("goal", "") is None:  # no goal: the hash it had before goals existed
+            data["game"].pop("goal")
         return data
 
     def canonical_json(self) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engine.emulator import Timing, frame_sha256
 from engine.gamedef import GameDefinition
+from engine.goals import GOAL_MET, GoalCheck
 from engine.ladder import FINAL, FINAL_SKIPPED, Ladder
 from engine.probe import Probe
 from engine.records import InputLine, TraceLine
@@ -160,6 +161,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
         raise Divergence(f"start state: first frame is {first}, the manifest recorded {pinned}")
     sample = probe(emulator.read_range)
     ladder = Ladder(game, sample)
+    goal = GoalCheck(m.game.goal, game, sample) if m.game.goal and m.game.goal in game.goals else None
     routes = RouteTracker.for_game(game, m.budgets.unrecoverable_loop_repeats)
     actions = 0
     looped = False
@@ -194,6 +196,9 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256):
                 awards[award.id] = (did, step.frame_index, step.frame_sha256)
                 routes.progress()
+            if goal is not None:
+                goal.update(step.ram_before_last, step.ram_last, decision_id=did, frame_index=step.frame_index,
+                            frame_sha256=step.frame_sha256)
             if any(sample.get(f) != step.ram_last.get(f) for f in game.route_resets):
                 routes.progress()
             sample = step.ram_last
@@ -211,18 +216,20 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
     if pending is not None:
         raise FormatProblem(f"{reader.where(layout.INPUTS)}: inputs for decision {pending[0]}, which the trace "
                             f"does not have")
-    _check_ending(reader, last, ladder, looped, actions, awards, m)
+    _check_ending(reader, last, ladder, looped, actions, awards, m, goal)
     return {"decisions": last.decision_id if last else 0, "actions": actions, "milestones": ladder.reached}
 
 
 def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, looped: bool, actions: int,
-                  awards: dict, manifest: Manifest) -> None:
+                  awards: dict, manifest: Manifest, goal: GoalCheck | None = None) -> None:
     """Where the emulator alone decides why a trial ended, the replay must end the same way."""
     if not reader.exists(layout.RESULT):
         return
     result, _ = reader.result()
     reason = result.termination_reason
-    expected = ladder.ending  # engine.ladder: final-milestone, final-milestone-skipped-required or None
+    if manifest.game.goal:  # with a goal, it alone ends a trial as a success (engine.goals)
+        _check_goal_ending(result, goal, last)
+    expected = ladder.ending if not manifest.game.goal else None  # engine.ladder: final-milestone, ... or None
     if reason in (FINAL, FINAL_SKIPPED) and reason != expected:
         raise Divergence(f"the result claims {reason}; the replay " + (
             f"ends the ladder with {expected}" if expected else "never reaches the end of the ladder"))
@@ -245,6 +252,24 @@ def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, l
             and result.last_decision == (last.decision_id if last else 0):
         raise Divergence(f"the replay awards {sorted(set(awards) - {m.id for m in result.milestones})}, "
                          f"which the result does not list")
+
+
+def _check_goal_ending(result, goal: GoalCheck | None, last: TraceLine | None) -> None:
+    """The replay meets the run's goal where the result says, or, for a valid trial, nowhere if it says so."""
+    met = goal.result if goal is not None else None
+    if result.termination_reason == GOAL_MET and met is None:
+        raise Divergence("the result claims goal-met; the replay never meets the goal")
+    if result.goal is not None and result.goal.met:
+        if met is None or (met.decision_id, met.frame_index, met.frame_sha256, met.species) != (
+                result.goal.decision_id, result.goal.frame_index, result.goal.frame_sha256, result.goal.species):
+            raise Divergence(f"the result's goal evidence (decision {result.goal.decision_id}, frame "
+                             f"{result.goal.frame_index}, species {result.goal.species}) is not where the replay "
+                             f"meets the goal" + (f" (decision {met.decision_id}, frame {met.frame_index})" if met
+                                                  else ""))
+    elif met is not None and result.outcome in ("success", "game-failure") and last is not None \
+            and met.decision_id <= last.decision_id:
+        raise Divergence(f"the replay meets the goal at decision {met.decision_id}; the result says "
+                         f"{result.termination_reason}")
 
 
 def _position(game: GameDefinition, sample) -> tuple[int, int, int] | None:

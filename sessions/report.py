@@ -490,6 +490,10 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
     decisions = {r["trial_key"]: r["curve"][-1]["decision"] if r["curve"] else 0
                  for r in rows if r["folder"].startswith(layout.TRIALS + "/")}
     agreement = kappa(layers, decisions)
+    from sessions.annotation_layer import ladder_ids
+    from sessions.hand_scoring import hand_scoring
+
+    hand = hand_scoring(layers, ladder_ids(root))  # milestones and rooms scored by hand (games without a probe)
     say("reconciling rows with summary.json")
     recon = reconcile(root, rows)
     say("checking the verification checklist")
@@ -514,7 +518,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         "definitions": {"productive_action": PRODUCTIVE_DEFINITION},
         "integrity": {"ok": not audit_problems, "problems": audit_problems},
         "trials": [{k: v for k, v in r.items() if k not in ("_labels",)} for r in rows],
-        "summary": summary, "variants": variant_comparison(rows), "agreement": agreement,
+        "summary": summary, "variants": variant_comparison(rows), "agreement": agreement, "hand_scoring": hand,
         "annotation_basis": confirmed.basis, "disputed": confirmed.disputed,
         "reconciliation": recon, "checklist": checks, "conclusion": sentence,
         "roots": cited(root),  # what it was computed from: a reader checks the layers it used

@@ -129,6 +129,7 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
         attempt=attempt,
         memory_rules=m.agent.memory.engine_rules(),
         information_track=m.agent.information_track,
+        goal=m.game.goal,
     )
 
 

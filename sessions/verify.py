@@ -869,8 +869,11 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
         if m is not None and r.termination_reason == "budget:model_decisions" \
                 and (m.budgets.model_decisions is None or tally.model_calls < m.budgets.model_decisions):
             report.add(f"{where}: ended on the decision budget after {tally.model_calls} calls")
-        if ctx.game is not None:
+        goal_id = m.game.goal if m is not None else None
+        if ctx.game is not None and goal_id is None:
             _check_final(r, tally, where, ctx.game, report)
+        if m is not None:
+            _check_goal(r, tally, where, goal_id, ctx.game, report)
     # figures
     t = r.telemetry
     if t is not None:
@@ -949,6 +952,42 @@ def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, rom
         if r.derived.get(key) != value:
             report.add(f"{where}: derived.{key} is {r.derived.get(key)}, the trace and the game definition give "
                        f"{value}")
+
+
+def _check_goal(r: TrialResult, tally: TraceTally, where: str, goal_id: str | None, game, report: Report) -> None:
+    """The run's goal (manifest game.goal, engine.goals) against the result: recorded for every trial that
+    played, met exactly when the trial ended goal-met, its evidence meeting the goal's predicate, on a frame
+    the inputs captured in the trial's last decision. Without a goal, neither a goal nor goal-met."""
+    from engine.goals import GOAL_MET, recheck
+
+    reason, goal = r.termination_reason, r.goal
+    if goal_id is None:
+        if goal is not None or reason == GOAL_MET:
+            report.add(f"{where}: records a goal ({goal.id if goal else reason}), but the manifest chose none")
+        return
+    if reason in (FINAL, FINAL_SKIPPED):
+        report.add(f"{where}: {reason}, but the run's goal {goal_id} decides success, not the ladder")
+    if goal is None:
+        if r.outcome in VALID_OUTCOMES and tally.decisions:
+            report.add(f"{where}: the run's goal is {goal_id}, but the result records no goal")
+        return
+    if goal.id != goal_id:
+        report.add(f"{where}: the result's goal is {goal.id}, the manifest's {goal_id}")
+    if goal.met != (reason == GOAL_MET):
+        report.add(f"{where}: goal {goal.id} " + ("met, but the trial ended " + reason if goal.met else
+                                                  "not met, yet the trial ended goal-met"))
+    if game is None or goal_id not in game.goals:
+        if game is not None:
+            report.add(f"{where}: the game definition defines no goal {goal_id}")
+        return
+    for problem in recheck(game.goals[goal_id], game, goal):
+        report.add(f"{where}: goal {goal.id}: {problem}")
+    if goal.met:
+        if goal.decision_id != tally.decisions:
+            report.add(f"{where}: goal {goal.id} met at decision {goal.decision_id}, the trial's last is "
+                       f"{tally.decisions}")
+        if (goal.frame_index, goal.frame_sha256) not in tally.award_actions:
+            report.add(f"{where}: goal {goal.id} met on frame {goal.frame_index}, which no recorded input captured")
 
 
 def _check_final(r: TrialResult, tally: TraceTally, where: str, game, report: Report) -> None:
