@@ -95,6 +95,7 @@ class TaskFile(_Strict):
     budgets: TaskBudgets = TaskBudgets()
     track: Literal["visual", "structured"] = "visual"  # the ruleset: what the agent is shown
     reference_script: PathRef | None = None  # the scripted policy's moves (a winning trace shows feasibility)
+    reference_notes: PathRef | None = None  # its observations and memory operations by decision (script notes)
     episodes: Episodes | None = None
     tags: Annotated[list[Annotated[str, Field(max_length=32)]], Field(max_length=16)] = []
 
@@ -159,7 +160,8 @@ def load_task(path: Path) -> Task:
         raise TaskError(f"{path}: {exc}") from None
     checked = Task(path, task, sha, base_path, base, game, None)
     _check_against_game(checked)
-    for ref, what in ((task.reference_script, "reference_script"), (task.start_prefix, "start_prefix")):
+    for ref, what in ((task.reference_script, "reference_script"), (task.start_prefix, "start_prefix"),
+                      (task.reference_notes, "reference_notes")):
         if ref is not None and not _ref_path(ref, path.parent, path, what).is_file():
             raise TaskError(f"{path}: {what}: no such file {ref}")
     for name, entry in (task.start_states or {}).items():
@@ -305,6 +307,11 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     data["trials"] = {"per_condition": trials, "order": "sequential",
                       "restore_initial_state_before_each_trial": True}
     data["conditions"] = [_condition(task, choice)]
+    if f.episodes is not None:
+        data["episodes"] = f.episodes.model_dump(mode="json", exclude_none=True)
+        for t in data["episodes"].get("failure", []):
+            for k in [k for k, v in t.items() if v is None]:
+                t.pop(k)
     try:
         return Manifest.model_validate(data)
     except ValueError as exc:
@@ -316,8 +323,11 @@ def _condition(task: Task, choice: PolicyChoice) -> dict:
     if choice.policy == "scripted":
         if f.reference_script is None:
             raise TaskError(f"{task.path}: no reference_script: the scripted policy has no moves for this task")
-        return {"id": "scripted", "policy": "scripted", "script": _absolute(f.reference_script, task.path.parent),
+        cond = {"id": "scripted", "policy": "scripted", "script": _absolute(f.reference_script, task.path.parent),
                 "actions_per_decision": 1}
+        if f.reference_notes is not None:
+            cond["script_notes"] = _absolute(f.reference_notes, task.path.parent)
+        return cond
     if choice.policy == "random":
         return {"id": "random", "policy": "random", "seed": choice.seed, "actions_per_decision": 1}
     cond = {"id": "model", "policy": "model", "model": choice.model, "provider": choice.provider}

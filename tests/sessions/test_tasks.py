@@ -197,3 +197,82 @@ def test_malformed_task_files_give_one_line_and_write_nothing(mutations, raw_byt
             out = Path(tmp) / "batch"
             assert main(["tasks", "run", str(path), "--output", str(out)]) == 2
             assert not out.exists()
+
+
+# -- episodic tasks (seed 004) ----------------------------------------------------------------------
+
+def test_episodic_rival_battle_scripted_loses_then_wins_and_verifies_and_replays(scripted_batch, tmp_path):
+    """The reference loses episode 1 (the failure predicate ends it), wins episode 2 from the restored state."""
+    trial = scripted_batch / "runs/rival-battle/trials/X-01"
+    result = json.loads((trial / "result.json").read_text())
+    assert result["outcome"] == "success"
+    assert [(e["episode"], e["ended"], e["goal_reached"]) for e in result["episodes"]] == [
+        (1, "failure", False), (2, "final-milestone", True)]
+    assert [e["memory_writes"] for e in result["episodes"]] == [["fact-0001"], ["fact-0002"]]
+    trace = [json.loads(line) for line in (trial / "trace.jsonl").read_text().splitlines()]
+    first = result["episodes"][1]["first_decision"]
+    assert trace[first - 2]["episode_end"] == "failure" and trace[first - 1]["episode"] == 2
+    assert trace[first - 1]["frame_sha256"] == trace[0]["frame_sha256"]  # the start state again
+    out = tmp_path / "r"
+    assert main(["report", str(scripted_batch), "--output", str(out)]) == 0
+    doc = json.loads((out / "tasks.json").read_text())
+    rival = next(t for t in doc["tasks"] if t["task_id"] == "rival-battle")
+    assert rival["success_within_episodes"] == [0.0, 1.0, 1.0, 1.0, 1.0]
+    assert "X-01 episode 1 (decisions 1-15, ended failure): wrote fact-0001" in (out / "tasks.md").read_text()
+
+
+def test_verify_and_replay_catch_a_forged_episode(scripted_batch, tmp_path, capsys):
+    b = tmp_path / "b"
+    shutil.copytree(scripted_batch, b)
+    trial = b / "runs/rival-battle/trials/X-01"
+    result = json.loads((trial / "result.json").read_text())
+    result["episodes"][0]["ended"] = "reset"
+    (trial / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    assert main(["verify", str(b / "runs/rival-battle")]) == 1
+    assert "episodes differ from the episodes of trace.jsonl" in capsys.readouterr().err
+
+
+def test_random_policy_uses_every_episode_and_the_curve_stays_at_zero(tmp_path):
+    out = tmp_path / "b"
+    assert main(["tasks", "run", "rival-battle", "--policy", "random", "--seed", "1", "--trials", "2",
+                 "--output", str(out)]) == 1
+    for trial in sorted((out / "runs/rival-battle/trials").iterdir()):
+        result = json.loads((trial / "result.json").read_text())
+        assert result["termination_reason"] == "episode-budget" and len(result["episodes"]) == 5
+        assert main(["replay", str(trial)]) == 0
+    assert main(["verify", str(out)]) == 0
+    assert main(["report", str(out)]) == 0
+    doc = json.loads((out / "reports/tasks.json").read_text())
+    assert doc["tasks"][0]["success_within_episodes"] == [0.0] * 5
+
+
+def test_model_policy_through_the_demo_server_and_the_token_ceiling(tmp_path, monkeypatch):
+    """The model plays through the official openai SDK against the local demo server; the batch's token
+    ceiling caps the first task and leaves the second not run."""
+    from tests.sessions.test_demo import _start_server
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    proc, base_url = _start_server()
+    try:
+        out = tmp_path / "b"
+        assert main(["tasks", "run", "rival-battle", "--policy", "model", "--provider", "openai-compatible",
+                     "--model", "demo-random", "--base-url", base_url, "--output", str(out)]) == 1
+        capped = tmp_path / "capped"
+        assert main(["tasks", "run", "rival-battle", "leave-house", "--policy", "model", "--provider",
+                     "openai-compatible", "--model", "demo-random", "--base-url", base_url, "--max-tokens", "5000",
+                     "--output", str(capped)]) == 1
+    finally:
+        import signal
+
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    result = json.loads(next((out / "runs/rival-battle/trials").glob("*/result.json")).read_text())
+    assert result["episodes"] and result["telemetry"]["tokens"] > 0
+    assert main(["verify", str(out)]) == 0
+    assert main(["replay", str(next((out / "runs/rival-battle/trials").iterdir()))]) == 0
+    ledger = json.loads((capped / "batch.json").read_text())
+    first, second = ledger["tasks"]
+    assert first["status"] == "run" and first["trials"][0]["termination_reason"] == "budget:tokens"
+    assert second["status"] == "not-run: ceiling" and ledger["spent_tokens"] >= 5000
+    assert main(["verify", str(capped)]) == 0
