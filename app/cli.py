@@ -140,6 +140,9 @@ def _parser() -> argparse.ArgumentParser:
     from app.cartridge_cli import add_parsers as cartridge_parsers
 
     cartridge_parsers(sub)  # cartridge variant
+    from app.tasks_cli import add_parsers as tasks_parsers
+
+    tasks_parsers(sub)  # tasks list|run (docs/tasks.md)
     from app.demo_server import add_parser as demo_parser
 
     demo_parser(sub)  # demo-server
@@ -270,6 +273,10 @@ def _main(argv: list[str] | None) -> int:
         from app.mcp_cli import run_command as mcp_command
 
         return mcp_command(args)
+    if args.command == "tasks":
+        from app import tasks_cli
+
+        return tasks_cli.run(args)
     if args.command == "demo-server":
         from app.demo_server import run_command
 
@@ -403,6 +410,12 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     if expected is not None and not re.fullmatch(r"[0-9a-f]{64}", expected):
         return _fail(f"--expect-root {printable(expect_root)}: not a root hash (64 hex digits, as --print-root "
                      f"prints it)")
+    from sessions.task_batch import is_batch
+
+    if is_batch(folder):  # a task batch (docs/tasks.md): every run folder's audit and the ledger
+        from app.tasks_cli import verify_main
+
+        return verify_main(folder, deep, print_root or expected is not None)
     problem = evidence_problem(folder)
     if problem is not None:
         return _fail(problem)

@@ -25,6 +25,7 @@ from engine.events import (
     AnnotationAdded,
     BudgetUpdated,
     DecisionRecorded,
+    EpisodeStarted,
     Event,
     FrameCaptured,
     MemoryChanged,
@@ -176,6 +177,10 @@ class ConsoleSink:
                 self._push("trial", {"trial_key": event.trial_key, "label": event.label,
                                      "schedule_index": event.position + 1, "trials_total": event.schedule_length,
                                      "frame_sha256": event.frame_sha256})
+            elif isinstance(event, EpisodeStarted):  # the start state again, within the same trial
+                self._set_frame(event.frame, self._status.decisions, event.frame_sha256, event.frame_index)
+                self._push("episode", {"episode": event.episode, "budget": event.budget,
+                                       "previous_ended": event.previous_ended, "frame_sha256": event.frame_sha256})
             elif isinstance(event, TrialEnded):
                 r = event.result.model_dump(mode="json")
                 self.results.append(r)

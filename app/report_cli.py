@@ -45,6 +45,12 @@ def report_main(args: argparse.Namespace) -> int:
     from sessions.report import build_report
 
     folder: Path = args.folder
+    from sessions.task_batch import is_batch
+
+    if is_batch(folder):  # a task batch (docs/tasks.md): per-task success, the success-within-E curve
+        from app.tasks_cli import report_main as batch_report_main
+
+        return batch_report_main(folder, args.output)
     problem = evidence_problem(folder)
     if problem is not None:
         return _fail(problem)

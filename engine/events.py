@@ -47,6 +47,19 @@ class TrialStarted:
 
 
 @dataclass(frozen=True)
+class EpisodeStarted:
+    """An episodic trial (engine.episodes) restored its start state as a new episode."""
+
+    trial_key: str
+    episode: int  # from 1; the trial's first episode starts with TrialStarted
+    budget: int
+    previous_ended: str  # failure, episode-actions or reset
+    frame: np.ndarray
+    frame_sha256: str
+    frame_index: int
+
+
+@dataclass(frozen=True)
 class FrameCaptured:
     """One settled frame after one action (for live display; evidence comes with the decision)."""
 
@@ -117,7 +130,7 @@ class TrialEnded:
     trial_key: str | None = field(default=None, kw_only=True)
 
 
-Event = (TrialStarted | FrameCaptured | DecisionRecorded | MilestoneReached | MemoryChanged
+Event = (TrialStarted | EpisodeStarted | FrameCaptured | DecisionRecorded | MilestoneReached | MemoryChanged
          | BudgetUpdated | AnnotationAdded | StateChanged | TrialEnded)
 
 

@@ -36,6 +36,8 @@ ENDINGS: dict[str, Ending] = {
     "budget:tokens": Ending(GAME_FAILURE, None, True),
     "budget:wall_time": Ending(GAME_FAILURE, None, False),  # checked between decisions too
     "unrecoverable-loop": Ending(GAME_FAILURE, None, True),
+    # an episodic trial's last episode ended (failure predicate, its actions, a reset) without the goal
+    "episode-budget": Ending(GAME_FAILURE, None, True),
     "policy-exhausted": Ending(GAME_FAILURE, None, False),  # the script or recording ran out
     "player-ended": Ending(GAME_FAILURE, None, False),  # a human player ended their own trial
     "budget:cost_unknown": Ending(INVALID_PROVIDER, "usage-unknown", True),

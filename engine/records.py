@@ -191,6 +191,10 @@ class TraceLine(Record):
     result_frame_sha256: Sha256  # pixels after the decision's last action
     result_frame_index: int
     termination_reason: str | None
+    # Episodic trials only (seed 004; engine.episodes), absent otherwise: the episode this decision is
+    # in (from 1), and why the episode ended with it (the next decision sees the restored start state).
+    episode: int | None = None
+    episode_end: Literal["failure", "episode-actions", "reset"] | None = None
     prev_sha256: Sha256 | None = None
     response_sha256: Sha256 | None = None
     inputs_sha256: Sha256 | None = None
@@ -317,6 +321,18 @@ class Chain(Record):
     frames: FrameStoreSeal | None  # None: the store could not be sealed (see invalid_cause)
 
 
+class EpisodeRecord(Record):
+    """One episode of an episodic trial (seed 004), from its trace: where it ran, how it ended, and
+    the change log, what the agent changed in it (its memory store's writes, by fact id)."""
+
+    episode: int
+    first_decision: int
+    last_decision: int
+    ended: str  # an episode_end, or the trial's termination reason for the last episode
+    goal_reached: bool
+    memory_writes: list[str]
+
+
 class TrialResult(Record):
     """result.json: the trial's outcome (seed 001) with the evidence for it."""
 
@@ -351,6 +367,8 @@ class TrialResult(Record):
     limiter_wait_s: float | None = None
     derived: dict[str, float | None]
     provenance: dict[str, Any]
+    # Episodic trials only (seed 004): each episode, from the trace; verify recomputes them. Absent otherwise.
+    episodes: list[EpisodeRecord] | None = None
     chain: Chain | None = None  # set by the recorder
     goal: GoalResult | None = None  # the run's goal (manifest game.goal), if it chose one
 

@@ -30,10 +30,12 @@ from engine.contract import AgentResponse, ContractError, parse_response
 from engine.control import RunControl, TagForAnotherTrial
 from engine.controls import start_differences
 from engine.emulator import Emulator, EmulatorError, Timing, frame_sha256
+from engine.episodes import EpisodeRules, Step, episode_records
 from engine.events import (
     AnnotationAdded,
     BudgetUpdated,
     DecisionRecorded,
+    EpisodeStarted,
     Event,
     FrameCaptured,
     MemoryChanged,
@@ -106,6 +108,7 @@ class TrialConfig:
     memory_rules: MemoryRules = MemoryRules()  # the manifest's agent.memory
     information_track: Track = "visual"  # the manifest's agent.information_track (engine.tracks)
     goal: str | None = None  # the manifest's game.goal (engine.goals): met ends the trial, not the final rung
+    episodes: EpisodeRules | None = None  # the manifest's episodes (engine.episodes): None, one episode
 
     @property
     def trial_key(self) -> str:
@@ -142,6 +145,7 @@ class Decision:
     milestones_before: list[str] = field(default_factory=list)
     inputs: list[InputLine] = field(default_factory=list)
     end: EndRequest | None = None
+    episode_end: str | None = None  # engine.episodes: failure, episode-actions or reset
     # What only the loop counts, added to the trial's totals once the decision is committed.
     frames: int = 0  # emulated
     rejected_actions: int = 0
@@ -213,6 +217,21 @@ class Trial:
         # The first decision's prompt core (system prompt, schema, the canonical first screen): what
         # every model condition must have been sent alike; None for a policy that sends no prompt.
         self._first_prompt_core: str | None = None
+        # Episodes (engine.episodes): the one in play, the accepted actions when it began, a reset asked
+        # for, each committed decision's episode facts, and the note the next observation carries.
+        self._episodes = config.episodes
+        self._failure = config.episodes.failure_test() if config.episodes else None
+        self.episode = 1
+        self._episode_start_actions = 0
+        self._reset_requested = False
+        self._steps: list[Step] = []
+        self._episode_note: str | None = None
+
+    def request_reset(self) -> None:
+        """End the current episode with the decision in progress (or the next one) and restore the start
+        state as a new episode. Ignored outside an episodic trial."""
+        if self._episodes is not None:
+            self._reset_requested = True
 
     # -- event plumbing -------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -341,20 +360,7 @@ class Trial:
 
     async def _play(self, t0: float) -> EndRequest:
         cfg = self.config
-        self.emulator_busy_since = time.monotonic()
-        self.emulator.restore(self.start_state)
-        self.emulator_busy_since = None
-        self._frame = self.emulator.frame()
-        self._frame_sha = frame_sha256(self._frame)
-        self._frame_index = self.emulator.frame_index
-        if cfg.expected_first_frame_sha256 and self._frame_sha != cfg.expected_first_frame_sha256:
-            raise EmulatorError(
-                f"canonical state restored to frame {self._frame_sha[:16]}…, expected "
-                f"{cfg.expected_first_frame_sha256[:16]}…: emulator or state differs")
-        self._sample = self.probe(self.emulator.read_range)
-        if cfg.expected_start and (differ := start_differences(cfg.expected_start, self._sample)):
-            raise StartStateMismatch(f"canonical state restored to other hidden state than the preflight "
-                                     f"probed: {'; '.join(differ)}")
+        self._restore_start()
         self.ladder = Ladder(self.game, self._sample)
         self.goal = GoalCheck(cfg.goal, self.game, self._sample) if cfg.goal else None
         self._emit(TrialStarted(cfg.trial_key, cfg.label, cfg.trial_number, cfg.position, cfg.schedule_length,
@@ -382,8 +388,41 @@ class Trial:
                 raise d.failure  # recorded with its decision; the run() handler names it
             if d.end is not None:
                 return d.end
+            if d.episode_end is not None:
+                self._new_episode(d.episode_end)
             if (request := self.control.pace(d.frames / cfg.fps, decision_started)) is not None:
                 return request
+
+    def _restore_start(self) -> None:
+        """Restore the start state and check it restored to what the preflight saw (frame and hidden state)."""
+        cfg = self.config
+        self.emulator_busy_since = time.monotonic()
+        self.emulator.restore(self.start_state)
+        self.emulator_busy_since = None
+        self._frame = self.emulator.frame()
+        self._frame_sha = frame_sha256(self._frame)
+        self._frame_index = self.emulator.frame_index
+        if cfg.expected_first_frame_sha256 and self._frame_sha != cfg.expected_first_frame_sha256:
+            raise EmulatorError(
+                f"canonical state restored to frame {self._frame_sha[:16]}…, expected "
+                f"{cfg.expected_first_frame_sha256[:16]}…: emulator or state differs")
+        self._sample = self.probe(self.emulator.read_range)
+        if cfg.expected_start and (differ := start_differences(cfg.expected_start, self._sample)):
+            raise StartStateMismatch(f"canonical state restored to other hidden state than the preflight "
+                                     f"probed: {'; '.join(differ)}")
+
+    def _new_episode(self, why: str) -> None:
+        """The next episode: the start state again (checked as at the trial's start), memory kept."""
+        self._restore_start()
+        self.routes.progress()  # a new episode retraces the last one's path by design: not a loop
+        self.episode += 1
+        self._episode_start_actions = self.budgets.accepted_actions
+        self._reset_requested = False
+        budget = self._episodes.budget
+        self._episode_note = (f"Episode {self.episode} of {budget} begins: the previous one ended ({why}) and the "
+                              f"task's start state was restored. Your memory is kept.")
+        self._emit(EpisodeStarted(self.config.trial_key, self.episode, budget, why, self._frame, self._frame_sha,
+                                  self._frame_index))
 
     # -- stage 1: ask the policy ----------------------------------------------------------------
     async def _ask_policy(self, d: Decision) -> bool:
@@ -394,7 +433,7 @@ class Trial:
         cfg = self.config
         working = self.memory.working()
         retrieved = self.memory.retrieve()
-        feedback = None
+        feedback, self._episode_note = self._episode_note, None  # a new episode is announced once
         invalid = faults = 0
         # Read once per decision, from the settled screen and the last sample: only the allowlist.
         structured = self._structured(self._sample, self.emulator.read_range) if self._structured else None
@@ -565,16 +604,30 @@ class Trial:
                 d.end = EndRequest(GOAL_MET)  # with a goal, it alone ends the trial as a success
             elif ladder.ending is not None and self.goal is None:  # the final rung, or every required rung
                 d.end = EndRequest(ladder.ending)
+            elif self._episodes is not None and (why := self._episode_over(step.ram_before_last, sample)):
+                d.episode_end = why  # the rest of the decision's actions are not pressed
             elif looped:
                 d.end = EndRequest("unrecoverable-loop")
-            if d.end is not None:
+            if d.end is not None or d.episode_end is not None:
                 d.rejected_actions += len(planned) - index - 1
                 break
         self._sample = sample
         d.frames = self.emulator.frame_index - frames_before
 
+    def _episode_over(self, previous: Sample, current: Sample) -> str | None:
+        if self._failure is not None and self.game.is_ready(current) and self._failure(previous, current):
+            return "failure"
+        limit = self._episodes.actions
+        if limit is not None and self.budgets.accepted_actions - self._episode_start_actions >= limit:
+            return "episode-actions"
+        return None
+
     # -- stage 4: close the decision ------------------------------------------------------------
     def _close_decision(self, d: Decision) -> None:
+        if self._episodes is not None and d.end is None and d.episode_end is None and self._reset_requested:
+            d.episode_end = "reset"
+        if d.episode_end is not None and d.end is None and self.episode >= self._episodes.budget:
+            d.end = EndRequest("episode-budget")  # the last episode ended without the goal
         if d.failure is not None:
             d.end = EndRequest("provider-failure")
         elif d.aborted:
@@ -594,6 +647,8 @@ class Trial:
             if not self.tally.decisions:
                 self._first_prompt_core = trace.prompt_core_sha256
             self.tally.add(trace)  # committed: the recorder returned without failing
+            if self._episodes is not None:
+                self._steps.append(Step(trace.decision_id, self.episode, d.episode_end, tuple(d.memory_writes)))
         c = self.counts
         c.rejected_actions += d.rejected_actions
         c.ignored_inputs += d.ignored_inputs
@@ -627,6 +682,7 @@ class Trial:
             milestones_before=d.milestones_before, milestones_after=self.ladder.reached,
             result_frame_sha256=self._frame_sha, result_frame_index=self._frame_index,
             termination_reason=d.end.reason if d.end else None,
+            **({"episode": self.episode, "episode_end": d.episode_end} if self._episodes is not None else {}),
             prev_sha256=None, response_sha256=None, inputs_sha256=None, memory_sha256=None)
 
     # -- the result -----------------------------------------------------------------------------
@@ -681,6 +737,8 @@ class Trial:
                         **(getattr(self.policy, "provenance", None) or {}),
                         "prompt_core_sha256": self._first_prompt_core,
                         "information_track": cfg.information_track},
+            **({"episodes": episode_records(self._steps, end.reason, outcome == "success")}
+               if self._episodes is not None else {}),
             chain=None, goal=self._goal_result(tally.decisions))
 
     def _goal_result(self, committed: int):

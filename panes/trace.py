@@ -35,7 +35,7 @@ MAX_LINES = 10_000  # a decision with a reasoning summary takes two
 OBJECTIVE_MIN = 24  # characters of the agent's objective guess kept however narrow the pane
 REASONING_MAX = 400  # characters kept of a summary (the whole response is in responses.jsonl)
 REASONING = " " * 9 + "↳ "  # the reasoning line's lead: its text starts under the actions
-MARKS = {"★": "milestone", "⚑": "tag", "✗": "error", "■": "ended", "▶": "trial", "‖": "state"}
+MARKS = {"★": "milestone", "⚑": "tag", "✗": "error", "■": "ended", "▶": "trial", "‖": "state", "↻": "trial"}
 FLAGS = ("ABORTED", "INVALID")  # drawn in the error colour
 UNKNOWNS = ("cost unknown", "tok unknown")  # drawn in the warning colour
 
@@ -144,6 +144,10 @@ def format_item(kind: str, payload, width: int | None = None) -> str:
     if kind == "trial":
         p = payload
         return "▶ " + trial_started_line(p["trial_key"], p["schedule_index"], p["trials_total"], p["frame_sha256"])
+    if kind == "episode":  # an episodic trial restored its start state (engine.episodes)
+        p = payload
+        return _clean(f"↻ episode {p['episode']}/{p['budget']}: start state restored (the previous episode ended: "
+                      f"{p['previous_ended']}) {str(p['frame_sha256'])[:12]}")
     if kind == "ended":
         return f"■ {_clean(trial_ended_line(payload))}"
     if kind == "state":

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
 from engine.backends import BACKENDS
+from engine.gamedef import Condition as GameTest
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
 from sessions.assets import BUNDLED_PREFIX, bundled_problem
 from sessions.yamlfile import load_yaml_model, parse_yaml_model
@@ -408,6 +409,16 @@ def _placeholders(data: object, path: str = "") -> list[str]:
     return []
 
 
+class EpisodeSection(_Strict):
+    """Episodic trials (seed 004; engine.episodes): up to `budget` episodes per trial, each from the start
+    state. An episode ends when every `failure` test holds (on two frames running, like a rung), after
+    `actions` accepted actions, or on a reset; the trial ends at the goal or after the last episode."""
+
+    budget: Annotated[int, Field(ge=1, le=1000)]
+    failure: Annotated[list[GameTest], Field(min_length=1, max_length=64)] | None = None
+    actions: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+
+
 class Manifest(_Strict):
     experiment_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
     protocol_version: Annotated[int, AfterValidator(_is_protocol_1)] = 1
@@ -420,6 +431,7 @@ class Manifest(_Strict):
     conditions: Annotated[list[Condition], Field(min_length=1, max_length=26)]
     # A suite of Parcel Quest variants: trials.per_condition trials per variant and condition.
     variants: Annotated[list[VariantEntry], Field(min_length=1, max_length=256)] | None = None
+    episodes: EpisodeSection | None = None  # episodic trials (seed 004; docs/tasks.md)
 
     @model_validator(mode="before")
     @classmethod
@@ -457,6 +469,8 @@ class Manifest(_Strict):
         data = self.model_dump(mode="json")
         if data.get("variants") is None:  # outside a suite: the same hash as before suites existed
             data.pop("variants", None)
+        if data.get("episodes") is None:  # not episodic: the hash it always had
+            data.pop("episodes", None)
         if data["agent"].get("information_track") == "visual":  # the default: the hash it always had
             data["agent"].pop("information_track")
         if data["agent"].get("ruleset") == "human":  # likewise: manifests from before rulesets keep their hash

@@ -22,6 +22,7 @@ from pathlib import Path
 from engine.events import (
     AnnotationAdded,
     DecisionRecorded,
+    EpisodeStarted,
     Event,
     MemoryChanged,
     TrialStarted,
@@ -38,6 +39,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 EMPTY_SHA256 = sha256_hex(b"")
+_NO_EPISODE = {"episode", "episode_end"}
 
 
 def response_ref(decision_id: int) -> str:
@@ -93,7 +95,7 @@ class TrialRecorder:
             self._commit(event)
         elif isinstance(event, AnnotationAdded):
             self.annotate(event.record)
-        elif isinstance(event, TrialStarted):
+        elif isinstance(event, (TrialStarted, EpisodeStarted)):  # the start frame, stored once
             self._guard(lambda: self._frames.add(event.frame_sha256, event.frame))
 
     def _guard(self, action: Callable[[], None]) -> None:
@@ -122,7 +124,9 @@ class TrialRecorder:
         trace.response_sha256 = sha256_hex(response_bytes)
         trace.inputs_sha256 = sha256_hex(inputs) if inputs else EMPTY_SHA256
         trace.memory_sha256 = sha256_hex(memory) if memory else EMPTY_SHA256
-        line = self._scrub((trace.model_dump_json() + "\n").encode())
+        # a trial that is not episodic writes no episode fields: its lines read as they always did
+        line = self._scrub((trace.model_dump_json(exclude=_NO_EPISODE if trace.episode is None else None)
+                            + "\n").encode())
 
         def write() -> None:
             logs = self._logs
@@ -204,7 +208,8 @@ class TrialRecorder:
             if provider_failure is not None and result.outcome == "invalid-provider":
                 write_atomic(self.folder / layout.PROVIDER_FAILURE,
                              self._scrub((provider_failure.model_dump_json(indent=2) + "\n").encode()))
-            data = self._scrub((result.model_dump_json(indent=2) + "\n").encode())
+            data = self._scrub((result.model_dump_json(indent=2, exclude={"episodes"} if result.episodes is None
+                                                       else None) + "\n").encode())
             try:
                 write_atomic(self.folder / layout.RESULT, data)
             except EvidenceError as exc:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.emulator import Timing, frame_sha256
+from engine.episodes import EpisodeRules
 from engine.gamedef import GameDefinition
 from engine.goals import GOAL_MET, GoalCheck
 from engine.ladder import FINAL, FINAL_SKIPPED, Ladder
@@ -169,10 +170,22 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
     groups = reader.inputs_by_decision()
     pending: tuple[int, list[InputLine]] | None = next(groups, None)
     last: TraceLine | None = None
+    # An episodic trial (engine.episodes): after an episode's last decision the start state is restored.
+    failure = EpisodeRules(m.episodes.budget, tuple(m.episodes.failure or ())).failure_test() if m.episodes else None
+    failed = False
     for t in reader.trace():
         did = t.decision_id
         if last is None and t.frame_sha256 != first:
             raise Divergence(f"start state: first frame is {first}, the trace recorded {t.frame_sha256}")
+        if last is not None and last.episode_end is not None:
+            emulator.restore(loaded.state)
+            again = frame_sha256(emulator.frame())
+            if again != t.frame_sha256:
+                raise Divergence(f"decision {did}: episode {t.episode} restored to frame {again[:16]}…, the trace "
+                                 f"recorded {t.frame_sha256[:16]}…")
+            sample = probe(emulator.read_range)
+            routes.progress()
+        failed = False
         rows: list[InputLine] = []
         if pending is not None and pending[0] == did:
             rows = pending[1]
@@ -201,9 +214,14 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
                             frame_sha256=step.frame_sha256)
             if any(sample.get(f) != step.ram_last.get(f) for f in game.route_resets):
                 routes.progress()
+            failed = failure is not None and game.is_ready(step.ram_last) and failure(step.ram_before_last,
+                                                                                       step.ram_last)
             sample = step.ram_last
             if before is not None:
                 looped = routes.record(before, row.action, _position(game, sample), ladder.awards) or looped
+        if t.episode_end == "failure" and not failed:
+            raise Divergence(f"decision {did}: the trace ends episode {t.episode} by its failure predicate, which "
+                             f"does not hold in the replay")
         if ladder.reached != t.milestones_after:
             raise Divergence(f"decision {did}: milestones {ladder.reached} differ from the recorded "
                              f"{t.milestones_after}")

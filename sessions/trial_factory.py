@@ -11,6 +11,7 @@ from engine.backends import BACKENDS
 from engine.budgets import BudgetLimits
 from engine.control import RunControl
 from engine.emulator import Timing
+from engine.episodes import EpisodeRules
 from engine.policies.random_policy import RandomPolicy
 from engine.policies.replay import ReplayPolicy
 from engine.policies.scripted import ScriptedPolicy
@@ -130,6 +131,8 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
         memory_rules=m.agent.memory.engine_rules(),
         information_track=m.agent.information_track,
         goal=m.game.goal,
+        episodes=EpisodeRules(m.episodes.budget, tuple(m.episodes.failure or ()), m.episodes.actions)
+        if m.episodes is not None else None,
     )
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from engine.contract import response_json_schema
+from engine.episodes import Step, episode_records
 from engine.ladder import FINAL, FINAL_SKIPPED, deciding, deepest, final_ending, skipped_required
 from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
 from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
@@ -588,6 +589,8 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     response_ref = f"{layout.RESPONSES}#"
     add = report.add
     cap = ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None
+    episodes = ctx.manifest.episodes if ctx.manifest is not None else None
+    steps: list[Step] = []  # engine.episodes: each decision's episode facts, for the result's episodes
     for n, line in trace:
         t = parse_trace(line, n)
         if t.prev_sha256 != head:
@@ -602,7 +605,8 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
                 f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
         seen = first_frame
         if prev is not None:
-            seen = prev.result_frame_sha256
+            # after an episode's last decision the start state was restored: the agent sees its frame again
+            seen = first_frame if prev.episode_end is not None else prev.result_frame_sha256
             if prev.termination_reason is not None:
                 add(f"{rel}/{layout.TRACE}:{n}: a decision after the one that ended the trial")
             if t.milestones_before != prev.milestones_after:
@@ -611,6 +615,16 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
         if seen is not None and t.frame_sha256 != seen:
             add(f"{rel}/{layout.TRACE}:{n}: the agent saw frame {t.frame_sha256[:12]}…, but the previous "
                 f"decision left {seen[:12]}…")
+        if episodes is None and (t.episode is not None or t.episode_end is not None):
+            add(f"{rel}/{layout.TRACE}:{n}: an episode field in a trial that is not episodic")
+        elif episodes is not None:
+            expected_episode = 1 if prev is None else prev.episode + (prev.episode_end is not None)
+            if t.episode != expected_episode or t.episode > episodes.budget:
+                add(f"{rel}/{layout.TRACE}:{n}: episode {t.episode}, expected {expected_episode} (budget "
+                    f"{episodes.budget})")
+            if t.episode_end is not None and t.termination_reason is None and t.episode >= episodes.budget:
+                add(f"{rel}/{layout.TRACE}:{n}: the last episode ended, yet the trial did not")
+            steps.append(Step(n, t.episode or 0, t.episode_end, tuple(t.memory_writes)))
         frames_seen.add(t.frame_sha256)
         frames_seen.add(t.result_frame_sha256)
         if t.milestones_before != t.milestones_after and not set(t.milestones_before) <= set(t.milestones_after):
@@ -689,6 +703,11 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
             ctx.streamed[f"{rel}/{name}"] = stream.digest
     if awards - award_frames:
         add(f"{rel}/{layout.RESULT}: a milestone's evidence frame matches no input in {layout.INPUTS}")
+    if result is not None and not result.recovered:
+        expected_episodes = episode_records(steps, result.termination_reason, result.outcome == "success") \
+            if episodes is not None else None
+        if result.episodes != expected_episodes:
+            add(f"{rel}/{layout.RESULT}: episodes differ from the episodes of {layout.TRACE}")
     if first_frame is not None and prev is not None:  # stored once the state was restored
         frames_seen.add(first_frame)
     return facts, frames_seen, tally, prev, head
