@@ -12,9 +12,13 @@ What a probe can read (format v2; the agreed spec is repeated here in brief):
              {kind: vars, [base], address, start, count}  var v = u16le at address + 2*(v - start)
              {kind: items, [base], address, slots, stride, id: u8|u16le, quantity: u8|u16le,
               [terminator], [key]}                        (id, quantity) pairs, one per `stride` bytes
+             {kind: records, [base], address, slots, stride, [count]}  `slots` records of `stride`
+                                                          bytes (a party); `count` a field: how many are in use
   fields:    name -> {address, [base], kind, [length]}    a value in memory (kind u8, u16le, u32le,
              s8, s16le, s32le or bytes; with `base` the address is an offset from that pointer's value)
              name -> {flag|var|item: ARRAY, index: N}     a value derived from an array
+             name -> {highest: RECORDS, index: OFFSET}    the highest u8 at OFFSET in the records in use
+                                                          (the party's highest level; 0 with none)
 
 A milestone is `required` (the default) or optional (`required: false`); see engine.ladder for
 what that changes.
@@ -108,7 +112,25 @@ class ItemArray(_Strict):
         return self
 
 
-Array = Annotated[FlagArray | VarArray | ItemArray, Field(discriminator="kind")]
+class RecordArray(_Strict):
+    """Fixed-size records (a party's Pokémon structs); only the first `count` (a field) are in use."""
+
+    kind: Literal["records"]
+    base: Name | None = None
+    address: Address
+    slots: Annotated[int, Field(ge=1, le=256)]
+    stride: Annotated[int, Field(ge=1, le=4096)]
+    count: Name | None = None  # a number field holding how many records are in use; absent: all
+    source: Text | None = None
+
+    @property
+    def size(self) -> int:
+        return self.slots * self.stride
+
+
+Array = Annotated[FlagArray | VarArray | ItemArray | RecordArray, Field(discriminator="kind")]
+DERIVED = ("flag", "var", "item", "highest")
+ARRAY_KIND = {"flag": "flags", "var": "vars", "item": "items", "highest": "records"}
 
 
 class RamField(_Strict):
@@ -122,7 +144,8 @@ class RamField(_Strict):
     flag: Name | None = None  # a flags array: the value is 0 or 1
     var: Name | None = None  # a vars array: the u16 value
     item: Name | None = None  # an items array: the quantity held (decrypted), 0 when absent
-    index: Annotated[int, Field(ge=0, le=0xFFFF)] | None = None  # flag number, var number or item id
+    highest: Name | None = None  # a records array: the highest u8 at `index` among the records in use
+    index: Annotated[int, Field(ge=0, le=0xFFFF)] | None = None  # flag number, var number, item id or offset
     source: Text | None = None  # where the address comes from (disassembly symbol, our RAM.md)
 
     @property
@@ -131,8 +154,8 @@ class RamField(_Strict):
 
     @property
     def derived_from(self) -> tuple[str, str] | None:
-        """(flag|var|item, array name) for a derived field, None for one read at an address."""
-        for how in ("flag", "var", "item"):
+        """(flag|var|item|highest, array name) for a derived field, None for one read at an address."""
+        for how in DERIVED:
             if (array := getattr(self, how)) is not None:
                 return how, array
         return None
@@ -143,9 +166,9 @@ class RamField(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> RamField:
-        derived = [k for k in ("flag", "var", "item") if getattr(self, k) is not None]
+        derived = [k for k in DERIVED if getattr(self, k) is not None]
         if len(derived) > 1:
-            raise ValueError(f"a field is one of flag, var or item, not {' and '.join(derived)}")
+            raise ValueError(f"a field is one of flag, var, item or highest, not {' and '.join(derived)}")
         if derived:
             mixed = sorted({"address", "base", "kind", "length"} & self.model_fields_set)
             if mixed:
@@ -155,9 +178,10 @@ class RamField(_Strict):
                 raise ValueError(f"a {derived[0]} field needs an index")
             return self
         if self.address is None:
-            raise ValueError("a field needs an address (a value in memory) or one of flag, var, item (with index)")
+            raise ValueError("a field needs an address (a value in memory) or one of flag, var, item, highest "
+                             "(with index)")
         if self.index is not None:
-            raise ValueError("index applies only to flag, var and item fields")
+            raise ValueError("index applies only to flag, var, item and highest fields")
         if self.kind != "bytes" and self.length != 1:
             raise ValueError("length applies only to kind 'bytes'")
         return self
@@ -421,6 +445,9 @@ class GameDefinition(_Strict):
     required_backtracking: Annotated[list[RequiredBacktrack], Field(max_length=256)] = []
     recovery_events: Annotated[list[Name], Field(max_length=1024)] = []
     battle_field: Name | None = None  # nonzero while a battle is on: battle actions are counted apart
+    # The party's highest level, probed (a `highest` field over the party records): the long-horizon
+    # scorer's L (its discipline term) when long_horizon names no level_field of its own.
+    level_field: Name | None = None
     long_horizon: LongHorizon | None = None  # seed 002's scorer; absent: that scorer reports null
     controls: Annotated[dict[ControlName, ControlDef], Field(max_length=len(CONTROL_NAMES))] = {}
     start_fields: Annotated[list[Name], Field(max_length=1024)] = []  # default: see stable_at_start
@@ -442,6 +469,7 @@ class GameDefinition(_Strict):
         known = set(self.fields) | set(self.pointers)
         refs = [c.field for c in self.ready] + list(self.progress_fields) + list(self.recovery_events)
         refs += [self.battle_field] if self.battle_field else []
+        refs += [self.level_field] if self.level_field else []
         refs += [c.field for c in self.controls.values()] + list(self.start_fields)
         if self.long_horizon and self.long_horizon.level_field:
             refs.append(self.long_horizon.level_field)
@@ -531,7 +559,7 @@ class GameDefinition(_Strict):
             array = self.arrays.get(array_name)
             if array is None:
                 raise ValueError(f"field {name!r} names unknown array {array_name!r} (arrays: {_names(self.arrays)})")
-            want = {"flag": "flags", "var": "vars", "item": "items"}[how]
+            want = ARRAY_KIND[how]
             if array.kind != want:
                 raise ValueError(f"field {name!r}: {how} needs an array of kind {want}, and {array_name!r} is "
                                  f"of kind {array.kind}")
@@ -542,6 +570,9 @@ class GameDefinition(_Strict):
             if isinstance(array, VarArray) and not array.start <= i < array.start + array.count:
                 raise ValueError(f"field {name!r}: var 0x{i:X} is outside array {array_name!r} "
                                  f"(vars 0x{array.start:X}-0x{array.start + array.count - 1:X})")
+            if isinstance(array, RecordArray) and i >= array.stride:
+                raise ValueError(f"field {name!r}: offset {i} is outside array {array_name!r}'s "
+                                 f"{array.stride}-byte records")
             if isinstance(array, ItemArray):
                 if array.id == "u8" and i > 0xFF:
                     raise ValueError(f"field {name!r}: item id 0x{i:X} does not fit array {array_name!r}'s "
@@ -549,13 +580,15 @@ class GameDefinition(_Strict):
                 if array.terminator is not None and i == array.terminator:
                     raise ValueError(f"field {name!r}: item id 0x{i:X} is array {array_name!r}'s terminator")
         for name, a in self.arrays.items():
-            if not isinstance(a, ItemArray) or a.key is None:
+            ref = a.key if isinstance(a, ItemArray) else a.count if isinstance(a, RecordArray) else None
+            if ref is None:
                 continue
-            key = self.fields.get(a.key)
+            what = "key" if isinstance(a, ItemArray) else "count"
+            key = self.fields.get(ref)
             if key is None:
-                raise ValueError(f"array {name!r}: key {a.key!r} is not a field (fields: {_names(self.fields)})")
+                raise ValueError(f"array {name!r}: {what} {ref!r} is not a field (fields: {_names(self.fields)})")
             if key.derived_from is not None or key.kind == "bytes":
-                raise ValueError(f"array {name!r}: key {a.key!r} must be a number read at an address "
+                raise ValueError(f"array {name!r}: {what} {ref!r} must be a number read at an address "
                                  f"(u8 .. s32le), not {key.derived_from[0] if key.derived_from else 'bytes'}")
 
     def _check_tracks(self) -> None:
@@ -606,6 +639,12 @@ class GameDefinition(_Strict):
         """Whether a sample name (a field or a pointer) holds a list of bytes rather than a number."""
         f = self.fields.get(name)
         return f is not None and f.is_bytes
+
+    @property
+    def party_level_field(self) -> str | None:
+        """The field the long-horizon scorer reads L from: long_horizon.level_field, else level_field."""
+        own = self.long_horizon.level_field if self.long_horizon else None
+        return own or self.level_field
 
     @property
     def final_id(self) -> str:

@@ -7,7 +7,8 @@ One sample, in this order (the plan is compiled once; the probe runs twice per a
      value is in the sample under the pointer's name;
   2. absolute fields, grouped into spans read in one call each (as before pointers existed);
   3. fields based on a pointer, grouped into spans per pointer, at the pointer's value + offset;
-  4. fields derived from arrays: flags (0/1), vars (u16) and items (the quantity held, 0 when absent).
+  4. fields derived from arrays: flags (0/1), vars (u16), items (the quantity held, 0 when absent) and
+     the highest byte at an offset of the records in use (a party's highest level; 0 with none).
 A read is clipped to the platform's address space, what lies beyond it reading as 0, so a pointer
 to garbage never raises (a value read through it is garbage, as it would be in the game).
 """
@@ -24,6 +25,7 @@ from engine.gamedef import (
     FlagArray,
     GameDefinition,
     ItemArray,
+    RecordArray,
     Sample,
     VarArray,
 )
@@ -111,11 +113,11 @@ class Probe:
                 based.setdefault(a.base, []).append((a.address + 2 * (f.index - a.start), raw, "u16le", 1))
                 derived.append((name, "var", raw))
             else:
-                assert isinstance(a, ItemArray)
+                assert isinstance(a, ItemArray | RecordArray)
                 reads = based.setdefault(a.base, [])
                 if (a.address, slot, "bytes", a.size) not in reads:
                     reads.append((a.address, slot, "bytes", a.size))
-                derived.append((name, "item", (slot, f.index, a)))
+                derived.append((name, "item" if isinstance(a, ItemArray) else "highest", (slot, f.index, a)))
         # Absolute reads for derived fields (arrays without a base) have no pointer: key None.
         self._derived_absolute = _spans(based.pop(None, []))
         self._based = [(ptr, _spans(reads)) for ptr, reads in based.items()]
@@ -183,9 +185,19 @@ class _FullProbe(Probe):
                 sample[name] = raw[key] >> bit & 1
             elif how == "var":
                 sample[name] = raw[detail]
+            elif how == "highest":
+                key, offset, array = detail
+                sample[name] = _highest(raw[key], offset, array, sample)
             else:
                 key, item_id, array = detail
                 sample[name] = _item_quantity(raw[key], item_id, array, sample)
+
+
+def _highest(data: Sequence[int], offset: int, a: RecordArray, sample: Sample) -> int:
+    """The highest byte at `offset` among the records in use: the first `count` (all when the array
+    names no count field; a count beyond the slots reads every slot), 0 when none is."""
+    used = a.slots if a.count is None else max(0, min(a.slots, int(sample[a.count])))
+    return max((data[i * a.stride + offset] for i in range(used)), default=0)
 
 
 def _item_quantity(data: Sequence[int], item_id: int, a: ItemArray, sample: Sample) -> int:

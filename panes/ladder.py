@@ -3,8 +3,11 @@ evidence frame hash; the deepest milestone and the points so far beneath. Rungs 
 the start, optional rungs, and required rungs passed over (a later rung reached first) are
 marked as such, by the rules of engine.ladder.
 
-Every rung is always shown: short of rows (the layout sets `columns`), the rungs run down two or
-more columns, each rung's name cut to the column's width (the full line: `m` maximises the pane)."""
+Every rung is shown while it fits: short of rows (the layout sets `columns`), the rungs run down two
+or more columns, each rung's name cut to the column's width (the full line: `m` maximises the pane).
+A ladder longer than the rows and columns can hold (a full game's 68 rungs on a small terminal) shows
+a window of consecutive rungs around the next one to reach, its last cell saying how many rungs lie
+above and below; maximised (`m`), the pane shows them all."""
 
 from __future__ import annotations
 
@@ -90,7 +93,9 @@ class LadderPane(Static):
         self._version = -1
         self._lines = -1
         self._width = 0
+        self._maximized = False
         self.columns = 1  # set by the layout: rungs run down each column in turn
+        self.rows: int | None = None  # set by the layout: the rows it gave (None: as many as the rungs need)
         self.rungs = 0  # the rungs of the ladder shown
         self.border_title = "Milestones"
 
@@ -99,12 +104,13 @@ class LadderPane(Static):
 
     def on_resize(self) -> None:
         snap = getattr(self, "_snap", None)
-        if snap is not None and self.size.width != self._width:
+        # (maximised or restored: the window of rungs changes with it)
+        if snap is not None and (self.size.width != self._width or self.is_maximized != self._maximized):
             self.show(snap)
 
-    def set_columns(self, columns: int) -> None:
-        if columns != self.columns:
-            self.columns = columns
+    def set_columns(self, columns: int, rows: int | None = None) -> None:
+        if (columns, rows) != (self.columns, self.rows):
+            self.columns, self.rows = columns, rows
             snap = getattr(self, "_snap", None)
             if snap is not None:
                 self.show(snap)
@@ -119,6 +125,7 @@ class LadderPane(Static):
         self._version = snap.version
         self._snap = snap
         self._width = self.size.width
+        self._maximized = self.is_maximized
         if len(snap.milestones) != self.rungs:
             self.rungs = len(snap.milestones)
             self.post_message(self.RungsChanged())
@@ -129,10 +136,11 @@ class LadderPane(Static):
             return
         inner = self.content_region.width or 76
         skipped = passed_over(snap)
+        rungs, note = self._window(snap)
         if self.columns > 1:
-            lines = self._columns(snap, inner, skipped)
+            lines = self._columns(snap, rungs, inner, skipped, note)
         else:
-            lines = self._rows(snap, inner, skipped)
+            lines = self._rows(snap, rungs, inner, skipped, note)
         total = sum(p for _, _, p in snap.milestones)
         got = sum(a["points"] for a in snap.awards.values())
         deep = deepest(snap) or "none"
@@ -141,25 +149,48 @@ class LadderPane(Static):
         self.border_subtitle = (f"deepest {deep} · {got}/{total} points · "
                                 f"{len(snap.awards)}/{len(snap.milestones)} reached")
 
-    def _columns(self, snap: LadderLike, inner: int, skipped: set[str]) -> list[Content]:
-        """The rungs down `columns` columns, each as wide as the pane allows."""
+    def _window(self, snap: LadderLike) -> tuple[tuple[tuple[str, str, int], ...], Content | None]:
+        """The rungs to draw and, when they are not all, the note on those left out. All of them while
+        they fit the rows the layout gave (or the pane is maximised); else a window of consecutive
+        rungs starting a quarter of it before the first rung neither reached nor held (the next to
+        reach), the last cell kept for the note."""
+        rungs = snap.milestones
+        capacity = None if self.rows is None or self.is_maximized else self.rows * self.columns
+        if capacity is None or len(rungs) <= capacity:
+            return rungs, None
+        shown = max(1, capacity - 1)
+        ids = [mid for mid, _, _ in rungs]
+        nxt = next((i for i, mid in enumerate(ids) if mid not in snap.awards and mid not in snap.pre_satisfied),
+                   len(ids) - 1)
+        start = min(max(0, nxt - shown // 4), len(ids) - shown)
+        above, below = start, len(ids) - start - shown
+        parts = [f"↑{above}" if above else "", f"↓{below}" if below else ""]
+        note = Content.styled(f"⋯ {' '.join(p for p in parts if p)} more (m: all)", "$foreground-muted")
+        return rungs[start:start + shown], note
+
+    def _columns(self, snap: LadderLike, rungs, inner: int, skipped: set[str],
+                 note: Content | None = None) -> list[Content]:
+        """The rungs down `columns` columns, each as wide as the pane allows (the note in the last cell)."""
         gap = 2
-        height = math.ceil(len(snap.milestones) / self.columns)
         cell_w = max(8, (inner - gap * (self.columns - 1)) // self.columns)
-        cells = [rung_cell(snap, mid, name, points, cell_w, skipped) for mid, name, points in snap.milestones]
+        cells = [rung_cell(snap, mid, name, points, cell_w, skipped) for mid, name, points in rungs]
+        if note is not None:
+            cells.append(note.truncate(cell_w))
+        height = math.ceil(len(cells) / self.columns)
         lines = []
         for row in range(height):
             parts = [cells[i] for i in range(row, len(cells), height)]
             lines.append(Content(" " * gap).join(parts))
         return lines
 
-    def _rows(self, snap: LadderLike, inner: int, skipped: set[str]) -> list[Content]:
+    def _rows(self, snap: LadderLike, rungs, inner: int, skipped: set[str],
+              note: Content | None = None) -> list[Content]:
         """One line a rung: mark, id, name, points, then the decision and evidence hash reaching it."""
-        name_w = max(len(name) for _, name, _ in snap.milestones)
+        name_w = max(len(name) for _, name, _ in rungs)
         room = inner - 2 - 4 - name_w - 1 - 3 - 8  # what the hash has
         hash_w = 12 if room >= 12 else max(0, room)
         lines = []
-        for mid, name, points in snap.milestones:
+        for mid, name, points in rungs:
             award = snap.awards.get(mid)
             if award is not None:
                 lines.append(Content.assemble(
@@ -180,4 +211,6 @@ class LadderPane(Static):
                     ("· ", "$foreground-muted"), (f"{mid:<4}", ""), (f"{name:<{name_w}} ", "$foreground-muted"),
                     (f" {points:<2}", "$foreground-muted"),
                     (" optional" if mid in snap.optional else "", "$foreground-muted")))
+        if note is not None:
+            lines.append(note)
         return lines

@@ -87,7 +87,9 @@ def plan_layout(width: int, height: int, *, aspect: float = GAME_BOY_ASPECT, run
     lines = max(1, rungs)
     room = rest - BUDGETS_ROWS - MEMORY_MIN[mode] - 2  # rows for rungs
     columns = 1 if room >= lines else min(LADDER_COLUMNS_MAX, math.ceil(lines / max(1, room)))
-    ladder = math.ceil(lines / columns) + 2
+    # A ladder longer than the columns can hold (a full game's 68 rungs) gets the rows there are: the
+    # pane shows a window of rungs around the next one to reach, and all of them when maximised.
+    ladder = min(math.ceil(lines / columns), max(1, room)) + 2
     if mode == "tiny":
         top = BUDGETS_ROWS + ladder
         memory = max(0, rest - top)
@@ -161,6 +163,6 @@ class TrialPanes(Container):
             summary.styles.column_span = 2
             summary.display = plan.summary > 0
         self.query_one(TracePane).styles.column_span = 2
-        ladder.set_columns(plan.ladder_columns)
+        ladder.set_columns(plan.ladder_columns, rows=plan.ladder - 2)
         for name in ("regular", "short", "tiny"):
             self.set_class(plan.mode == name, f"-{name}")

@@ -491,7 +491,7 @@ def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | 
     out["speed"] = round(40 * math.log2(1 + lh.reference_hours / max(final_s / 3600, 1e-9)), 6)
     if level is None:
         out.update(discipline=None, overall=None,
-                   reason="the highest party level is unknown (no long_horizon.level_field, or no replayed state)")
+                   reason="the highest party level is unknown (no level_field, or no replayed state)")
         return out
     span = lh.level_zero - lh.level_full
     out["discipline"] = round(10 * min(1.0, max(0.0, (lh.level_zero - level) / span)), 6)
@@ -528,9 +528,9 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
     points = r.progress_points
     mem = memory_figures(labels, decisions, acts.per_decision, r.last_decision, rec.memory, rec.trace)
     level = None
-    if states is not None and game is not None and game.long_horizon and game.long_horizon.level_field:
+    if states is not None and game is not None and game.long_horizon and game.party_level_field:
         samples = [states.start, *states.after]
-        level = max(int(s[game.long_horizon.level_field]) for s in samples)
+        level = max(int(s[game.party_level_field]) for s in samples)
     latency = tel.model_latency_ms / 1000 if tel and tel.model_latency_ms is not None else None
     return {
         "trial_key": rec.key, "folder": rec.rel, "condition": r.condition, "condition_id": condition_id,

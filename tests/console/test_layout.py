@@ -263,3 +263,68 @@ async def test_dialogs_fit_and_say_their_message_whole(size):
         dialog = app.screen.query_one(".dialog")
         assert dialog.max_scroll_y == 0  # every field and both buttons without scrolling
         assert "when required." in region_text(app, dialog.region)
+
+
+# -- a full game's ladder (Emerald: 68 rungs, issue 22.3) ---------------------------------------------
+
+LONG = tuple((f"M{i}", f"Rung number {i} of a long ladder", 1) for i in range(1, 69))
+
+
+@pytest.mark.parametrize("rungs", [8, 68, 200])
+@pytest.mark.parametrize("size", SIZES)
+def test_a_long_ladder_never_takes_the_rows_of_other_panes(size, rungs):
+    width, height = size[0], size[1] - 2
+    plan = plan_layout(width, height, rungs=rungs)
+    assert plan.budgets + plan.ladder + plan.memory + plan.summary + plan.trace == height, plan
+    assert plan.memory >= 5 and plan.trace >= 4 and plan.ladder >= 3, plan
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_68_rung_ladder_shows_a_window_around_the_next_rung_and_all_when_maximised(size, monkeypatch):
+    import tests.console.fixed as fixed
+
+    monkeypatch.setattr(fixed, "MILESTONES", LONG)  # the fixed trial, on a full game's ladder (M1, M2 reached)
+    app = fixed_console()
+    async with app.run_test(size=size) as pilot:
+        await settled(pilot)
+        shown = panes(app)
+        regions = {name: pane.region for name, pane in shown.items()}
+        for name, region in regions.items():
+            assert region.area > 0 and app.screen.region.contains_region(region), name
+            for other, there in regions.items():
+                assert other == name or not region.overlaps(there), (name, other)
+        ladder = shown["ladder"]
+        text = region_text(app, ladder.content_region)
+        ids = sorted(int(n) for n in re.findall(r"\bM(\d+)\b", text))
+        capacity = ladder.rows * ladder.columns
+        if capacity >= 68:  # the rows there are hold them all: no window, no note
+            assert ids == list(range(1, 69)) and "more" not in text
+        else:  # a window of consecutive rungs around M3, the next to reach, and the note in the last cell
+            assert len(ids) == capacity - 1 and ids == list(range(ids[0], ids[0] + len(ids))) and 3 in ids
+            above, below = ids[0] - 1, 68 - ids[-1]
+            assert f"↓{below}" in text and (f"↑{above}" in text) == (above > 0)
+        assert all(len(line.rstrip()) <= ladder.content_region.width for line in text.splitlines())
+        assert "2/68 reached" in ladder.border_subtitle  # the subtitle counts the whole ladder
+        ladder.focus()
+        await pilot.press("m")
+        await pilot.pause(0.2)
+        assert ladder.is_maximized
+        full = str(ladder.render())
+        assert set(re.findall(r"\bM\d+\b", full)) == {f"M{i}" for i in range(1, 69)} and "more" not in full
+        await pilot.press("m")
+        await pilot.pause(0.2)
+        assert not ladder.is_maximized and ("more" in str(ladder.render())) == (capacity < 68)
+
+
+async def test_the_ladders_window_follows_the_next_rung_to_reach():
+    pane = LadderPane()
+    pane.set_columns(2, rows=4)  # room for 7 rungs and the note
+    awards = {f"M{i}": {"id": f"M{i}", "points": 1, "decision_id": i, "frame_sha256": "ab" * 32}
+              for i in range(1, 41)}
+    async with One(pane).run_test(size=(70, 8)) as pilot:
+        pane.show(LadderSnapshot(LONG, ("M41",), awards, 1, ("M43",)))  # M41 held at start, M42 next
+        await pilot.pause()
+        text = str(pane.render())
+        ids = sorted(int(n) for n in re.findall(r"\bM(\d+)\b", text))
+        assert ids == list(range(41, 48)) and "↑40" in text and "↓21" in text
+        assert "deepest M42" not in pane.border_subtitle and "40/68 reached" in pane.border_subtitle

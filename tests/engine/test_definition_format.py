@@ -320,6 +320,9 @@ def test_the_bundled_cartridge_probe_is_unchanged():
 
 # -- validation -------------------------------------------------------------------------------
 
+PARTY = {"party": {"kind": "records", "address": 0x02024284, "slots": 6, "stride": 100}}
+
+
 def with_field(name: str, spec: dict, **extra) -> dict:
     data = {k: v for k, v in SAVE_GAME.items()}
     data["fields"] = {**SAVE_GAME["fields"], name: spec}
@@ -342,7 +345,7 @@ def with_field(name: str, spec: dict, **extra) -> dict:
     (with_field("z", {"flag": "event_flags", "index": 1, "kind": "u16le"}), "cannot also have kind"),
     (with_field("z", {"flag": "event_flags", "var": "vars", "index": 1}), "not flag and var"),
     (with_field("z", {"flag": "event_flags"}), "a flag field needs an index"),
-    (with_field("z", {"address": 0x03000000, "index": 3}), "index applies only to flag, var and item"),
+    (with_field("z", {"address": 0x03000000, "index": 3}), "index applies only to flag, var, item and highest"),
     (with_field("z", {"kind": "u8"}), "needs an address"),
     (with_field("z", {"address": 0xFFFFFFFF, "kind": "u16le"}), "field 'z' lies outside the gba address space"),
     (with_field("z", {"address": 0xFFFFFFFF, "base": "sb1", "kind": "u32le"}), "offset 0xFFFFFFFF + 4 bytes"),
@@ -379,6 +382,18 @@ def with_field(name: str, spec: dict, **extra) -> dict:
                                                                                    "ge": -(2**31) - 1}]}]},
      "greater than or equal to -2147483648"),
     ({**SAVE_GAME, "verified": 1}, "valid boolean"),
+    # records (a party) and the highest byte at an offset of those in use
+    (with_field("z", {"highest": "party", "index": 100}, arrays={**SAVE_GAME["arrays"], **PARTY}),
+     "field 'z': offset 100 is outside array 'party''s 100-byte records"),
+    (with_field("z", {"highest": "event_flags", "index": 1}), "highest needs an array of kind records"),
+    (with_field("z", {"flag": "party", "index": 1}, arrays={**SAVE_GAME["arrays"], **PARTY}),
+     "flag needs an array of kind flags, and 'party' is of kind records"),
+    (with_field("z", {"highest": "party", "index": 1},
+                arrays={**SAVE_GAME["arrays"], "party": {**PARTY["party"], "count": "nope"}}),
+     "array 'party': count 'nope' is not a field"),
+    (with_field("z", {"highest": "party", "index": 1},
+                arrays={**SAVE_GAME["arrays"], "party": {**PARTY["party"], "count": "beat_rival"}}),
+     "count 'beat_rival' must be a number read at an address (u8 .. s32le), not flag"),
 ])
 def test_validation_names_the_problem(parts, message):
     data = {"id": "t", "title": "t", "platform": "gba",
@@ -467,3 +482,22 @@ milestones:
     game = parse_game_definition(text, "example.yaml")
     assert [m.required for m in game.milestones] == [True, False, True]
     assert game.pointers["sb2"].address == 0x0300500C and game.arrays["vars"].start == 0x4000
+
+
+@settings(max_examples=60, deadline=None)
+@given(levels=st.lists(st.integers(0, 255), min_size=4, max_size=4), count=st.integers(0, 255),
+       base=st.integers(0, 31).map(lambda i: 0x02025000 + 4 * i))
+def test_highest_reads_the_records_in_use_through_a_pointer(levels, count, base):
+    """{highest: records, index: offset}: the highest byte at `offset` of the first `count` records
+    (all four when count exceeds them, 0 with none), the records placed through a pointer."""
+    game = gba(pointers={"sb1": {"address": PTR1}},
+               arrays={"mons": {"kind": "records", "base": "sb1", "address": 0x10, "slots": 4, "stride": 12,
+                                "count": "n"}},
+               fields={"a": {"address": 0x03000004}, "n": {"address": 0x03000000},
+                       "top": {"highest": "mons", "index": 9}})
+    mem = Memory()
+    mem.u32(PTR1, base)
+    mem.put(0x03000000, [count])
+    for i, level in enumerate(levels):
+        mem.put(base + 0x10 + 12 * i, [0xEE] * 9 + [level] + [0xEE] * 2)  # only byte 9 is a level
+    assert Probe(game)(mem.read_range)["top"] == max(levels[:count], default=0)
