@@ -85,6 +85,7 @@ LEGEND: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("★", "$success bold", "a milestone reached"),
         ("⚑", "$warning bold", "an operator's memory-error tag"),
         ("‖", "italic", "a run state change"),
+        ("↻", "$primary bold", "a new episode: the task's start state restored (episodic tasks)"),
         ("✗", "$error bold", "an error; in mem w: a write that was not stored"),
         ("d00012", "", "the decision: actions (n/m accepted) │ what the agent saw │ cost │ tokens in/out │ "
                        "latency"),
