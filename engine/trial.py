@@ -668,7 +668,10 @@ class Trial:
             provenance={"emulator": {"name": getattr(self.emulator, "name", None),
                                      "version": getattr(self.emulator, "version", None)}, **self.provenance,
                         "prompt_core_sha256": self._first_prompt_core,
-                        "information_track": cfg.information_track},
+                        "information_track": cfg.information_track,
+                        # what that track showed: the definition's allowlist (null on the visual track)
+                        "information_allowlist": (self.game.tracks.structured.allowlist
+                                                  if self._structured else None)},
             chain=None)
 
 

@@ -114,6 +114,7 @@ def test_no_probed_field_or_address_reaches_a_request(tmp_path, server):
         for address in ("0xD0", "0xd0", "53248", "D000"):
             assert address not in body
     assert result.provenance["information_track"] == "visual"  # the default, recorded in the result
+    assert result.provenance["information_allowlist"] is None
 
 
 def test_a_structured_track_request_shows_only_the_allowlist_and_never_a_ladder_field(tmp_path, server):
@@ -127,6 +128,7 @@ def test_a_structured_track_request_shows_only_the_allowlist_and_never_a_ladder_
     out, _, (result,) = run(tmp_path, model_condition(server, "openai-compatible"), agent=agent,
                             budgets={"accepted_actions": 120, "model_decisions": None, "wall_time_minutes": None})
     assert len(result.milestones_reached) >= 5 and result.provenance["information_track"] == "structured"
+    assert result.provenance["information_allowlist"] == [*game["tracks"]["structured"]["fields"], "dialogue"]
     marker = "The game's state as read for you (structured track):\n"
     shown = []
     for request in server.requests:
