@@ -100,7 +100,7 @@ def response_json_schema(max_actions: int, notebook_chars: int | None = None) ->
     if notebook_chars is not None:
         schema["properties"]["notebook"] = {"type": "string", "maxLength": notebook_chars,
                                             "description": "your notebook's new text (replaces the old)"}
-    del notebook
+    del notebook  # (the model's field, dropped from the schema sent without bounded context)
     schema["properties"]["actions"]["maxItems"] = max_actions
     schema["title"] = "oakwatch agent response"
     return schema

@@ -613,6 +613,7 @@ class Trial:
             invalid_output=any(not a.valid for a in attempts),
             reasoning_summary=response.reasoning_summary if response else None,
             observed=d.observed,
+            **({"context": last.context} if last is not None and last.context is not None else {}),
             memory_reads=d.memory_reads, memory_writes=d.memory_writes,
             milestones_before=d.milestones_before, milestones_after=self.ladder.reached,
             result_frame_sha256=self._frame_sha, result_frame_index=self._frame_index,

@@ -193,6 +193,14 @@ class MemoryRules(_Strict):
         return engine_memory.MemoryRules(**self.model_dump())
 
 
+class ContextSection(_Strict):
+    """Bounded context (seed 003; engine.context, docs/context.md): conversation segments of
+    `segment_turns` answered calls and a notebook of at most `notebook_chars` characters."""
+
+    segment_turns: Annotated[int, Field(ge=1, le=10_000)]
+    notebook_chars: Annotated[int, Field(ge=0, le=100_000)]
+
+
 class AgentSection(_Strict):
     allowed_actions: Annotated[list[Action], Field(min_length=1, max_length=64)] = list(ACTIONS)
     max_actions_per_decision: Annotated[int, Field(ge=1, le=64)] = 4
@@ -211,6 +219,8 @@ class AgentSection(_Strict):
     # What the agent is shown besides its own memory (seed 003; engine.tracks): `visual`, the screen
     # only, or `structured`, also the game definition's allowlisted fields and the dialogue text.
     information_track: Literal["visual", "structured"] = "visual"
+    # Bounded context (docs/context.md); absent: one turn a request, no notebook, as before.
+    context: ContextSection | None = None
 
     @field_validator("allowed_actions")
     @classmethod
@@ -423,6 +433,8 @@ class Manifest(_Strict):
             data.pop("variants", None)
         if data["agent"].get("information_track") == "visual":  # the default: the hash it always had
             data["agent"].pop("information_track")
+        if data["agent"].get("context", 0) is None:  # no bounded context: the hash it always had
+            data["agent"].pop("context")
         return data
 
     def canonical_json(self) -> str:
