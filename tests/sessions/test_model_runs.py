@@ -430,3 +430,4 @@ def test_bounded_context_resets_the_history_every_n_turns_and_caps_the_notebook(
     schema = json.loads((out / "prompts" / "action-schema.json").read_text())
     assert schema["properties"]["notebook"]["maxLength"] == 30
     assert verify_experiment(out) == []
+    replay_trial(out / "trials" / result.trial_key)  # offline, no model call: the trajectory replays
