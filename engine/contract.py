@@ -48,6 +48,9 @@ class AgentResponse(_Strict):
     memory_read: Annotated[list[Annotated[str, Field(max_length=40)]], Field(max_length=32)]
     memory_write: Annotated[list[MemoryWrite], Field(max_length=8)]
     actions: Annotated[list[Action], Field(min_length=1)]
+    # Bounded context only (engine.context): the notebook's new text, cut to the limit by the harness.
+    # Absent from the schema sent unless the manifest sets agent.context.
+    notebook: Annotated[str, Field(max_length=100_000)] | None = None
 
 
 class ContractError(ValueError):
@@ -90,8 +93,14 @@ def _parse_slowly(raw: str) -> AgentResponse:
     return response
 
 
-def response_json_schema(max_actions: int) -> dict:
+def response_json_schema(max_actions: int, notebook_chars: int | None = None) -> dict:
+    """The response schema sent; with `notebook_chars` (bounded context) it has an optional notebook."""
     schema = AgentResponse.model_json_schema()
+    notebook = schema["properties"].pop("notebook")
+    if notebook_chars is not None:
+        schema["properties"]["notebook"] = {"type": "string", "maxLength": notebook_chars,
+                                            "description": "your notebook's new text (replaces the old)"}
+    del notebook  # (the model's field, dropped from the schema sent without bounded context)
     schema["properties"]["actions"]["maxItems"] = max_actions
     schema["title"] = "oakwatch agent response"
     return schema

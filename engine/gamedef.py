@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 Sample = dict[str, "int | list[int]"]
 
@@ -370,10 +370,12 @@ class LongHorizon(_Strict):
 
 
 class Glyphs(_Strict):
-    """A run of the game's character map: tile `first` shows chars[0], first + 1 chars[1], ..."""
+    """A run of the game's character map: tile `first` shows chars[0], first + 1 chars[1], ... (a
+    string, one character a tile, or a list, for tiles that show more than one: Red's 'd, 's, ...)"""
 
     first: Annotated[int, Field(ge=0, le=0xFFFF)]
-    chars: Annotated[str, Field(min_length=1, max_length=256)]
+    chars: Annotated[str, Field(min_length=1, max_length=256)] | Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=8)]], Field(min_length=1, max_length=256)]
 
 
 class ShownTile(_Strict):
@@ -384,8 +386,10 @@ class ShownTile(_Strict):
 
 class Dialogue(_Strict):
     """Where on-screen dialogue text is, and how to read it: the dialogue window's text rows in the
-    background tilemap (VRAM), each tile index turned into a character by the game's character map."""
+    background tilemap (VRAM, or a game's own copy of the screen's tiles in RAM), each tile index
+    turned into a character by the game's character map."""
 
+    kind: Literal["tilemap"] = "tilemap"
     tilemap: Address  # the background map's first byte (gb: 0x9800)
     stride: Annotated[int, Field(ge=1, le=1024)] = 32  # tile indices per tilemap row
     rows: Annotated[list[Annotated[int, Field(ge=0, le=255)]], Field(min_length=1, max_length=32)]
@@ -406,12 +410,69 @@ class Dialogue(_Strict):
         return self
 
 
+class ShownByte(_Strict):
+    """A byte that says whether the dialogue box is on screen: it is while the byte is not `hidden`."""
+
+    address: Address
+    hidden: Annotated[int, Field(ge=0, le=255)] = 0
+
+
+class ControlArgs(_Strict):
+    """A control byte of the game's text that takes `count` argument bytes (all dropped)."""
+
+    byte: Annotated[int, Field(ge=0, le=255)]
+    count: Annotated[int, Field(ge=0, le=16)]
+
+
+class ExtControl(_Strict):
+    """An escape byte followed by a code and arguments: `lengths[code]` bytes (the code included)
+    are dropped after it (pret/pokefirered src/string_util.c GetExtCtrlCodeLength); a code beyond
+    the table drops nothing but itself."""
+
+    byte: Annotated[int, Field(ge=0, le=255)]
+    lengths: Annotated[list[Annotated[int, Field(ge=0, le=16)]], Field(max_length=256)]
+
+
+class StringDialogue(_Strict):
+    """Dialogue text read from the game's string buffer (`kind: string`): bytes from `address` up to
+    the terminator (at most `length`), through the character map; line-break bytes become new lines
+    and control bytes with their arguments are dropped. Null while `shown` says no box is on screen."""
+
+    kind: Literal["string"]
+    address: Address
+    length: Annotated[int, Field(ge=1, le=4096)]
+    terminator: Annotated[int, Field(ge=0, le=255)]
+    line_breaks: Annotated[list[Annotated[int, Field(ge=0, le=255)]], Field(max_length=16)] = []
+    controls: Annotated[list[ControlArgs], Field(max_length=64)] = []
+    ext_control: ExtControl | None = None
+    shown: ShownByte | None = None
+    charmap: Annotated[list[Glyphs], Field(min_length=1, max_length=64)]
+    unmapped: Annotated[str, Field(max_length=1)] = "?"
+
+    def memory(self) -> list[tuple[int, int]]:
+        """(address, size) of what it reads."""
+        return [(self.address, self.length), *([(self.shown.address, 1)] if self.shown else [])]
+
+
+def _dialogue_kind(value) -> str:
+    return (value.get("kind", "tilemap") if isinstance(value, dict) else getattr(value, "kind", "tilemap"))
+
+
+AnyDialogue = Annotated[Annotated[Dialogue, Tag("tilemap")] | Annotated[StringDialogue, Tag("string")],
+                        Discriminator(_dialogue_kind)]
+
+
 class StructuredTrack(_Strict):
     """The structured information track (seed 003): besides the screen, the agent is shown these probe
     fields (an allowlist; never one a milestone rung reads) and, if given, the decoded dialogue text."""
 
     fields: Annotated[list[Name], Field(max_length=64)] = []
-    dialogue: Dialogue | None = None
+    dialogue: AnyDialogue | None = None  # kind tilemap (the default) or string
+
+    @property
+    def allowlist(self) -> list[str]:
+        """What a structured-track observation holds: the fields, then `dialogue` when declared."""
+        return [*self.fields, *(["dialogue"] if self.dialogue is not None else [])]
 
 
 class Tracks(_Strict):
@@ -602,9 +663,19 @@ class GameDefinition(_Strict):
         if unknown:
             raise ValueError(f"tracks.structured.fields: {', '.join(unknown)} is not a field")
         d = track.dialogue
-        if d and d.tilemap + d.stride * (max(d.rows) + 1) > ADDRESS_SPACE[self.platform]:
+        space = ADDRESS_SPACE[self.platform]
+        if isinstance(d, Dialogue) and d.tilemap + d.stride * (max(d.rows) + 1) > space:
             raise ValueError(f"tracks.structured.dialogue lies outside the {self.platform} address space")
         ladder = self.ladder_fields
+        if isinstance(d, StringDialogue):
+            for address, size in d.memory():
+                if address + size > space:
+                    raise ValueError(f"tracks.structured.dialogue lies outside the {self.platform} address space")
+                clash = next((lf for lf in sorted(ladder) if (m := self._memory_of(lf)) and m[0] is None
+                              and m[1] < address + size and address < m[1] + m[2]), None)
+                if clash is not None:
+                    raise ValueError(f"tracks.structured.dialogue reads the memory of ladder field {clash!r}, "
+                                     f"which must stay hidden")
         for name in track.fields:
             if name in ladder:
                 raise ValueError(f"tracks.structured.fields: {name!r} is read by a milestone rung and must "

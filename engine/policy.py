@@ -77,6 +77,9 @@ class PolicyReply:
     # The reply passed the manifest's agent.max_reply_bytes: an invalid output, `text` empty and
     # nothing of the body kept but this record of its size and digest.
     oversize: ReplyOversize | None = None
+    # bounded context (engine.context): the request's turn in its segment, the segment, the notebook's
+    # length and whether its last write was cut; None without agent.context
+    context: dict | None = None
     extra: dict = field(default_factory=dict)
 
 

@@ -183,6 +183,9 @@ class TraceLine(Record):
     accepted_actions: int
     invalid_output: bool
     reasoning_summary: str | None  # the valid response's own summary (the full text is in responses.jsonl)
+    # Bounded context (engine.context, docs/context.md): the last call's turn in its segment, the
+    # segment, the notebook's length and whether its last write was cut. Set only with agent.context.
+    context: dict | None = None
     observed: dict[str, Any] | None
     memory_reads: list[str]
     memory_writes: list[str | None]

@@ -678,6 +678,7 @@ class Trial:
             invalid_output=any(not a.valid for a in attempts),
             reasoning_summary=response.reasoning_summary if response else None,
             observed=d.observed,
+            **({"context": last.context} if last is not None and last.context is not None else {}),
             memory_reads=d.memory_reads, memory_writes=d.memory_writes,
             milestones_before=d.milestones_before, milestones_after=self.ladder.reached,
             result_frame_sha256=self._frame_sha, result_frame_index=self._frame_index,
@@ -736,7 +737,10 @@ class Trial:
                         # what a policy records of itself (the tool server's exposed tools: engine.policies.tools)
                         **(getattr(self.policy, "provenance", None) or {}),
                         "prompt_core_sha256": self._first_prompt_core,
-                        "information_track": cfg.information_track},
+                        "information_track": cfg.information_track,
+                        # what that track showed: the definition's allowlist (null on the visual track)
+                        "information_allowlist": (self.game.tracks.structured.allowlist
+                                                  if self._structured else None)},
             **({"episodes": episode_records(self._steps, end.reason, outcome == "success")}
                if self._episodes is not None else {}),
             chain=None, goal=self._goal_result(tally.decisions))

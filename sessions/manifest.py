@@ -197,6 +197,14 @@ class MemoryRules(_Strict):
         return engine_memory.MemoryRules(**self.model_dump())
 
 
+class ContextSection(_Strict):
+    """Bounded context (seed 003; engine.context, docs/context.md): conversation segments of
+    `segment_turns` answered calls and a notebook of at most `notebook_chars` characters."""
+
+    segment_turns: Annotated[int, Field(ge=1, le=10_000)]
+    notebook_chars: Annotated[int, Field(ge=0, le=100_000)]
+
+
 class AgentSection(_Strict):
     allowed_actions: Annotated[list[Action], Field(min_length=1, max_length=64)] = list(ACTIONS)
     max_actions_per_decision: Annotated[int, Field(ge=1, le=64)] = 4
@@ -225,6 +233,8 @@ class AgentSection(_Strict):
 
         tools_for(v)  # raises with the reason: unknown, or not yet implemented
         return v
+    # Bounded context (docs/context.md); absent: one turn a request, no notebook, as before.
+    context: ContextSection | None = None
 
     @field_validator("allowed_actions")
     @classmethod
@@ -477,6 +487,8 @@ class Manifest(_Strict):
             data["agent"].pop("ruleset")
         if data["game"].get("goal", "") is None:  # no goal: the hash it had before goals existed
             data["game"].pop("goal")
+        if data["agent"].get("context", 0) is None:  # no bounded context: the hash it always had
+            data["agent"].pop("context")
         return data
 
     def canonical_json(self) -> str:

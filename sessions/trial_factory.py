@@ -68,14 +68,20 @@ def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
     request = condition.request or RequestSettings()
     adapter = make_adapter(condition.provider, condition.api_name, api_key=prepared.keys.get(condition.id),
                            base_url=condition.base_url, max_reply_bytes=m.agent.max_reply_bytes)
-    return ModelPolicy(
+    policy = ModelPolicy(
         adapter, model=condition.model, system=prepared.system_prompt,
-        schema=response_json_schema(m.agent.max_actions_per_decision),
+        schema=response_json_schema(m.agent.max_actions_per_decision,
+                                    m.agent.context.notebook_chars if m.agent.context else None),
         sampling=Sampling(sampling.temperature, sampling.max_output_tokens, sampling.reasoning_effort, sampling.seed),
         image_scale=m.agent.image_scale,
         transport=TransportRetry(request.max_attempts, request.backoff_seconds, request.backoff_cap_seconds,
                                  request.timeout_seconds),
         price=prepared.prices.get(condition.id))
+    if m.agent.context is not None:  # bounded context: a fresh conversation for each trial's policy
+        from engine.context import ContextRules, Conversation
+
+        policy.context = Conversation(ContextRules(m.agent.context.segment_turns, m.agent.context.notebook_chars))
+    return policy
 
 
 def model_provenance(condition: Condition) -> dict:

@@ -323,7 +323,8 @@ def _check_header(ctx: Context, report: Report) -> None:
                                f"maps {label} to (relabelled?)")
     try:
         schema = json.loads((root / "prompts" / "action-schema.json").read_text(encoding="utf-8"))
-        if schema != response_json_schema(manifest.agent.max_actions_per_decision):
+        if schema != response_json_schema(manifest.agent.max_actions_per_decision, manifest.agent.context.notebook_chars
+                                                 if manifest.agent.context else None):
             report.add("prompts/action-schema.json is not the schema of this manifest's action contract")
     except (OSError, ValueError):
         report.add("prompts/action-schema.json is missing or unreadable")

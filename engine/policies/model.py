@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from engine.context import Conversation
 from engine.png import encode_png, enlarged
 from engine.policy import Observation, PolicyReply, ProviderFailure, TransportRetry
 from engine.pricing import Price, derived_cost
@@ -78,13 +79,20 @@ class ModelPolicy:
         self.price = price
         self._schema_bytes = canonical(schema)
         self.gate: CallGate | None = None  # the run's shared limits, set by the runner
+        self.context: Conversation | None = None  # bounded context (engine.context), set by the factory
 
     def request(self, obs: Observation) -> ModelRequest:
-        return ModelRequest(self.model_id, self.system, prompt_text(obs), screen_png(obs.frame, self.image_scale),
-                            self.schema, self.sampling)
+        text = prompt_text(obs)
+        history: tuple[tuple[str, str], ...] = ()
+        if self.context is not None:  # bounded context: the segment's turns and the notebook
+            text = f"{text}\n{self.context.notebook_text()}"
+            history = tuple(self.context.history)
+        return ModelRequest(self.model_id, self.system, text, screen_png(obs.frame, self.image_scale),
+                            self.schema, self.sampling, history)
 
     async def decide(self, observation: Observation) -> PolicyReply:
         request = self.request(observation)
+        context = self.context.record() if self.context is not None else None
         body = self.adapter.body(request)
         # The exact bytes that leave the process (credentials travel in headers, never here), and
         # what must match across conditions: system prompt, response schema, screen.
@@ -104,11 +112,13 @@ class ModelPolicy:
         usage = self._priced(reply)
         if self.gate is not None:
             self.gate.after_call(usage.cost_usd, usage.total_tokens)
+        if self.context is not None:
+            self.context.after(request.text, reply.text)
         return PolicyReply(
             text=reply.text, model_id=reply.model_id, response_id=reply.response_id, usage=usage,
             latency_ms=latency, prompt_sha256=prompt_sha, prompt_core_sha256=core.hexdigest(),
             stop_reason=reply.stop_reason, identity=reply.identity or None, reply=reply.raw or None,
-            oversize=reply.oversize)
+            oversize=reply.oversize, context=context)
 
     def _priced(self, reply: ModelReply) -> Usage:
         u = reply.usage

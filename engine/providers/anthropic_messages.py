@@ -85,7 +85,9 @@ class AnthropicMessages(AdapterErrors):
             "model": request.model,
             "system": request.system,
             "max_tokens": sampling.max_output_tokens,
-            "messages": [{"role": "user", "content": [
+            "messages": [*(m for user, reply in request.history for m in (
+                {"role": "user", "content": user}, {"role": "assistant", "content": reply})),
+                {"role": "user", "content": [
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                              "data": base64.b64encode(request.image_png).decode("ascii")}},
                 {"type": "text", "text": request.text},

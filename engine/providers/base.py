@@ -57,6 +57,9 @@ class ModelRequest:
     image_png: bytes  # the screen, lossless, upscaled by the manifest's integer factor
     schema: dict  # the response's JSON Schema (the contract stays the judge of what comes back)
     sampling: Sampling
+    # Bounded context (engine.context): the segment's earlier turns, (user text, reply text) each,
+    # sent before this turn as text messages; empty (the default): one turn, the body as before.
+    history: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass

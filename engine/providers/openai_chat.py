@@ -236,6 +236,8 @@ class OpenAIChat(OpenAIAdapter):
             "model": request.model,
             "messages": [
                 {"role": "system", "content": request.system},
+                *(m for user, reply in request.history for m in (
+                    {"role": "user", "content": user}, {"role": "assistant", "content": reply})),
                 {"role": "user", "content": [
                     {"type": "image_url", "image_url": {"url": image_data_url(request.image_png), "detail": "high"}},
                     {"type": "text", "text": request.text},

@@ -36,7 +36,10 @@ class OpenAIResponses(OpenAIAdapter):
         body: dict[str, Any] = {
             "model": request.model,
             "instructions": request.system,
-            "input": [{"role": "user", "content": [
+            "input": [*(m for user, reply in request.history for m in (
+                {"role": "user", "content": [{"type": "input_text", "text": user}]},
+                {"role": "assistant", "content": [{"type": "output_text", "text": reply}]})),
+                {"role": "user", "content": [
                 {"type": "input_image", "image_url": image_data_url(request.image_png), "detail": "high"},
                 {"type": "input_text", "text": request.text},
             ]}],

@@ -2,6 +2,8 @@ import re
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessions.manifest import ManifestError, load_manifest, parse_manifest
 
@@ -163,6 +165,23 @@ def test_the_information_track_is_frozen_and_hashed_and_visual_keeps_the_old_has
     assert parse_manifest(structured.to_yaml(), "frozen.yaml").sha256() == structured.sha256()
     with pytest.raises(ManifestError, match=r"m.yaml:\d+: agent.information_track"):
         parse_manifest(GOOD.replace(agent, "agent: {information_track: ram}\n" + agent), "m.yaml")
+
+
+@settings(max_examples=40, deadline=None)
+@given(turns=st.integers(-5, 20_000), chars=st.integers(-5, 200_000))
+def test_bounded_context_is_frozen_and_hashed_and_bad_limits_are_refused_in_one_line(turns, chars):
+    plain = parse_manifest(GOOD, "m.yaml")
+    agent = "emulator: {name: pyboy"
+    text = GOOD.replace(agent, f"agent: {{context: {{segment_turns: {turns}, notebook_chars: {chars}}}}}\n" + agent)
+    if 1 <= turns <= 10_000 and 0 <= chars <= 100_000:
+        m = parse_manifest(text, "m.yaml")
+        assert (m.agent.context.segment_turns, m.agent.context.notebook_chars) == (turns, chars)
+        assert m.sha256() != plain.sha256() and parse_manifest(m.to_yaml(), "f.yaml").sha256() == m.sha256()
+        assert plain.agent.context is None and "context" not in plain.to_yaml()  # absent: the old hash
+    else:
+        with pytest.raises(ManifestError, match=r"m.yaml:\d+: agent.context.(segment_turns|notebook_chars)") as err:
+            parse_manifest(text, "m.yaml")
+        assert "\n" not in str(err.value)
 
 
 def test_a_structured_track_on_a_definition_without_one_is_refused_in_preflight(tmp_path):

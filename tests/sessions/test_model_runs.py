@@ -114,6 +114,7 @@ def test_no_probed_field_or_address_reaches_a_request(tmp_path, server):
         for address in ("0xD0", "0xd0", "53248", "D000"):
             assert address not in body
     assert result.provenance["information_track"] == "visual"  # the default, recorded in the result
+    assert result.provenance["information_allowlist"] is None
 
 
 def test_a_structured_track_request_shows_only_the_allowlist_and_never_a_ladder_field(tmp_path, server):
@@ -127,6 +128,7 @@ def test_a_structured_track_request_shows_only_the_allowlist_and_never_a_ladder_
     out, _, (result,) = run(tmp_path, model_condition(server, "openai-compatible"), agent=agent,
                             budgets={"accepted_actions": 120, "model_decisions": None, "wall_time_minutes": None})
     assert len(result.milestones_reached) >= 5 and result.provenance["information_track"] == "structured"
+    assert result.provenance["information_allowlist"] == [*game["tracks"]["structured"]["fields"], "dialogue"]
     marker = "The game's state as read for you (structured track):\n"
     shown = []
     for request in server.requests:
@@ -401,3 +403,31 @@ def test_the_price_schedule_is_kept_in_the_folder_and_the_export(tmp_path, serve
         verify_experiment(out)
     (out / rel).unlink()
     assert any(p.startswith(f"{rel} is missing: the price schedule") for p in verify_experiment(out))
+
+
+def test_bounded_context_resets_the_history_every_n_turns_and_caps_the_notebook(tmp_path, server):
+    """agent.context (docs/context.md): a real trial on the cartridge through the fake server. Each
+    request carries its segment's earlier turns (0, 1, 2, then 0 again), the notebook the model last
+    wrote cut to 30 characters, one call a decision; the trace's context records say so, the frozen
+    schema has the notebook key and the folder verifies."""
+    notes = [f"n{i}:" + "w" * (8 * i) for i in range(8)]
+    server.script(*[ok(answer(WALK[4 * i:4 * i + 4]) | {"notebook": notes[i]}) for i in range(8)])
+    agent = yaml.safe_load(DEFAULT_MANIFEST.read_text())["agent"] | {"context": {"segment_turns": 3,
+                                                                                 "notebook_chars": 30}}
+    out, _, (result,) = run(tmp_path, model_condition(server, "openai-compatible"), agent=agent,
+                            budgets={"accepted_actions": None, "model_decisions": 8, "wall_time_minutes": None})
+    assert len(server.requests) == 8 == result.telemetry.decisions  # nothing extra paid
+    assistants = [sum(m["role"] == "assistant" for m in r.json["messages"]) for r in server.requests]
+    assert assistants == [0, 1, 2, 0, 1, 2, 0, 1]
+    for i, request in enumerate(server.requests[1:], 1):
+        current = request.json["messages"][-1]["content"][-1]["text"]
+        assert "Your notebook" in current and notes[i - 1][:30] in current
+        assert len(notes[i - 1]) <= 30 or notes[i - 1] not in current
+    trace = read_jsonl(out / "trials" / result.trial_key / "trace.jsonl")
+    assert [t["context"]["segment"] for t in trace] == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert [t["context"]["turn_in_segment"] for t in trace] == [1, 2, 3, 1, 2, 3, 1, 2]
+    assert [t["context"]["notebook_truncated"] for t in trace][1:] == [len(n) > 30 for n in notes[:7]]
+    schema = json.loads((out / "prompts" / "action-schema.json").read_text())
+    assert schema["properties"]["notebook"]["maxLength"] == 30
+    assert verify_experiment(out) == []
+    replay_trial(out / "trials" / result.trial_key)  # offline, no model call: the trajectory replays
