@@ -306,3 +306,13 @@ def test_request_reset_ends_the_episode_and_the_evidence_still_verifies_and_repl
     assert result.episodes[1].first_decision == 5
     assert main(["verify", str(out)]) == 0
     assert main(["replay", str(out / "trials" / result.trial_key)]) == 0
+
+
+def test_a_manifest_whose_failure_test_names_an_unknown_field_is_refused_before_anything_is_written(tmp_path,
+                                                                                                  capsys):
+    from tests.conftest import write_manifest
+
+    path = write_manifest(tmp_path, episodes={"budget": 2, "failure": [{"field": "nosuch", "eq": 3}]})
+    out = tmp_path / "exp"
+    assert main(["run", str(path), "--headless", "--output", str(out)]) == 2
+    assert "episodes.failure: nosuch is not a field" in capsys.readouterr().err and not out.exists()
