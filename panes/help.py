@@ -82,6 +82,7 @@ LEGEND: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("Trace", (
         ("▶", "$primary bold", "a trial started (its place in the schedule, first frame)"),
         ("■", "$accent bold", "a trial ended: outcome, reason, cost and tokens"),
+        ("↻", "$primary bold", "an episodic trial's next episode: the start state restored (docs/tasks.md)"),
         ("★", "$success bold", "a milestone reached"),
         ("⚑", "$warning bold", "an operator's memory-error tag"),
         ("‖", "italic", "a run state change"),

@@ -223,6 +223,11 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         if game.rom_sha256 is not None and game.rom_sha256 != g.rom_sha256:
             raise PreflightError(f"game definition {game_path} is for ROM {game.rom_sha256}, "
                                  f"not the manifest's {g.rom_sha256}")
+        # an episode's failure test on a field the game does not probe would fail mid-trial: refuse it here
+        unknown = sorted({t.field for t in (manifest.episodes.failure or [])} - set(game.fields) - set(game.pointers)) \
+            if manifest.episodes is not None else []
+        if unknown:
+            raise PreflightError(f"{at('episodes.failure')}: {', '.join(unknown)} is not a field of {game_path}")
         if manifest.agent.information_track == "structured" and game.tracks.structured is None:
             raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
                                  f"declares no structured track (tracks.structured)")

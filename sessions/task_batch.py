@@ -273,13 +273,30 @@ def batch_report(batch: Path) -> dict:
 
 
 def change_logs(folder: Path) -> dict[str, list[dict]]:
-    """Per trial, per episode: what the agent changed (its memory store's writes), from result.json."""
+    """Per trial, per episode: what the agent changed (its memory store's writes), from result.json, each
+    write with the fact it wrote as memory.jsonl recorded it (kind, predicate, object)."""
     out = {}
     for path in sorted((folder / "trials").glob("*/result.json")):
         r = json.loads(path.read_text())
         if r.get("episodes"):
-            out[r["trial_key"]] = r["episodes"]
+            facts = _written_facts(path.parent / "memory.jsonl")
+            out[r["trial_key"]] = [{**e, "writes": [{"fact_id": f, **facts.get(f, {})} for f in e["memory_writes"]]}
+                                   for e in r["episodes"]]
     return out
+
+
+def _written_facts(memory: Path) -> dict[str, dict]:
+    facts = {}
+    try:
+        lines = memory.read_text().splitlines()
+    except OSError:
+        return facts
+    for line in lines:
+        op = json.loads(line)
+        fact = op.get("fact") if op.get("op") == "write" else None
+        if fact and op.get("fact_id"):
+            facts[op["fact_id"]] = {k: fact.get(k) for k in ("kind", "predicate", "object")}
+    return facts
 
 
 def report_markdown(doc: dict) -> str:
@@ -304,7 +321,7 @@ def report_markdown(doc: dict) -> str:
                   "", "Change log (the memory store's writes per episode):", ""]
         for key, episodes in t["change_log"].items():
             for e in episodes:
-                writes = ", ".join(e.get("memory_writes") or []) or "none"
+                writes = "; ".join(f"{w['fact_id']} {w.get('kind')}: {w.get('object')}" for w in e["writes"]) or "none"
                 lines.append(f"- {key} episode {e['episode']} (decisions {e['first_decision']}-"
                              f"{e['last_decision']}, ended {e['ended']}): wrote {writes}")
     return "\n".join(lines) + "\n"

@@ -218,7 +218,9 @@ def test_episodic_rival_battle_scripted_loses_then_wins_and_verifies_and_replays
     doc = json.loads((out / "tasks.json").read_text())
     rival = next(t for t in doc["tasks"] if t["task_id"] == "rival-battle")
     assert rival["success_within_episodes"] == [0.0, 1.0, 1.0, 1.0, 1.0]
-    assert "X-01 episode 1 (decisions 1-15, ended failure): wrote fact-0001" in (out / "tasks.md").read_text()
+    md = (out / "tasks.md").read_text()
+    assert "X-01 episode 1 (decisions 1-15, ended failure): wrote fact-0001 objective: win the rival battle" in md
+    assert "episode 2 (decisions 16-27, ended final-milestone): wrote fact-0002 event: pressing LEFT twice" in md
 
 
 def test_verify_and_replay_catch_a_forged_episode(scripted_batch, tmp_path, capsys):
@@ -276,3 +278,41 @@ def test_model_policy_through_the_demo_server_and_the_token_ceiling(tmp_path, mo
     assert first["status"] == "run" and first["trials"][0]["termination_reason"] == "budget:tokens"
     assert second["status"] == "not-run: ceiling" and ledger["spent_tokens"] >= 5000
     assert main(["verify", str(capped)]) == 0
+
+
+def test_request_reset_ends_the_episode_and_the_evidence_still_verifies_and_replays(tmp_path):
+    """Trial.request_reset(), asked for during decision 3's commit, ends episode 1 with decision 4."""
+    from engine.events import DecisionRecorded
+    from sessions.experiment import create_folder, prepare
+    from sessions.runner import ExperimentRunner
+    from sessions.task_batch import TASK_FILES
+    from sessions.tasks import PolicyChoice, write_task_inputs
+
+    task = load_task(RIVAL)
+    manifest = write_task_inputs(task, PolicyChoice("scripted"), tmp_path / TASK_FILES / task.id, 1, None, None)
+    out = tmp_path / "runs" / task.id
+    prepared = prepare(manifest, out)
+    runner = None
+
+    class ResetAtThree:
+        def handle(self, event):
+            if isinstance(event, DecisionRecorded) and event.trace.decision_id == 3:
+                runner.current_trial.request_reset()
+
+    runner = ExperimentRunner(prepared, create_folder(prepared, out), sinks=[ResetAtThree()])
+    runner.run()
+    (result,) = runner.results
+    assert (result.episodes[0].ended, result.episodes[0].last_decision) == ("reset", 4)
+    assert result.episodes[1].first_decision == 5
+    assert main(["verify", str(out)]) == 0
+    assert main(["replay", str(out / "trials" / result.trial_key)]) == 0
+
+
+def test_a_manifest_whose_failure_test_names_an_unknown_field_is_refused_before_anything_is_written(tmp_path,
+                                                                                                  capsys):
+    from tests.conftest import write_manifest
+
+    path = write_manifest(tmp_path, episodes={"budget": 2, "failure": [{"field": "nosuch", "eq": 3}]})
+    out = tmp_path / "exp"
+    assert main(["run", str(path), "--headless", "--output", str(out)]) == 2
+    assert "episodes.failure: nosuch is not a field" in capsys.readouterr().err and not out.exists()
