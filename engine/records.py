@@ -416,3 +416,12 @@ TRIAL_RECORDS: dict[str, type[Record]] = {
     "memory-op": MemoryOp, "annotation": Annotation, "result": TrialResult,
     "provider-failure": ProviderFailureRecord,
 }
+
+
+EPISODE_FIELDS = {"episode", "episode_end"}
+
+
+def trace_line_unwritten(line: TraceLine) -> set[str]:
+    """The fields a trace line's file leaves out: the episode fields outside episodic trials, so a
+    non-episodic line reads as it did before episodes existed (the recorder and every export agree)."""
+    return set(EPISODE_FIELDS) if line.episode is None else set()

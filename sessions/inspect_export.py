@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engine.records import Attempt, ResponseLine, TraceLine, TrialGenesis, TrialResult, Usage
+from engine.records import Attempt, ResponseLine, TraceLine, TrialGenesis, TrialResult, Usage, trace_line_unwritten
 from engine.text import printable
 from sessions import layout
 from sessions.checksums import file_sha256
@@ -187,7 +187,7 @@ def _decisions(trial: _Trial, model: str) -> tuple[list, list]:
         for attempt in response.attempts if response is not None else []:
             events.append(_attempt_event(attempt, n, user, span, at, start, model))
         events.append(InfoEvent(source=f"{SCORER}/trace", span_id=span, timestamp=at, working_start=start,
-                                data=line.model_dump(mode="json", exclude=CHAIN_FIELDS)))
+                                data=line.model_dump(mode="json", exclude=CHAIN_FIELDS | trace_line_unwritten(line))))
         for award in awards.get(n, []):
             events.append(ScoreEvent(score=Score(value=award.points, answer=award.id, explanation=award.name,
                                                  metadata=award.model_dump(mode="json")),

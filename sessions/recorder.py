@@ -28,7 +28,7 @@ from engine.events import (
     TrialStarted,
 )
 from engine.outcomes import classify
-from engine.records import Chain, FrameStoreSeal, TrialGenesis, TrialResult
+from engine.records import Chain, FrameStoreSeal, TrialGenesis, TrialResult, trace_line_unwritten
 from sessions import layout
 from sessions.durable import AppendLog, EvidenceError, error_from, write_atomic
 from sessions.framestore import FrameStoreWriter
@@ -39,7 +39,6 @@ def sha256_hex(data: bytes) -> str:
 
 
 EMPTY_SHA256 = sha256_hex(b"")
-_NO_EPISODE = {"episode", "episode_end"}
 
 
 def response_ref(decision_id: int) -> str:
@@ -125,7 +124,7 @@ class TrialRecorder:
         trace.inputs_sha256 = sha256_hex(inputs) if inputs else EMPTY_SHA256
         trace.memory_sha256 = sha256_hex(memory) if memory else EMPTY_SHA256
         # a trial that is not episodic writes no episode fields: its lines read as they always did
-        line = self._scrub((trace.model_dump_json(exclude=_NO_EPISODE if trace.episode is None else None)
+        line = self._scrub((trace.model_dump_json(exclude=trace_line_unwritten(trace) or None)
                             + "\n").encode())
 
         def write() -> None:
