@@ -251,7 +251,12 @@ def test_console_in_a_real_browser_offline(served, tmp_path):
         assert overview_colours > 8
         # a key reaches the app: enter drills into the trial, whose view has the frame pane
         before = len(_screen_text(driver))
-        driver.find_element("css selector", ".xterm-helper-textarea").send_keys("\ue007")  # Keys.ENTER
+        # Typed as a user types, to the focused terminal: newer Chrome refuses send_keys on xterm's
+        # off-screen helper textarea ("element not interactable"), so focus it and press the key.
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        driver.execute_script("document.querySelector('.xterm-helper-textarea').focus()")
+        ActionChains(driver).send_keys("\ue007").perform()  # Keys.ENTER
         _wait(driver, lambda: FRAME_PANE_TEXT in _screen_text(driver)[before:], "the frame pane after enter")
         time.sleep(0.5)  # the frame itself, drawn in half-blocks: many more colours than the overview
         assert _distinct_colours(driver) > overview_colours
