@@ -674,7 +674,7 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
             if mcp_calls:
                 from app.bench_mcp import mcp_figures
 
-                report["mcp"] = mcp_figures(prepared, mcp_calls, tmp)
+                report["mcp"] = mcp_figures(prepared, mcp_calls, tmp, _raw)
             if workers_phase:
                 report["workers"] = workers_figures(tmp)
             if parallel_models:

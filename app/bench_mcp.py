@@ -52,10 +52,10 @@ async def _drive(manifest: Path, out: Path, presses: list[str]) -> dict[str, lis
     return times
 
 
-def mcp_figures(prepared, calls: int, tmp: Path) -> dict:
+def mcp_figures(prepared, calls: int, tmp: Path, raw_press) -> dict:
+    """`raw_press` is bench's raw PyBoy loop (app.bench._raw), handed in so this module needs nothing of
+    bench's: the figure is measured against exactly the loop the other phases use."""
     import anyio
-
-    from app.bench import _raw
 
     script = list(next(iter(prepared.scripts.values())))
     presses = script[:min(calls + WARMUP, len(script) - 1)]  # short of the last: the trial plays on
@@ -73,7 +73,7 @@ def mcp_figures(prepared, calls: int, tmp: Path) -> dict:
     manifest.write_text(yaml.safe_dump(data, sort_keys=False))
     times = anyio.run(_drive, manifest, folder / "out", presses)
     counted = presses[WARMUP:]
-    raw_wall, _ = _raw(prepared.rom_path, prepared.start_state, counted, timing, hashing=True, png=False)
+    raw_wall, _ = raw_press(prepared.rom_path, prepared.start_state, counted, timing, hashing=True, png=False)
     raw_ms = raw_wall * 1000 / len(counted)
     call_ms = statistics.median(times["press_keys"][WARMUP:])
     screen_ms = statistics.median(times["get_screen"][WARMUP:])
