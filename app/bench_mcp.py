@@ -58,13 +58,19 @@ def mcp_figures(prepared, calls: int, tmp: Path, raw_press) -> dict:
     import anyio
 
     script = list(next(iter(prepared.scripts.values())))
-    presses = script[:min(calls + WARMUP, len(script) - 1)]  # short of the last: the trial plays on
+    # The walkthrough's first half (it cannot reach the final rung, which would end the trial and
+    # refuse the rest), then NOOPs for as many more calls as were asked for: any count is measured.
+    walk = script[:min(calls + WARMUP, len(script) // 2)]
+    presses = walk + ["NOOP"] * (calls + WARMUP - len(walk))
     m = prepared.manifest
     timing = Timing(m.emulator.press_frames, m.emulator.settle_frames)
     print(f"tool server: {len(presses) - WARMUP} press_keys calls over stdio (the SDK's client) against the "
           f"raw press", flush=True)
     data = yaml.safe_load(m.to_yaml())
     data["emulator"]["speed_multiplier"] = 0
+    # budgets that cannot end the trial before the last measured call (standing still is no loop here)
+    data["budgets"].update({"accepted_actions": len(presses) + 1, "unrecoverable_loop_repeats": None, "model_decisions": None,
+                            "wall_time_minutes": None})
     data["conditions"] = [{"id": "agent", "policy": "mcp"}]
     data.pop("created_utc", None)
     folder = tmp / "mcp"
