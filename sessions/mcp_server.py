@@ -101,9 +101,24 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                            "allowed_actions": list(obs.allowed_actions), "max_actions": obs.max_actions,
                            "structured": obs.structured}, sort_keys=True)
 
+    async def reset(ctx: Context) -> str:
+        """End the current episode and start the next from the task's start state (your memory is kept).
+        One decision that presses nothing; refused and charged where no episode can follow (a trial
+        that is not episodic, or its last episode)."""
+        seen(ctx)
+        try:
+            result = await desk.press({}, tool="reset")
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+        if result["rejected"] is not None:
+            why = result["rejected"].removeprefix(REJECTED_PREFIX)
+            raise ToolError(f"reset refused, charged as an invalid output of decision {result['decision_id']}: "
+                            f"{why}" + (f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""))
+        return json.dumps(result)
+
     # (set as an object: this module's annotations are strings, evaluated where keys_schema is unknown)
     press_keys.__annotations__["keys"] = Annotated[Any, WithJsonSchema(keys_schema)]
-    tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation}
+    tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation, "reset": reset}
     for name in names:
         server.add_tool(tools[name], name=name, structured_output=False)
     return server
