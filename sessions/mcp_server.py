@@ -35,6 +35,11 @@ INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen
                 "at its final milestone or when a budget runs out; then every call is refused.")
 
 
+RESET_INSTRUCTIONS = (" This task is episodic: an episode ends when you lose or use up its presses, and reset ends "
+                      "it at once; the next episode starts from the task's start state, up to the trial's episode "
+                      "budget (a reset in the last episode is refused and charged).")
+
+
 def sdk_version() -> str:
     return dist_version("mcp")
 
@@ -47,6 +52,8 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     names = tools_for(ruleset)
     instructions = INSTRUCTIONS.format(allowed=", ".join(allowed), most=max_actions, press=press_frames,
                                        settle=settle_frames)
+    if "reset" in names:
+        instructions += RESET_INSTRUCTIONS
     server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
                        instructions=instructions)
 

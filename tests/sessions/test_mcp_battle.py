@@ -75,6 +75,13 @@ def test_an_agent_resets_then_wins_the_rival_battle_and_the_folder_verifies_and_
     assert 3 + len(wins) - 2 <= accepted <= 3 + len(wins)  # the goal may be met before the closing presses
     assert verify_experiment(tmp_path / "out") == []
     assert replay_trial(trial)["actions"] == accepted
+    # verify's exposed-tools check holds the trial to the battle list: the standard list is one tool short
+    path = trial / "result.json"
+    tampered = json.loads(path.read_text())
+    tampered["provenance"]["tool_server"]["tools"] = ["get_observation", "get_screen", "press_keys"]
+    path.write_text(json.dumps(tampered))
+    problems = verify_experiment(tmp_path / "out")
+    assert any("not exactly the battle ruleset's" in p and "(missing: reset)" in p for p in problems), problems
 
 
 def test_the_battle_ruleset_is_refused_on_a_manifest_that_is_not_episodic(tmp_path):
@@ -85,3 +92,53 @@ def test_the_battle_ruleset_is_refused_on_a_manifest_that_is_not_episodic(tmp_pa
     (line,) = done.stderr.strip().splitlines()
     assert "battle ruleset's reset starts a new episode: it needs an episodic manifest" in line
     assert not (tmp_path / "out").exists()
+
+
+class ResetThenPress:
+    """A tool-server agent's decisions as the desk hands them to the loop: a reset call first, then presses."""
+
+    name, model_id, paid, transport = "mcp", None, True, None
+
+    def __init__(self, record: dict):
+        self.provenance = {"tool_server": record}
+        self.feedback: list[str | None] = []
+
+    async def decide(self, observation):
+        from engine.policies.base import contract_json
+        from engine.policy import PolicyReply
+        from engine.records import Usage
+
+        self.feedback.append(observation.retry_feedback)
+        if len(self.feedback) == 1:
+            return PolicyReply(text=contract_json([], summary="reset tool call"), usage=Usage(), reset=True,
+                               reply={"tool": "reset", "arguments": {}})
+        return PolicyReply(text=contract_json(["A"], summary="press_keys tool call"), usage=Usage(),
+                           reply={"tool": "press_keys", "arguments": {"keys": ["A"]}})
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_reset_in_a_trial_that_is_not_episodic_is_an_invalid_output_logged_and_charged(tmp_path):
+    """The loop's own rule (Trial._reset_response), under the gate that keeps battle to episodic manifests."""
+    from engine.rulesets import tools_for
+    from sessions.experiment import create_folder, prepare
+    from sessions.runner import ExperimentRunner
+
+    manifest = mcp_manifest(tmp_path, agent={"ruleset": "standard"}, budgets={"accepted_actions": 2})
+    prepared = prepare(manifest, tmp_path / "out", allow_mcp=True)
+    record = {"ruleset": "standard", "tools": sorted(tools_for("standard")), "transport": "stdio", "client": None}
+    policy = ResetThenPress(record)
+    runner = ExperimentRunner(prepared, create_folder(prepared, tmp_path / "out"), positions=[0],
+                              policy_factories={"mcp": lambda c, n: policy})
+    runner.run()
+    (result,) = runner.results
+    assert "reset: this trial is not episodic" in policy.feedback[1]  # the retry says why, as for any output
+    assert result.episodes is None
+    assert result.telemetry.invalid_outputs == 1 and result.telemetry.accepted_actions == 2
+    (trial,) = (tmp_path / "out" / "trials").iterdir()
+    first = read_jsonl(trial / "responses.jsonl")[0]["attempts"]
+    assert [(a["valid"], a["reply"]["tool"]) for a in first] == [(False, "reset"), (True, "press_keys")]
+    assert "not episodic" in first[0]["error"]
+    assert "episode" not in read_jsonl(trial / "trace.jsonl")[0]
+    assert verify_experiment(tmp_path / "out") == []
