@@ -80,6 +80,9 @@ class PolicyReply:
     # bounded context (engine.context): the request's turn in its segment, the segment, the notebook's
     # length and whether its last write was cut; None without agent.context
     context: dict | None = None
+    # A tool server's `reset` call (ruleset battle): a decision that presses nothing and ends the episode
+    # (Trial.request_reset); refused and charged as an invalid output where no episode can follow.
+    reset: bool = False
     extra: dict = field(default_factory=dict)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-Ruleset = Literal["human", "standard"]
+Ruleset = Literal["human", "standard", "battle"]
 
 RULESETS: dict[str, tuple[str, ...]] = {
     # the screen as an image and the controller: no game state, no helpers
@@ -17,8 +17,11 @@ RULESETS: dict[str, tuple[str, ...]] = {
     # plus the observation the loop builds for any agent (its recent actions, objective, and on the
     # structured information track the game definition's allowlisted fields: engine.tracks)
     "standard": ("get_screen", "press_keys", "get_observation"),
+    # seed 004's battle tasks: the standard tools plus `reset`, which ends the episode and starts the next
+    # from the task's start state (an episodic manifest only: sessions.tool_conditions)
+    "battle": ("get_screen", "press_keys", "get_observation", "reset"),
 }
-NOT_YET = {"battle": "the battle ruleset (battle helpers) is not implemented yet"}
+NOT_YET: dict[str, str] = {}
 
 
 def tools_for(ruleset: str) -> tuple[str, ...]:

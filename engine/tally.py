@@ -46,9 +46,10 @@ class TraceTally:
         self.decisions += 1
         self.model_calls += t.attempts
         self.aborted_calls += int(t.aborted)
-        # A valid response always carries at least one action; the rest of the attempts were
-        # invalid, except an aborted last one, which never answered.
-        self.invalid_outputs += t.attempts - int(bool(t.parsed_actions) or t.aborted)
+        # A valid response carries at least one action, or is a reset call (ruleset battle: no action, but
+        # an accepted response, so it has a summary); the rest of the attempts were invalid, except an
+        # aborted last one, which never answered.
+        self.invalid_outputs += t.attempts - int(bool(t.parsed_actions) or t.aborted or t.reasoning_summary is not None)
         self.accepted_actions += t.accepted_actions
         self.paid_calls += t.paid_calls
         if t.paid_calls:

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from engine.budgets import BudgetLimits, Budgets
-from engine.contract import AgentResponse, ContractError, parse_response
+from engine.contract import AgentResponse, ContractError, Observed, parse_response
 from engine.control import RunControl, TagForAnotherTrial
 from engine.controls import start_differences
 from engine.emulator import Emulator, EmulatorError, Timing, frame_sha256
@@ -161,6 +161,10 @@ class LoopCounts:
     frames: int = 0
     repeated_navigation_actions: int = 0
     repeated_position_loops: int = 0
+
+
+# what a reset call reports it saw: nothing (engine.policies.base's UNKNOWN_OBSERVATION)
+_UNKNOWN_SEEN = Observed(screen="unknown", location_guess="unknown", objective_guess="", certainty=0.0)
 
 
 class Trial:
@@ -484,6 +488,8 @@ class Trial:
             over = reply.oversize
             if over is not None:  # past the reply cap: nothing of it was kept to judge
                 response, error = None, f"oversized reply: {over.describe()}"
+            elif reply.reset:
+                response, error = self._reset_response()
             else:
                 try:
                     response = parse_response(reply.text, cfg.max_actions, self._allowed)
@@ -506,6 +512,21 @@ class Trial:
                         f"Your previous response was rejected: it was longer than the {over.cap_bytes:,} bytes a "
                         f"reply may have. Answer with the JSON object only.")
         return True
+
+    def _reset_response(self) -> tuple[AgentResponse | None, str | None]:
+        """A reset call (PolicyReply.reset): the decision presses nothing and its episode ends as `reset`;
+        refused, as an invalid output, where no new episode can begin."""
+        eps = self._episodes
+        if eps is None:
+            return None, "reset: this trial is not episodic (its manifest has no episodes): there is nothing to reset"
+        if self.episode >= eps.budget:
+            return None, (f"reset: episode {self.episode} is the last of the trial's budget of {eps.budget}: "
+                          f"no episode is left to start")
+        self.request_reset()
+        # built, not parsed: the contract asks every answer for at least one action, a reset has none
+        return AgentResponse.model_construct(reasoning_summary="reset tool call",
+                                             observed=_UNKNOWN_SEEN, memory_read=[],
+                                             memory_write=[], actions=[], notebook=None), None
 
     def _failed_attempt(self, exc: ProviderFailure) -> Attempt:
         """A call the provider failed. Charged: nothing where it says so (a refused request), else

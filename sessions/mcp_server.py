@@ -35,6 +35,11 @@ INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen
                 "at its final milestone or when a budget runs out; then every call is refused.")
 
 
+RESET_INSTRUCTIONS = (" This task is episodic: an episode ends when you lose or use up its presses, and reset ends "
+                      "it at once; the next episode starts from the task's start state, up to the trial's episode "
+                      "budget (a reset in the last episode is refused and charged).")
+
+
 def sdk_version() -> str:
     return dist_version("mcp")
 
@@ -47,6 +52,8 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     names = tools_for(ruleset)
     instructions = INSTRUCTIONS.format(allowed=", ".join(allowed), most=max_actions, press=press_frames,
                                        settle=settle_frames)
+    if "reset" in names:
+        instructions += RESET_INSTRUCTIONS
     server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
                        instructions=instructions)
 
@@ -101,9 +108,24 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                            "allowed_actions": list(obs.allowed_actions), "max_actions": obs.max_actions,
                            "structured": obs.structured}, sort_keys=True)
 
+    async def reset(ctx: Context) -> str:
+        """End the current episode and start the next from the task's start state (your memory is kept).
+        One decision that presses nothing; refused and charged where no episode can follow (a trial
+        that is not episodic, or its last episode)."""
+        seen(ctx)
+        try:
+            result = await desk.press({}, tool="reset")
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+        if result["rejected"] is not None:
+            why = result["rejected"].removeprefix(REJECTED_PREFIX)
+            raise ToolError(f"reset refused, charged as an invalid output of decision {result['decision_id']}: "
+                            f"{why}" + (f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""))
+        return json.dumps(result)
+
     # (set as an object: this module's annotations are strings, evaluated where keys_schema is unknown)
     press_keys.__annotations__["keys"] = Annotated[Any, WithJsonSchema(keys_schema)]
-    tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation}
+    tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation, "reset": reset}
     for name in names:
         server.add_tool(tools[name], name=name, structured_output=False)
     return server

@@ -30,6 +30,9 @@ def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_
     if agent.ruleset == "human" and agent.information_track == "structured":
         raise ToolConditionError("the human ruleset shows the screen only: it does not go with "
                                  "information_track structured (use ruleset standard)", "agent.ruleset")
+    if agent.ruleset == "battle" and manifest.episodes is None:  # its reset tool starts a new episode
+        raise ToolConditionError("the battle ruleset's reset starts a new episode: it needs an episodic manifest "
+                                 "(add episodes, or serve an episodic task: docs/tasks.md)", "agent.ruleset")
     b = manifest.budgets
     if b.total_cost_usd is not None or b.tokens is not None:
         raise ToolConditionError(f"policy {c.policy!r}: the tool server does not know what each call cost, so "

@@ -37,12 +37,13 @@ class TrialOver(Exception):
 
 @dataclass
 class Call:
-    """One press_keys call, as the client made it."""
+    """One press_keys (or reset) call, as the client made it."""
 
     arguments: dict
     received: float  # time.perf_counter()
     received_utc: str
     result: Future = field(default_factory=Future)  # -> dict (the decision's outcome) or TrialOver
+    tool: str = "press_keys"  # or "reset" (ruleset battle): a decision that presses nothing, ends the episode
 
 
 @dataclass
@@ -111,8 +112,8 @@ class ToolDesk:
             raise TrialOver(self._over_message())
         return waiting, turn
 
-    async def press(self, arguments: dict) -> dict:
-        """Hand one press_keys call to the loop and wait for what the loop made of it."""
+    async def press(self, arguments: dict, tool: str = "press_keys") -> dict:
+        """Hand one press_keys (or reset) call to the loop and wait for what the loop made of it."""
         while True:
             waiting, turn = await self._wait_turn()
             with self._lock:
@@ -120,7 +121,7 @@ class ToolDesk:
                     continue  # another call took it: wait for the next
                 turn.taken = True
                 self._turn = Future()
-            call = Call(arguments, time.perf_counter(), utc_now())
+            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool)
             try:
                 turn.call.set_result(call)
             except InvalidStateError:  # the loop stopped waiting (the trial was ended meanwhile)
@@ -152,7 +153,10 @@ class ToolDesk:
                 _resolve(pending.result, {
                     "decision_id": trace.decision_id, "pressed": [i.action for i in event.inputs],
                     "rejected": rejected, "charged": True, "trial_over": trace.termination_reason is not None,
-                    "ending": trace.termination_reason})
+                    "ending": trace.termination_reason,
+                    # an episodic trial's: the episode played, and why it ended with this decision
+                    **({"episode": trace.episode, "episode_end": trace.episode_end}
+                       if trace.episode is not None else {})})
         elif isinstance(event, TrialEnded):
             self.result = event.result
             with self._lock:
@@ -238,11 +242,15 @@ class ToolCallPolicy:
             # loop holds between decisions (a step lets exactly this decision through)
             if control.checkpoint() is not None:
                 raise PolicyExhausted("the trial was ended while a call waited")
-        keys = call.arguments.get("keys")
-        record = {"tool": "press_keys", "arguments": call.arguments, "received_utc": call.received_utc,
+        latency = round((call.received - turn.opened) * 1000, 3)
+        record = {"tool": call.tool, "arguments": call.arguments, "received_utc": call.received_utc,
                   "ruleset": self.ruleset, "screens": turn.screens}
+        if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
+            return PolicyReply(text=contract_json([], summary="reset tool call"), usage=Usage(), latency_ms=latency,
+                               reply=record, reset=True)
+        keys = call.arguments.get("keys")
         return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
-                           usage=Usage(), latency_ms=round((call.received - turn.opened) * 1000, 3), reply=record)
+                           usage=Usage(), latency_ms=latency, reply=record)
 
     async def _wait(self, turn: Turn) -> Call:
         waiting = asyncio.wrap_future(turn.call)

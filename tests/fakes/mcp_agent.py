@@ -31,11 +31,11 @@ VERSION = "2.1.999 (fake Claude Code for oakwatch tests)"
 TIMEOUT_S = 120
 
 
-def walkthrough() -> list[str]:
+def walkthrough(path: Path | None = None) -> list[str]:
     sys.path.insert(0, str(ROOT))
     from engine.script import parse_script
 
-    path = ROOT / "assets" / "cartridge" / "walkthrough.txt"
+    path = path or ROOT / "assets" / "cartridge" / "walkthrough.txt"
     return parse_script(path.read_text(encoding="utf-8"), path.name)
 
 
@@ -55,10 +55,17 @@ async def play(session, args) -> dict:
         await call("press_keys", {"keys": 5})
     if args.bad_first:  # a well-formed call with a button the game has not: the contract rejects it
         await call("press_keys", {"keys": ["JUMP"]})
-    keys = walkthrough()
+    keys = walkthrough(args.script)
     calls = 0
     over = None
-    for start in range(0, len(keys), args.chunk):
+    seen["resets"] = []
+    if args.reset_after is not None:  # a first try (the script's opening presses), then a reset, then the script
+        for start in range(0, args.reset_after, args.chunk):
+            await call("press_keys", {"keys": keys[start:min(start + args.chunk, args.reset_after)]})
+        for _ in range(args.resets):
+            result, text = await call("reset")
+            seen["resets"].append(text if result.is_error else json.loads(text))
+    for start in range(args.start, len(keys), args.chunk):
         if args.presses is not None and calls >= args.presses:
             break
         screen, _ = await call("get_screen")
@@ -121,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bad-first", action="store_true")
     parser.add_argument("--bad-args", action="store_true")
     parser.add_argument("--after-end", type=int, default=0)
+    parser.add_argument("--script", type=Path)  # the presses to play (default: the cartridge's walkthrough)
+    parser.add_argument("--reset-after", type=int)  # press this many of them, then call reset
+    parser.add_argument("--resets", type=int, default=1)  # how many reset calls then
+    parser.add_argument("--start", type=int, default=0)  # then play the presses from this one on
     parser.add_argument("--report", type=Path)
     parser.add_argument("--no-usage", action="store_true")
     parser.add_argument("command", nargs="*")

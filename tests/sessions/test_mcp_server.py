@@ -169,7 +169,7 @@ def test_the_standard_ruleset_adds_the_observation_and_never_a_ladder_field(tmp_
     ({"policy": "mcp"}, "oakwatch mcp MANIFEST"),  # `oakwatch run` does not serve it
     ({"agent": {"information_track": "structured"}}, "human ruleset shows the screen only"),
     ({"budgets": {"total_cost_usd": 1.0}}, "does not know what each call cost"),
-    ({"agent": {"ruleset": "battle"}}, "not implemented yet"),
+    ({"agent": {"ruleset": "battle"}}, "needs an episodic manifest"),
     ({"agent": {"ruleset": "expert"}}, "no ruleset 'expert'"),
 ])
 def test_refusals_before_anything_is_written(tmp_path, changes, message):
