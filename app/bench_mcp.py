@@ -69,8 +69,8 @@ def mcp_figures(prepared, calls: int, tmp: Path, raw_press) -> dict:
     data = yaml.safe_load(m.to_yaml())
     data["emulator"]["speed_multiplier"] = 0
     # budgets that cannot end the trial before the last measured call (standing still is no loop here)
-    data["budgets"].update({"accepted_actions": len(presses) + 1, "unrecoverable_loop_repeats": None, "model_decisions": None,
-                            "wall_time_minutes": None})
+    data["budgets"].update({"accepted_actions": len(presses) + 1, "model_decisions": None,
+                            "unrecoverable_loop_repeats": None, "wall_time_minutes": None})
     data["conditions"] = [{"id": "agent", "policy": "mcp"}]
     data.pop("created_utc", None)
     folder = tmp / "mcp"
