@@ -37,6 +37,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from engine.battle import BattleAdapter
+
 Sample = dict[str, "int | list[int]"]
 
 
@@ -522,6 +524,9 @@ class GameDefinition(_Strict):
     tracks: Tracks = Tracks()
     # Goals a run may choose (`game.goal`; engine.goals), e.g. catch: any Pokémon caught.
     goals: Annotated[dict[Name, GoalDef], Field(max_length=16)] = {}
+    # Seed 004's battle adapter (engine.battle): the party in RAM, the species table, the battle screen's
+    # facts and each battle action as presses. Absent: the battle ruleset cannot serve this game.
+    battle: BattleAdapter | None = None
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
