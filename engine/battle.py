@@ -46,6 +46,10 @@ class ItemDef(_Strict):
     name: Name
 
 
+MoveSlots = Annotated[list[Address], Field(min_length=1, max_length=4)]
+Writes = list[tuple[int, list[int]]]
+
+
 class PartyLayout(_Strict):
     """Where the party lives: the count byte and, per slot, the species byte (and where a game has
     them, the level, held item and move bytes). The number of slots is the game's party size."""
@@ -54,7 +58,7 @@ class PartyLayout(_Strict):
     species: Annotated[list[Address], Field(min_length=1, max_length=6)]
     levels: Annotated[list[Address], Field(max_length=6)] | None = None
     items: Annotated[list[Address], Field(max_length=6)] | None = None
-    moves: Annotated[list[Annotated[list[Address], Field(min_length=1, max_length=4)]], Field(max_length=6)] | None = None
+    moves: Annotated[list[MoveSlots], Field(max_length=6)] | None = None
 
     @model_validator(mode="after")
     def _per_slot(self) -> PartyLayout:
@@ -158,8 +162,9 @@ def check_settings(settings: BattleSettings, adapter: BattleAdapter) -> None:
                             f"slot{'s' if adapter.slots > 1 else ''}")
     pool = settings.pool
     known_moves = {m for s in adapter.species for m in s.moves}
+    known_items = {i.name for i in adapter.items}
     for what, names, known in (("species", pool.species, {s.name for s in adapter.species}),
-                               ("moves", pool.moves, known_moves), ("items", pool.items, {i.name for i in adapter.items})):
+                               ("moves", pool.moves, known_moves), ("items", pool.items, known_items)):
         unknown = sorted(set(names or ()) - known)
         if unknown:
             raise BattleRefused(f"pool.{what}: {', '.join(unknown)} not in the game's table")
@@ -170,7 +175,7 @@ def check_settings(settings: BattleSettings, adapter: BattleAdapter) -> None:
             raise BattleRefused(f"team: {exc}") from None
 
 
-def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: BattleAdapter) -> list[tuple[int, list[int]]]:
+def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: BattleAdapter) -> Writes:
     """The RAM writes that make `team` the party, after checking it against the rules and the game."""
     if not team:
         raise BattleRefused("a team needs at least one member")
