@@ -106,7 +106,7 @@ class ToolSession:
         from engine.rulesets import tools_for
         from sessions.mcp_server import build_server, sdk_version
         from sessions.runner import ExperimentRunner
-        from sessions.trial_factory import trial_config
+        from sessions.trial_factory import battle_settings, trial_config
 
         m = prepared.manifest
         self.trial_key = trial_config(prepared, position).trial_key
@@ -123,7 +123,8 @@ class ToolSession:
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
-                                   on_session=self.sessions.saw if self.sessions else None)
+                                   on_session=self.sessions.saw if self.sessions else None,
+                                   battle=(rules := battle_settings(prepared)) and rules.model_dump(mode="json"))
         import anyio
 
         from sessions.mcp_server import exposed_tools

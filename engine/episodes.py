@@ -44,6 +44,7 @@ class Step:
     episode: int
     episode_end: str | None
     memory_writes: tuple[str | None, ...]
+    team: list[dict] | None = None  # the team a battle call made the party (engine.battle)
 
 
 def episode_records(steps: Iterable[Step], termination_reason: str | None, success: bool) -> list[EpisodeRecord]:
@@ -52,15 +53,17 @@ def episode_records(steps: Iterable[Step], termination_reason: str | None, succe
     for s in steps:
         if not out or out[-1]["episode"] != s.episode:
             out.append({"episode": s.episode, "first_decision": s.decision_id, "last_decision": s.decision_id,
-                        "ended": None, "goal_reached": False, "memory_writes": []})
+                        "ended": None, "goal_reached": False, "memory_writes": [], "team": None})
         e = out[-1]
         e["last_decision"] = s.decision_id
         e["ended"] = s.episode_end
         e["memory_writes"] += [w for w in s.memory_writes if w is not None]
+        if s.team is not None:
+            e["team"] = s.team
     if out:
         last = out[-1]
         last["goal_reached"] = success
         last["ended"] = last["ended"] if last["ended"] is not None and not success else termination_reason
     for e in out:
         e["ended"] = e["ended"] or "unknown"  # an interrupted trial's last episode (recover)
-    return [build(EpisodeRecord, **e) for e in out]
+    return [build(EpisodeRecord, **{k: v for k, v in e.items() if k != "team" or v is not None}) for e in out]

@@ -240,6 +240,16 @@ class MGBAEmulator:
         read, native, space = self._bus_read, self._native, self._space
         return [read(native, a) if 0 <= a < space else 0 for a in range(address, address + length)]
 
+    def write(self, address: int, data: bytes) -> None:
+        """Bus writes (mGBA's busWrite8), byte by byte: no emulation runs."""
+        write = getattr(self._native, "busWrite8", None)
+        if write is None:
+            raise EmulatorError("this mGBA build has no bus write: the battle ruleset's apply_team cannot run on it")
+        if not 0 <= address and address + len(data) <= self._space:
+            raise EmulatorError(f"write at {address:#x}: outside the address space")
+        for i, value in enumerate(data):
+            write(self._native, address + i, value)
+
     # -- input -------------------------------------------------------------------------
     def step(self, action: str, timing: Timing, probe: ProbeFn) -> StepResult:
         """Hold one button for press_frames, settle, probe the last two frames, capture."""

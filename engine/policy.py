@@ -52,13 +52,16 @@ class Observation:
     # The structured information track (engine.tracks): the game definition's allowlisted fields and
     # the decoded dialogue text; None on the visual track (the screen only).
     structured: dict | None = None
+    # The battle ruleset's snapshot (engine.battle, its `observe` tool): the battle screen's facts, read
+    # from RAM by the game's battle adapter; None under any other ruleset.
+    battle: dict | None = None
 
 
 # The information contract, checked by a test: adding a field here is a protocol change.
 OBSERVATION_FIELDS = frozenset({
     "decision_id", "frame", "frame_sha256", "recent_actions", "recent_observations",
     "current_objective", "memory", "max_actions", "allowed_actions", "retry_feedback", "refused_writes",
-    "structured",
+    "structured", "battle",
 })
 
 
@@ -83,6 +86,9 @@ class PolicyReply:
     # A tool server's `reset` call (ruleset battle): a decision that presses nothing and ends the episode
     # (Trial.request_reset); refused and charged as an invalid output where no episode can follow.
     reset: bool = False
+    # A tool server's battle call (ruleset battle: apply_team, lead, action): {"tool", "arguments"}, judged by
+    # the loop's battle rules (engine.battle) into RAM writes and presses, or refused and charged.
+    battle: dict | None = None
     extra: dict = field(default_factory=dict)
 
 

@@ -107,6 +107,13 @@ class PyBoyEmulator:
     def read_range(self, address: int, length: int) -> list[int]:
         return self._memory[address:address + length]
 
+    def write(self, address: int, data: bytes) -> None:
+        """Bus writes (pyboy.memory[addr] = value), byte by byte: no emulation runs."""
+        if not 0 <= address and address + len(data) <= 0x10000:
+            raise EmulatorError(f"write at {address:#x}: outside the Game Boy's address space")
+        for i, value in enumerate(data):
+            self._memory[address + i] = value
+
     # -- input -------------------------------------------------------------------------
     def step(self, action: str, timing: Timing, probe: ProbeFn) -> StepResult:
         """Hold one button for press_frames, settle, probe the last two frames, capture."""

@@ -198,6 +198,10 @@ class TraceLine(Record):
     # in (from 1), and why the episode ended with it (the next decision sees the restored start state).
     episode: int | None = None
     episode_end: Literal["failure", "episode-actions", "reset"] | None = None
+    # The battle ruleset only (engine.battle), absent otherwise: the accepted battle call (apply_team, lead,
+    # action): its tool and arguments, the RAM writes it made before its presses ({address, bytes}), the team
+    # it made the party and the lead slot; replay re-applies the writes here.
+    battle: dict[str, Any] | None = None
     prev_sha256: Sha256 | None = None
     response_sha256: Sha256 | None = None
     inputs_sha256: Sha256 | None = None
@@ -334,6 +338,9 @@ class EpisodeRecord(Record):
     ended: str  # an episode_end, or the trial's termination reason for the last episode
     goal_reached: bool
     memory_writes: list[str]
+    # The battle ruleset (seed 004's Team Updates): the team applied in this episode (apply_team, or the
+    # task's own at the lead), as {species, level, moves, item}; absent where none was applied.
+    team: list[dict[str, Any]] | None = None
 
 
 class TrialResult(Record):
@@ -424,4 +431,4 @@ EPISODE_FIELDS = {"episode", "episode_end"}
 def trace_line_unwritten(line: TraceLine) -> set[str]:
     """The fields a trace line's file leaves out: the episode fields outside episodic trials, so a
     non-episodic line reads as it did before episodes existed (the recorder and every export agree)."""
-    return set(EPISODE_FIELDS) if line.episode is None else set()
+    return (set(EPISODE_FIELDS) if line.episode is None else set()) | ({"battle"} if line.battle is None else set())

@@ -17,9 +17,11 @@ RULESETS: dict[str, tuple[str, ...]] = {
     # plus the observation the loop builds for any agent (its recent actions, objective, and on the
     # structured information track the game definition's allowlisted fields: engine.tracks)
     "standard": ("get_screen", "press_keys", "get_observation"),
-    # seed 004's battle tasks: the standard tools plus `reset`, which ends the episode and starts the next
-    # from the task's start state (an episodic manifest only: sessions.tool_conditions)
-    "battle": ("get_screen", "press_keys", "get_observation", "reset"),
+    # seed 004's battle tasks: the screen, `observe` (the battle screen's facts, from the game's battle
+    # adapter: engine.battle), `apply_team`, `lead`, `action` (FIGHT/SWITCH/SEND, pressed for the agent) and
+    # `reset`, which ends the episode and starts the next from the task's start state (an episodic
+    # manifest on a game with a battle adapter only: sessions.tool_conditions)
+    "battle": ("get_screen", "observe", "apply_team", "lead", "action", "reset"),
 }
 NOT_YET: dict[str, str] = {}
 

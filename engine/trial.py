@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from engine.battle import BattleJudge, BattleRefused, BattleSettings, Plan
 from engine.budgets import BudgetLimits, Budgets
 from engine.contract import AgentResponse, ContractError, Observed, parse_response
 from engine.control import RunControl, TagForAnotherTrial
@@ -109,6 +110,7 @@ class TrialConfig:
     information_track: Track = "visual"  # the manifest's agent.information_track (engine.tracks)
     goal: str | None = None  # the manifest's game.goal (engine.goals): met ends the trial, not the final rung
     episodes: EpisodeRules | None = None  # the manifest's episodes (engine.episodes): None, one episode
+    battle: BattleSettings | None = None  # the battle ruleset's rules (engine.battle): None, no battle tools
 
     @property
     def trial_key(self) -> str:
@@ -146,6 +148,7 @@ class Decision:
     inputs: list[InputLine] = field(default_factory=list)
     end: EndRequest | None = None
     episode_end: str | None = None  # engine.episodes: failure, episode-actions or reset
+    battle: Plan | None = None  # an accepted battle tool call (engine.battle): its RAM writes, then presses
     # What only the loop counts, added to the trial's totals once the decision is committed.
     frames: int = 0  # emulated
     rejected_actions: int = 0
@@ -230,6 +233,8 @@ class Trial:
         self._reset_requested = False
         self._steps: list[Step] = []
         self._episode_note: str | None = None
+        # The battle ruleset's judge (engine.battle): one episode's team, lead and active slot.
+        self._battle = BattleJudge(game.battle, config.battle) if config.battle and game.battle else None
 
     def request_reset(self) -> None:
         """End the current episode with the decision in progress (or the next one) and restore the start
@@ -422,6 +427,8 @@ class Trial:
         self.episode += 1
         self._episode_start_actions = self.budgets.accepted_actions
         self._reset_requested = False
+        if self._battle is not None:
+            self._battle.new_episode()
         budget = self._episodes.budget
         self._episode_note = (f"Episode {self.episode} of {budget} begins: the previous one ended ({why}) and the "
                               f"task's start state was restored. Your memory is kept.")
@@ -441,13 +448,14 @@ class Trial:
         invalid = faults = 0
         # Read once per decision, from the settled screen and the last sample: only the allowlist.
         structured = self._structured(self._sample, self.emulator.read_range) if self._structured else None
+        battle = self._battle.snapshot(self.emulator.read_range) if self._battle is not None else None
         while True:
             if d.attempts and self.budgets.calls_left() == 0:
                 break  # another call would go beyond the decision budget
             obs = Observation(d.id, self._frame, self._frame_sha, working.recent_actions,
                               working.recent_observations, working.current_objective, retrieved,
                               cfg.max_actions, cfg.allowed_actions, feedback, working.refused_writes,
-                              structured)
+                              structured, battle)
             try:
                 reply = await self._call(obs)
             except PolicyExhausted:
@@ -490,6 +498,8 @@ class Trial:
                 response, error = None, f"oversized reply: {over.describe()}"
             elif reply.reset:
                 response, error = self._reset_response()
+            elif reply.battle is not None:
+                response, error = self._battle_response(d, reply.battle)
             else:
                 try:
                     response = parse_response(reply.text, cfg.max_actions, self._allowed)
@@ -527,6 +537,23 @@ class Trial:
         return AgentResponse.model_construct(reasoning_summary="reset tool call",
                                              observed=_UNKNOWN_SEEN, memory_read=[],
                                              memory_write=[], actions=[], notebook=None), None
+
+    def _battle_response(self, d: Decision, call: dict) -> tuple[AgentResponse | None, str | None]:
+        """A battle tool call (PolicyReply.battle): judged by the rules (engine.battle) into RAM writes and
+        presses; refused, as an invalid output, with the rule's reason."""
+        tool, arguments = call.get("tool"), call.get("arguments") or {}
+        if self._battle is None:
+            return None, f"{tool}: this trial has no battle rules (the battle ruleset, on a game with a battle adapter)"
+        try:
+            plan = self._battle.plan(tool, arguments, self.emulator.read_range)
+        except BattleRefused as exc:
+            why = str(exc)
+            return None, why if why.startswith(f"{tool}:") else f"{tool}: {why}"
+        d.battle = plan
+        # built, not parsed: the presses are the harness's translation of the call, not the agent's
+        return AgentResponse.model_construct(reasoning_summary=f"{tool} tool call", observed=_UNKNOWN_SEEN,
+                                             memory_read=[], memory_write=[], actions=list(plan.presses),
+                                             notebook=None), None
 
     def _failed_attempt(self, exc: ProviderFailure) -> Attempt:
         """A call the provider failed. Charged: nothing where it says so (a refused request), else
@@ -585,6 +612,8 @@ class Trial:
         d.milestones_before = ladder.reached
         planned = list(d.response.actions) if d.response else []
         frames_before = self.emulator.frame_index
+        if d.battle is not None and d.response is not None:
+            self._battle_writes(d.battle)
         sample = self._sample
         for index, action in enumerate(planned):
             if (left := self.budgets.actions_left()) is not None and left <= 0:
@@ -635,6 +664,16 @@ class Trial:
         self._sample = sample
         d.frames = self.emulator.frame_index - frames_before
 
+    def _battle_writes(self, plan: Plan) -> None:
+        """An accepted battle call's RAM writes (apply_team, lead), before its presses; the sample is read again."""
+        if plan.writes:
+            self.emulator_busy_since = time.monotonic()
+            for address, data in plan.writes:
+                self.emulator.write(address, bytes(data))
+            self.emulator_busy_since = None
+            self._sample = self.probe(self.emulator.read_range)
+        self._battle.accepted(plan)
+
     def _episode_over(self, previous: Sample, current: Sample) -> str | None:
         if self._failure is not None and self.game.is_ready(current) and self._failure(previous, current):
             return "failure"
@@ -669,7 +708,8 @@ class Trial:
                 self._first_prompt_core = trace.prompt_core_sha256
             self.tally.add(trace)  # committed: the recorder returned without failing
             if self._episodes is not None:
-                self._steps.append(Step(trace.decision_id, self.episode, d.episode_end, tuple(d.memory_writes)))
+                self._steps.append(Step(trace.decision_id, self.episode, d.episode_end, tuple(d.memory_writes),
+                                        d.battle.team if d.battle is not None else None))
         c = self.counts
         c.rejected_actions += d.rejected_actions
         c.ignored_inputs += d.ignored_inputs
@@ -705,6 +745,7 @@ class Trial:
             result_frame_sha256=self._frame_sha, result_frame_index=self._frame_index,
             termination_reason=d.end.reason if d.end else None,
             **({"episode": self.episode, "episode_end": d.episode_end} if self._episodes is not None else {}),
+            **({"battle": d.battle.record()} if d.battle is not None else {}),
             prev_sha256=None, response_sha256=None, inputs_sha256=None, memory_sha256=None)
 
     # -- the result -----------------------------------------------------------------------------

@@ -231,6 +231,15 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         if manifest.agent.information_track == "structured" and game.tracks.structured is None:
             raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
                                  f"declares no structured track (tracks.structured)")
+        if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle)
+            from engine.battle import BattleRefused, check_settings
+
+            if game.battle is None:
+                raise PreflightError(f"{at('battle')}: game definition {game_path} has no battle adapter (battle:)")
+            try:
+                check_settings(manifest.battle, game.battle)
+            except BattleRefused as exc:
+                raise PreflightError(f"{at('battle')}: {exc}") from None
         try:
             rom_identity = identify(rom, game, force=g.allow_unidentified_rom, source=f"ROM {rom_path}")
         except RomIdentityError as exc:
@@ -282,7 +291,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 from sessions.tool_conditions import ToolConditionError, check_tool_condition
 
                 try:
-                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp)
+                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game)
                 except ToolConditionError as exc:
                     raise PreflightError(f"{at(exc.field) if exc.field else f'condition {c.id}'}: {exc}") from None
             elif c.policy == "model":

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from engine import memory as engine_memory
 from engine.actions import ACTIONS, Action
 from engine.backends import BACKENDS
+from engine.battle import BattleSettings
 from engine.gamedef import Condition as GameTest
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
 from sessions.assets import BUNDLED_PREFIX, bundled_problem
@@ -442,6 +443,7 @@ class Manifest(_Strict):
     # A suite of Parcel Quest variants: trials.per_condition trials per variant and condition.
     variants: Annotated[list[VariantEntry], Field(min_length=1, max_length=256)] | None = None
     episodes: EpisodeSection | None = None  # episodic trials (seed 004; docs/tasks.md)
+    battle: BattleSettings | None = None  # a battle task's rules (seed 004; engine.battle, docs/tasks.md)
 
     @model_validator(mode="before")
     @classmethod
@@ -481,6 +483,8 @@ class Manifest(_Strict):
             data.pop("variants", None)
         if data.get("episodes") is None:  # not episodic: the hash it always had
             data.pop("episodes", None)
+        if data.get("battle") is None:  # no battle rules: likewise
+            data.pop("battle", None)
         if data["agent"].get("information_track") == "visual":  # the default: the hash it always had
             data["agent"].pop("information_track")
         if data["agent"].get("ruleset") == "human":  # likewise: manifests from before rulesets keep their hash

@@ -10,6 +10,7 @@ and under the standard ruleset the loop's Observation (on the structured track, 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import socket
@@ -35,6 +36,15 @@ INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen
                 "at its final milestone or when a budget runs out; then every call is refused.")
 
 
+BATTLE_INSTRUCTIONS = ("You are playing a battle in a Game Boy game in an emulator, through battle tools: observe "
+                       "(the battle screen's facts: your party, the enemy, the phase), apply_team (your team, "
+                       "checked against the task's party limit {limit}, level cap {cap} and pool: {pool}; only "
+                       "before lead), lead (the party slot that starts), action (FIGHT with a move, SWITCH or "
+                       "SEND with a slot: each is pressed for you as the game's buttons) and get_screen. Every "
+                       "apply_team, lead, action and reset call is one decision of the trial; a refused one is "
+                       "charged as an invalid output. The trial ends when you win or a budget runs out; then "
+                       "every call is refused.")
+
 RESET_INSTRUCTIONS = (" This task is episodic: an episode ends when you lose or use up its presses, and reset ends "
                       "it at once; the next episode starts from the task's start state, up to the trial's episode "
                       "budget (a reset in the last episode is refused and charged).")
@@ -46,12 +56,20 @@ def sdk_version() -> str:
 
 def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tuple[str, ...], max_actions: int,
                  press_frames: int, settle_frames: int,
-                 on_session: Callable[[str | None], None] | None = None) -> MCPServer:
+                 on_session: Callable[[str | None], None] | None = None, battle: dict | None = None) -> MCPServer:
     """The server for one trial. `on_session(id)`: told the session of each tool call (HTTP), so the
-    session that plays is the one whose end counts as the agent disconnecting."""
+    session that plays is the one whose end counts as the agent disconnecting. `battle`: the battle
+    ruleset's rules (engine.battle BattleSettings, as JSON), named in its instructions."""
     names = tools_for(ruleset)
-    instructions = INSTRUCTIONS.format(allowed=", ".join(allowed), most=max_actions, press=press_frames,
-                                       settle=settle_frames)
+    if "apply_team" in names:
+        b = battle or {}
+        pool = b.get("pool") or {}
+        shown = "; ".join(f"{k} {', '.join(v)}" for k, v in pool.items() if v is not None) or "anything the game has"
+        instructions = BATTLE_INSTRUCTIONS.format(limit=b.get("party_limit"), cap=b.get("level_cap") or "none",
+                                                  pool=shown)
+    else:
+        instructions = INSTRUCTIONS.format(allowed=", ".join(allowed), most=max_actions, press=press_frames,
+                                           settle=settle_frames)
     if "reset" in names:
         instructions += RESET_INSTRUCTIONS
     server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
@@ -123,12 +141,77 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                             f"{why}" + (f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""))
         return json.dumps(result)
 
-    # (set as an object: this module's annotations are strings, evaluated where keys_schema is unknown)
+    async def observe(ctx: Context) -> str:
+        """A snapshot of the battle as its screen shows it: your party (species, type, moves; the active
+        creature's HP), the enemy's species and HP, and the phase. Not a decision; it changes only when a
+        decision plays."""
+        seen(ctx)
+        try:
+            turn = await desk.current_turn()
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+        if turn.obs.battle is None:
+            raise ToolError("observe: this trial has no battle rules (a game with a battle adapter)")
+        text = json.dumps({"decision_id": turn.obs.decision_id, **turn.obs.battle}, sort_keys=True)
+        turn.screens.append({"tool": "observe", "frame_sha256": turn.obs.frame_sha256,
+                             "sha256": hashlib.sha256(text.encode()).hexdigest()})
+        return text
+
+    async def battle_call(tool: str, arguments: dict) -> str:
+        try:
+            result = await desk.press(arguments, tool=tool)
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+        if result["rejected"] is not None:
+            why = result["rejected"].removeprefix(REJECTED_PREFIX)
+            raise ToolError(f"{tool} refused, charged as an invalid output of decision {result['decision_id']}: "
+                            f"{why}" + (f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""))
+        return json.dumps(result)
+
+    async def apply_team(team: list, ctx: Context) -> str:
+        """Make your team the party, before lead in an episode: a list of {species, level, moves, item}
+        (null where the game has none), checked against the task's party limit, level cap and pool. The
+        party is written into the game's memory; one decision."""
+        seen(ctx)
+        return await battle_call("apply_team", {"team": team})
+
+    async def lead(slot: int, ctx: Context) -> str:
+        """Choose the party slot (from 0) that starts the battle, before the episode's first action;
+        one decision (without it, slot 0 leads)."""
+        seen(ctx)
+        return await battle_call("lead", {"slot": slot})
+
+    async def action(kind: str, ctx: Context, move: str | None = None, slot: int | None = None) -> str:
+        """One battle action, pressed for you as the game's buttons: FIGHT with a move the active creature
+        knows, SWITCH to a party slot, or SEND a party slot in when the active creature has fainted; one
+        decision (its presses may end the episode or the trial: see episode_end and trial_over)."""
+        seen(ctx)
+        arguments = {"kind": kind} | ({"move": move} if move is not None else {}) | (
+            {"slot": slot} if slot is not None else {})
+        return await battle_call("action", arguments)
+
+    # (set as objects: this module's annotations are strings, evaluated where the schemas are unknown).
+    # As for press_keys, a value outside the schema reaches the loop, to be refused and charged there.
     press_keys.__annotations__["keys"] = Annotated[Any, WithJsonSchema(keys_schema)]
-    tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation, "reset": reset}
+    apply_team.__annotations__["team"] = Annotated[Any, WithJsonSchema(TEAM_SCHEMA)]
+    lead.__annotations__["slot"] = Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0})]
+    action.__annotations__["kind"] = Annotated[Any, WithJsonSchema({"type": "string",
+                                                                    "enum": ["FIGHT", "SWITCH", "SEND"]})]
+    action.__annotations__["move"] = Annotated[Any, WithJsonSchema({"type": "string"})]
+    action.__annotations__["slot"] = Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0})]
+    tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation, "reset": reset,
+             "observe": observe, "apply_team": apply_team, "lead": lead, "action": action}
     for name in names:
         server.add_tool(tools[name], name=name, structured_output=False)
     return server
+
+
+TEAM_SCHEMA = {"type": "array", "minItems": 1, "maxItems": 6, "description": "the team, in party order",
+               "items": {"type": "object", "required": ["species"], "additionalProperties": False,
+                         "properties": {"species": {"type": "string"},
+                                        "level": {"type": ["integer", "null"], "minimum": 1},
+                                        "moves": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+                                        "item": {"type": ["string", "null"]}}}}
 
 
 def _session_id(ctx: Context) -> str | None:

@@ -190,6 +190,14 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
         if pending is not None and pending[0] == did:
             rows = pending[1]
             pending = next(groups, None)
+        if t.battle is not None and t.battle.get("writes"):  # a battle call's RAM writes, before its presses
+            try:
+                writes = [(int(w["address"]), bytes(w["bytes"])) for w in t.battle["writes"]]
+            except (KeyError, TypeError, ValueError):
+                raise FormatProblem(f"{reader.where(layout.TRACE)}: decision {did}: malformed battle writes") from None
+            for address, data in writes:
+                emulator.write(address, data)
+            sample = probe(emulator.read_range)
         if len(rows) != t.accepted_actions:
             raise FormatProblem(f"{reader.where(layout.INPUTS)}: decision {did} accepted {t.accepted_actions} "
                                 f"actions, the log has {len(rows)}")

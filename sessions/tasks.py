@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engine.battle import BattleRefused, BattleSettings, check_settings
 from engine.gamedef import Condition as ProbeTest
 from engine.gamedef import GameDefinition
 from sessions.assets import ASSETS, BUNDLED_PREFIX, resolve
@@ -97,6 +98,8 @@ class TaskFile(_Strict):
     reference_script: PathRef | None = None  # the scripted policy's moves (a winning trace shows feasibility)
     reference_notes: PathRef | None = None  # its observations and memory operations by decision (script notes)
     episodes: Episodes | None = None
+    # Seed 004's battle rules (engine.battle): party limit, level cap, pool, difficulty, the default team
+    battle: BattleSettings | None = None
     tags: Annotated[list[Annotated[str, Field(max_length=32)]], Field(max_length=16)] = []
 
 
@@ -204,6 +207,13 @@ def _check_against_game(task: Task) -> None:
         if is_bytes != (t.contains is not None or t.lacks is not None):
             kind = "bytes: test it with contains or lacks" if is_bytes else "a number: contains/lacks are for bytes"
             raise TaskError(f"{where}: field {t.field!r} holds {kind}")
+    if f.battle is not None:
+        if game.battle is None:
+            raise TaskError(f"{where}: battle: {game.id} has no battle adapter (its game definition's battle section)")
+        try:
+            check_settings(f.battle, game.battle)
+        except BattleRefused as exc:
+            raise TaskError(f"{where}: battle: {exc}") from None
     if task.base is not None and f.start_states is not None and task.base.emulator.name not in f.start_states:
         raise TaskError(f"{where}: start_states lists no state for the experiment's emulator "
                         f"{task.base.emulator.name}")
@@ -312,6 +322,8 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
         for t in data["episodes"].get("failure", []):
             for k in [k for k, v in t.items() if v is None]:
                 t.pop(k)
+    if f.battle is not None:
+        data["battle"] = f.battle.model_dump(mode="json")
     try:
         return Manifest.model_validate(data)
     except ValueError as exc:

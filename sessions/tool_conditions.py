@@ -22,7 +22,7 @@ class ToolConditionError(ValueError):
         self.field = field  # the manifest field at fault, when one is
 
 
-def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_mcp: bool) -> None:
+def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_mcp: bool, game=None) -> None:
     if c.policy == "mcp" and not allow_mcp:
         raise ToolConditionError("policy 'mcp' is played by an agent connecting to `oakwatch mcp MANIFEST` "
                                  "(not by `oakwatch run`); policy 'cli' launches a client for you")
@@ -33,6 +33,16 @@ def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_
     if agent.ruleset == "battle" and manifest.episodes is None:  # its reset tool starts a new episode
         raise ToolConditionError("the battle ruleset's reset starts a new episode: it needs an episodic manifest "
                                  "(add episodes, or serve an episodic task: docs/tasks.md)", "agent.ruleset")
+    if agent.ruleset == "battle" and game is not None and game.battle is None:
+        raise ToolConditionError(f"the battle ruleset plays through the game's battle adapter, and {game.id} has "
+                                 "none (its game definition's battle section: docs/mcp.md)", "agent.ruleset")
+    if manifest.battle is not None and game is not None and game.battle is not None:
+        from engine.battle import BattleRefused, check_settings
+
+        try:
+            check_settings(manifest.battle, game.battle)
+        except BattleRefused as exc:
+            raise ToolConditionError(f"battle: {exc}", "battle") from None
     b = manifest.budgets
     if b.total_cost_usd is not None or b.tokens is not None:
         raise ToolConditionError(f"policy {c.policy!r}: the tool server does not know what each call cost, so "

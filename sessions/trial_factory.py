@@ -139,7 +139,19 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
         goal=m.game.goal,
         episodes=EpisodeRules(m.episodes.budget, tuple(m.episodes.failure or ()), m.episodes.actions)
         if m.episodes is not None else None,
+        battle=battle_settings(prepared),
     )
+
+
+def battle_settings(prepared: Prepared):
+    """What the battle ruleset's tools judge by (engine.battle): the task's rules, or where the manifest has
+    none, the defaults (the game's party size, no cap, the whole pool). None under any other ruleset."""
+    from engine.battle import BattleSettings
+
+    m = prepared.manifest
+    if m.agent.ruleset != "battle" or prepared.game.battle is None:
+        return None
+    return m.battle or BattleSettings(party_limit=prepared.game.battle.slots)
 
 
 def make_trial(prepared: Prepared, config: TrialConfig, sinks: list, control: RunControl,
@@ -161,7 +173,9 @@ def make_trial(prepared: Prepared, config: TrialConfig, sinks: list, control: Ru
 
     variant = p.variant(config.trial_number)
     provenance = {**p.provenance(), "policy_seed": policy_seed(condition, config.trial_number),
-                  **model_provenance(condition), "memory_rules": config.memory_rules.as_dict()}
+                  **model_provenance(condition), "memory_rules": config.memory_rules.as_dict(),
+                  # a battle task's rules, verbatim (seed 004): in every result of the task
+                  **({"battle": p.manifest.battle.model_dump(mode="json")} if p.manifest.battle is not None else {})}
     if variant is None:
         return Trial(config, p.open_emulator, policy, p.start_state, p.game, sinks, control, provenance)
 

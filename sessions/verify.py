@@ -41,6 +41,7 @@ from sessions.reader import FormatProblem, TrialReader, iter_lines, parse, read_
 from sessions.records import BlindingFile, ScheduleFile, Summary, VoidRecord
 from sessions.schedule import trial_order
 from sessions.summary import summarise
+from sessions.verify_tools import check_battle_line
 
 EMPTY = hashlib.sha256(b"").hexdigest()
 
@@ -625,7 +626,9 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
                     f"{episodes.budget})")
             if t.episode_end is not None and t.termination_reason is None and t.episode >= episodes.budget:
                 add(f"{rel}/{layout.TRACE}:{n}: the last episode ended, yet the trial did not")
-            steps.append(Step(n, t.episode or 0, t.episode_end, tuple(t.memory_writes)))
+            steps.append(Step(n, t.episode or 0, t.episode_end, tuple(t.memory_writes),
+                              t.battle.get("team") if t.battle is not None else None))
+        check_battle_line(ctx.manifest, t, f"{rel}/{layout.TRACE}:{n}", report)
         frames_seen.add(t.frame_sha256)
         frames_seen.add(t.result_frame_sha256)
         if t.milestones_before != t.milestones_after and not set(t.milestones_before) <= set(t.milestones_after):

@@ -22,6 +22,7 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
+from engine.battle import BATTLE_TOOLS
 from engine.control import RunControl
 from engine.events import DecisionRecorded, TrialEnded
 from engine.outcomes import EndRequest
@@ -43,7 +44,9 @@ class Call:
     received: float  # time.perf_counter()
     received_utc: str
     result: Future = field(default_factory=Future)  # -> dict (the decision's outcome) or TrialOver
-    tool: str = "press_keys"  # or "reset" (ruleset battle): a decision that presses nothing, ends the episode
+    # or "reset" (ruleset battle: a decision that presses nothing and ends the episode), or a battle call
+    # (apply_team, lead, action: engine.battle judges it in the loop)
+    tool: str = "press_keys"
 
 
 @dataclass
@@ -156,7 +159,10 @@ class ToolDesk:
                     "ending": trace.termination_reason,
                     # an episodic trial's: the episode played, and why it ended with this decision
                     **({"episode": trace.episode, "episode_end": trace.episode_end}
-                       if trace.episode is not None else {})})
+                       if trace.episode is not None else {}),
+                    # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle)
+                    **({"battle": {k: trace.battle[k] for k in ("writes", "team", "lead")}}
+                       if trace.battle is not None else {})})
         elif isinstance(event, TrialEnded):
             self.result = event.result
             with self._lock:
@@ -248,6 +254,10 @@ class ToolCallPolicy:
         if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
             return PolicyReply(text=contract_json([], summary="reset tool call"), usage=Usage(), latency_ms=latency,
                                reply=record, reset=True)
+        if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
+            return PolicyReply(text=contract_json([], summary=f"{call.tool} tool call"), usage=Usage(),
+                               latency_ms=latency, reply=record,
+                               battle={"tool": call.tool, "arguments": call.arguments})
         keys = call.arguments.get("keys")
         return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
                            usage=Usage(), latency_ms=latency, reply=record)
