@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 Address = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
 Byte = Annotated[int, Field(ge=0, le=255)]
+# a byte value as a mapping key: JSON (a derived definition, a manifest) writes it as a string
+Key = Annotated[int, Strict(False), Field(ge=0, le=255)]
 Name = Annotated[str, Field(min_length=1, max_length=64)]
 Button = Literal["UP", "DOWN", "LEFT", "RIGHT", "A", "B", "START", "SELECT"]
 Presses = Annotated[list[Button], Field(max_length=32)]
@@ -74,9 +76,9 @@ class Phase(_Strict):
     `advance` presses lead from each other value to the menu, and the values once the battle is decided."""
 
     address: Address
-    names: Annotated[dict[int, Name], Field(min_length=1, max_length=64)]
+    names: Annotated[dict[Key, Name], Field(min_length=1, max_length=64)]
     menu: int
-    to_menu: Annotated[dict[int, Annotated[int, Field(ge=1, le=16)]], Field(max_length=64)] = {}
+    to_menu: Annotated[dict[Key, Annotated[int, Field(ge=1, le=16)]], Field(max_length=64)] = {}
     over: Annotated[list[int], Field(max_length=64)] = []
 
 
@@ -95,7 +97,7 @@ class BattleAdapter(_Strict):
     enemy_species: Address
     enemy_hp: Address
     state: Address  # the battle-state byte (shown raw beside its name, when named)
-    state_names: Annotated[dict[int, Name], Field(max_length=64)] = {}
+    state_names: Annotated[dict[Key, Name], Field(max_length=64)] = {}
     phase: Phase
     cursor: Cursor
     advance: Button = "A"  # dismisses a text box
@@ -192,7 +194,9 @@ def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: Battl
             raise BattleRefused(f"{at}: species {m.species} is not in the task's pool")
         if m.level is not None and settings.level_cap is not None and m.level > settings.level_cap:
             raise BattleRefused(f"{at}: level {m.level} is over the task's level cap of {settings.level_cap}")
-        for move in m.moves:
+        # no moves given: the species' first (a one-move game: its move), which the pool must allow too
+        chosen = m.moves or sp.moves[:len(layout.moves[i]) if layout.moves is not None else 1]
+        for move in chosen:
             if move not in sp.moves:
                 raise BattleRefused(f"{at}: {m.species} cannot learn {move} (it knows {', '.join(sp.moves)})")
             if pool.moves is not None and move not in pool.moves:

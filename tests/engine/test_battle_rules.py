@@ -114,6 +114,8 @@ def test_move_outside_the_pool_is_refused():
     judge = BattleJudge(TWO, settings(pool={"moves": ["EMBER"]}))
     with pytest.raises(BattleRefused, match="move TACKLE is not in the task's pool"):
         judge.plan("apply_team", {"team": [{"species": "ONE", "moves": ["TACKLE"]}]}, Ram().read)
+    with pytest.raises(BattleRefused, match="move TACKLE is not in the task's pool"):  # no moves: its first two
+        judge.plan("apply_team", {"team": [{"species": "ONE"}]}, Ram().read)
 
 
 def test_order_rules_apply_team_before_lead_lead_before_actions_unknown_kind():

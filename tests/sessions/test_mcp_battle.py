@@ -1,7 +1,8 @@
-"""The battle ruleset (seed 004, issue 18.1): the bundled rival-battle task served episodic through
-`oakwatch mcp`; an agent on the official MCP SDK's client presses, calls `reset` (a new episode from
-the task's start state), then plays the task's reference winning presses. The folder verifies and
-replays; a reset with no episode left, or under a manifest that is not episodic, is refused."""
+"""The battle ruleset (seed 004, issues 18.1 and 22.6): the bundled rival-battle task served episodic
+through `oakwatch mcp`; an agent on the official MCP SDK's client applies a team, leads, fights, resets,
+applies another team and wins, every battle call a decision. The folder verifies and replays (the
+team's RAM writes re-applied where the trace says); each rule violation is refused with its reason and
+charged; the battle ruleset needs an episodic manifest."""
 
 from __future__ import annotations
 
@@ -12,76 +13,129 @@ from pathlib import Path
 
 import yaml
 
-from engine.script import parse_script
 from sessions.replay import replay_trial
 from sessions.tasks import PolicyChoice, load_task, write_task_inputs
 from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl
-from tests.sessions.test_mcp_server import AGENT, OAKWATCH, ROOT, mcp_manifest, result_of
+from tests.sessions.test_mcp_server import OAKWATCH, ROOT, mcp_manifest, result_of
 
 TASK = ROOT / "assets" / "tasks" / "rival-battle.yaml"
-SCRIPT = ROOT / "assets" / "tasks" / "rival-battle.txt"
-BATTLE_TOOLS = ["get_observation", "get_screen", "press_keys", "reset"]
-LOSING = 15  # the reference script's first episode (it loses); the rest wins from the start state
+BATTLE_AGENT = ROOT / "tests" / "fakes" / "mcp_battle_agent.py"
+BATTLE_TOOLS = ["action", "apply_team", "get_screen", "lead", "observe", "reset"]
 
 
-def battle_manifest(tmp_path: Path, budget: int) -> Path:
+def battle_manifest(tmp_path: Path, budget: int, **rules) -> Path:
     """The task's derived manifest (sessions.tasks, as `oakwatch tasks run` writes it), its condition an
-    agent on the tool server under the battle ruleset."""
+    agent on the tool server under the battle ruleset; `rules` replace the task's battle settings."""
     path = write_task_inputs(load_task(TASK), PolicyChoice("scripted"), tmp_path / "inputs" / "rival", 1, None, None)
     data = yaml.safe_load(path.read_text())
     data["conditions"] = [{"id": "agent", "policy": "mcp"}]
     data["agent"]["ruleset"] = "battle"
     data["episodes"]["budget"] = budget
     data["emulator"]["speed_multiplier"] = 0
+    data["battle"] |= rules
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def play(tmp_path: Path, manifest: Path, *agent_args: str) -> dict:
-    report = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, str(AGENT), "--report", str(report), "--script", str(SCRIPT),
-                           *agent_args, "--stdio", "--", *OAKWATCH, "mcp", str(manifest), "--output",
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+def play(tmp_path: Path, manifest: Path, plan: list[dict]) -> dict:
+    report, plan_file = tmp_path / "report.json", tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    done = subprocess.run([sys.executable, str(BATTLE_AGENT), "--plan", str(plan_file), "--report", str(report),
+                           "--stdio", "--", *OAKWATCH, "mcp", str(manifest), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return json.loads(report.read_text())
 
 
-def test_an_agent_resets_then_wins_the_rival_battle_and_the_folder_verifies_and_replays(tmp_path):
-    seen = play(tmp_path, battle_manifest(tmp_path, budget=2), "--reset-after", "3", "--resets", "2",
-                "--start", str(LOSING))
+def team(*species: str, **fields) -> dict:
+    return {"tool": "apply_team", "args": {"team": [{"species": s, **fields} for s in species]}}
+
+
+VIOLATIONS = [  # (the call, what its refusal says)
+    (team("SPROUTLE", "EMBERPUP"), "2 members is over the task's party limit of 1"),
+    (team("SPROUTLE", level=6), "level 6 is over the task's level cap of 5"),
+    (team("DRIPLET"), "species DRIPLET is not in the task's pool"),
+    (team("EMBERPUP", moves=["LEAF JAB"]), "EMBERPUP cannot learn LEAF JAB"),
+    ({"tool": "action", "args": {"kind": "RUN"}}, "unknown kind 'RUN'"),
+]
+AFTER_LEAD = [
+    (team("SPROUTLE"), "a team can only be applied before lead"),
+    ({"tool": "action", "args": {"kind": "SWITCH", "slot": 1}}, "SWITCH needs another creature to send in, and the "
+                                                                "party has one"),
+    ({"tool": "action", "args": {"kind": "FIGHT", "move": "LEAF JAB"}}, "FIGHT needs move, one the active creature "
+                                                                        "knows (FLARE NIP)"),
+]
+
+
+def test_an_agent_applies_teams_fights_resets_and_wins_and_the_folder_verifies_and_replays(tmp_path):
+    manifest = battle_manifest(tmp_path, budget=3, level_cap=5, pool={"species": ["SPROUTLE", "EMBERPUP"],
+                                                                      "moves": None, "items": []})
+    lead = {"tool": "lead", "args": {"slot": 0}}
+    plan = ([{"tool": "observe"}] + [c for c, _ in VIOLATIONS] + [team("EMBERPUP"), lead]
+            + [c for c, _ in AFTER_LEAD] + [{"tool": "action", "args": {"kind": "FIGHT", "move": "FLARE NIP"}},
+                                            {"tool": "get_screen"}, {"tool": "reset"}, {"tool": "observe"},
+                                            team("SPROUTLE", moves=["LEAF JAB"]), {"tool": "lead", "args": {"slot": 0}},
+                                            {"fight": "LEAF JAB"}])
+    seen = play(tmp_path, manifest, plan)
     assert seen["tools"] == BATTLE_TOOLS  # exactly the battle ruleset's tools
-    first, second = seen["resets"]
-    assert (first["pressed"], first["episode"], first["episode_end"], first["trial_over"]) == ([], 1, "reset", False)
-    # the second reset is in the last of the two episodes: refused, charged, the episode goes on
-    assert "reset refused, charged as an invalid output" in second and "no episode is left" in second
-    assert seen["ending"] == "final-milestone"
+    calls = seen["calls"]
+    first = calls[0]["result"]
+    assert first["party"] == [{"slot": 0, "species": "SPROUTLE", "type": "GRASS", "moves": ["LEAF JAB"], "level": None,
+                               "hp": 20}]
+    assert first["enemy"] == {"species": "EMBERPUP", "type": "FIRE", "hp": 20} and first["phase"] == "text"
+    refused = [c for c in calls if c["error"]]
+    assert len(refused) == len(VIOLATIONS) + len(AFTER_LEAD)
+    for c, (_, why) in zip(refused, VIOLATIONS + AFTER_LEAD, strict=True):
+        assert "refused, charged as an invalid output of decision" in c["result"] and why in c["result"], c
+    applied = next(c for c in calls if c["tool"] == "apply_team" and not c["error"])["result"]
+    assert applied["battle"]["writes"] == [{"address": 0xD010, "bytes": [1]}, {"address": 0xD011, "bytes": [2]}]
+    reset = next(c for c in calls if c["tool"] == "reset")["result"]
+    assert (reset["episode"], reset["episode_end"]) == (1, "reset")
+    again = next(c for c in calls[calls.index(next(c for c in calls if c["tool"] == "reset")):]
+                 if c["tool"] == "observe")["result"]
+    assert again["party"][0]["species"] == "SPROUTLE" and not again["team_applied"]  # the start state again
+    last = calls[-1]["result"]
+    assert last["trial_over"] and last["ending"] == "final-milestone"
     result, trial = result_of(tmp_path / "out")
     assert (result["outcome"], result["termination_reason"]) == ("success", "final-milestone")
-    assert [(e["episode"], e["ended"], e["goal_reached"]) for e in result["episodes"]] == \
-        [(1, "reset", False), (2, "final-milestone", True)]
     assert result["provenance"]["tool_server"]["tools"] == BATTLE_TOOLS
-    assert result["telemetry"]["invalid_outputs"] == 1  # the refused reset
+    assert result["provenance"]["battle"]["level_cap"] == 5 and result["provenance"]["battle"]["difficulty"] == {
+        "enemy_levels": "fixed", "mode": "set"}
+    assert result["telemetry"]["invalid_outputs"] >= 1
+    charged = sum(not a["valid"] for r in read_jsonl(trial / "responses.jsonl") for a in r["attempts"])
+    assert charged == len(refused)  # every refusal is an attempt, charged
+    # the change log: the team of each episode
+    assert [(e["episode"], e["ended"], [m["species"] for m in e["team"]]) for e in result["episodes"]] == \
+        [(1, "reset", ["EMBERPUP"]), (2, "final-milestone", ["SPROUTLE"])]
     trace = read_jsonl(trial / "trace.jsonl")
-    reset_line = next(t for t in trace if t["episode_end"] == "reset")
-    assert reset_line["accepted_actions"] == 0 and reset_line["parsed_actions"] == []
-    after = trace[trace.index(reset_line) + 1]
-    assert after["episode"] == 2 and after["frame_sha256"] == trace[0]["frame_sha256"]  # the start state again
-    (reset_reply,) = [a["reply"] for r in read_jsonl(trial / "responses.jsonl") for a in r["attempts"]
-                      if a["reply"] and a["reply"]["tool"] == "reset" and a["valid"]]
-    assert reset_reply["ruleset"] == "battle"
-    wins = parse_script(SCRIPT.read_text(), SCRIPT.name)[LOSING:]
-    accepted = result["telemetry"]["accepted_actions"]
-    assert 3 + len(wins) - 2 <= accepted <= 3 + len(wins)  # the goal may be met before the closing presses
+    tools = [t["battle"]["tool"] for t in trace if "battle" in t]
+    assert tools[:2] == ["apply_team", "lead"] and tools.count("apply_team") == 2
+    assert all(t["accepted_actions"] == 0 for t in trace if t.get("battle", {}).get("tool") == "apply_team")
     assert verify_experiment(tmp_path / "out") == []
-    assert replay_trial(trial)["actions"] == accepted
-    # verify's exposed-tools check holds the trial to the battle list: the standard list is one tool short
-    path = trial / "result.json"
-    tampered = json.loads(path.read_text())
-    tampered["provenance"]["tool_server"]["tools"] = ["get_observation", "get_screen", "press_keys"]
-    path.write_text(json.dumps(tampered))
-    problems = verify_experiment(tmp_path / "out")
-    assert any("not exactly the battle ruleset's" in p and "(missing: reset)" in p for p in problems), problems
+    assert replay_trial(trial)["actions"] == result["telemetry"]["accepted_actions"]
+
+
+def test_replay_needs_the_recorded_writes(tmp_path):
+    """The applied team changes what the game shows (its move's name): replay without the writes diverges."""
+    from sessions.replay import Divergence
+
+    manifest = battle_manifest(tmp_path, budget=2)
+    play(tmp_path, manifest, [team("DRIPLET"), {"tool": "action", "args": {"kind": "FIGHT", "move": "BUBBLE POP"}}])
+    _, trial = result_of(tmp_path / "out")
+    assert replay_trial(trial)["decisions"] == 2
+    path = trial / "trace.jsonl"
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["battle"]["writes"] = []
+    lines[0] = json.dumps(first)
+    path.write_text("\n".join(lines) + "\n")
+    try:
+        replay_trial(trial)
+    except Divergence as exc:
+        assert "decision 2" in str(exc)
+    else:
+        raise AssertionError("a replay without the team's writes reproduced the frames")
 
 
 def test_the_battle_ruleset_is_refused_on_a_manifest_that_is_not_episodic(tmp_path):
