@@ -46,6 +46,7 @@ class EpisodeOutcome(_Strict):
     last_decision: int
     ended: str
     memory_writes: list[str] = []
+    team: list[dict] | None = None  # the battle ruleset: the team applied in the episode (engine.battle)
 
 
 class TrialRow(_Strict):
@@ -66,6 +67,7 @@ class TaskRow(_Strict):
     status: Literal["run", "not-run: ceiling", "not-run: error"]
     folder: str | None  # relative to the batch
     episode_budget: int | None = None
+    battle: dict | None = None  # a battle task's rules, verbatim (seed 004; engine.battle BattleSettings)
     detail: str | None = None
     trials: list[TrialRow] = []
     tokens: int | None = None  # spent by the task's trials (None: some trial's spend is unknown)
@@ -136,7 +138,8 @@ def run_batch(tasks: list[Task], choice: PolicyChoice, batch: Path, *, trials: i
     _write_ledger(batch, ledger)
     for task in tasks:
         row = TaskRow(task_id=task.id, title=task.file.title, task_sha256=task.sha256, status="run", folder=None,
-                      episode_budget=task.file.episodes.budget if task.file.episodes else None)
+                      episode_budget=task.file.episodes.budget if task.file.episodes else None,
+                      battle=task.file.battle.model_dump(mode="json") if task.file.battle is not None else None)
         tokens_left = _left(ceiling.tokens, ledger.spent_tokens)
         cost_left = _left(ceiling.cost_usd, ledger.spent_cost_usd)
         if (tokens_left is not None and tokens_left <= 0) or (cost_left is not None and cost_left <= 0):
@@ -259,6 +262,8 @@ def batch_report(batch: Path) -> dict:
         rate = round(sum(1 for r in valid if r.success) / len(valid), 6) if valid else None
         entry = {"task_id": row.task_id, "title": row.title, "status": row.status, "trials": len(row.trials),
                  "valid_trials": len(valid), "success_rate": rate, "tokens": row.tokens, "cost_usd": row.cost_usd}
+        if row.battle is not None:
+            entry["battle"] = row.battle
         if row.episode_budget is not None and row.status == "run":
             entry["episode_budget"] = row.episode_budget
             entry["success_within_episodes"] = success_curve(row.trials, row.episode_budget)
@@ -311,6 +316,12 @@ def report_markdown(doc: dict) -> str:
     lines += ["", f"Ability average (mean per-task success over {doc['tasks_counted']} task(s); campaign "
               f"results are reported apart, never in it): {'n/a' if avg is None else f'{avg:.3f}'}"]
     for t in doc["tasks"]:
+        if "battle" in t:
+            b = t["battle"]
+            lines += ["", f"{t['task_id']}'s battle rules: party limit {b['party_limit']}, level cap "
+                      f"{b['level_cap'] if b['level_cap'] is not None else 'none'}, difficulty "
+                      f"{json.dumps(b['difficulty'], sort_keys=True)}, pool {json.dumps(b['pool'], sort_keys=True)}"]
+    for t in doc["tasks"]:
         if "success_within_episodes" not in t:
             continue
         lines += ["", f"## {t['task_id']}: success within E episodes (budget {t['episode_budget']})", "",
@@ -318,10 +329,11 @@ def report_markdown(doc: dict) -> str:
                   "|---|" + "---|" * t["episode_budget"],
                   "| success | " + " | ".join("n/a" if v is None else f"{v:.3f}"
                                              for v in t["success_within_episodes"]) + " |",
-                  "", "Change log (the memory store's writes per episode):", ""]
+                  "", "Change log (the memory store's writes per episode, and the team applied in it):", ""]
         for key, episodes in t["change_log"].items():
             for e in episodes:
                 writes = "; ".join(f"{w['fact_id']} {w.get('kind')}: {w.get('object')}" for w in e["writes"]) or "none"
+                team = (f"; team {', '.join(m['species'] for m in e['team'])}" if e.get("team") else "")
                 lines.append(f"- {key} episode {e['episode']} (decisions {e['first_decision']}-"
-                             f"{e['last_decision']}, ended {e['ended']}): wrote {writes}")
+                             f"{e['last_decision']}, ended {e['ended']}): wrote {writes}{team}")
     return "\n".join(lines) + "\n"

@@ -84,6 +84,17 @@ def _task(tmp: Path, **changes) -> Path:
     ({"reference_script": "nosuch.txt"}, "reference_script: no such file"),
     ({"experiment": "nosuch.yaml"}, "experiment: no such file"),
     ({"episodes": {"budget": 3}}, "needs failure"),
+    # seed 004's battle rules (engine.battle), checked against the cartridge's battle adapter
+    ({"battle": {"party_limit": 0}}, "party_limit"),
+    ({"battle": {"party_limit": 2}}, "battle: party_limit 2 is more than the game's 1 party slot"),
+    ({"battle": {"party_limit": 1, "pool": {"species": ["MEWTWO"]}}}, "battle: pool.species: MEWTWO not in the game"),
+    ({"battle": {"party_limit": 1, "level_cap": 0}}, "level_cap"),
+    ({"battle": {"party_limit": 1, "odds": 3}}, "odds"),
+    ({"battle": {"party_limit": 1, "difficulty": {"mode": ["set"]}}}, "difficulty"),
+    ({"battle": {"party_limit": 1, "team": [{"species": "SPROUTLE"}, {"species": "DRIPLET"}]}},
+     "battle: team: 2 members is over the task's party limit of 1"),
+    ({"battle": {"party_limit": 1, "pool": {"species": ["DRIPLET"]}, "team": [{"species": "SPROUTLE"}]}},
+     "battle: team: member 0: species SPROUTLE is not in the task's pool"),
 ])
 def test_bad_task_file_is_one_line_exit_2_nothing_written(tmp_path, capsys, changes, words):
     path = _task(tmp_path, **changes)
@@ -118,6 +129,13 @@ def test_batch_runs_verifies_replays_and_reports(scripted_batch, tmp_path, capsy
     doc = json.loads((out / "tasks.json").read_text())
     assert [t["success_rate"] for t in doc["tasks"]] == [1.0, 1.0, 1.0] and doc["ability_average"] == 1.0
     assert "| rival-battle | run | 1 | 1 | 1.000 |" in (out / "tasks.md").read_text()
+    # seed 004's battle rules, verbatim: in the task's every result and in the batch report
+    rules = yaml.safe_load((TASKS_DIR / "rival-battle.yaml").read_text())["battle"]
+    rival = next(t for t in doc["tasks"] if t["task_id"] == "rival-battle")
+    assert rival["battle"]["difficulty"] == rules["difficulty"] == {"enemy_levels": "fixed", "mode": "set"}
+    assert result["provenance"]["battle"] == rival["battle"] and rival["battle"]["party_limit"] == 1
+    assert "rival-battle's battle rules: party limit 1, level cap none" in (out / "tasks.md").read_text()
+    assert "battle" not in next(t for t in doc["tasks"] if t["task_id"] == "leave-house")
 
 
 def test_verify_finds_a_ledger_that_disagrees_with_the_folders(scripted_batch, tmp_path, capsys):
@@ -154,7 +172,9 @@ _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.
     max_leaves=8)
 _mutation = st.tuples(st.sampled_from(["delete", "replace", "add"]),
                       st.sampled_from(sorted(BASE) + ["goal.probe", "goal.milestones", "budgets.tokens",
-                                                      "start_states.pyboy.sha256", "episodes.budget"]), _values)
+                                                      "start_states.pyboy.sha256", "episodes.budget",
+                                                      "battle.party_limit", "battle.pool.species", "battle.team",
+                                                      "battle.level_cap", "battle.difficulty"]), _values)
 
 
 def _mutate(data: dict, mutations) -> dict:
