@@ -245,7 +245,7 @@ class MGBAEmulator:
         write = getattr(self._native, "busWrite8", None)
         if write is None:
             raise EmulatorError("this mGBA build has no bus write: the battle ruleset's apply_team cannot run on it")
-        if not 0 <= address and address + len(data) <= self._space:
+        if not (0 <= address and address + len(data) <= self._space):
             raise EmulatorError(f"write at {address:#x}: outside the address space")
         for i, value in enumerate(data):
             write(self._native, address + i, value)

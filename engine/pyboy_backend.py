@@ -109,7 +109,7 @@ class PyBoyEmulator:
 
     def write(self, address: int, data: bytes) -> None:
         """Bus writes (pyboy.memory[addr] = value), byte by byte: no emulation runs."""
-        if not 0 <= address and address + len(data) <= 0x10000:
+        if not (0 <= address and address + len(data) <= 0x10000):
             raise EmulatorError(f"write at {address:#x}: outside the Game Boy's address space")
         for i, value in enumerate(data):
             self._memory[address + i] = value

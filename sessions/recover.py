@@ -355,7 +355,8 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
         # the awards' frames died with the process: which action reached the deepest rung is unknown
         derived=derived_figures(tally.telemetry().cost_usd, len(reached), points, tally.accepted_actions, 0)
         | path_figures(None, None, None),
-        provenance={"recovered_utc": utc_now()},
+        provenance={"recovered_utc": utc_now(),  # and a battle task's rules, as in every result of the task
+                    **({"battle": manifest.battle.model_dump(mode="json")} if manifest.battle is not None else {})},
         chain=Chain(genesis_sha256=genesis_sha, trace_head=head, trace_lines=n, annotations_head=ann_head,
                     annotation_lines=ann_lines, frames=seal))
     write_atomic(trial / layout.RESULT, (result.model_dump_json(indent=2) + "\n").encode())

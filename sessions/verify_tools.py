@@ -20,7 +20,7 @@ def check_tools(manifest, labels: dict[str, str], results: dict, report) -> None
     ruleset = manifest.agent.ruleset
     rules = manifest.battle.model_dump(mode="json") if manifest.battle is not None else None
     for key, (r, _sha) in sorted(results.items()):
-        if r.provenance.get("battle") != rules and not r.recovered:
+        if r.provenance.get("battle") != rules:
             report.add(f"{layout.trial_dir(key)}/{layout.RESULT}: provenance.battle is not the manifest's battle rules")
     expected = sorted(RULESETS.get(ruleset, ()))
     for key, (r, _sha) in sorted(results.items()):

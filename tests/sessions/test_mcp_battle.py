@@ -114,6 +114,11 @@ def test_an_agent_applies_teams_fights_resets_and_wins_and_the_folder_verifies_a
     assert all(t["accepted_actions"] == 0 for t in trace if t.get("battle", {}).get("tool") == "apply_team")
     assert verify_experiment(tmp_path / "out") == []
     assert replay_trial(trial)["actions"] == result["telemetry"]["accepted_actions"]
+    # verify holds the result to the manifest's battle rules, recorded verbatim
+    tampered = json.loads((trial / "result.json").read_text())
+    tampered["provenance"]["battle"]["level_cap"] = 100
+    (trial / "result.json").write_text(json.dumps(tampered))
+    assert any("provenance.battle is not the manifest's battle rules" in p for p in verify_experiment(tmp_path / "out"))
 
 
 def test_replay_needs_the_recorded_writes(tmp_path):

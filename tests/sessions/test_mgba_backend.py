@@ -246,3 +246,25 @@ def test_the_structured_track_reads_alike_on_both_backends():
         finally:
             emu.close()
     assert views[0] == views[1] and views[0]["dialogue"].startswith("PROF. HAZEL:\nHEY! WAIT!")
+
+
+@pytest.mark.parametrize("backend", ["mgba", "pyboy"])
+def test_bus_writes_change_what_the_game_reads_and_shows(backend):
+    """The battle ruleset's apply_team writes the party into RAM (engine.battle): on both backends a write
+    reads back and holds while the game runs on; a write outside the address space is refused."""
+    rom = ROM.read_bytes()
+    emu = BACKENDS[backend].open(rom, str(ROM), "gb")
+    try:
+        state = STATE.read_bytes() if backend == "mgba" else (ASSETS / "cartridge" / "parcel-quest.state").read_bytes()
+        emu.restore(state)
+        before = emu.read_range(0xD010, 2)
+        emu.write(0xD010, bytes([1, 3]))  # party_count 1, species DRIPLET (RAM.md)
+        assert emu.read_range(0xD010, 2) == [1, 3] != before
+        emu.step("A", TIMING, no_probe)  # the game runs on with the written bytes in place
+        assert emu.read_range(0xD011, 1) == [3]
+        from engine.emulator import EmulatorError
+
+        with pytest.raises(EmulatorError, match="outside"):
+            emu.write(0xFFFF, bytes([1, 2]))
+    finally:
+        emu.close()
