@@ -304,10 +304,12 @@ class BattleJudge:
         raw = arguments.get("team")
         if not isinstance(raw, list):
             raise BattleRefused("apply_team: team must be a list of {species, level, moves, item}")
-        try:
-            team = [Member.model_validate(m) for m in raw]
-        except ValueError as exc:
-            raise BattleRefused(f"apply_team: {_first_error(exc)}") from None
+        team = []
+        for i, m in enumerate(raw):
+            try:
+                team.append(Member.model_validate(m))
+            except ValueError as exc:
+                raise BattleRefused(f"apply_team: member {i}: {_first_error(exc)}") from None
         writes = team_writes(team, self.settings, self.adapter)
         return Plan("apply_team", arguments, writes=writes, team=[m.model_dump() for m in team])
 

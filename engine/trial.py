@@ -549,6 +549,9 @@ class Trial:
         except BattleRefused as exc:
             why = str(exc)
             return None, why if why.startswith(f"{tool}:") else f"{tool}: {why}"
+        if stray := sorted(set(plan.presses) - self._allowed):  # the adapter's buttons, held to the manifest's
+            return None, (f"{tool}: the game's buttons for it include {', '.join(stray)}, which the manifest's "
+                          f"agent.allowed_actions lacks")
         d.battle = plan
         # built, not parsed: the presses are the harness's translation of the call, not the agent's
         return AgentResponse.model_construct(reasoning_summary=f"{tool} tool call", observed=_UNKNOWN_SEEN,

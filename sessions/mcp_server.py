@@ -67,8 +67,8 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         b = battle or {}
         pool = b.get("pool") or {}
         shown = "; ".join(f"{k} {', '.join(v)}" for k, v in pool.items() if v is not None) or "anything the game has"
-        instructions = BATTLE_INSTRUCTIONS.format(limit=b.get("party_limit"), cap=b.get("level_cap") or "none",
-                                                  pool=shown)
+        instructions = BATTLE_INSTRUCTIONS.format(limit=b.get("party_limit") or "(the game's party size)",
+                                                  cap=b.get("level_cap") or "none", pool=shown)
     else:
         instructions = INSTRUCTIONS.format(allowed=", ".join(allowed), most=max_actions, press=press_frames,
                                            settle=settle_frames)

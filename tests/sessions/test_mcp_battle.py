@@ -201,3 +201,32 @@ def test_a_reset_in_a_trial_that_is_not_episodic_is_an_invalid_output_logged_and
     assert "not episodic" in first[0]["error"]
     assert "episode" not in read_jsonl(trial / "trace.jsonl")[0]
     assert verify_experiment(tmp_path / "out") == []
+
+
+def test_battle_rules_that_do_not_fit_the_game_and_a_game_without_an_adapter_are_refused(tmp_path):
+    import pytest
+
+    from sessions.experiment import PreflightError, prepare
+    from sessions.gamedefs import load_game_definition
+    from sessions.manifest import load_manifest
+    from sessions.tool_conditions import ToolConditionError, check_tool_condition
+
+    manifest = battle_manifest(tmp_path, budget=2, party_limit=2)
+    with pytest.raises(PreflightError, match="battle: party_limit 2 is more than the game's 1 party slot"):
+        prepare(manifest, tmp_path / "out", allow_mcp=True)
+    assert not (tmp_path / "out").exists()
+    m = load_manifest(manifest)
+    bare = load_game_definition(ROOT / "assets" / "games" / "parcel-quest.yaml").model_copy(update={"battle": None})
+    with pytest.raises(ToolConditionError, match="parcel-quest has none"):
+        check_tool_condition(m, m.conditions[0], 0, allow_mcp=True, game=bare)
+
+
+def test_the_adapter_s_buttons_must_be_allowed_by_the_manifest(tmp_path):
+    """FIGHT presses A; a manifest whose agent may not press A gets every FIGHT refused, with the reason."""
+    manifest = battle_manifest(tmp_path, budget=2)
+    data = yaml.safe_load(manifest.read_text())
+    data["agent"]["allowed_actions"] = ["UP", "DOWN", "LEFT", "RIGHT", "B"]
+    manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    seen = play(tmp_path, manifest, [{"tool": "action", "args": {"kind": "FIGHT", "move": "LEAF JAB"}}])
+    (call,) = seen["calls"]
+    assert call["error"] and "include A, which the manifest's agent.allowed_actions lacks" in call["result"]
