@@ -109,6 +109,16 @@ class BattleAdapter(_Strict):
     send: Annotated[list[Presses], Field(max_length=6)] | None = None  # per slot; None: no send menu
     species: Annotated[list[SpeciesDef], Field(min_length=1, max_length=1024)]
     items: Annotated[list[ItemDef], Field(max_length=1024)] = []
+    # a game that keeps moves in RAM (party.moves): each move's id; absent, a move's id is its place in
+    # its species' list, from 1
+    move_ids: Annotated[dict[Name, Byte], Field(max_length=4096)] = {}
+
+    def move_id(self, species: SpeciesDef, move: str) -> int:
+        return self.move_ids.get(move, species.moves.index(move) + 1)
+
+    def move_named(self, species: SpeciesDef, mid: int) -> str | None:
+        named = [m for m in species.moves if self.move_id(species, m) == mid]
+        return named[0] if named else None
 
     @property
     def slots(self) -> int:
@@ -219,7 +229,7 @@ def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: Battl
             names = m.moves or sp.moves[:len(layout.moves[i])]
             if len(names) > len(layout.moves[i]):
                 raise BattleRefused(f"{at}: at most {len(layout.moves[i])} moves")
-            ids = [sp.moves.index(n) + 1 for n in names]  # move ids: the species' move list, from 1
+            ids = [adapter.move_id(sp, n) for n in names]
             writes += [(a, [ids[k] if k < len(ids) else 0]) for k, a in enumerate(layout.moves[i])]
         elif len(m.moves) > 1:
             raise BattleRefused(f"{at}: this game's creatures know one move each ({sp.moves[0]})")
@@ -275,8 +285,7 @@ class BattleJudge:
         for i in range(min(count, a.slots)):
             sp = a.species_of(byte(a.party.species[i]))
             party.append({"slot": i, "species": sp.name if sp else None, "type": sp.type if sp else None,
-                          "moves": list(sp.moves[:1]) if sp and a.party.moves is None else (list(sp.moves) if sp
-                                                                                          else []),
+                          "moves": self._moves_at(i, read),
                           "level": byte(a.party.levels[i]) if a.party.levels else None,
                           "hp": byte(a.own_hp) if i == self.active else None})  # only the active's HP is shown
         enemy = a.species_of(byte(a.enemy_species))
@@ -316,16 +325,28 @@ class BattleJudge:
     def _party_size(self, read: ReadFn) -> int:
         return min(int(read(self.adapter.party.count, 1)[0]), self.adapter.slots)
 
+    def _moves_at(self, slot: int, read: ReadFn) -> list[str]:
+        """The moves of the creature in `slot`, in its move-slot order: from RAM where the game keeps them
+        (move ids from 1, in its species' list), else its species' one move."""
+        a = self.adapter
+        sp = a.species_of(int(read(a.party.species[slot], 1)[0]))
+        if sp is None:
+            return []
+        if a.party.moves is None:
+            return list(sp.moves[:1])
+        named = [a.move_named(sp, int(read(addr, 1)[0])) for addr in a.party.moves[slot]]
+        return [m for m in named if m is not None]
+
     def _lead(self, arguments: dict, read: ReadFn) -> Plan:
         if self.lead is not None or self.acted:
             raise BattleRefused("lead: the lead is chosen once per episode, before its first action")
         slot = arguments.get("slot")
         plan = self._default_team(Plan("lead", arguments))
-        size = len(plan.team) if plan.team is not None and self.team is None else self._party_size(read)
+        size = self._party_size(_overlay(read, plan.writes))
         if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < size:
             raise BattleRefused(f"lead: slot must be a party slot, 0 to {size - 1}")
         if slot != 0:  # the first slot goes out first: swap the lead into it
-            plan.writes += self._swap(0, slot, read, plan.writes)
+            plan.writes += self._swap(0, slot, _overlay(read, plan.writes))
         plan.lead = slot
         return plan
 
@@ -336,10 +357,9 @@ class BattleJudge:
             plan.team = [m.model_dump() for m in self.settings.team]
         return plan
 
-    def _swap(self, i: int, j: int, read: ReadFn, pending: list[tuple[int, list[int]]]) -> list[tuple[int, list[int]]]:
+    def _swap(self, i: int, j: int, read: ReadFn) -> Writes:
         layout = self.adapter.party
-        now = {a: b[0] for a, b in pending}
-        value = lambda addr: now.get(addr, int(read(addr, 1)[0]))  # noqa: E731
+        value = lambda addr: int(read(addr, 1)[0])  # noqa: E731
         out = []
         for addrs in (layout.species, layout.levels, layout.items):
             if addrs is not None:
@@ -362,13 +382,14 @@ class BattleJudge:
         if self.lead is None and not self.acted:  # no lead chosen: the first slot leads, with the task's team
             plan = self._default_team(plan)
             plan.lead = 0
-        size = len(plan.team) if plan.team is not None else self._party_size(read)
+        view = _overlay(read, plan.writes)  # RAM as it will be once the plan's writes are made
+        size = self._party_size(view)
         to_menu = [a.advance] * (0 if phase == a.phase.menu else a.phase.to_menu.get(phase, 0))
         if phase != a.phase.menu and not to_menu:
             raise BattleRefused(f"action: the battle is in phase {a.phase.names.get(phase, phase)}, where no "
                                 f"action can be chosen")
         if kind == "FIGHT":
-            plan.presses = to_menu + self._fight(arguments.get("move"), plan, read)
+            plan.presses = to_menu + self._fight(arguments.get("move"), view)
             return plan
         slot = arguments.get("slot")
         if size <= 1:
@@ -388,15 +409,11 @@ class BattleJudge:
         plan.presses = to_menu + list(menus[slot])
         return plan
 
-    def _fight(self, move, plan: Plan, read: ReadFn) -> list[str]:
+    def _fight(self, move, read: ReadFn) -> list[str]:
         a = self.adapter
-        team = plan.team or self.team
-        if team is not None:
-            sp = a.species_named(team[self.active]["species"])
-            known = team[self.active]["moves"] or (sp.moves[:1] if a.move_select is None else sp.moves)
-        else:
-            sp = a.species_of(int(read(a.party.species[self.active], 1)[0]))
-            known = (sp.moves[:1] if a.move_select is None else sp.moves) if sp else []
+        known = self._moves_at(self.active, read)
+        if a.move_select is not None:
+            known = known[:len(a.move_select)]
         if not isinstance(move, str) or move not in known:
             raise BattleRefused(f"action: FIGHT needs move, one the active creature knows ({', '.join(known)})")
         cursor = int(read(a.cursor.address, 1)[0])
@@ -415,6 +432,17 @@ class BattleJudge:
             self.acted = True
             if plan.arguments.get("kind") in ("SWITCH", "SEND"):
                 self.active = plan.arguments["slot"]
+
+
+def _overlay(read: ReadFn, writes: Writes) -> ReadFn:
+    """`read`, as RAM will read once `writes` are made (single bytes: what the judge looks at)."""
+    pending = {a + k: v for a, data in writes for k, v in enumerate(data)}
+
+    def view(address: int, length: int) -> list[int]:
+        got = list(read(address, length))
+        return [pending.get(address + k, got[k]) for k in range(length)]
+
+    return view
 
 
 def _first_error(exc: ValueError) -> str:

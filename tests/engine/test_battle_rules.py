@@ -23,6 +23,7 @@ TWO = BattleAdapter.model_validate({
                 {"id": 2, "name": "TWO", "type": "WATER", "moves": ["SPLASH", "TACKLE"]},
                 {"id": 3, "name": "BANNED", "moves": ["TACKLE"]}],
     "items": [{"id": 7, "name": "BERRY"}, {"id": 8, "name": "ORB"}],
+    "move_ids": {"EMBER": 52, "TACKLE": 33, "SPLASH": 150},
 })
 
 
@@ -62,12 +63,16 @@ def test_a_two_slot_team_is_written_and_led_by_its_second_member():
     plan = play(judge, ram, "apply_team", team=TEAM)
     assert ram.mem[0x10] == 2 and (ram.mem[0x11], ram.mem[0x12]) == (1, 2)
     assert (ram.mem[0x13], ram.mem[0x14], ram.mem[0x15], ram.mem[0x16]) == (50, 12, 7, 0)
-    assert (ram.mem[0x17], ram.mem[0x18], ram.mem[0x19], ram.mem[0x1A]) == (1, 2, 1, 0)
+    assert (ram.mem[0x17], ram.mem[0x18], ram.mem[0x19], ram.mem[0x1A]) == (52, 33, 150, 0)  # the game's move ids
     assert plan.record()["writes"][0] == {"address": 0x10, "bytes": [2]}
     play(judge, ram, "lead", slot=1)  # swapped into the first slot
     assert (ram.mem[0x11], ram.mem[0x12], ram.mem[0x13], ram.mem[0x14]) == (2, 1, 12, 50)
     snap = judge.snapshot(ram.read)
     assert [p["species"] for p in snap["party"]] == ["TWO", "ONE"] and snap["party"][0]["hp"] == 30
+    assert [p["moves"] for p in snap["party"]] == [["SPLASH"], ["EMBER", "TACKLE"]]  # read from RAM, swapped too
+    assert judge.plan("action", {"kind": "FIGHT", "move": "SPLASH"}, ram.read).presses == ["A", "A", "A"]
+    with pytest.raises(BattleRefused, match=r"knows \(SPLASH\)"):  # the lead's moves, not member 0's
+        judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read)
     assert snap["party"][1]["hp"] is None  # only the active creature's HP is on the screen
 
 
