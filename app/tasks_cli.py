@@ -57,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
             goal = ("rungs " + " ".join(f.goal.milestones)) if f.goal.milestones else "probe " + ", ".join(
                 p.model_dump_json(exclude_none=True) for p in f.goal.probe)
             episodes = f" episodes<={f.episodes.budget}" if f.episodes else ""
+            if f.battle is not None:  # seed 004's battle rules, in brief
+                cap = f.battle.level_cap if f.battle.level_cap is not None else "none"
+                episodes += f" party<={f.battle.party_limit} level-cap={cap}"
             state = "template" if t.template else "ready"
             game = t.game.id if t.game else "?"
             print(f"{f.task_id:24} {state:8} {game:30} {f.track:10} {goal}{episodes}  {f.title}")

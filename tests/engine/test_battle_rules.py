@@ -154,3 +154,30 @@ def test_the_cartridge_refuses_switch_send_levels_and_a_party_over_one():
         check_settings(BattleSettings(party_limit=2), adapter)
     with pytest.raises(BattleRefused, match="pool.species: NOPE"):
         check_settings(BattleSettings(party_limit=1, pool={"species": ["NOPE"]}), adapter)
+
+
+def test_verify_holds_a_trace_line_s_battle_call_to_the_ruleset_and_its_shape():
+    from types import SimpleNamespace
+
+    from sessions.verify_tools import check_battle_line
+
+    class Report:
+        def __init__(self):
+            self.problems = []
+
+        def add(self, text):
+            self.problems.append(text)
+
+    battle = SimpleNamespace(agent=SimpleNamespace(ruleset="battle"))
+    human = SimpleNamespace(agent=SimpleNamespace(ruleset="human"))
+    good = SimpleNamespace(battle={"tool": "apply_team", "writes": [{"address": 0xD011, "bytes": [3]}]})
+    for manifest, line, expected in [
+        (battle, good, []), (battle, SimpleNamespace(battle=None), []),
+        (human, good, ["a battle call in a trial whose ruleset is 'human'"]),
+        (battle, SimpleNamespace(battle={"tool": "apply_team", "writes": [{"address": 1, "bytes": [256]}]}),
+         ["a malformed battle call"]),
+        (battle, SimpleNamespace(battle={"tool": "press_keys", "writes": []}), ["a malformed battle call"]),
+    ]:
+        report = Report()
+        check_battle_line(manifest, line, "t", report)
+        assert [p.split(": ", 1)[1][:len(e)] for p, e in zip(report.problems, expected, strict=True)] == expected

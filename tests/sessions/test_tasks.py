@@ -29,6 +29,7 @@ def test_catalog_lists_cartridge_tasks_ready_and_red_firered_as_templates(capsys
     assert main(["tasks", "list"]) == 0
     out = capsys.readouterr().out
     assert "rival-battle" in out and "template" in out and "ready" in out
+    assert "episodes<=5 party<=1 level-cap=none" in out  # rival-battle's battle rules, in brief
 
 
 def test_rival_battle_state_is_its_prefix_played_from_the_canonical_start():
