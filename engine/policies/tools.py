@@ -240,7 +240,7 @@ class ToolCallPolicy:
         control = desk.control
         if control is not None and control.paused:  # paused after this turn opened: hold the call, as the
             # loop holds between decisions (a step lets exactly this decision through)
-            if control.checkpoint() is not None:
+            if await control.checkpoint_async() is not None:
                 raise PolicyExhausted("the trial was ended while a call waited")
         latency = round((call.received - turn.opened) * 1000, 3)
         record = {"tool": call.tool, "arguments": call.arguments, "received_utc": call.received_utc,

@@ -299,12 +299,7 @@ def test_operator_pause_step_tag_and_end_reach_a_served_trial(tmp_path):
                     await anyio.sleep(0.02)
             got["after"] = await client.call_tool("press_keys", {"keys": ["A"]})
 
-    session._thread.start()
-    try:
-        anyio.run(main)
-    finally:
-        session.desk.disconnect("the test's client left")
-        session._thread.join(30)
+    _play_in_process(session, main)
     assert got["after"].is_error and "has ended (operator-abort)" in got["after"].content[0].text
     result, trial = result_of(out)
     assert (result["termination_reason"], result["termination_detail"]) == ("operator-abort", "enough for this test")
@@ -322,7 +317,6 @@ def test_mcp_trial_option_names_a_trial_of_the_schedule(tmp_path):
 
 
 def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_such_tool(tmp_path):
-    import anyio
     from mcp import Client
 
     from app.mcp_cli import ToolSession
@@ -343,12 +337,7 @@ def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_s
             got["unknown"] = await client.call_tool("read_memory", {"address": 53248})
             await client.call_tool("press_keys", {"keys": ["RIGHT"]})  # the budget's last action
 
-    session._thread.start()
-    try:
-        anyio.run(main)
-    finally:
-        session.desk.disconnect("the test's client left")
-        session._thread.join(30)
+    _play_in_process(session, main)
     game = yaml.safe_load((ROOT / "assets" / "games" / "parcel-quest.yaml").read_text())
     allow = game["tracks"]["structured"]["fields"]
     first, second = got["first"], got["second"]
@@ -385,14 +374,21 @@ def test_an_agent_that_stops_calling_is_ended_by_the_wall_time_budget(tmp_path):
                     await anyio.sleep(0.05)
             got["late"] = await client.call_tool("press_keys", {"keys": ["RIGHT"]})
 
-    session._thread.start()
-    try:
-        anyio.run(main)
-    finally:
-        session.desk.disconnect("the test's client left")
-        session._thread.join(30)
+    _play_in_process(session, main)
     assert got["late"].is_error and "has ended (budget:wall_time)" in got["late"].content[0].text
     result, _ = result_of(out)
     assert (result["outcome"], result["termination_reason"]) == ("game-failure", "budget:wall_time")
     assert result["last_decision"] == 1 and result["telemetry"]["wall_time_seconds"] >= 2.4
     assert verify_experiment(out) == []
+
+
+def _play_in_process(session, main) -> None:
+    """Run `main` (an SDK Client on the server object) while the session's trial plays on the same loop,
+    as `oakwatch mcp` plays it; leaving, the client is gone and the trial is awaited to its record."""
+    import anyio
+
+    async def both():
+        async with session.playing("the test's client left"):
+            await main()
+
+    anyio.run(both)
