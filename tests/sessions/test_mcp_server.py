@@ -289,6 +289,9 @@ def test_operator_pause_step_tag_and_end_reach_a_served_trial(tmp_path):
                 tg.start_soon(held)
                 await anyio.sleep(0.5)
                 assert "held" not in got  # paused: the loop does not take the call
+                with anyio.fail_after(5):  # ... but the server, on the trial's event loop, still answers
+                    listed = await client.list_tools()
+                assert "press_keys" in {t.name for t in listed.tools} and "held" not in got
                 control.step()
             assert json.loads(got["held"].content[0].text)["decision_id"] == 2
             control.tag({"trial_key": session.trial_key, "decision_id": 2, "type": "misread-screen",
@@ -392,3 +395,26 @@ def _play_in_process(session, main) -> None:
             await main()
 
     anyio.run(both)
+
+
+def test_sigint_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path):
+    """The trial and the server share one event loop: Ctrl-C stops the serving and the trial waiting
+    for its agent's call ends as a signal, with its record, rather than dying with the loop."""
+    import signal
+    import time
+
+    server, url = serve_http(tmp_path, mcp_manifest(tmp_path))
+    try:
+        trace = tmp_path / "out" / "trials"
+        deadline = time.monotonic() + 30
+        while not list(trace.glob("*/frames")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the trial has started and waits for a call
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=60) == 2  # an invalid trial: nobody played it to an end
+    finally:
+        server.kill()
+    out = tmp_path / "out"
+    result, _ = result_of(out)
+    assert (result["termination_reason"], result["termination_detail"]) == ("signal", "SIGINT")
+    assert result["last_decision"] in (0, None)
+    assert verify_experiment(out) == []
