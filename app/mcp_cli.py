@@ -2,8 +2,11 @@
 
 An MCP server for your own agent harness: it plays one trial of the manifest (the first schedule
 position of a `policy: mcp` condition, or --trial KEY) through the tools of the manifest's ruleset and
-writes the usual evidence folder (docs/mcp.md). The trial runs in its own thread with the usual
-runner (budgets, trace, control socket for `oakwatch attach`); the server serves on the main thread.
+writes the usual evidence folder (docs/mcp.md). The trial runs with the usual runner (budgets, trace,
+control socket for `oakwatch attach`) on the server's own event loop: a tool call and the decision it
+becomes pass no thread between them, which would cost two wake-ups (and their waits for the GIL) per
+call. The loop holds no blocking wait of the trial's: an operator's pause and the pacing wait in a
+worker thread (engine.control's checkpoint_async, pace_async), so the server answers meanwhile.
 
 Exit status as `oakwatch run`: 0 the trial succeeded, 1 a valid game-failure, 2 an invalid trial
 (the agent disconnected, an operator abort) or bad input (one line, nothing written).
@@ -11,8 +14,10 @@ Exit status as `oakwatch run`: 0 the trial succeeded, 1 a valid game-failure, 2 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
 import sys
-import threading
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
@@ -98,7 +103,7 @@ def _host(sock) -> str:
 
 
 class ToolSession:
-    """One trial served: the runner in a thread, the server on this one."""
+    """One trial served: the runner and the server on one event loop (see the module doc)."""
 
     def __init__(self, prepared, folder, position: int, *, transport: str):
         from engine.control import RunControl
@@ -138,36 +143,62 @@ class ToolSession:
             prepared, folder, sinks=[self.desk], control=self.control, positions=[position],
             policy_factories={"mcp": lambda c, n: ToolCallPolicy(self.desk, ruleset, self.record, wall_seconds)})
         self.summary = None
-        self._thread = threading.Thread(target=self._run_trial, name="oakwatch-mcp-trial", daemon=True)
 
-    def _run_trial(self) -> None:
+    async def _play(self) -> None:
         try:
-            self.summary = self.runner.run()
+            self.summary = await self.runner.run_async()
         finally:
             self.desk.trial_over(self.runner.stop_reason or "run-stopped")  # no-op once the trial sealed
+
+    @contextlib.asynccontextmanager
+    async def playing(self, gone: str = "the client left"):
+        """The trial plays on the running loop while the body serves it. Leaving, the client is gone
+        (`gone`: an unfinished trial ends as agent-disconnected) and the trial is awaited to its record."""
+        trial = asyncio.ensure_future(self._play())
+        try:
+            yield trial
+        finally:
+            self.desk.disconnect(gone)
+            await trial
 
     def serve(self, sock) -> int:
         import anyio
 
-        self._thread.start()
-        try:
-            if sock is None:
-                from sessions.mcp_server import serve_stdio
-
-                anyio.run(serve_stdio, self.server)  # returns when the client closes stdin
-                self.desk.disconnect("the client closed stdin")
-            else:
-                from sessions.mcp_server import after_the_trial, serve_http
-
-                stop = after_the_trial(self.desk, self.sessions)
-                anyio.run(lambda: serve_http(self.server, sock, self.sessions, stop_when=stop))
-                self.desk.disconnect("the HTTP server stopped")
-        except KeyboardInterrupt:
-            self.control.stop_run("signal", "SIGINT", "signal:SIGINT")
-            self.desk.disconnect("the server was interrupted")
-        finally:
-            self._thread.join()
+        anyio.run(self._serve, sock)
         return self._report()
+
+    async def _serve(self, sock) -> None:
+        if sock is None:
+            from sessions.mcp_server import serve_stdio
+
+            serving, gone = serve_stdio(self.server), "the client closed stdin"  # ends when stdin closes
+        else:
+            from sessions.mcp_server import after_the_trial, serve_http
+
+            stop = after_the_trial(self.desk, self.sessions)
+            serving, gone = serve_http(self.server, sock, self.sessions, stop_when=stop), "the HTTP server stopped"
+        server = asyncio.ensure_future(serving)
+        interrupted = []
+
+        def interrupt() -> None:  # the trial ends truthfully (signal:SIGINT), the serving stops
+            if not interrupted:
+                interrupted.append(True)
+                self.control.stop_run("signal", "SIGINT", "signal:SIGINT")
+                self.desk.disconnect("the server was interrupted")
+                server.cancel()
+
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, interrupt)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            pass
+        try:
+            async with self.playing(gone):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await server
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGINT)
 
     def _report(self) -> int:
         from sessions.summary import exit_status

@@ -12,6 +12,7 @@ paused or pacing is counted apart so the wall-time budget measures only the agen
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from engine.outcomes import EndRequest
 SPEEDS: tuple[float | None, ...] = (1.0, 2.0, 4.0, None)  # None: as fast as possible
 
 RUNNING, PAUSED, STEPPING, STOPPING = "running", "paused", "stepping", "stopping"
+HOLD = object()  # checkpoint(wait=False): it would have held
 
 Tagger = Callable[[dict, bool], object]  # (annotation, commit) -> the record; raises to refuse
 
@@ -172,9 +174,10 @@ class RunControl:
             self._tagger = None
             self._canceller = None
 
-    def checkpoint(self) -> EndRequest | None:
+    def checkpoint(self, *, wait: bool = True) -> EndRequest | None | object:
         """Block while paused; consume one step if stepping. Return what ends the trial, or None.
-        Holding again after a step is announced (paused): the step is over, and every display says so."""
+        Holding again after a step is announced (paused): the step is over, and every display says so.
+        wait=False: return HOLD instead of blocking (nothing consumed), for checkpoint_async."""
         start = time.monotonic()
         with self._cond:
             stepped = self._state == PAUSED and self._announced == STEPPING and self.request is None
@@ -182,6 +185,8 @@ class RunControl:
             self._announce(PAUSED)
         with self._cond:
             while self._state == PAUSED and self.request is None:
+                if not wait:
+                    return HOLD
                 self._cond.wait(0.25)
             if self._state == STEPPING and self.request is None:
                 self._steps -= 1
@@ -190,6 +195,22 @@ class RunControl:
                     self._state = PAUSED  # the stepped decision runs; the next checkpoint holds
         self.held_seconds += time.monotonic() - start
         return self.request
+
+    async def checkpoint_async(self) -> EndRequest | None:
+        """checkpoint() for an event loop that serves others too (oakwatch mcp plays and serves on one
+        loop): a hold waits in a worker thread, so the loop goes on serving; anything else is inline,
+        with no thread hop on the way of every decision."""
+        request = self.checkpoint(wait=False)
+        if request is HOLD:
+            return await asyncio.to_thread(self.checkpoint)
+        return request  # type: ignore[return-value]
+
+    async def pace_async(self, emulated_seconds: float, started: float) -> EndRequest | None:
+        """pace(), waiting in a worker thread only when there is a wait (as checkpoint_async)."""
+        speed = self.speed
+        if speed is None or emulated_seconds / speed <= time.monotonic() - started:
+            return self.request
+        return await asyncio.to_thread(self.pace, emulated_seconds, started)
 
     def hold(self, seconds: float) -> EndRequest | None:
         """Wait `seconds` (a provider's backoff), counted apart from the agent's time; an end

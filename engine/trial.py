@@ -384,7 +384,7 @@ class Trial:
             # by the decision that spends it.
             if self.budgets.wall_time_exhausted():
                 return EndRequest("budget:wall_time")
-            if (request := self.control.checkpoint()) is not None:
+            if (request := await self.control.checkpoint_async()) is not None:
                 return request
             decision_started = time.monotonic()
             d = Decision(self.tally.decisions + 1, self._frame_sha)
@@ -399,7 +399,7 @@ class Trial:
                 return d.end
             if d.episode_end is not None:
                 self._new_episode(d.episode_end)
-            if (request := self.control.pace(d.frames / cfg.fps, decision_started)) is not None:
+            if (request := await self.control.pace_async(d.frames / cfg.fps, decision_started)) is not None:
                 return request
 
     def _restore_start(self) -> None:

@@ -60,6 +60,39 @@ class Turn:
     screens: list[dict] = field(default_factory=list)  # get_screen calls served during this turn
 
 
+def _awaitable(future: Future) -> asyncio.Future:
+    """`future` (set from any thread) as an asyncio future of the running loop. asyncio.wrap_future
+    always wakes the loop through its self-pipe, a system call whose return waits for the GIL; when
+    the setter is this loop's own thread (oakwatch mcp: the trial and the server share one loop) the
+    result is passed on with a plain call_soon. Cancelling the awaitable cancels `future`, as with
+    wrap_future (a turn the loop stopped waiting for is then refused to a late call)."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+    owner = threading.get_ident()
+
+    def copy(source: Future) -> None:
+        if waiter.done():
+            return
+        if source.cancelled():
+            waiter.cancel()
+        elif (exc := source.exception()) is not None:
+            waiter.set_exception(exc)
+        else:
+            waiter.set_result(source.result())
+
+    def done(source: Future) -> None:
+        if loop.is_closed():
+            return  # nobody waits any more (a client gone with its loop)
+        if threading.get_ident() == owner:
+            loop.call_soon(copy, source)
+        else:
+            loop.call_soon_threadsafe(copy, source)
+
+    waiter.add_done_callback(lambda w: future.cancel() if w.cancelled() else None)
+    future.add_done_callback(done)
+    return waiter
+
+
 def _done(value) -> Future:
     f: Future = Future()
     f.set_result(value)
@@ -110,7 +143,7 @@ class ToolDesk:
     async def _wait_turn(self) -> tuple[Future, Turn]:
         with self._lock:
             waiting = self._turn
-        turn = await asyncio.wrap_future(waiting)
+        turn = await _awaitable(waiting)
         if turn is None:
             raise TrialOver(self._over_message())
         return waiting, turn
@@ -130,7 +163,7 @@ class ToolDesk:
             except InvalidStateError:  # the loop stopped waiting (the trial was ended meanwhile)
                 continue
             break
-        return await asyncio.wrap_future(call.result)
+        return await _awaitable(call.result)
 
     def disconnect(self, detail: str) -> None:
         """The client went away: the trial ends as agent-disconnected (if it is still running)."""
@@ -246,7 +279,7 @@ class ToolCallPolicy:
         control = desk.control
         if control is not None and control.paused:  # paused after this turn opened: hold the call, as the
             # loop holds between decisions (a step lets exactly this decision through)
-            if control.checkpoint() is not None:
+            if await control.checkpoint_async() is not None:
                 raise PolicyExhausted("the trial was ended while a call waited")
         latency = round((call.received - turn.opened) * 1000, 3)
         record = {"tool": call.tool, "arguments": call.arguments, "received_utc": call.received_utc,
@@ -263,7 +296,7 @@ class ToolCallPolicy:
                            usage=Usage(), latency_ms=latency, reply=record)
 
     async def _wait(self, turn: Turn) -> Call:
-        waiting = asyncio.wrap_future(turn.call)
+        waiting = _awaitable(turn.call)
         if self.wall_seconds is None:
             return await waiting
         control = self.desk.control

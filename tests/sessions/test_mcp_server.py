@@ -289,6 +289,9 @@ def test_operator_pause_step_tag_and_end_reach_a_served_trial(tmp_path):
                 tg.start_soon(held)
                 await anyio.sleep(0.5)
                 assert "held" not in got  # paused: the loop does not take the call
+                with anyio.fail_after(5):  # ... but the server, on the trial's event loop, still answers
+                    listed = await client.list_tools()
+                assert "press_keys" in {t.name for t in listed.tools} and "held" not in got
                 control.step()
             assert json.loads(got["held"].content[0].text)["decision_id"] == 2
             control.tag({"trial_key": session.trial_key, "decision_id": 2, "type": "misread-screen",
@@ -299,12 +302,7 @@ def test_operator_pause_step_tag_and_end_reach_a_served_trial(tmp_path):
                     await anyio.sleep(0.02)
             got["after"] = await client.call_tool("press_keys", {"keys": ["A"]})
 
-    session._thread.start()
-    try:
-        anyio.run(main)
-    finally:
-        session.desk.disconnect("the test's client left")
-        session._thread.join(30)
+    _play_in_process(session, main)
     assert got["after"].is_error and "has ended (operator-abort)" in got["after"].content[0].text
     result, trial = result_of(out)
     assert (result["termination_reason"], result["termination_detail"]) == ("operator-abort", "enough for this test")
@@ -322,7 +320,6 @@ def test_mcp_trial_option_names_a_trial_of_the_schedule(tmp_path):
 
 
 def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_such_tool(tmp_path):
-    import anyio
     from mcp import Client
 
     from app.mcp_cli import ToolSession
@@ -343,12 +340,7 @@ def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_s
             got["unknown"] = await client.call_tool("read_memory", {"address": 53248})
             await client.call_tool("press_keys", {"keys": ["RIGHT"]})  # the budget's last action
 
-    session._thread.start()
-    try:
-        anyio.run(main)
-    finally:
-        session.desk.disconnect("the test's client left")
-        session._thread.join(30)
+    _play_in_process(session, main)
     game = yaml.safe_load((ROOT / "assets" / "games" / "parcel-quest.yaml").read_text())
     allow = game["tracks"]["structured"]["fields"]
     first, second = got["first"], got["second"]
@@ -385,14 +377,44 @@ def test_an_agent_that_stops_calling_is_ended_by_the_wall_time_budget(tmp_path):
                     await anyio.sleep(0.05)
             got["late"] = await client.call_tool("press_keys", {"keys": ["RIGHT"]})
 
-    session._thread.start()
-    try:
-        anyio.run(main)
-    finally:
-        session.desk.disconnect("the test's client left")
-        session._thread.join(30)
+    _play_in_process(session, main)
     assert got["late"].is_error and "has ended (budget:wall_time)" in got["late"].content[0].text
     result, _ = result_of(out)
     assert (result["outcome"], result["termination_reason"]) == ("game-failure", "budget:wall_time")
     assert result["last_decision"] == 1 and result["telemetry"]["wall_time_seconds"] >= 2.4
+    assert verify_experiment(out) == []
+
+
+def _play_in_process(session, main) -> None:
+    """Run `main` (an SDK Client on the server object) while the session's trial plays on the same loop,
+    as `oakwatch mcp` plays it; leaving, the client is gone and the trial is awaited to its record."""
+    import anyio
+
+    async def both():
+        async with session.playing("the test's client left"):
+            await main()
+
+    anyio.run(both)
+
+
+def test_sigint_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path):
+    """The trial and the server share one event loop: Ctrl-C stops the serving and the trial waiting
+    for its agent's call ends as a signal, with its record, rather than dying with the loop."""
+    import signal
+    import time
+
+    server, url = serve_http(tmp_path, mcp_manifest(tmp_path))
+    try:
+        trace = tmp_path / "out" / "trials"
+        deadline = time.monotonic() + 30
+        while not list(trace.glob("*/frames")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the trial has started and waits for a call
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=60) == 2  # an invalid trial: nobody played it to an end
+    finally:
+        server.kill()
+    out = tmp_path / "out"
+    result, _ = result_of(out)
+    assert (result["termination_reason"], result["termination_detail"]) == ("signal", "SIGINT")
+    assert result["last_decision"] in (0, None)
     assert verify_experiment(out) == []
