@@ -66,7 +66,8 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     if "apply_team" in names:
         b = battle or {}
         pool = b.get("pool") or {}
-        shown = "; ".join(f"{k} {', '.join(v)}" for k, v in pool.items() if v is not None) or "anything the game has"
+        shown = "; ".join((f"{k} {', '.join(v)}" if v else f"no {k}") for k, v in pool.items() if v is not None) \
+            or "anything the game has"
         instructions = BATTLE_INSTRUCTIONS.format(limit=b.get("party_limit") or "(the game's party size)",
                                                   cap=b.get("level_cap") or "none", pool=shown)
     else:

@@ -20,8 +20,9 @@ import anyio
 TIMEOUT_S = 120
 
 
-async def play(session, plan: list[dict]) -> dict:
-    seen: dict = {"tools": sorted(t.name for t in (await session.list_tools()).tools), "calls": []}
+async def play(session, plan: list[dict], instructions: str | None = None) -> dict:
+    seen: dict = {"tools": sorted(t.name for t in (await session.list_tools()).tools), "calls": [],
+                  "instructions": instructions}
 
     async def call(name: str, arguments: dict) -> dict:
         result = await session.call_tool(name, arguments, read_timeout_seconds=TIMEOUT_S)
@@ -51,8 +52,8 @@ async def run_stdio(command: list[str], plan: list[dict]) -> dict:
 
     params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(Path.cwd()))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        return await play(session, plan)
+        started = await session.initialize()
+        return await play(session, plan, started.instructions)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,6 +79,7 @@ def test_an_agent_applies_teams_fights_resets_and_wins_and_the_folder_verifies_a
                                             {"fight": "LEAF JAB"}])
     seen = play(tmp_path, manifest, plan)
     assert seen["tools"] == BATTLE_TOOLS  # exactly the battle ruleset's tools
+    assert "party limit 1, level cap 5 and pool: species SPROUTLE, EMBERPUP; no items; only" in seen["instructions"]
     calls = seen["calls"]
     first = calls[0]["result"]
     assert first["party"] == [{"slot": 0, "species": "SPROUTLE", "type": "GRASS", "moves": ["LEAF JAB"], "level": None,

@@ -337,3 +337,21 @@ def test_a_manifest_whose_failure_test_names_an_unknown_field_is_refused_before_
     out = tmp_path / "exp"
     assert main(["run", str(path), "--headless", "--output", str(out)]) == 2
     assert "episodes.failure: nosuch is not a field" in capsys.readouterr().err and not out.exists()
+
+
+def test_the_report_lists_battle_rules_and_each_episode_s_team():
+    from sessions.task_batch import report_markdown
+
+    episode = {"episode": 1, "first_decision": 1, "last_decision": 4, "ended": "reset", "memory_writes": [],
+               "writes": [], "team": [{"species": "EMBERPUP", "level": None, "moves": [], "item": None}]}
+    doc = {"batch_id": "b", "policy": {}, "ceiling": {}, "spent_tokens": None, "spent_cost_usd": None,
+           "ability_average": None, "tasks_counted": 0,
+           "tasks": [{"task_id": "t", "status": "run", "trials": 1, "valid_trials": 1, "success_rate": 0.0,
+                      "battle": {"party_limit": 1, "level_cap": 5, "difficulty": {"mode": "set"},
+                                 "pool": {"species": ["EMBERPUP"]}},
+                      "episode_budget": 2, "success_within_episodes": [0.0, 0.0],
+                      "change_log": {"X-01": [episode, {**episode, "episode": 2, "team": None}]}}]}
+    md = report_markdown(doc)
+    assert 't\'s battle rules: party limit 1, level cap 5, difficulty {"mode": "set"}' in md
+    assert "X-01 episode 1 (decisions 1-4, ended reset): wrote none; team EMBERPUP" in md
+    assert "X-01 episode 2 (decisions 1-4, ended reset): wrote none\n" in md  # no team applied: none listed
