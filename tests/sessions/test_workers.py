@@ -73,6 +73,28 @@ def test_workers_write_what_a_serial_run_writes(tmp_path):
     assert os.getpid() not in pids and len(pids) == 6  # each trial in its own process
 
 
+class Milestones(Collect):
+    wants_decisions = False  # a display of trial starts, ends and rungs only
+
+
+def test_a_driver_whose_displays_take_no_decisions_is_sent_none(tmp_path):
+    """Workers ship each decision to the driver only for a display that takes them: the others still
+    get every start, rung and end, and the evidence (written in the workers) is the same."""
+    manifest = write_manifest(tmp_path, budgets=budget(120), conditions=TWO_BY_THREE["conditions"],
+                              trials={"per_condition": 1, "blinding_seed": 4})
+    runs = {}
+    for name, sink in (("all", Collect()), ("some", Milestones())):
+        prepared = prepare(manifest, tmp_path / name)
+        ExperimentRunner(prepared, create_folder(prepared, tmp_path / name), sinks=[sink], workers=2).run()
+        runs[name] = sink.events
+    for events in runs.values():
+        assert len([e for e in events if isinstance(e, TrialEnded)]) == 2
+    assert any(isinstance(e, DecisionRecorded) for e in runs["all"])
+    assert not any(isinstance(e, DecisionRecorded) for e in runs["some"])
+    assert digests(tmp_path / "all") == digests(tmp_path / "some")
+    assert verify_experiment(tmp_path / "some") == []
+
+
 def _run(args, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "app.cli", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
