@@ -53,7 +53,7 @@ from sessions.worker_process import TrialJob, stamp, worker_main
 
 # What the forkserver imports once, before forking trials (worker_process first: it pins thread pools).
 PRELOAD = ["sessions.worker_process", "sessions.trial_factory", "sessions.recorder", "sessions.watchdog",
-           "engine.pyboy_backend"]
+           "engine.pyboy_backend", "sessions.forkserver_preload"]
 
 
 def _context(extra: tuple[str, ...] = ()):

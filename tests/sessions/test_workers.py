@@ -152,3 +152,22 @@ def test_the_run_log_records_the_workers(tmp_path):
     events = read_run_log(tmp_path / "o")[0]
     assert [e.workers for e in events if e.event == "limits"] == [2]
     assert verify_experiment(tmp_path / "o") == []
+
+
+def _modules_at_start(conn) -> None:
+    conn.send("pyboy" in sys.modules)
+    conn.close()
+
+
+def test_the_forkserver_imports_pyboy_once_for_every_trial(tmp_path):
+    """A trial's process starts with PyBoy imported (a tenth of a second each, otherwise)."""
+    from sessions.workers import _context
+
+    ctx = _context()
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_modules_at_start, args=(child,), daemon=True)
+    process.start()
+    try:
+        assert parent.poll(60) and parent.recv() is True
+    finally:
+        process.join(10)
