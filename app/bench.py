@@ -672,8 +672,9 @@ def workers_figures(tmp: Path, trials: int = 8, actions: int = 10_000, workers: 
     raw = raw_pair_figures(prepared, tmp, actions)
     figures["raw_pair"] = raw
     print(f"workers: raw PyBoy 1 process {raw['actions_per_second_1']:,.0f} actions/s, 2 at once "
-          f"{raw['actions_per_second_2']:,.0f} actions/s: {raw['speedup']:.2f}x, beside oakwatch's {ratio:.2f}x",
-          flush=True)
+          f"{raw['actions_per_second_2']:,.0f} actions/s: {raw['speedup']:.2f}x, beside oakwatch's {ratio:.2f}x "
+          f"({ratio / raw['speedup']:.0%} of the raw pair's)", flush=True)
+    figures["share_of_raw_pair"] = round(ratio / raw["speedup"], 3)
     return figures
 
 

@@ -130,6 +130,7 @@ class _Forward:
         self.wants_frames = wants.get("wants_frames", False)
         self.wants_budgets = wants.get("wants_budgets", False)
         self.wants_memory_store = wants.get("wants_memory_store", False)
+        self.wants_decisions = wants.get("wants_decisions", True)
         self._batch: list = []
         self._last = time.monotonic()
         self._lock = threading.Lock()
@@ -137,6 +138,8 @@ class _Forward:
         threading.Thread(target=self._tick, name="event-flush", daemon=True).start()
 
     def handle(self, event) -> None:
+        if isinstance(event, DecisionRecorded) and not self.wants_decisions:
+            return  # no display of the driver's takes decisions (the recorder has written it here)
         if isinstance(event, DecisionRecorded) and not self.wants_frames:
             event = dataclasses.replace(event, frame=_empty_frame())  # no display draws it: do not ship it
         stamp(event, self.trial_key)

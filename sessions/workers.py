@@ -53,7 +53,7 @@ from sessions.worker_process import TrialJob, stamp, worker_main
 
 # What the forkserver imports once, before forking trials (worker_process first: it pins thread pools).
 PRELOAD = ["sessions.worker_process", "sessions.trial_factory", "sessions.recorder", "sessions.watchdog",
-           "engine.pyboy_backend"]
+           "engine.pyboy_backend", "sessions.forkserver_preload"]
 
 
 def _context(extra: tuple[str, ...] = ()):
@@ -195,6 +195,10 @@ class _Driver:
         sinks = runner.sinks
         self.wants = {name: any(getattr(s, name, False) for s in sinks)
                       for name in ("wants_frames", "wants_budgets", "wants_memory_store")}
+        # A display takes every decision unless it says otherwise; with no display (a headless bench, a
+        # script's runner) a worker ships none: pickling each decision's records to a driver that hands
+        # them to nobody cost the driver a tenth of a core and each worker a few per cent.
+        self.wants["wants_decisions"] = any(getattr(s, "wants_decisions", True) for s in sinks)
 
     # -- starting -------------------------------------------------------------------------------
     def _limit_key(self, position: int) -> str | None:

@@ -13,6 +13,13 @@ from engine.control import HOLD, RunControl
 from engine.policies.tools import _awaitable
 
 
+async def _tick(ticks: list[float]) -> None:
+    """Proof the event loop is free: a time stamp every 10 ms for as long as it runs."""
+    while True:
+        ticks.append(time.monotonic())
+        await asyncio.sleep(0.01)
+
+
 def test_checkpoint_without_wait_reports_a_hold_and_consumes_nothing():
     control = RunControl()
     assert control.checkpoint(wait=False) is None  # running: nothing holds
@@ -31,12 +38,7 @@ def test_a_paused_checkpoint_leaves_the_event_loop_serving_until_a_step():
     ticks: list[float] = []
 
     async def main():
-        async def tick():
-            while True:
-                ticks.append(time.monotonic())
-                await asyncio.sleep(0.01)
-
-        ticker = asyncio.ensure_future(tick())
+        ticker = asyncio.ensure_future(_tick(ticks))
         held = asyncio.ensure_future(control.checkpoint_async())
         await asyncio.sleep(0.3)
         assert not held.done()
@@ -57,12 +59,7 @@ def test_pace_async_waits_off_the_loop_and_not_at_all_when_unpaced():
     ticks: list[float] = []
 
     async def main():
-        async def tick():
-            while True:
-                ticks.append(time.monotonic())
-                await asyncio.sleep(0.01)
-
-        ticker = asyncio.ensure_future(tick())
+        ticker = asyncio.ensure_future(_tick(ticks))
         started = time.monotonic()
         await control.pace_async(0.25, started)  # 0.25 emulated seconds at 1x
         waited = time.monotonic() - started

@@ -73,6 +73,28 @@ def test_workers_write_what_a_serial_run_writes(tmp_path):
     assert os.getpid() not in pids and len(pids) == 6  # each trial in its own process
 
 
+class Milestones(Collect):
+    wants_decisions = False  # a display of trial starts, ends and rungs only
+
+
+def test_a_driver_whose_displays_take_no_decisions_is_sent_none(tmp_path):
+    """Workers ship each decision to the driver only for a display that takes them: the others still
+    get every start, rung and end, and the evidence (written in the workers) is the same."""
+    manifest = write_manifest(tmp_path, budgets=budget(120), conditions=TWO_BY_THREE["conditions"],
+                              trials={"per_condition": 1, "blinding_seed": 4})
+    runs = {}
+    for name, sink in (("all", Collect()), ("some", Milestones())):
+        prepared = prepare(manifest, tmp_path / name)
+        ExperimentRunner(prepared, create_folder(prepared, tmp_path / name), sinks=[sink], workers=2).run()
+        runs[name] = sink.events
+    for events in runs.values():
+        assert len([e for e in events if isinstance(e, TrialEnded)]) == 2
+    assert any(isinstance(e, DecisionRecorded) for e in runs["all"])
+    assert not any(isinstance(e, DecisionRecorded) for e in runs["some"])
+    assert digests(tmp_path / "all") == digests(tmp_path / "some")
+    assert verify_experiment(tmp_path / "some") == []
+
+
 def _run(args, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "app.cli", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
@@ -130,3 +152,22 @@ def test_the_run_log_records_the_workers(tmp_path):
     events = read_run_log(tmp_path / "o")[0]
     assert [e.workers for e in events if e.event == "limits"] == [2]
     assert verify_experiment(tmp_path / "o") == []
+
+
+def _modules_at_start(conn) -> None:
+    conn.send("pyboy" in sys.modules)
+    conn.close()
+
+
+def test_the_forkserver_imports_pyboy_once_for_every_trial(tmp_path):
+    """A trial's process starts with PyBoy imported (a tenth of a second each, otherwise)."""
+    from sessions.workers import _context
+
+    ctx = _context()
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_modules_at_start, args=(child,), daemon=True)
+    process.start()
+    try:
+        assert parent.poll(60) and parent.recv() is True
+    finally:
+        process.join(10)
