@@ -167,6 +167,17 @@ class BattleRefused(ValueError):
     """A call the rules refuse: the message says why (charged as an invalid output)."""
 
 
+def settings_problem(settings: BattleSettings, adapter: BattleAdapter | None, game: str) -> str | None:
+    """Why a task's battle rules cannot be played on `game` (named so in the message), or None."""
+    if adapter is None:
+        return f"{game} has no battle adapter (its game definition's battle: section)"
+    try:
+        check_settings(settings, adapter)
+    except BattleRefused as exc:
+        return str(exc)
+    return None
+
+
 def check_settings(settings: BattleSettings, adapter: BattleAdapter) -> None:
     """The settings fit the game (BattleRefused otherwise): the limit, the pool's names, the default team."""
     if settings.party_limit > adapter.slots:

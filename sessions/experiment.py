@@ -232,14 +232,10 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
                                  f"declares no structured track (tracks.structured)")
         if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle)
-            from engine.battle import BattleRefused, check_settings
+            from engine.battle import settings_problem
 
-            if game.battle is None:
-                raise PreflightError(f"{at('battle')}: game definition {game_path} has no battle adapter (battle:)")
-            try:
-                check_settings(manifest.battle, game.battle)
-            except BattleRefused as exc:
-                raise PreflightError(f"{at('battle')}: {exc}") from None
+            if problem := settings_problem(manifest.battle, game.battle, f"game definition {game_path}"):
+                raise PreflightError(f"{at('battle')}: {problem}")
         try:
             rom_identity = identify(rom, game, force=g.allow_unidentified_rom, source=f"ROM {rom_path}")
         except RomIdentityError as exc:

@@ -83,14 +83,32 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         if on_session is not None:
             on_session(_session_id(ctx))
 
+    async def open_turn():
+        """The decision waiting for a call (engine.policies.tools.Turn); refused once the trial is over."""
+        try:
+            return await desk.current_turn()
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+
+    async def decision(tool: str, arguments: dict, *, refused: str = "refused") -> str:
+        """A call that is one decision of the trial: what the loop recorded of it, or the loop's reason as
+        a ToolError (charged as an invalid output of that decision, as a model's would be)."""
+        try:
+            result = await desk.press(arguments, tool=tool)
+        except TrialOver as exc:
+            raise ToolError(str(exc)) from None
+        if result["rejected"] is not None:
+            why = result["rejected"].removeprefix(REJECTED_PREFIX)
+            ended = f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""
+            raise ToolError(f"{tool} {refused}, charged as an invalid output of decision {result['decision_id']}: "
+                            f"{why}{ended}")
+        return json.dumps(result)
+
     async def get_screen(ctx: Context) -> Image:
         """The current screen as a PNG image (the emulator's frame, each pixel enlarged to a square
         block). It changes only when press_keys plays."""
         seen(ctx)
-        try:
-            turn = await desk.current_turn()
-        except TrialOver as exc:
-            raise ToolError(str(exc)) from None
+        turn = await open_turn()
         png = screen_png(turn.obs.frame, image_scale)
         turn.screens.append(screen_record(turn, png))
         return Image(data=png, format="png")
@@ -105,24 +123,13 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         """Press buttons in order, each with the fixed timing; returns the decision's number and what
         was pressed (a press may end the trial: then `trial_over` is true and `ending` says why)."""
         seen(ctx)
-        try:
-            result = await desk.press({"keys": keys})
-        except TrialOver as exc:
-            raise ToolError(str(exc)) from None
-        if result["rejected"] is not None:
-            why = result["rejected"].removeprefix(REJECTED_PREFIX)
-            raise ToolError(f"press_keys rejected, charged as an invalid output of decision {result['decision_id']}: "
-                            f"{why}" + (f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""))
-        return json.dumps(result)
+        return await decision("press_keys", {"keys": keys}, refused="rejected")
 
     async def get_observation(ctx: Context) -> str:
         """What the harness tells every agent besides the screen: your recent actions, the buttons
         allowed, and on the structured information track the game's allowlisted state and dialogue."""
         seen(ctx)
-        try:
-            turn = await desk.current_turn()
-        except TrialOver as exc:
-            raise ToolError(str(exc)) from None
+        turn = await open_turn()
         obs = turn.obs
         turn.screens.append({"tool": "get_observation", "frame_sha256": obs.frame_sha256})
         return json.dumps({"decision_id": obs.decision_id, "recent_actions": list(obs.recent_actions),
@@ -134,25 +141,14 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         One decision that presses nothing; refused and charged where no episode can follow (a trial
         that is not episodic, or its last episode)."""
         seen(ctx)
-        try:
-            result = await desk.press({}, tool="reset")
-        except TrialOver as exc:
-            raise ToolError(str(exc)) from None
-        if result["rejected"] is not None:
-            why = result["rejected"].removeprefix(REJECTED_PREFIX)
-            raise ToolError(f"reset refused, charged as an invalid output of decision {result['decision_id']}: "
-                            f"{why}" + (f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""))
-        return json.dumps(result)
+        return await decision("reset", {})
 
     async def observe(ctx: Context) -> str:
         """A snapshot of the battle as its screen shows it: your party (species, type, moves; the active
         creature's HP), the enemy's species and HP, and the phase. Not a decision; it changes only when a
         decision plays."""
         seen(ctx)
-        try:
-            turn = await desk.current_turn()
-        except TrialOver as exc:
-            raise ToolError(str(exc)) from None
+        turn = await open_turn()
         if turn.obs.battle is None:
             raise ToolError("observe: this trial has no battle rules (a game with a battle adapter)")
         text = json.dumps({"decision_id": turn.obs.decision_id, **turn.obs.battle}, sort_keys=True)
@@ -160,29 +156,18 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                              "sha256": hashlib.sha256(text.encode()).hexdigest()})
         return text
 
-    async def battle_call(tool: str, arguments: dict) -> str:
-        try:
-            result = await desk.press(arguments, tool=tool)
-        except TrialOver as exc:
-            raise ToolError(str(exc)) from None
-        if result["rejected"] is not None:
-            why = result["rejected"].removeprefix(REJECTED_PREFIX)
-            raise ToolError(f"{tool} refused, charged as an invalid output of decision {result['decision_id']}: "
-                            f"{why}" + (f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""))
-        return json.dumps(result)
-
     async def apply_team(team: list, ctx: Context) -> str:
         """Make your team the party, before lead in an episode: a list of {species, level, moves, item}
         (null where the game has none), checked against the task's party limit, level cap and pool. The
         party is written into the game's memory; one decision."""
         seen(ctx)
-        return await battle_call("apply_team", {"team": team})
+        return await decision("apply_team", {"team": team})
 
     async def lead(slot: int, ctx: Context) -> str:
         """Choose the party slot (from 0) that starts the battle, before the episode's first action;
         one decision (without it, slot 0 leads)."""
         seen(ctx)
-        return await battle_call("lead", {"slot": slot})
+        return await decision("lead", {"slot": slot})
 
     async def action(kind: str, ctx: Context, move: str | None = None, slot: int | None = None) -> str:
         """One battle action, pressed for you as the game's buttons: FIGHT with a move the active creature
@@ -191,7 +176,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         seen(ctx)
         arguments = {"kind": kind} | ({"move": move} if move is not None else {}) | (
             {"slot": slot} if slot is not None else {})
-        return await battle_call("action", arguments)
+        return await decision("action", arguments)
 
     # (set as objects: this module's annotations are strings, evaluated where the schemas are unknown).
     # As for press_keys, a value outside the schema reaches the loop, to be refused and charged there.

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.battle import BattleRefused, BattleSettings, check_settings
+from engine.battle import BattleSettings, settings_problem
 from engine.gamedef import Condition as ProbeTest
 from engine.gamedef import GameDefinition
 from sessions.assets import ASSETS, BUNDLED_PREFIX, resolve
@@ -207,13 +207,8 @@ def _check_against_game(task: Task) -> None:
         if is_bytes != (t.contains is not None or t.lacks is not None):
             kind = "bytes: test it with contains or lacks" if is_bytes else "a number: contains/lacks are for bytes"
             raise TaskError(f"{where}: field {t.field!r} holds {kind}")
-    if f.battle is not None:
-        if game.battle is None:
-            raise TaskError(f"{where}: battle: {game.id} has no battle adapter (its game definition's battle section)")
-        try:
-            check_settings(f.battle, game.battle)
-        except BattleRefused as exc:
-            raise TaskError(f"{where}: battle: {exc}") from None
+    if f.battle is not None and (problem := settings_problem(f.battle, game.battle, game.id)):
+        raise TaskError(f"{where}: battle: {problem}")
     if task.base is not None and f.start_states is not None and task.base.emulator.name not in f.start_states:
         raise TaskError(f"{where}: start_states lists no state for the experiment's emulator "
                         f"{task.base.emulator.name}")
