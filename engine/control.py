@@ -13,6 +13,7 @@ paused or pacing is counted apart so the wall-time budget measures only the agen
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -174,11 +175,12 @@ class RunControl:
             self._tagger = None
             self._canceller = None
 
-    def checkpoint(self, *, wait: bool = True) -> EndRequest | None | object:
+    def checkpoint(self, *, wait: bool = True, since: float | None = None) -> EndRequest | None | object:
         """Block while paused; consume one step if stepping. Return what ends the trial, or None.
         Holding again after a step is announced (paused): the step is over, and every display says so.
-        wait=False: return HOLD instead of blocking (nothing consumed), for checkpoint_async."""
-        start = time.monotonic()
+        wait=False: return HOLD instead of blocking (nothing consumed, nothing counted), for
+        checkpoint_async; `since`: when the hold began (it is counted from then)."""
+        start = time.monotonic() if since is None else since
         with self._cond:
             stepped = self._state == PAUSED and self._announced == STEPPING and self.request is None
         if stepped:
@@ -200,17 +202,18 @@ class RunControl:
         """checkpoint() for an event loop that serves others too (oakwatch mcp plays and serves on one
         loop): a hold waits in a worker thread, so the loop goes on serving; anything else is inline,
         with no thread hop on the way of every decision."""
+        start = time.monotonic()
         request = self.checkpoint(wait=False)
-        if request is HOLD:
-            return await asyncio.to_thread(self.checkpoint)
+        if request is HOLD:  # held from now, not from when the worker thread gets to it
+            return await asyncio.to_thread(functools.partial(self.checkpoint, since=start))
         return request  # type: ignore[return-value]
 
     async def pace_async(self, emulated_seconds: float, started: float) -> EndRequest | None:
         """pace(), waiting in a worker thread only when there is a wait (as checkpoint_async)."""
-        speed = self.speed
-        if speed is None or emulated_seconds / speed <= time.monotonic() - started:
+        speed, start = self.speed, time.monotonic()
+        if speed is None or emulated_seconds / speed <= start - started:
             return self.request
-        return await asyncio.to_thread(self.pace, emulated_seconds, started)
+        return await asyncio.to_thread(self.pace, emulated_seconds, started, since=start)
 
     def hold(self, seconds: float) -> EndRequest | None:
         """Wait `seconds` (a provider's backoff), counted apart from the agent's time; an end
@@ -225,9 +228,10 @@ class RunControl:
         self.held_seconds += time.monotonic() - start
         return self.request
 
-    def pace(self, emulated_seconds: float, started: float) -> EndRequest | None:
-        """Wait until emulated_seconds / speed of real time has passed since `started`."""
-        start = time.monotonic()
+    def pace(self, emulated_seconds: float, started: float, since: float | None = None) -> EndRequest | None:
+        """Wait until emulated_seconds / speed of real time has passed since `started`; the wait is
+        counted apart from `since` (default: now)."""
+        start = time.monotonic() if since is None else since
         with self._cond:
             while self.request is None and self.speed is not None:
                 remaining = emulated_seconds / self.speed - (time.monotonic() - started)

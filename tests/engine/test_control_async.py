@@ -105,3 +105,18 @@ def test_a_cancelled_awaitable_cancels_what_it_waited_on():
 
     source = asyncio.run(main())
     assert source.cancelled()
+
+
+
+def test_a_hold_is_counted_from_when_it_began_not_from_when_a_thread_got_to_it():
+    """checkpoint_async and pace_async hand the wait to a worker thread with the time they found it
+    (`since`): the thread may start late, the hold is the same."""
+    control = RunControl()
+    control.pause()
+    threading.Timer(0.05, control.resume).start()
+    assert control.checkpoint(since=time.monotonic() - 1.0) is None
+    assert control.held_seconds >= 1.05
+    paced = RunControl(speed=1.0)
+    started = time.monotonic()
+    assert paced.pace(0.05, started, since=started - 1.0) is None
+    assert paced.held_seconds >= 1.05
