@@ -151,12 +151,15 @@ class BattleAdapter(_Strict):
     def species_of(self, sid: int) -> SpeciesDef | None:
         return next((s for s in self.species if s.id == sid), None)
 
-    def not_started(self, read: ReadFn) -> bool:
-        """The battle is about to start (the `before` moment): not yet drawn, its phase byte meaningless."""
+    def moment(self, read: ReadFn) -> Literal["battle", "before", "none"]:
+        """Whether a battle is on: `before` is the moment just before it starts (the adapter's `before`),
+        `none` any other moment its battle-state byte reads `before.state` (the phase byte then means nothing)."""
         b = self.before
-        if b is None or int(read(self.state, 1)[0]) != b.state or not int(read(b.text, 1)[0]):
-            return False
-        return b.done is None or not int(read(b.done.address, 1)[0]) >> b.done.bit & 1
+        if b is None or int(read(self.state, 1)[0]) != b.state:
+            return "battle"
+        if int(read(b.text, 1)[0]) and (b.done is None or not int(read(b.done.address, 1)[0]) >> b.done.bit & 1):
+            return "before"
+        return "none"
 
 
 # -- the task's side: the rules ---------------------------------------------------------------------
@@ -320,7 +323,8 @@ class BattleJudge:
         a = self.adapter
         byte = lambda addr: int(read(addr, 1)[0])  # noqa: E731
         count = byte(a.party.count)
-        early = a.not_started(read)
+        moment = a.moment(read)
+        early = moment != "battle"
         party = []
         for i in range(min(count, a.slots)):
             sp = a.species_of(byte(a.party.species[i]))
@@ -334,7 +338,8 @@ class BattleJudge:
         return {"party": party, "active": self.active,
                 "enemy": {"species": enemy.name if enemy else None, "type": enemy.type if enemy else None,
                           "hp": None if early else byte(a.enemy_hp)},
-                "phase": a.before.name if early and a.before else a.phase.names.get(phase),
+                "phase": a.phase.names.get(phase) if not early else a.before.name if moment == "before" and a.before
+                else None,
                 "battle_state": a.state_names.get(state),
                 "lead_chosen": self.lead is not None, "team_applied": self.team is not None}
 
@@ -420,7 +425,10 @@ class BattleJudge:
         if phase in a.phase.over:
             raise BattleRefused(f"action: the battle is decided ({a.phase.names.get(phase, phase)}): reset to "
                                 f"battle again")
-        early = a.not_started(read)
+        moment = a.moment(read)
+        if moment == "none":
+            raise BattleRefused("action: no battle is on (nor about to start)")
+        early = moment == "before"
         plan = Plan("action", arguments)
         if self.lead is None and not self.acted:  # no lead chosen: the first slot leads, with the task's team
             plan = self._default_team(plan)
