@@ -338,10 +338,16 @@ class BattleJudge:
         return {"party": party, "active": self.active,
                 "enemy": {"species": enemy.name if enemy else None, "type": enemy.type if enemy else None,
                           "hp": None if early else byte(a.enemy_hp)},
-                "phase": a.phase.names.get(phase) if not early else a.before.name if moment == "before" and a.before
-                else None,
+                "phase": self._phase_name(moment, phase),
                 "battle_state": a.state_names.get(state),
                 "lead_chosen": self.lead is not None, "team_applied": self.team is not None}
+
+    def _phase_name(self, moment: str, phase: int) -> str | None:
+        """The phase byte's name in a battle; the `before` moment's name; none (null) with no battle on."""
+        a = self.adapter
+        if moment == "battle":
+            return a.phase.names.get(phase)
+        return a.before.name if moment == "before" and a.before is not None else None
 
     # -- the calls ------------------------------------------------------------------------------------
     def plan(self, tool: str, arguments: dict, read: ReadFn) -> Plan:
@@ -421,14 +427,14 @@ class BattleJudge:
         kind = arguments.get("kind")
         if kind not in ("FIGHT", "SWITCH", "SEND"):
             raise BattleRefused(f"action: unknown kind {kind!r} (FIGHT with a move, SWITCH or SEND with a slot)")
-        phase = int(read(a.phase.address, 1)[0])
-        if phase in a.phase.over:
-            raise BattleRefused(f"action: the battle is decided ({a.phase.names.get(phase, phase)}): reset to "
-                                f"battle again")
         moment = a.moment(read)
         if moment == "none":
             raise BattleRefused("action: no battle is on (nor about to start)")
-        early = moment == "before"
+        early = moment == "before"  # the phase byte means nothing yet
+        phase = int(read(a.phase.address, 1)[0])
+        if phase in a.phase.over and not early:
+            raise BattleRefused(f"action: the battle is decided ({a.phase.names.get(phase, phase)}): reset to "
+                                f"battle again")
         plan = Plan("action", arguments)
         if self.lead is None and not self.acted:  # no lead chosen: the first slot leads, with the task's team
             plan = self._default_team(plan)
@@ -439,7 +445,7 @@ class BattleJudge:
             to_menu = [a.advance] * a.before.to_menu
         else:
             to_menu = [a.advance] * (0 if phase == a.phase.menu else a.phase.to_menu.get(phase, 0))
-        if phase != a.phase.menu and not to_menu:
+        if phase != a.phase.menu and not to_menu:  # (never before the battle: to_menu is at least 1)
             raise BattleRefused(f"action: the battle is in phase {a.phase.names.get(phase, phase)}, where no "
                                 f"action can be chosen")
         if kind == "FIGHT":
@@ -452,7 +458,7 @@ class BattleJudge:
             raise BattleRefused(f"action: {kind} needs slot, a party slot 0 to {size - 1}")
         if slot == self.active:
             raise BattleRefused(f"action: slot {slot} is already in battle")
-        fainted = int(read(a.own_hp, 1)[0]) == 0
+        fainted = not early and int(read(a.own_hp, 1)[0]) == 0  # before the battle its HP byte is not set
         if kind == "SEND" and not fainted:
             raise BattleRefused("action: SEND is for when the active creature has fainted; use SWITCH")
         if kind == "SWITCH" and fainted:

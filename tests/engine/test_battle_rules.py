@@ -179,6 +179,22 @@ def test_the_cartridge_before_its_battle_starts_and_after_it_ended():
         judge.plan("action", {"kind": "FIGHT", "move": "BUBBLE POP"}, ram.read)
 
 
+def test_before_the_battle_a_switch_is_not_a_send_and_the_decided_phases_do_not_count():
+    """The HP and phase bytes are not set before the battle: a zero HP is no faint, a stale phase no decision."""
+    early = BattleAdapter.model_validate(TWO.model_dump() | {"before": {"state": 0, "text": 0x26, "to_menu": 1,
+                                                                          "cursor": 0}})
+    judge, ram = BattleJudge(early, settings()), Ram(x20=0, x23=0, x24=9, x25=1, x26=1)
+    play(judge, ram, "apply_team", team=TEAM)
+    assert judge.snapshot(ram.read)["phase"] == "before-battle"
+    assert judge.plan("action", {"kind": "SWITCH", "slot": 1}, ram.read).presses == ["A", *TWO.switch[1]]
+    with pytest.raises(BattleRefused, match="SEND is for when the active creature has fainted"):
+        judge.plan("action", {"kind": "SEND", "slot": 1}, ram.read)
+    assert judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read).presses == ["A", "A", "A"]
+    ram.mem[0x23] = 1  # the battle on: its phase byte counts again
+    with pytest.raises(BattleRefused, match="the battle is decided"):
+        judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read)
+
+
 def test_verify_holds_a_trace_line_s_battle_call_to_the_ruleset_and_its_shape():
     from types import SimpleNamespace
 
