@@ -189,7 +189,8 @@ def test_before_the_battle_a_switch_is_not_a_send_and_the_decided_phases_do_not_
     assert judge.plan("action", {"kind": "SWITCH", "slot": 1}, ram.read).presses == ["A", *TWO.switch[1]]
     with pytest.raises(BattleRefused, match="SEND is for when the active creature has fainted"):
         judge.plan("action", {"kind": "SEND", "slot": 1}, ram.read)
-    assert judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read).presses == ["A", "A", "A"]
+    fight = judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read).presses
+    assert fight == ["A", TWO.fight[0], *TWO.move_select[0], *TWO.fight[1:]]  # no UP: the cursor byte is not the menu's
     ram.mem[0x23] = 1  # the battle on: its phase byte counts again
     with pytest.raises(BattleRefused, match="the battle is decided"):
         judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read)
