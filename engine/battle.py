@@ -82,6 +82,26 @@ class Phase(_Strict):
     over: Annotated[list[int], Field(max_length=64)] = []
 
 
+class Flag(_Strict):
+    address: Address
+    bit: Annotated[int, Field(ge=0, le=7)]
+
+
+class Before(_Strict):
+    """The moment before the battle starts (a task that opens on the challenge text): the battle-state byte
+    reads `state`, the text byte `text` is nonzero and the flag `done` (set once a battle is over, to tell
+    the moment after one from the moment before) is clear. `to_menu` `advance` presses start the battle and
+    lead to the action menu, whose cursor opens on row `cursor`. Nothing of the battle is on screen yet:
+    `observe` reports phase `name` and no HP."""
+
+    state: int
+    text: Address
+    done: Flag | None = None
+    name: Name = "before-battle"
+    to_menu: Annotated[int, Field(ge=1, le=16)]
+    cursor: int
+
+
 class Cursor(_Strict):
     """The action menu's cursor byte: FIGHT's row, and the press that moves the cursor toward it."""
 
@@ -99,6 +119,7 @@ class BattleAdapter(_Strict):
     state: Address  # the battle-state byte (shown raw beside its name, when named)
     state_names: Annotated[dict[Key, Name], Field(max_length=64)] = {}
     phase: Phase
+    before: Before | None = None  # None: a battle task starts with its battle on screen
     cursor: Cursor
     advance: Button = "A"  # dismisses a text box
     # FIGHT once the cursor is on it: the presses that choose FIGHT, then (per move slot, for a game with
@@ -129,6 +150,16 @@ class BattleAdapter(_Strict):
 
     def species_of(self, sid: int) -> SpeciesDef | None:
         return next((s for s in self.species if s.id == sid), None)
+
+    def moment(self, read: ReadFn) -> Literal["battle", "before", "none"]:
+        """Whether a battle is on: `before` is the moment just before it starts (the adapter's `before`),
+        `none` any other moment its battle-state byte reads `before.state` (the phase byte then means nothing)."""
+        b = self.before
+        if b is None or int(read(self.state, 1)[0]) != b.state:
+            return "battle"
+        if int(read(b.text, 1)[0]) and (b.done is None or not int(read(b.done.address, 1)[0]) >> b.done.bit & 1):
+            return "before"
+        return "none"
 
 
 # -- the task's side: the rules ---------------------------------------------------------------------
@@ -292,20 +323,31 @@ class BattleJudge:
         a = self.adapter
         byte = lambda addr: int(read(addr, 1)[0])  # noqa: E731
         count = byte(a.party.count)
+        moment = a.moment(read)
+        early = moment != "battle"
         party = []
         for i in range(min(count, a.slots)):
             sp = a.species_of(byte(a.party.species[i]))
             party.append({"slot": i, "species": sp.name if sp else None, "type": sp.type if sp else None,
                           "moves": self._moves_at(i, read),
                           "level": byte(a.party.levels[i]) if a.party.levels else None,
-                          "hp": byte(a.own_hp) if i == self.active else None})  # only the active's HP is shown
+                          # only the active's HP is shown, once the battle has set it
+                          "hp": byte(a.own_hp) if i == self.active and not early else None})
         enemy = a.species_of(byte(a.enemy_species))
         phase, state = byte(a.phase.address), byte(a.state)
         return {"party": party, "active": self.active,
                 "enemy": {"species": enemy.name if enemy else None, "type": enemy.type if enemy else None,
-                          "hp": byte(a.enemy_hp)},
-                "phase": a.phase.names.get(phase), "battle_state": a.state_names.get(state),
+                          "hp": None if early else byte(a.enemy_hp)},
+                "phase": self._phase_name(moment, phase),
+                "battle_state": a.state_names.get(state),
                 "lead_chosen": self.lead is not None, "team_applied": self.team is not None}
+
+    def _phase_name(self, moment: str, phase: int) -> str | None:
+        """The phase byte's name in a battle; the `before` moment's name; none (null) with no battle on."""
+        a = self.adapter
+        if moment == "battle":
+            return a.phase.names.get(phase)
+        return a.before.name if moment == "before" and a.before is not None else None
 
     # -- the calls ------------------------------------------------------------------------------------
     def plan(self, tool: str, arguments: dict, read: ReadFn) -> Plan:
@@ -385,8 +427,12 @@ class BattleJudge:
         kind = arguments.get("kind")
         if kind not in ("FIGHT", "SWITCH", "SEND"):
             raise BattleRefused(f"action: unknown kind {kind!r} (FIGHT with a move, SWITCH or SEND with a slot)")
+        moment = a.moment(read)
+        if moment == "none":
+            raise BattleRefused("action: no battle is on (nor about to start)")
+        early = moment == "before"  # the phase byte means nothing yet
         phase = int(read(a.phase.address, 1)[0])
-        if phase in a.phase.over:
+        if phase in a.phase.over and not early:
             raise BattleRefused(f"action: the battle is decided ({a.phase.names.get(phase, phase)}): reset to "
                                 f"battle again")
         plan = Plan("action", arguments)
@@ -395,12 +441,15 @@ class BattleJudge:
             plan.lead = 0
         view = _overlay(read, plan.writes)  # RAM as it will be once the plan's writes are made
         size = self._party_size(view)
-        to_menu = [a.advance] * (0 if phase == a.phase.menu else a.phase.to_menu.get(phase, 0))
-        if phase != a.phase.menu and not to_menu:
+        if early and a.before is not None:  # the challenge text: the battle starts on the way to its menu
+            to_menu = [a.advance] * a.before.to_menu
+        else:
+            to_menu = [a.advance] * (0 if phase == a.phase.menu else a.phase.to_menu.get(phase, 0))
+        if phase != a.phase.menu and not to_menu:  # (never before the battle: to_menu is at least 1)
             raise BattleRefused(f"action: the battle is in phase {a.phase.names.get(phase, phase)}, where no "
                                 f"action can be chosen")
         if kind == "FIGHT":
-            plan.presses = to_menu + self._fight(arguments.get("move"), view)
+            plan.presses = to_menu + self._fight(arguments.get("move"), view, early)
             return plan
         slot = arguments.get("slot")
         if size <= 1:
@@ -409,7 +458,7 @@ class BattleJudge:
             raise BattleRefused(f"action: {kind} needs slot, a party slot 0 to {size - 1}")
         if slot == self.active:
             raise BattleRefused(f"action: slot {slot} is already in battle")
-        fainted = int(read(a.own_hp, 1)[0]) == 0
+        fainted = not early and int(read(a.own_hp, 1)[0]) == 0  # before the battle its HP byte is not set
         if kind == "SEND" and not fainted:
             raise BattleRefused("action: SEND is for when the active creature has fainted; use SWITCH")
         if kind == "SWITCH" and fainted:
@@ -420,14 +469,15 @@ class BattleJudge:
         plan.presses = to_menu + list(menus[slot])
         return plan
 
-    def _fight(self, move, read: ReadFn) -> list[str]:
+    def _fight(self, move, read: ReadFn, early: bool = False) -> list[str]:
         a = self.adapter
         known = self._moves_at(self.active, read)
         if a.move_select is not None:
             known = known[:len(a.move_select)]
         if not isinstance(move, str) or move not in known:
             raise BattleRefused(f"action: FIGHT needs move, one the active creature knows ({', '.join(known)})")
-        cursor = int(read(a.cursor.address, 1)[0])
+        # before the battle the cursor byte is another menu's: the battle's opens on `before.cursor`
+        cursor = a.before.cursor if early and a.before is not None else int(read(a.cursor.address, 1)[0])
         presses = [a.cursor.press] if cursor != a.cursor.fight else []
         picks = a.move_select[known.index(move)] if a.move_select is not None else []
         return presses + list(a.fight[:1]) + list(picks) + list(a.fight[1:])

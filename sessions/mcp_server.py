@@ -39,13 +39,13 @@ INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen
 
 
 BATTLE_INSTRUCTIONS = ("You are playing a battle in a Game Boy game in an emulator, through battle tools: observe "
-                       "(the battle screen's facts: your party, the enemy, the phase), apply_team (your team, "
-                       "checked against the task's party limit {limit}, level cap {cap} and pool: {pool}; only "
-                       "before lead), lead (the party slot that starts), action (FIGHT with a move, SWITCH or "
-                       "SEND with a slot: each is pressed for you as the game's buttons) and get_screen. Every "
-                       "apply_team, lead, action and reset call is one decision of the trial; a refused one is "
-                       "charged as an invalid output. The trial ends when you win or a budget runs out; then "
-                       "every call is refused.")
+                       "(the battle screen's facts: your party, the enemy, the phase; phase before-battle: it has "
+                       "not started, your first action starts it), apply_team (your team, checked against the "
+                       "task's party limit {limit}, level cap {cap} and pool: {pool}; only before lead), lead (the "
+                       "party slot that starts), action (FIGHT with a move, SWITCH or SEND with a slot: each is "
+                       "pressed for you as the game's buttons) and get_screen. Every apply_team, lead, action and "
+                       "reset call is one decision of the trial; a refused one is charged as an invalid output. "
+                       "The trial ends when you win or a budget runs out; then every call is refused.")
 
 RESET_INSTRUCTIONS = (" This task is episodic: an episode ends when you lose or use up its presses, and reset ends "
                       "it at once; the next episode starts from the task's start state, up to the trial's episode "

@@ -143,7 +143,7 @@ def test_order_rules_apply_team_before_lead_lead_before_actions_unknown_kind():
 def test_the_cartridge_refuses_switch_send_levels_and_a_party_over_one():
     adapter = load_game_definition(ASSETS / "games" / "parcel-quest.yaml").battle
     judge, ram = BattleJudge(adapter, BattleSettings(party_limit=1)), Ram()
-    ram.mem = {a: 0 for a in range(0xD000, 0xD030)} | {0xD010: 1, 0xD011: 1, 0xD015: 20, 0xD023: 1}
+    ram.mem = {a: 0 for a in range(0xD000, 0xD030)} | {0xD010: 1, 0xD011: 1, 0xD014: 1, 0xD015: 20, 0xD023: 1}
     with pytest.raises(BattleRefused, match="party limit of 1"):
         judge.plan("apply_team", {"team": [{"species": "DRIPLET"}, {"species": "EMBERPUP"}]}, ram.read)
     with pytest.raises(BattleRefused, match="no level in RAM"):
@@ -154,6 +154,46 @@ def test_the_cartridge_refuses_switch_send_levels_and_a_party_over_one():
         check_settings(BattleSettings(party_limit=2), adapter)
     with pytest.raises(BattleRefused, match="pool.species: NOPE"):
         check_settings(BattleSettings(party_limit=1, pool={"species": ["NOPE"]}), adapter)
+
+
+def test_the_cartridge_before_its_battle_starts_and_after_it_ended():
+    """KIT's challenge (battle_state 0, text showing, RIVAL_BATTLE_DONE clear): phase before-battle, no HP;
+    FIGHT starts the battle first and does not trust the cursor byte (another menu's until the battle's opens).
+    The same bytes once the battle is over (the flag set) are no battle at all: no phase, actions refused."""
+    adapter = load_game_definition(ASSETS / "games" / "parcel-quest.yaml").battle
+    judge, ram = BattleJudge(adapter, BattleSettings(party_limit=1)), Ram()
+    ram.mem = {a: 0 for a in range(0xD000, 0xD030)} | {0xD010: 1, 0xD011: 1, 0xD017: 1, 0xD019: 1, 0xD021: 2}
+    seen = judge.snapshot(ram.read)
+    assert (seen["phase"], seen["battle_state"], seen["party"][0]["hp"], seen["enemy"]) == (
+        "before-battle", "none", None, {"species": "EMBERPUP", "type": "FIRE", "hp": None})
+    play(judge, ram, "apply_team", team=[{"species": "DRIPLET"}])
+    plan = judge.plan("action", {"kind": "FIGHT", "move": "BUBBLE POP"}, ram.read)
+    assert plan.presses == [adapter.advance] * adapter.before.to_menu + adapter.fight  # no cursor press
+    in_battle = ram.mem | {0xD014: 1, 0xD015: 20, 0xD016: 20, 0xD017: 1, 0xD023: 1}
+    ram.mem = in_battle
+    assert judge.snapshot(ram.read)["phase"] == "text" and judge.snapshot(ram.read)["party"][0]["hp"] == 20
+    assert judge.plan("action", {"kind": "FIGHT", "move": "BUBBLE POP"}, ram.read).presses == ["A", "UP", "A", "A", "A"]
+    ram.mem = in_battle | {0xD014: 0, 0xD005: 0x08, 0xD023: 0}  # back in the lab, the result text showing
+    assert judge.snapshot(ram.read)["phase"] is None
+    with pytest.raises(BattleRefused, match="no battle is on"):
+        judge.plan("action", {"kind": "FIGHT", "move": "BUBBLE POP"}, ram.read)
+
+
+def test_before_the_battle_a_switch_is_not_a_send_and_the_decided_phases_do_not_count():
+    """The HP and phase bytes are not set before the battle: a zero HP is no faint, a stale phase no decision."""
+    early = BattleAdapter.model_validate(TWO.model_dump() | {"before": {"state": 0, "text": 0x26, "to_menu": 1,
+                                                                          "cursor": 0}})
+    judge, ram = BattleJudge(early, settings()), Ram(x20=0, x23=0, x24=9, x25=1, x26=1)
+    play(judge, ram, "apply_team", team=TEAM)
+    assert judge.snapshot(ram.read)["phase"] == "before-battle"
+    assert judge.plan("action", {"kind": "SWITCH", "slot": 1}, ram.read).presses == ["A", *TWO.switch[1]]
+    with pytest.raises(BattleRefused, match="SEND is for when the active creature has fainted"):
+        judge.plan("action", {"kind": "SEND", "slot": 1}, ram.read)
+    fight = judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read).presses
+    assert fight == ["A", TWO.fight[0], *TWO.move_select[0], *TWO.fight[1:]]  # no UP: the cursor byte is not the menu's
+    ram.mem[0x23] = 1  # the battle on: its phase byte counts again
+    with pytest.raises(BattleRefused, match="the battle is decided"):
+        judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read)
 
 
 def test_verify_holds_a_trace_line_s_battle_call_to_the_ruleset_and_its_shape():

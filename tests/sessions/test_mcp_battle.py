@@ -7,6 +7,7 @@ charged; the battle ruleset needs an episodic manifest."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,9 +83,11 @@ def test_an_agent_applies_teams_fights_resets_and_wins_and_the_folder_verifies_a
     assert "party limit 1, level cap 5 and pool: species SPROUTLE, EMBERPUP; no items; only" in seen["instructions"]
     calls = seen["calls"]
     first = calls[0]["result"]
+    # the start state is KIT's challenge, the battle not started: no HP on screen yet
     assert first["party"] == [{"slot": 0, "species": "SPROUTLE", "type": "GRASS", "moves": ["LEAF JAB"], "level": None,
-                               "hp": 20}]
-    assert first["enemy"] == {"species": "EMBERPUP", "type": "FIRE", "hp": 20} and first["phase"] == "text"
+                               "hp": None}]
+    assert first["enemy"] == {"species": "EMBERPUP", "type": "FIRE", "hp": None}
+    assert (first["phase"], first["battle_state"]) == ("before-battle", "none")
     refused = [c for c in calls if c["error"]]
     assert len(refused) == len(VIOLATIONS) + len(AFTER_LEAD)
     for c, (_, why) in zip(refused, VIOLATIONS + AFTER_LEAD, strict=True):
@@ -120,6 +123,56 @@ def test_an_agent_applies_teams_fights_resets_and_wins_and_the_folder_verifies_a
     tampered["provenance"]["battle"]["level_cap"] = 100
     (trial / "result.json").write_text(json.dumps(tampered))
     assert any("provenance.battle is not the manifest's battle rules" in p for p in verify_experiment(tmp_path / "out"))
+
+
+def _screen_text(emulator, col: int, row: int, length: int) -> str:
+    """BG map tiles at 0x9800 + row*32 + col as text: the cartridge's font tiles are ASCII (RAM.md Screen)."""
+    return "".join(map(chr, emulator.read_range(0x9800 + row * 32 + col, length)))
+
+
+def _pic_tile(species: str) -> int:
+    """The first tile of a species' picture (assets/cartridge/src/data.h), as draw_pic puts it."""
+    text = (ROOT / "assets" / "cartridge" / "src" / "data.h").read_text()
+    return int(re.search(rf"#define T_{species} (0x[0-9A-Fa-f]+)", text).group(1), 16)
+
+
+def test_the_applied_species_is_the_one_the_battle_screen_draws(tmp_path):
+    """The task opens on KIT's challenge, before battle_start: a team applied there is drawn by the
+    cartridge (picture at column 2, name at column 9, row 7: draw_battle), and observe says the same."""
+    from engine.backends import BACKENDS
+    from sessions.gamedefs import load_game_definition
+    from sessions.replay import load_trial, replay_records
+
+    manifest = battle_manifest(tmp_path, budget=2)
+    fight = {"tool": "action", "args": {"kind": "FIGHT", "move": "BUBBLE POP"}}
+    seen = play(tmp_path, manifest, [{"tool": "observe"}, team("DRIPLET"), {"tool": "observe"}, fight,
+                                     {"tool": "observe"}, {"tool": "get_screen"}])
+    before, applied, after_team, fought, after = (c["result"] for c in seen["calls"][:5])
+    assert not any(c["error"] for c in seen["calls"])
+    assert (before["phase"], before["battle_state"], before["party"][0]["species"]) == (
+        "before-battle", "none", "SPROUTLE")
+    assert (after_team["phase"], after_team["party"][0]["species"]) == ("before-battle", "DRIPLET")
+    assert applied["battle"]["writes"] == [{"address": 0xD010, "bytes": [1]}, {"address": 0xD011, "bytes": [3]}]
+    # the first FIGHT starts the battle (A: battle_start, A: intro text -> menu), then plays one round
+    adapter = load_game_definition(ROOT / "assets" / "games" / "parcel-quest.yaml").battle
+    assert fought["pressed"] == [adapter.advance] * adapter.before.to_menu + adapter.fight
+    assert (fought["battle"]["lead"], fought["episode_end"]) == (0, None)
+    assert (after["phase"], after["battle_state"]) == ("menu", "in-battle")
+    own, enemy = after["party"][0], after["enemy"]
+    assert (own["species"], own["moves"]) == ("DRIPLET", ["BUBBLE POP"]) and enemy["species"] == "EMBERPUP"
+    assert 0 < own["hp"] < 20 and 0 < enemy["hp"] < 20  # both took a hit: the round was fought
+    # the screen the agent was served, reproduced frame for frame by the replay, draws DRIPLET
+    _, trial = result_of(tmp_path / "out")
+    loaded = load_trial(trial)
+    emulator = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path), loaded.game.platform)
+    try:
+        replay_records(emulator, loaded)
+        name = _screen_text(emulator, 9, 7, len("DRIPLET") + 1)
+        assert name[:-1] == "DRIPLET" and not name[-1].isalpha(), name  # the whole name (SPROUTLE is longer)
+        assert emulator.read_range(0x9800 + 7 * 32 + 2, 1)[0] == _pic_tile("DRIPLET") != _pic_tile("SPROUTLE")
+        assert _screen_text(emulator, 1, 2, len("EMBERPUP")) == "EMBERPUP"  # the rival's, picked at KIT's turn
+    finally:
+        emulator.close()
 
 
 def test_replay_needs_the_recorded_writes(tmp_path):

@@ -240,8 +240,8 @@ def test_episodic_rival_battle_scripted_loses_then_wins_and_verifies_and_replays
     rival = next(t for t in doc["tasks"] if t["task_id"] == "rival-battle")
     assert rival["success_within_episodes"] == [0.0, 1.0, 1.0, 1.0, 1.0]
     md = (out / "tasks.md").read_text()
-    assert "X-01 episode 1 (decisions 1-15, ended failure): wrote fact-0001 objective: win the rival battle" in md
-    assert "episode 2 (decisions 16-27, ended final-milestone): wrote fact-0002 event: pressing LEFT twice" in md
+    assert "X-01 episode 1 (decisions 1-16, ended failure): wrote fact-0001 objective: win the rival battle" in md
+    assert "episode 2 (decisions 17-29, ended final-milestone): wrote fact-0002 event: pressing LEFT twice" in md
 
 
 def test_verify_and_replay_catch_a_forged_episode(scripted_batch, tmp_path, capsys):
