@@ -178,14 +178,11 @@ class ToolSession:
             stop = after_the_trial(self.desk, self.sessions)
             serving, gone = serve_http(self.server, sock, self.sessions, stop_when=stop), "the HTTP server stopped"
         server = asyncio.ensure_future(serving)
-        interrupted = []
 
-        def interrupt() -> None:  # the trial ends truthfully (signal:SIGINT), the serving stops
-            if not interrupted:
-                interrupted.append(True)
-                self.control.stop_run("signal", "SIGINT", "signal:SIGINT")
-                self.desk.disconnect("the server was interrupted")
-                server.cancel()
+        def interrupt() -> None:  # the trial ends truthfully (signal:SIGINT), the serving stops; each is once-only
+            self.control.stop_run("signal", "SIGINT", "signal:SIGINT")
+            self.desk.disconnect("the server was interrupted")
+            server.cancel()
 
         loop = asyncio.get_running_loop()
         try:

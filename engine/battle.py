@@ -268,10 +268,9 @@ def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: Battl
                 raise BattleRefused(f"{at}: this game's creatures hold no items: leave item null")
             writes.append((layout.items[i], [item.id]))
         if layout.moves is not None:
-            names = m.moves or sp.moves[:len(layout.moves[i])]
-            if len(names) > len(layout.moves[i]):
+            if len(chosen) > len(layout.moves[i]):
                 raise BattleRefused(f"{at}: at most {len(layout.moves[i])} moves")
-            ids = [adapter.move_id(sp, n) for n in names]
+            ids = [adapter.move_id(sp, n) for n in chosen]
             writes += [(a, [ids[k] if k < len(ids) else 0]) for k, a in enumerate(layout.moves[i])]
         elif len(m.moves) > 1:
             raise BattleRefused(f"{at}: this game's creatures know one move each ({sp.moves[0]})")

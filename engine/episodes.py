@@ -53,7 +53,7 @@ def episode_records(steps: Iterable[Step], termination_reason: str | None, succe
     for s in steps:
         if not out or out[-1]["episode"] != s.episode:
             out.append({"episode": s.episode, "first_decision": s.decision_id, "last_decision": s.decision_id,
-                        "ended": None, "goal_reached": False, "memory_writes": [], "team": None})
+                        "ended": None, "goal_reached": False, "memory_writes": []})
         e = out[-1]
         e["last_decision"] = s.decision_id
         e["ended"] = s.episode_end
@@ -66,4 +66,4 @@ def episode_records(steps: Iterable[Step], termination_reason: str | None, succe
         last["ended"] = last["ended"] if last["ended"] is not None and not success else termination_reason
     for e in out:
         e["ended"] = e["ended"] or "unknown"  # an interrupted trial's last episode (recover)
-    return [build(EpisodeRecord, **{k: v for k, v in e.items() if k != "team" or v is not None}) for e in out]
+    return [build(EpisodeRecord, **e) for e in out]

@@ -36,13 +36,6 @@ def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_
     if agent.ruleset == "battle" and game is not None and game.battle is None:
         raise ToolConditionError(f"the battle ruleset plays through the game's battle adapter, and {game.id} has "
                                  "none (its game definition's battle section: docs/mcp.md)", "agent.ruleset")
-    if manifest.battle is not None and game is not None and game.battle is not None:
-        from engine.battle import BattleRefused, check_settings
-
-        try:
-            check_settings(manifest.battle, game.battle)
-        except BattleRefused as exc:
-            raise ToolConditionError(f"battle: {exc}", "battle") from None
     b = manifest.budgets
     if b.total_cost_usd is not None or b.tokens is not None:
         raise ToolConditionError(f"policy {c.policy!r}: the tool server does not know what each call cost, so "

@@ -6,6 +6,7 @@ and battle calls (a trace line's battle field) appear only under the battle rule
 
 from __future__ import annotations
 
+from engine.battle import BATTLE_TOOLS
 from engine.rulesets import RULESETS
 from sessions import layout
 
@@ -60,5 +61,5 @@ def check_battle_line(manifest, line, where: str, report) -> None:
     ok = isinstance(writes, list) and all(
         isinstance(w, dict) and isinstance(w.get("address"), int) and isinstance(w.get("bytes"), list)
         and all(isinstance(b, int) and 0 <= b <= 255 for b in w["bytes"]) for w in writes)
-    if not ok or line.battle.get("tool") not in ("apply_team", "lead", "action"):
+    if not ok or line.battle.get("tool") not in BATTLE_TOOLS:
         report.add(f"{where}: a malformed battle call (tool, writes of {{address, bytes}})")
