@@ -428,12 +428,12 @@ static u8 rival_species(void)
 }
 
 /* PalletTown OakTrigger: the professor stops the player at the tall grass and leads him to the
- * lab; its last steps set VAR_MAP_SCENE_PALLET_TOWN_OAK 1 and warp into the lab */
+ * lab; its last steps set the lab scene 1, VAR_MAP_SCENE_PALLET_TOWN_OAK 1 and warp into the lab */
 static const Cmd s_oak_stop[] = {
     MSG("PROF. HAZEL: Hey! Wait!\nDon't go out there!"),
     MSG("PROF. HAZEL: Wild critters\nhide in the tall grass.\nCome with me to my lab!"),
-    SETVAR(VAR_OAK_SCENE, 1),
     SETVAR(VAR_LAB_SCENE, 1),
+    SETVAR(VAR_OAK_SCENE, 1),
     WARP(MAP_LAB, 11, 7, FACE_UP),
     MSG("KIT: Gramps! I'm sick of\nwaiting!"),
     MSG("PROF. HAZEL: Three critters\nare on that table.\nPick one to keep!"),
