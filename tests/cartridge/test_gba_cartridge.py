@@ -179,15 +179,19 @@ def test_field_text_is_fireRed_encoded_and_hidden_in_battle():
 
 
 def test_wild_catch_passes_the_catch_goal():
+    from engine.goals import met_at, room_problems
+
     game = firered()
+    goal = game.goals["catch"]
     probe = Probe(game)
     emu = emulator()
     play(emu, probe, parse_script((CART / "walkthrough.txt").read_text(encoding="utf-8")))
-    before = probe(emu.read_range)
-    assert before["party_count"] == 1 and before["battle_outcome"] != 7
-    play(emu, probe, parse_script((CART / "catch.txt").read_text(encoding="utf-8")))
-    after = probe(emu.read_range)
+    start = probe(emu.read_range)
+    assert room_problems(goal, start) == [] and start["party_count"] == 1
+    r = play(emu, probe, parse_script((CART / "catch.txt").read_text(encoding="utf-8")))
+    met = met_at(goal, game, start, r.ram_before_last, r.ram_last)
+    after = r.ram_last
     assert after["battle_outcome"] == 7 and after["party_count"] == 2 and not after["in_battle"]
-    species = decode_party_record(bytes(emu.read_range(PARTY + 100, 100)))["species"]
-    owned = lambda s, n: s["pokedex_owned"][(n - 1) // 8] >> ((n - 1) % 8) & 1  # noqa: E731
-    assert species in (16, 19) and owned(after, species) and not owned(before, species)
+    species = decode_party_record(bytes(emu.read_range(PARTY + 100, 100)))
+    assert species["checksum_ok"] and species["species"] in (16, 19)
+    assert met is not None and met["species"] == [species["species"]] and met["counts"] == 2
