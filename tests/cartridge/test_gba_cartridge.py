@@ -264,3 +264,17 @@ def test_emerald_wild_catch_passes_the_catch_goal():
     met = met_at(game.goals["catch"], game, start, r.ram_before_last, r.ram_last)
     assert met is not None and met["counts"] == 2 and r.ram_last["battle_outcome"] == 7
     assert decode_party_record(bytes(emu.read_range(EM_PARTY + 100, 100)))["species"] == met["species"][0]
+
+
+def test_start_menu_sets_fireRed_options_the_preflight_reads():
+    """START opens the options; LEFT/RIGHT change the row's value, DOWN the row, B closes: the
+    values land in SaveBlock2's option bits (text speed bits 0-2, battle style bit 9)."""
+    game = firered()
+    probe = Probe(game)
+    emu = emulator()
+    assert probe(emu.read_range)["options"] == 0x0001  # MID, SHIFT (src/new_game.c)
+    r = play(emu, probe, parse_script("START RIGHT DOWN RIGHT B"))
+    assert r.ram_last["options"] == 0x0202  # FAST, SET
+    r = play(emu, probe, parse_script("START LEFT LEFT LEFT B"))
+    assert r.ram_last["options"] == 0x0200  # SLOW (clamped), SET
+    assert r.ram_last["map"] == 0x0104 and (r.ram_last["x"], r.ram_last["y"]) == (10, 7)  # nobody moved
