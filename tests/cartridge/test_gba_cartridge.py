@@ -278,3 +278,20 @@ def test_start_menu_sets_fireRed_options_the_preflight_reads():
     r = play(emu, probe, parse_script("START LEFT LEFT LEFT B"))
     assert r.ram_last["options"] == 0x0200  # SLOW (clamped), SET
     assert r.ram_last["map"] == 0x0104 and (r.ram_last["x"], r.ram_last["y"]) == (10, 7)  # nobody moved
+
+
+def test_every_text_fits_the_box():
+    """Each page the game shows fits its text box: at most 4 lines of 28 characters, with the longest
+    names in place of the placeholders (\\1..\\4 a creature, \\5 a course trainer, \\6 a course stop)."""
+    import re
+
+    widths = {"\\1": 8, "\\2": 8, "\\3": 8, "\\4": 8, "\\5": 14, "\\6": 16}
+    for name in ("main.c", "course_emerald.inc"):
+        source = (CART / "src" / name).read_text(encoding="utf-8")
+        for literal in re.findall(r'"((?:[^"\\]|\\.)*)"', source):
+            if "\\x" in literal or " " not in literal:
+                continue  # raw byte strings and single words (names, labels)
+            for code, width in widths.items():
+                literal = literal.replace(code, "W" * width)
+            lines = literal.replace("\\'", "'").split("\\n")
+            assert len(lines) <= 4 and all(len(line) <= 28 for line in lines), (name, literal)

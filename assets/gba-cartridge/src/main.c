@@ -71,11 +71,11 @@ static const Actor actors[ACTOR_COUNT] = {
 
 typedef struct { u8 map, x, y; const char *text; } Sign;
 static const Sign signs[] = {
-    {0, 7, 4, "A show about parcels is on TV.\nHow exciting!"},
+    {0, 7, 4, "A show about parcels is on\nTV. How exciting!"},
     {2, 2, 8, "ACORN TOWN\nWhere every journey begins."},
     {2, 18, 12, "PROF. HAZEL'S CRITTER LAB"},
     {2, 15, 5, "KIT'S HOUSE\nIt's locked."},
-    {4, 3, 11, "NORTH PATH\nNorth: MAPLE CITY  South: ACORN TOWN"},
+    {4, 3, 11, "NORTH PATH\nNorth: MAPLE CITY\nSouth: ACORN TOWN"},
     {5, 3, 9, "MAPLE CITY\nA town of busy traders."},
     {5, 3, 4, "It's locked."},
     {5, 15, 4, "It's locked."},
@@ -498,7 +498,7 @@ static const Cmd s_ball_pick[] = {
     YESNO("It's \3!\nTake \3?"),
     FN(give_starter),
     MSG("You received \1!"),
-    MSG("KIT: Then I'll take \2!"),
+    MSG("KIT: Then I'll take\n\2!"),
     SETVAR(VAR_LAB_SCENE, 3),
     MSG("KIT: Wait! Let's see whose\ncritter is stronger!"),
     BATTLE,
@@ -542,14 +542,14 @@ static const Cmd s_dex_scene[] = {
 static const Cmd s_one[][2] = {
     {MSG("MOM: Good morning! Off for a\nwalk? Take care out there!"), END},
     {MSG("PROF. HAZEL: Go on! Pick a\ncritter from the table."), END},
-    {MSG("PROF. HAZEL: MAPLE CITY is up\nNORTH PATH. Go and explore!"), END},
-    {MSG("PROF. HAZEL: Fill the DEX with\nevery critter you meet!"), END},
+    {MSG("PROF. HAZEL: MAPLE CITY is\nup NORTH PATH. Go and\nexplore!"), END},
+    {MSG("PROF. HAZEL: Fill the DEX\nwith every critter you meet!"), END},
     {MSG("KIT: Yo! Gramps is out. I'm\nwaiting for a critter too!"), END},
     {MSG("A critter ball. Better not\ntouch it yet."), END},
     {MSG("That's PROF. HAZEL's last\ncritter."), END},
     {MSG("NORTH PATH leads to MAPLE\nCITY. It has a shop!"), END},
     {MSG("The shop is the big house\nby the south gate."), END},
-    {MSG("CLERK: Say hi to PROF. HAZEL!"), END},
+    {MSG("CLERK: Say hi to\nPROF. HAZEL!"), END},
     {MSG("KIT: Pick one! Then I'll\npick mine."), END},
 };
 enum { T_MOM, T_PROF_PICK, T_PROF_GO, T_PROF_DONE, T_RIVAL_WAIT, T_BALL_NO, T_BALL_LAST, T_GIRL, T_MAN,
@@ -749,8 +749,8 @@ static void start_battle(u8 trainer, u16 species, u8 level)
     mode = M_BATTLE;
     if (trainer) {
 #if defined(LAYOUT_EMERALD)
-        battle_queue("\5 wants to battle!");
-        battle_queue("\5 sent out \2!");
+        battle_queue("\5\nwants to battle!");
+        battle_queue("\5\nsent out \2!");
 #else
         battle_queue("KIT wants to battle!");
         battle_queue("KIT sent out \2!");
@@ -826,7 +826,7 @@ static void battle_fight(void)
 static void battle_ball(void)
 {
     if (battle_trainer) {
-        battle_queue("The trainer blocked the BALL!");
+        battle_queue("The trainer blocked the\nBALL!");
         battle_flush(THEN_MENU);
         return;
     }
