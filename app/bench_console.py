@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.events import FrameCaptured, TrialEnded, TrialStarted
-from sessions.assets import DEFAULT_MANIFEST
-from sessions.experiment import create_folder, prepare
+from sessions.preflight.assets import DEFAULT_MANIFEST
+from sessions.preflight.experiment import create_folder, prepare
 from sessions.runner import ExperimentRunner
 
 SIZE = (160, 50)

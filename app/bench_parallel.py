@@ -30,8 +30,8 @@ import yaml
 
 from app.bench_console import press_latency_ms
 from app.chat_server import ChatServer
-from sessions.assets import DEFAULT_MANIFEST
-from sessions.experiment import create_folder, prepare
+from sessions.preflight.assets import DEFAULT_MANIFEST
+from sessions.preflight.experiment import create_folder, prepare
 from sessions.runner import ExperimentRunner
 
 RATIO_TARGET = 1 / 6  # the parallel run's wall time at most this fraction of the serial one's

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from engine.backends import BACKENDS
-    from sessions.assets import BUNDLED_PREFIX, resolve
+    from sessions.preflight.assets import BUNDLED_PREFIX, resolve
 
     args = _parser().parse_args(argv)
     if args.command is None:
@@ -297,7 +297,7 @@ def _pacing(prepared, speed: str | None) -> float | None:
 
 
 def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: str | None, origin=None) -> int:
-    from sessions.experiment import PreflightError, create_folder, default_output, prepare
+    from sessions.preflight.experiment import PreflightError, create_folder, default_output, prepare
 
     try:
         prepared = prepare(manifest, output, allow_human=not headless, origin=origin)
@@ -308,7 +308,7 @@ def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: s
 
 
 def _resume(root: Path, *, headless: bool, speed: str | None) -> int:
-    from sessions.experiment import PreflightError, prepare_resume
+    from sessions.preflight.experiment import PreflightError, prepare_resume
 
     try:
         prepared, folder, positions = prepare_resume(root, allow_human=not headless)
@@ -443,7 +443,7 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
 
 
 def _replay(trial: Path, rom: Path | None) -> int:
-    from sessions.experiment import PreflightError
+    from sessions.preflight.experiment import PreflightError
     from sessions.reader import FormatProblem
     from sessions.replay import Divergence, replay_trial
 
@@ -533,7 +533,7 @@ def _attach(folder: Path, read_only: bool = False) -> int:
 
 def _make_state(rom: Path, frames: int, output: Path, emulator: str = "pyboy") -> int:
     from engine.emulator import EmulatorError
-    from sessions.startstate import write_start_state
+    from sessions.preflight.startstate import write_start_state
 
     if not rom.is_file():
         return _fail(f"ROM not found: {rom}")

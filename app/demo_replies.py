@@ -31,8 +31,8 @@ from functools import cached_property
 
 from app.chat_server import usage
 from engine.script import parse_script
-from sessions.assets import ASSETS
-from sessions.notes import load_notes
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.notes import load_notes
 
 MODES = ("scripted", "random")
 MODELS = {"demo-scripted": "scripted", "demo-random": "random"}

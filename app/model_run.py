@@ -32,7 +32,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine.text import decode_utf8, printable
-from sessions.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
+from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 
 PRICES = "prices-2026-11-30.yaml"  # assets/pricing/
 
@@ -63,7 +63,7 @@ class Origin:
 
     def at(self, dotted: str) -> str:
         """`--option VALUE`, or `FILE:LINE: field` in the user's own manifest."""
-        from sessions.yamlfile import field_line
+        from sessions.preflight.yamlfile import field_line
 
         label = self.option(dotted)
         if label is not None:
@@ -132,8 +132,8 @@ def _refs(data: dict) -> Iterator[tuple[dict, str, str]]:
 
 def _read(source: Path) -> tuple[object, dict]:
     """The user's manifest as plain data with the line of every field, read as strictly as any manifest."""
-    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
-    from sessions.yamlfile import load_yaml_text
+    from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
+    from sessions.preflight.yamlfile import load_yaml_text
 
     try:
         raw = read_input(source, what="manifest", max_bytes=MAX_TEXT_BYTES)
@@ -168,8 +168,8 @@ def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator
     the Origin that names its fields in the user's terms. `model`: keyword arguments of the model
     condition (provider, model, base_url, api). `base_url` alone: the new address of the manifest's
     own base-URL conditions."""
-    from sessions.manifest import Manifest
-    from sessions.yamlfile import describe_validation
+    from sessions.preflight.manifest import Manifest
+    from sessions.preflight.yamlfile import describe_validation
 
     condition, options = _model_condition(**model) if model is not None else (None, {})
     source = manifest or DEFAULT_MANIFEST

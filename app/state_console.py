@@ -1,7 +1,7 @@
 """The small console of `oakwatch state new` with no --inputs: play to the start point, then save.
 
 Every press is one action with the experiment's fixed timing, recorded in order; saving returns
-the recorded prefix, and sessions.statemaker rebuilds the state from it headlessly, so what is
+the recorded prefix, and sessions.preflight.statemaker rebuilds the state from it headlessly, so what is
 written is exactly what the prefix makes. Nothing is written until the operator saves.
 """
 
@@ -16,7 +16,7 @@ from textual.widgets import Footer, Static
 from engine.backends import backend
 from engine.emulator import Timing, frame_sha256
 from panes.frame import FramePane
-from sessions.statemaker import Setup
+from sessions.preflight.statemaker import Setup
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sessions.statemaker import StateMakerError, load_template, play_prefix, read_prefix, setup, write_outputs
+from sessions.preflight.statemaker import StateMakerError, load_template, play_prefix, read_prefix, setup, write_outputs
 
 MAX_BOOT_FRAMES = 1_000_000
 

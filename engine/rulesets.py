@@ -20,7 +20,7 @@ RULESETS: dict[str, tuple[str, ...]] = {
     # seed 004's battle tasks: the screen, `observe` (the battle screen's facts, from the game's battle
     # adapter: engine.battle), `apply_team`, `lead`, `action` (FIGHT/SWITCH/SEND, pressed for the agent) and
     # `reset`, which ends the episode and starts the next from the task's start state (an episodic
-    # manifest on a game with a battle adapter only: sessions.tool_conditions)
+    # manifest on a game with a battle adapter only: sessions.preflight.tool_conditions)
     "battle": ("get_screen", "observe", "apply_team", "lead", "action", "reset"),
 }
 NOT_YET: dict[str, str] = {}

@@ -38,9 +38,9 @@ from engine.control import TagForAnotherTrial
 from engine.records import Annotation
 from engine.trial import FACT_ID, TagRefused, build_annotation, check_reference, utc_now
 from sessions import layout, roots
-from sessions.assets import ASSETS
 from sessions.checksums import SumsFormatError, file_sha256, parse_sums, render_sums
 from sessions.durable import AppendLog, EvidenceError, write_atomic
+from sessions.preflight.assets import ASSETS
 from sessions.reader import FormatProblem, TrialReader, iter_lines, short_error
 
 LAYER_FILE = "annotations.jsonl"

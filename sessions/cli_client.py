@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 
 from engine.policies.tools import ToolCallPolicy, ToolDesk
-from sessions.manifest import Condition, Manifest
+from sessions.preflight.manifest import Condition, Manifest
 
 CLIENT_EXIT_S = 60.0  # how long a client has, once the trial is over, to print its result and exit
 SERVER_START_S = 30.0

@@ -27,9 +27,9 @@ from engine.contract import response_json_schema
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import utc_now
 from sessions import layout, roots
-from sessions.assets import ASSETS
 from sessions.checksums import file_sha256, parse_sums, render_sums
 from sessions.durable import AppendLog, EvidenceError, error_from, fsync_dir, write_atomic
+from sessions.preflight.assets import ASSETS
 from sessions.recorder import TrialRecorder, sha256_hex
 from sessions.records import BlindingFile, RunEvent, ScheduleFile, Summary, VoidRecord
 from sessions.schemas import published as published_schemas

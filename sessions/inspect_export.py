@@ -37,7 +37,7 @@ from engine.text import printable
 from sessions import layout
 from sessions.checksums import file_sha256
 from sessions.folder_kind import evidence_problem
-from sessions.manifest import Condition, Manifest, ManifestError, load_manifest
+from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest
 from sessions.reader import FormatProblem, TrialReader, parse, short_error
 from sessions.records import BlindingFile
 

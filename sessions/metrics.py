@@ -86,7 +86,7 @@ def replay_states(trial_dir: Path) -> tuple[States | None, str | None]:
     every action, checking each frame hash against the record. (States, None) or (None, why not)."""
     from engine.backends import BACKENDS
     from engine.probe import Probe
-    from sessions.experiment import PreflightError
+    from sessions.preflight.experiment import PreflightError
     from sessions.replay import load_trial
 
     try:
@@ -587,9 +587,9 @@ def _curve(trace: list[TraceLine], acts: ActionFigures, r: TrialResult) -> list[
 # -- the folder ----------------------------------------------------------------------------------------
 
 def load_game(root: Path) -> tuple[GameDefinition | None, str | None]:
-    from sessions.assets import resolve
-    from sessions.gamedefs import GameDefinitionError, load_game_definition
-    from sessions.manifest import ManifestError, load_manifest
+    from sessions.preflight.assets import resolve
+    from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+    from sessions.preflight.manifest import ManifestError, load_manifest
 
     try:
         manifest = load_manifest(root / layout.MANIFEST)
@@ -754,7 +754,7 @@ def blocks_of(root: Path) -> dict[str, int] | None:
     (trials.order counterbalanced, more than one condition); None otherwise."""
     import json
 
-    from sessions.manifest import ManifestError, load_manifest
+    from sessions.preflight.manifest import ManifestError, load_manifest
 
     try:
         schedule = json.loads((root / layout.SCHEDULE).read_text())

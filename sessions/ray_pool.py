@@ -185,7 +185,7 @@ def run_ray_trial(job, hub, blobs: list, sums: dict[str, str]) -> str:
 
 def _own_keys(prepared):
     """The API keys from this worker's own environment (they never travel with the job)."""
-    from sessions.experiment import Keys
+    from sessions.preflight.experiment import Keys
 
     keys = {}
     for c in prepared.manifest.conditions:
@@ -368,6 +368,6 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
 
 
 def _no_keys():
-    from sessions.experiment import Keys
+    from sessions.preflight.experiment import Keys
 
     return Keys({})

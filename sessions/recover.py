@@ -145,7 +145,7 @@ def _fingerprint(root: Path) -> tuple:
 
 def _refusals(root: Path):
     """Every reason to refuse, read-only (nothing is created or changed); returns the manifest."""
-    from sessions.manifest import ManifestError, load_manifest
+    from sessions.preflight.manifest import ManifestError, load_manifest
 
     try:
         manifest = load_manifest(root / layout.MANIFEST)
@@ -365,8 +365,8 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
 
 def _game(manifest, root: Path):
     """The game definition (for points and the deepest milestone), if readable."""
-    from sessions.assets import resolve
-    from sessions.gamedefs import GameDefinitionError, load_game_definition
+    from sessions.preflight.assets import resolve
+    from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
 
     try:
         return load_game_definition(resolve(manifest.game.definition, root))

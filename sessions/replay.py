@@ -22,10 +22,10 @@ from engine.probe import Probe
 from engine.records import InputLine, TraceLine
 from engine.routes import RouteTracker
 from sessions import layout
-from sessions.assets import resolve
-from sessions.experiment import PreflightError, sha256_file
-from sessions.gamedefs import GameDefinitionError, load_game_definition
-from sessions.manifest import Manifest, ManifestError, load_manifest
+from sessions.preflight.assets import resolve
+from sessions.preflight.experiment import PreflightError, sha256_file
+from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+from sessions.preflight.manifest import Manifest, ManifestError, load_manifest
 from sessions.reader import FormatProblem, TrialReader
 
 

@@ -22,8 +22,8 @@ from engine.records import TrialGenesis, TrialResult
 from engine.trial import Trial, TrialConfig, utc_now
 from sessions.annotation_layer import late_tagger
 from sessions.durable import EvidenceError
-from sessions.experiment import Prepared
 from sessions.experiment_folder import ExperimentFolder
+from sessions.preflight.experiment import Prepared
 from sessions.reader import read_results, read_run_log
 from sessions.records import Summary
 from sessions.summary import summarise

@@ -10,7 +10,7 @@ import json
 import sys
 
 from engine.records import TRIAL_RECORDS
-from sessions.assets import ASSETS
+from sessions.preflight.assets import ASSETS
 from sessions.records import EXPERIMENT_RECORDS
 
 SCHEMAS_DIR = ASSETS / "schemas"

@@ -23,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from engine.battle import BattleSettings, settings_problem
 from engine.gamedef import Condition as ProbeTest
 from engine.gamedef import GameDefinition
-from sessions.assets import ASSETS, BUNDLED_PREFIX, resolve
-from sessions.gamedefs import GameDefinitionError, load_game_definition
-from sessions.manifest import PLACEHOLDER, Manifest, ManifestError, PathRef, StartState, load_manifest
-from sessions.yamlfile import load_yaml_model
+from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, resolve
+from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+from sessions.preflight.manifest import PLACEHOLDER, Manifest, ManifestError, PathRef, StartState, load_manifest
+from sessions.preflight.yamlfile import load_yaml_model
 
 TASKS_DIR = ASSETS / "tasks"
 GOAL_ID = "GOAL"  # the rung a probe-predicate goal becomes in the derived definition
@@ -126,7 +126,7 @@ class Task:
 
 def load_task(path: Path) -> Task:
     """Read and check one task file: TaskError (one line) for anything wrong."""
-    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
+    from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
 
     try:
         data = read_input(path, what="task file", max_bytes=MAX_TEXT_BYTES)

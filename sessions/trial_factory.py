@@ -18,8 +18,8 @@ from engine.policies.scripted import ScriptedPolicy
 from engine.policy import Policy
 from engine.providers import PROVIDERS
 from engine.trial import Trial, TrialConfig
-from sessions.experiment import Prepared
-from sessions.manifest import Condition
+from sessions.preflight.experiment import Prepared
+from sessions.preflight.manifest import Condition
 
 PolicyFactory = Callable[[Condition, int], Policy]
 
@@ -60,8 +60,8 @@ def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
     from engine.policy import TransportRetry
     from engine.providers import make_adapter
     from engine.providers.base import Sampling
-    from sessions.manifest import RequestSettings
-    from sessions.manifest import Sampling as SamplingSection
+    from sessions.preflight.manifest import RequestSettings
+    from sessions.preflight.manifest import Sampling as SamplingSection
 
     m = prepared.manifest
     sampling = condition.sampling or SamplingSection()

@@ -16,7 +16,7 @@ import yaml
 
 from engine.backends import BACKENDS
 from engine.emulator import EmulatorError, Timing, frame_sha256
-from sessions.assets import ASSETS
+from sessions.preflight.assets import ASSETS
 from sessions.variant_solver import Solution
 from sessions.variants import Variant
 
@@ -110,7 +110,7 @@ def manifest(rom_sha256: str, states: dict[str, tuple[str, str, str]], start: di
 
 def write_variant(variant: Variant, output: Path) -> dict[str, str]:
     """Write the folder (which must not exist); returns what was written, by kind."""
-    from sessions.manifest import ManifestError, parse_manifest
+    from sessions.preflight.manifest import ManifestError, parse_manifest
 
     output = output.expanduser()
     if output.exists():

@@ -55,7 +55,7 @@ class Context:
     """What the experiment's header says, for checking each trial against it."""
 
     root: Path
-    manifest: object | None = None  # sessions.manifest.Manifest
+    manifest: object | None = None  # sessions.preflight.manifest.Manifest
     manifest_sha256: str | None = None
     schedule: ScheduleFile | None = None
     schedule_sha256: str | None = None
@@ -250,9 +250,9 @@ def _check_layer(folder: Path, rel: str, report: Report) -> None:
 # -- the frozen header -------------------------------------------------------------------------
 
 def _check_header(ctx: Context, report: Report) -> None:
-    from sessions.assets import resolve
-    from sessions.gamedefs import GameDefinitionError, load_game_definition
-    from sessions.manifest import ManifestError, load_manifest
+    from sessions.preflight.assets import resolve
+    from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+    from sessions.preflight.manifest import ManifestError, load_manifest
 
     root = ctx.root
     try:
@@ -338,7 +338,7 @@ def _check_header(ctx: Context, report: Report) -> None:
 def _check_price_copies(root: Path, manifest, report: Report) -> None:
     """Each price schedule a condition names is kept, byte for byte, as pricing/<its sha256>.yaml
     (so a derived cost can be rebuilt from the folder alone), and nothing else is kept there."""
-    from sessions.pricing import copy_path
+    from sessions.preflight.pricing import copy_path
 
     named: dict[str, str] = {}
     for i, c in enumerate(manifest.conditions):

@@ -41,7 +41,7 @@ BATCH = 256
 
 @dataclasses.dataclass
 class TrialJob:
-    prepared: object  # sessions.experiment.Prepared (pickled: ROM and state bytes travel with it)
+    prepared: object  # sessions.preflight.experiment.Prepared (pickled: ROM and state bytes travel with it)
     root: str  # the experiment folder
     genesis: TrialGenesis
     config: TrialConfig

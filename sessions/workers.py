@@ -407,7 +407,7 @@ class _Driver:
 
     def _finish_dead(self, w: _Running) -> TrialResult | None:
         """The worker died before sending its result: finish its trial from the folder, as recover does."""
-        from sessions.manifest import load_manifest
+        from sessions.preflight.manifest import load_manifest
         from sessions.reader import TrialReader
         from sessions.recover import Recovered, _finish_trial
 

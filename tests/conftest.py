@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sessions.assets import DEFAULT_MANIFEST
-from sessions.experiment import create_folder, prepare
+from sessions.preflight.assets import DEFAULT_MANIFEST
+from sessions.preflight.experiment import create_folder, prepare
 from sessions.runner import ExperimentRunner
 
 

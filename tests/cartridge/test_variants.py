@@ -18,7 +18,7 @@ from engine.backends import BACKENDS
 from engine.emulator import Timing
 from engine.romheader import gb_header_checksum
 from engine.script import parse_script
-from sessions.gamedefs import load_game_definition
+from sessions.preflight.gamedefs import load_game_definition
 from sessions.variant_solver import RUNGS, Unsolvable, battle, lfsr, rng_after, solve
 from sessions.variants import VariantError, make_variant
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sessions.assets import BUNDLED_PREFIX, DEFAULT_MANIFEST
+from sessions.preflight.assets import BUNDLED_PREFIX, DEFAULT_MANIFEST
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +62,7 @@ def human_manifest(tmp_path: Path) -> Path:
 
 def prepare_run(manifest: Path, tmp_path: Path):
     """(prepared, the ExperimentFolder holding tmp_path/exp); `.root` is its path."""
-    from sessions.experiment import create_folder, prepare
+    from sessions.preflight.experiment import create_folder, prepare
 
     out = tmp_path / "exp"
     prepared = prepare(manifest, out, allow_human=True)

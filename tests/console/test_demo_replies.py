@@ -24,7 +24,7 @@ from engine.providers import make_adapter
 from engine.providers.base import Sampling
 from engine.providers.openai_chat import strict_schema
 from engine.script import parse_script
-from sessions.assets import ASSETS
+from sessions.preflight.assets import ASSETS
 
 ALL = ("UP", "DOWN", "LEFT", "RIGHT", "A", "B", "START", "SELECT", "NOOP")
 

@@ -21,7 +21,7 @@ from panes.response import ResponsePane
 from panes.status import SummaryPane
 from panes.trace import TracePane
 from sessions import layout
-from sessions.assets import ASSETS
+from sessions.preflight.assets import ASSETS
 from tests.conftest import write_manifest
 from tests.console.conftest import dry_run_manifest, prepare_run, quit_and_wait, wait_for
 from tests.console.test_attach import row_line

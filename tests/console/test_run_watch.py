@@ -12,7 +12,7 @@ from app.attach import TrialScreen
 from app.run_watch import RunWatchApp
 from panes.overview import OverviewPane
 from sessions.control_socket import ControlClient
-from sessions.experiment import create_folder, prepare
+from sessions.preflight.experiment import create_folder, prepare
 from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment
 from sessions.workers import make_pool

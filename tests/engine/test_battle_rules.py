@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from engine.battle import BattleAdapter, BattleJudge, BattleRefused, BattleSettings, check_settings
-from sessions.assets import ASSETS
-from sessions.gamedefs import load_game_definition
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.gamedefs import load_game_definition
 
 TWO = BattleAdapter.model_validate({
     "source": "a test layout",

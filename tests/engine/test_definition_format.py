@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from engine.gamedef import GameDefinition
 from engine.probe import Probe
-from sessions.gamedefs import GameDefinitionError, load_game_definition, parse_game_definition
+from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition, parse_game_definition
 
 ROOT = Path(__file__).resolve().parents[2]
 GBA_SPACE = 1 << 32

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.trial import PATH_KEYS, path_figures
-from sessions.assets import ASSETS
-from sessions.gamedefs import load_game_definition
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.gamedefs import load_game_definition
 
 GAME = load_game_definition(ASSETS / "games" / "parcel-quest.yaml")
 

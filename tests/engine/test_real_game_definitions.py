@@ -7,8 +7,8 @@ import pytest
 
 from engine.ladder import Ladder
 from engine.probe import Probe
-from sessions.assets import ASSETS
-from sessions.gamedefs import load_game_definition
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.gamedefs import load_game_definition
 
 REAL = sorted(p for p in (ASSETS / "games").glob("pokemon-*.yaml"))
 

@@ -15,8 +15,8 @@ from engine.policy import Observation, TransportRetry
 from engine.providers import make_adapter
 from engine.providers.base import Sampling
 from engine.tracks import decode_dialogue, structured_view
-from sessions.assets import ASSETS
-from sessions.gamedefs import GameDefinitionError, load_game_definition, parse_game_definition
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition, parse_game_definition
 from tests.cartridge.conftest import BATTLE, FLAGS0, ROM, TEXT, act, boot, walkthrough
 
 GAME_PATH = ASSETS / "games" / "parcel-quest.yaml"

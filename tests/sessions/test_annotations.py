@@ -27,10 +27,10 @@ from sessions.annotation_layer import (
     late_tagger,
     read_layers,
 )
-from sessions.assets import DEFAULT_MANIFEST
 from sessions.blinding import unblind, unblind_problems
 from sessions.checksums import file_sha256
 from sessions.metrics import confirmed_labels
+from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 

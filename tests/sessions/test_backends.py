@@ -13,9 +13,9 @@ import yaml
 from app.cli import main
 from engine.backends import BACKENDS, BackendUnavailable
 from engine.romheader import platform_of
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.experiment import PreflightError, prepare
-from sessions.manifest import ManifestError, parse_manifest
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.experiment import PreflightError, prepare
+from sessions.preflight.manifest import ManifestError, parse_manifest
 from tests.conftest import write_manifest
 
 DRY = yaml.safe_load(DEFAULT_MANIFEST.read_text())

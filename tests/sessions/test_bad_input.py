@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sessions.assets import DEFAULT_MANIFEST
+from sessions.preflight.assets import DEFAULT_MANIFEST
 from tests.conftest import write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]

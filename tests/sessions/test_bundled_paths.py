@@ -23,9 +23,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sessions.assets as assets
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.manifest import ManifestError, parse_manifest
+import sessions.preflight.assets as assets
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.manifest import ManifestError, parse_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 DRY = DEFAULT_MANIFEST.read_text(encoding="utf-8")

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessions.cli_client import client_report
-from sessions.experiment import PreflightError, create_folder, prepare
-from sessions.manifest import load_manifest
+from sessions.preflight.experiment import PreflightError, create_folder, prepare
+from sessions.preflight.manifest import load_manifest
 from sessions.replay import replay_trial
 from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment
@@ -131,7 +131,7 @@ def test_whatever_a_client_prints_its_report_is_parsed_or_left_null(text):
 def test_manifests_from_before_the_tool_server_keep_their_hash_and_condition_files():
     # Earlier evidence folders hold conditions/<label>.yaml and manifest hashes made before policy cli
     # and agent.ruleset existed: verify re-derives both, so neither may change.
-    from sessions.assets import ASSETS
+    from sessions.preflight.assets import ASSETS
 
     m = load_manifest(ASSETS / "experiments" / "dry-run.yaml")
     assert m.sha256() == "ce6167a87e2ac50750a14659536f81d1e40e4c9585bdc20d57ae5ff1b1d1ee17"

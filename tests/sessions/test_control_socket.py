@@ -105,7 +105,7 @@ import sys
 from pathlib import Path
 
 from sessions.control_socket import ControlServer, runner_handler
-from sessions.experiment import create_folder, prepare
+from sessions.preflight.experiment import create_folder, prepare
 from sessions.runner import ExperimentRunner
 
 manifest, out = Path(sys.argv[1]), Path(sys.argv[2])

@@ -4,9 +4,9 @@ the probed start state in preflight, and every trial's restore checked against t
 import yaml
 
 from engine.gamedef import GameDefinition
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.experiment import create_folder, prepare, system_prompt_for
-from sessions.manifest import load_manifest
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.experiment import create_folder, prepare, system_prompt_for
+from sessions.preflight.manifest import load_manifest
 from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest

@@ -16,7 +16,7 @@ import yaml
 
 from app.cli import main
 from app.demo_server import DEFAULT_HOST, DEFAULT_PORT
-from sessions.assets import ASSETS
+from sessions.preflight.assets import ASSETS
 
 URL = re.compile(r"oakwatch demo-server: (http://\S+/v1) ")
 

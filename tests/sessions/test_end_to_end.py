@@ -220,7 +220,7 @@ def test_dry_run_exercises_the_memory_store(dry_run):
 
 
 def test_script_notes_are_validated(tmp_path):
-    from sessions.experiment import PreflightError, prepare
+    from sessions.preflight.experiment import PreflightError, prepare
 
     notes = tmp_path / "notes.yaml"
     notes.write_text("notes:\n  3:\n    observed: {screen: map, location_guess: x, objective_guess: y, certainty: 2}\n")

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions.experiment import PreflightError
 from sessions.experiment_folder import FolderBusy
+from sessions.preflight.experiment import PreflightError
 from sessions.reader import FormatProblem
 from sessions.recover import RecoverRefused, recover
 from sessions.replay import Divergence, replay_trial

@@ -27,11 +27,11 @@ from hypothesis import strategies as st
 from engine.actions import ACTIONS
 from engine.contract import AgentResponse, ContractError, parse_response
 from engine.script import ScriptError, parse_script
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.experiment import PreflightError, prepare
-from sessions.gamedefs import GameDefinitionError, parse_game_definition
-from sessions.manifest import Manifest, ManifestError, load_manifest, parse_manifest
-from sessions.notes import NotesError, parse_notes
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.experiment import PreflightError, prepare
+from sessions.preflight.gamedefs import GameDefinitionError, parse_game_definition
+from sessions.preflight.manifest import Manifest, ManifestError, load_manifest, parse_manifest
+from sessions.preflight.notes import NotesError, parse_notes
 
 DRY_TEXT = DEFAULT_MANIFEST.read_text(encoding="utf-8")
 DRY = yaml.safe_load(DRY_TEXT)

@@ -18,10 +18,10 @@ import yaml
 from app.cli import main
 from engine.goals import GoalCheck, evidence, new_flags, recheck
 from engine.probe import Probe
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.experiment import PreflightError, prepare
-from sessions.gamedefs import load_game_definition
-from sessions.manifest import load_manifest
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.experiment import PreflightError, prepare
+from sessions.preflight.gamedefs import load_game_definition
+from sessions.preflight.manifest import load_manifest
 from sessions.replay import Divergence, replay_trial
 from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment

@@ -7,7 +7,7 @@ import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
-from sessions.implementation import PACKAGE_ROOT, git_identity, implementation
+from sessions.preflight.implementation import PACKAGE_ROOT, git_identity, implementation
 
 
 def _git(root: Path, *args: str) -> str:

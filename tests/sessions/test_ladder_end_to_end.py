@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from engine.ladder import FINAL, FINAL_SKIPPED
-from sessions.experiment import create_folder, prepare
+from sessions.preflight.experiment import create_folder, prepare
 from sessions.replay import Divergence, replay_trial
 from sessions.runner import ExperimentRunner
 from sessions.summary import exit_status
@@ -94,7 +94,7 @@ def test_required_backtracking_is_not_repetition_in_the_live_loop_or_the_replay(
     backtracking: the live count of repeated navigation drops to nothing, and replay agrees."""
     import yaml
 
-    from sessions.assets import ASSETS
+    from sessions.preflight.assets import ASSETS
     from sessions.replay import replay_trial
     from tests.conftest import run_experiment, write_manifest
 

@@ -8,8 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from sessions.experiment import create_folder, prepare
 from sessions.limits import CEILING, Ask, ExperimentLimits, RateLimiter
+from sessions.preflight.experiment import create_folder, prepare
 from sessions.reader import read_run_log
 from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment
@@ -94,7 +94,7 @@ def test_rate_limit_waits_are_recorded_apart_from_latency(tmp_path, server, monk
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_resumed_run_counts_what_the_folder_spent_before(tmp_path, server, monkeypatch, workers):
-    from sessions.experiment import prepare_resume
+    from sessions.preflight.experiment import prepare_resume
 
     monkeypatch.setenv("OAKWATCH_TEST_KEY", "sk-ant-test-not-a-real-key-0000")
     cond = model_condition(server, "anthropic")

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from engine.romheader import gb_header_checksum as header_checksum
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.experiment import PreflightError, prepare
-from sessions.gamedefs import load_game_definition
-from sessions.romcheck import (
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.experiment import PreflightError, prepare
+from sessions.preflight.gamedefs import load_game_definition
+from sessions.preflight.romcheck import (
     PYBOY_CART_TYPES,
     RomCheckError,
     check_rom_and_state,

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions.manifest import ManifestError, load_manifest, parse_manifest
+from sessions.preflight.manifest import ManifestError, load_manifest, parse_manifest
 
 GOOD = textwrap.dedent("""
     experiment_id: t-1
@@ -109,7 +109,7 @@ def test_memory_rules_change_the_hash(memory):
 
 def test_every_trial_runs_under_and_reports_the_manifests_memory_rules(tmp_path):
     from engine.memory import MemoryRules as EngineRules
-    from sessions.experiment import prepare
+    from sessions.preflight.experiment import prepare
     from sessions.trial_factory import trial_config
     from tests.conftest import write_manifest
 
@@ -185,8 +185,8 @@ def test_bounded_context_is_frozen_and_hashed_and_bad_limits_are_refused_in_one_
 
 
 def test_a_structured_track_on_a_definition_without_one_is_refused_in_preflight(tmp_path):
-    from sessions.assets import ASSETS
-    from sessions.experiment import PreflightError, prepare
+    from sessions.preflight.assets import ASSETS
+    from sessions.preflight.experiment import PreflightError, prepare
     from tests.conftest import write_manifest
 
     text = (ASSETS / "games" / "parcel-quest.yaml").read_text()

@@ -140,7 +140,7 @@ def test_the_applied_species_is_the_one_the_battle_screen_draws(tmp_path):
     """The task opens on KIT's challenge, before battle_start: a team applied there is drawn by the
     cartridge (picture at column 2, name at column 9, row 7: draw_battle), and observe says the same."""
     from engine.backends import BACKENDS
-    from sessions.gamedefs import load_game_definition
+    from sessions.preflight.gamedefs import load_game_definition
     from sessions.replay import load_trial, replay_records
 
     manifest = battle_manifest(tmp_path, budget=2)
@@ -235,7 +235,7 @@ class ResetThenPress:
 def test_a_reset_in_a_trial_that_is_not_episodic_is_an_invalid_output_logged_and_charged(tmp_path):
     """The loop's own rule (Trial._reset_response), under the gate that keeps battle to episodic manifests."""
     from engine.rulesets import tools_for
-    from sessions.experiment import create_folder, prepare
+    from sessions.preflight.experiment import create_folder, prepare
     from sessions.runner import ExperimentRunner
 
     manifest = mcp_manifest(tmp_path, agent={"ruleset": "standard"}, budgets={"accepted_actions": 2})
@@ -260,10 +260,10 @@ def test_a_reset_in_a_trial_that_is_not_episodic_is_an_invalid_output_logged_and
 def test_battle_rules_that_do_not_fit_the_game_and_a_game_without_an_adapter_are_refused(tmp_path):
     import pytest
 
-    from sessions.experiment import PreflightError, prepare
-    from sessions.gamedefs import load_game_definition
-    from sessions.manifest import load_manifest
-    from sessions.tool_conditions import ToolConditionError, check_tool_condition
+    from sessions.preflight.experiment import PreflightError, prepare
+    from sessions.preflight.gamedefs import load_game_definition
+    from sessions.preflight.manifest import load_manifest
+    from sessions.preflight.tool_conditions import ToolConditionError, check_tool_condition
 
     manifest = battle_manifest(tmp_path, budget=2, party_limit=2)
     with pytest.raises(PreflightError, match="battle: party_limit 2 is more than the game's 1 party slot"):

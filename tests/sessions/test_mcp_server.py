@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sessions.experiment import PreflightError, prepare
+from sessions.preflight.experiment import PreflightError, prepare
 from sessions.replay import replay_trial
 from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, write_manifest
@@ -212,7 +212,7 @@ def test_verify_refuses_a_recorded_ruleset_other_than_the_manifests(tmp_path):
     play_stdio(tmp_path, mcp_manifest(tmp_path, budgets={"accepted_actions": 4}))
     out = tmp_path / "out"
     from engine.records import TrialResult
-    from sessions.manifest import load_manifest
+    from sessions.preflight.manifest import load_manifest
 
     raw, trial = result_of(out)
     raw["provenance"]["tool_server"]["ruleset"] = "standard"
@@ -230,7 +230,7 @@ def test_verify_refuses_a_recorded_ruleset_other_than_the_manifests(tmp_path):
 
 
 def test_the_bundled_mcp_experiment_is_served_and_plays_to_the_dex(tmp_path):
-    from sessions.assets import ASSETS
+    from sessions.preflight.assets import ASSETS
 
     seen, _ = play_stdio(tmp_path, ASSETS / "experiments" / "mcp.yaml")
     result, _ = result_of(tmp_path / "out")
@@ -240,12 +240,12 @@ def test_the_bundled_mcp_experiment_is_served_and_plays_to_the_dex(tmp_path):
 
 @pytest.mark.parametrize("template", ["firered-mcp", "red-mcp"])
 def test_the_own_rom_mcp_templates_are_filled_in_by_state_new(template, tmp_path):
-    from sessions.assets import ASSETS
-    from sessions.gamedefs import load_game_definition
-    from sessions.manifest import parse_manifest
-    from sessions.romid import identify
-    from sessions.statemaker import Setup, fill_experiment, load_template
-    from sessions.tool_conditions import check_tool_condition
+    from sessions.preflight.assets import ASSETS
+    from sessions.preflight.gamedefs import load_game_definition
+    from sessions.preflight.manifest import parse_manifest
+    from sessions.preflight.romid import identify
+    from sessions.preflight.statemaker import Setup, fill_experiment, load_template
+    from sessions.preflight.tool_conditions import check_tool_condition
 
     path = ASSETS / "experiments" / f"{template}.yaml"
     ref = yaml.safe_load(path.read_text())["game"]["definition"]
@@ -269,7 +269,7 @@ def test_operator_pause_step_tag_and_end_reach_a_served_trial(tmp_path):
     from mcp import Client
 
     from app.mcp_cli import ToolSession
-    from sessions.experiment import create_folder
+    from sessions.preflight.experiment import create_folder
 
     out = tmp_path / "out"
     prepared = prepare(mcp_manifest(tmp_path), out, allow_mcp=True)
@@ -323,7 +323,7 @@ def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_s
     from mcp import Client
 
     from app.mcp_cli import ToolSession
-    from sessions.experiment import create_folder
+    from sessions.preflight.experiment import create_folder
 
     out = tmp_path / "out"
     manifest = mcp_manifest(tmp_path, agent={"ruleset": "standard", "information_track": "structured"},
@@ -362,7 +362,7 @@ def test_an_agent_that_stops_calling_is_ended_by_the_wall_time_budget(tmp_path):
     from mcp import Client
 
     from app.mcp_cli import ToolSession
-    from sessions.experiment import create_folder
+    from sessions.preflight.experiment import create_folder
 
     out = tmp_path / "out"
     prepared = prepare(mcp_manifest(tmp_path, budgets={"wall_time_minutes": 0.04}), out, allow_mcp=True)  # 2.4 s

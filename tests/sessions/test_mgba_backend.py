@@ -17,7 +17,7 @@ import yaml
 from engine.backends import BACKENDS
 from engine.emulator import Timing, frame_sha256
 from engine.script import parse_script
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 
 pytestmark = pytest.mark.skipif(BACKENDS["mgba"].version() is None, reason=BACKENDS["mgba"].missing_message())
 
@@ -231,7 +231,7 @@ def test_the_structured_track_reads_alike_on_both_backends():
     """The dialogue text is read through the backend's bus (GB VRAM on mGBA, PyBoy's memory view)."""
     from engine.probe import Probe
     from engine.tracks import structured_view
-    from sessions.gamedefs import load_game_definition
+    from sessions.preflight.gamedefs import load_game_definition
 
     game = load_game_definition(ASSETS / "games" / "parcel-quest.yaml")
     views = []

@@ -15,8 +15,8 @@ import yaml
 
 import engine.cartridge_tables as ct
 from engine.script import parse_script
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.experiment import PreflightError, create_folder, prepare
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.experiment import PreflightError, create_folder, prepare
 from sessions.records import Summary
 from sessions.replay import replay_trial
 from sessions.runner import ExperimentRunner

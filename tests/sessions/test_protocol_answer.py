@@ -9,7 +9,7 @@ import json
 import yaml
 
 from app.cli import main
-from sessions.assets import DEFAULT_MANIFEST
+from sessions.preflight.assets import DEFAULT_MANIFEST
 from tests.conftest import write_manifest
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from engine.records import ResponseLine, TraceLine
-from sessions.assets import DEFAULT_MANIFEST
+from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.verify import Report, _check_response, verify_experiment
 from tests.conftest import find_trial, read_jsonl, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok, oversized

@@ -15,7 +15,7 @@ import yaml
 
 from app.cli import main
 from sessions import annotation_layer as al
-from sessions.assets import DEFAULT_MANIFEST
+from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.report import build_report
 from sessions.verify import verify_experiment
 from tests.conftest import run_experiment, write_manifest

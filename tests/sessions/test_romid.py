@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from engine.gamedef import GameDefinition
 from engine.romheader import GBA_LOGO_START, gb_header_checksum, gba_complement, read_header
-from sessions.assets import ASSETS
-from sessions.gamedefs import load_game_definition
-from sessions.romid import RomIdentityError, identify
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.gamedefs import load_game_definition
+from sessions.preflight.romid import RomIdentityError, identify
 
 CARTRIDGE = ASSETS / "cartridge" / "parcel-quest.gb"
 

@@ -34,13 +34,13 @@ from engine.records import Usage
 from engine.romheader import gb_header_checksum as header_checksum
 from engine.script import parse_script
 from engine.trial import TagRefused
-from sessions.assets import DEFAULT_MANIFEST
-from sessions.experiment import create_folder, prepare
-from sessions.gamedefs import load_game_definition
+from sessions.preflight.assets import DEFAULT_MANIFEST
+from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.gamedefs import load_game_definition
+from sessions.preflight.startstate import make_start_state
 from sessions.records import Summary
 from sessions.replay import replay_trial
 from sessions.runner import ExperimentRunner
-from sessions.startstate import make_start_state
 from sessions.verify import verify_experiment
 from tests.conftest import find_trial, read_jsonl, write_manifest
 

@@ -2,8 +2,8 @@ import hashlib
 
 import yaml
 
-from sessions.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.startstate import make_start_state
+from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
+from sessions.preflight.startstate import make_start_state
 
 
 def test_bundled_start_state_is_reproducible_from_power_on():

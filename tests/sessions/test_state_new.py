@@ -14,8 +14,8 @@ from app.cli import main
 from app.state_console import StateConsole
 from engine.backends import BACKENDS
 from engine.emulator import Timing
-from sessions.assets import ASSETS
-from sessions.statemaker import StateMakerError, play_prefix, setup
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.statemaker import StateMakerError, play_prefix, setup
 
 ROM = ASSETS / "cartridge" / "parcel-quest.gb"
 PREFIX = "RIGHT*6 UP*3   # to the stairs\nDOWN*9\n"
@@ -167,10 +167,10 @@ def test_state_new_on_mgba(tmp_path):
 
 @pytest.mark.parametrize("template", ["firered-design-a", "firered-design-b", "red-design-a", "red-design-b"])
 def test_bundled_real_game_experiments_are_templates_that_state_new_fills_in(template, tmp_path):
-    from sessions.gamedefs import load_game_definition
-    from sessions.manifest import ManifestError, load_manifest, parse_manifest
-    from sessions.romid import identify
-    from sessions.statemaker import Setup, fill_experiment, load_template, smoke_experiment
+    from sessions.preflight.gamedefs import load_game_definition
+    from sessions.preflight.manifest import ManifestError, load_manifest, parse_manifest
+    from sessions.preflight.romid import identify
+    from sessions.preflight.statemaker import Setup, fill_experiment, load_template, smoke_experiment
 
     path = ASSETS / "experiments" / f"{template}.yaml"
     with pytest.raises(ManifestError, match="a template: game.rom, game.rom_sha256"):
@@ -193,7 +193,7 @@ def test_bundled_real_game_experiments_are_templates_that_state_new_fills_in(tem
 
 
 def test_runs_record_the_rom_identity_and_refuse_an_unlisted_dump_unless_forced(tmp_path, capsys):
-    from sessions.assets import DEFAULT_MANIFEST
+    from sessions.preflight.assets import DEFAULT_MANIFEST
 
     game = _listed_definition(tmp_path, "0" * 40)
     data = yaml.safe_load(DEFAULT_MANIFEST.read_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sessions.experiment import PreflightError, create_folder, prepare
+from sessions.preflight.experiment import PreflightError, create_folder, prepare
 from sessions.replay import replay_trial
 from sessions.report import build_report
 from sessions.runner import ExperimentRunner

@@ -15,7 +15,7 @@ from app.cli import main
 from engine.events import DecisionRecorded, TrialEnded, TrialStarted
 from sessions import layout
 from sessions.digest import trial_digest
-from sessions.experiment import create_folder, prepare
+from sessions.preflight.experiment import create_folder, prepare
 from sessions.records import Summary
 from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment

@@ -21,8 +21,8 @@ from engine.backends import BACKENDS
 from engine.battle import BattleSettings
 from engine.gamedef import Condition as GameTest
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
-from sessions.assets import BUNDLED_PREFIX, bundled_problem
-from sessions.yamlfile import load_yaml_model, parse_yaml_model
+from sessions.preflight.assets import BUNDLED_PREFIX, bundled_problem
+from sessions.preflight.yamlfile import load_yaml_model, parse_yaml_model
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Seed = Annotated[int, Field(ge=0, lt=2**63)]  # fits every generator and a signed 64-bit field
@@ -40,7 +40,7 @@ def _no_control(value: str) -> str:
 
 def _inside_assets(value: str) -> str:
     # Checked as the manifest is parsed, from the name alone: no command opens a file a bundled
-    # name points at outside assets/ (sessions.assets.bundled_problem).
+    # name points at outside assets/ (sessions.preflight.assets.bundled_problem).
     if value.startswith(BUNDLED_PREFIX):
         problem = bundled_problem(value[len(BUNDLED_PREFIX):])
         if problem is not None:

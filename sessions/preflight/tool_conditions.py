@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from sessions.manifest import Condition, Manifest
+from sessions.preflight.manifest import Condition, Manifest
 
 VERSION_TIMEOUT_S = 20
 

@@ -17,12 +17,12 @@ from pathlib import Path
 from engine.backends import BACKENDS
 from engine.gamedef import GameDefinition
 from engine.script import ScriptError
-from sessions.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
-from sessions.gamedefs import GameDefinitionError, load_game_definition
-from sessions.implementation import implementation
-from sessions.manifest import Condition, Manifest, ManifestError, load_manifest
-from sessions.notes import NotesError, load_notes
-from sessions.romid import RomIdentity, RomIdentityError, identify
+from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
+from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+from sessions.preflight.implementation import implementation
+from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest
+from sessions.preflight.notes import NotesError, load_notes
+from sessions.preflight.romid import RomIdentity, RomIdentityError, identify
 from sessions.schedule import blind_labels, trial_order
 
 
@@ -68,7 +68,7 @@ class Prepared:
     prices: dict[str, object] = field(default_factory=dict)
     keys: Keys = field(default_factory=lambda: Keys({}), repr=False)
     system_prompt: str = ""
-    rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.romid)
+    rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.preflight.romid)
     variants: list = field(default_factory=list)  # sessions.suites.PreparedVariant, in manifest order
     game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
     # the preflight's probe right after restoring the start state, and each frozen control's status
@@ -123,7 +123,7 @@ class Prepared:
 
 def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[bytes, str]:
     """The file's bytes and SHA-256, read safely (no FIFO, device or unbounded read)."""
-    from sessions.safe_read import MAX_ROM_BYTES, MAX_STATE_BYTES, InputFileError, read_input
+    from sessions.preflight.safe_read import MAX_ROM_BYTES, MAX_STATE_BYTES, InputFileError, read_input
 
     cap = max_bytes or {"initial state": MAX_STATE_BYTES}.get(what, MAX_ROM_BYTES)
     try:
@@ -142,10 +142,10 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
     from engine.controls import check_controls
     from engine.script import parse_script
     from engine.text import printable
+    from sessions.preflight.romcheck import RomCheckError, probe_start_state
+    from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
+    from sessions.preflight.yamlfile import field_line
     from sessions.reader import FormatProblem, TrialReader
-    from sessions.romcheck import RomCheckError, probe_start_state
-    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
-    from sessions.yamlfile import field_line
 
     try:
         try:
@@ -283,8 +283,8 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 replay_dirs[c.id] = trial_dir
             elif c.policy == "human" and not allow_human:
                 raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
-            elif c.policy in ("mcp", "cli"):  # an agent on oakwatch's tool server (sessions.tool_conditions)
-                from sessions.tool_conditions import ToolConditionError, check_tool_condition
+            elif c.policy in ("mcp", "cli"):  # an agent on oakwatch's tool server (sessions.preflight.tool_conditions)
+                from sessions.preflight.tool_conditions import ToolConditionError, check_tool_condition
 
                 try:
                     check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game)
@@ -351,13 +351,13 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 except (OSError, ValueError, RuntimeError) as exc:
                     raise PreflightError(f"{shown}: cannot use path {ref} ({exc})") from None
         if variants:
-            from sessions.manifest import VariantEntry
+            from sessions.preflight.manifest import VariantEntry
             from sessions.suites import frozen_entries
 
             frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
         for c in frozen.conditions:  # the client that will play is the one the run records
             if c.policy == "cli":
-                from sessions.tool_conditions import client_version
+                from sessions.preflight.tool_conditions import client_version
 
                 c.client_version = client_version(c)
         if frozen.created_utc is None:
@@ -406,7 +406,7 @@ def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built:
     `built`: the condition came from `run --provider/--model` (named by its options, not its id)."""
     import os
 
-    from sessions.pricing import PricingError, copy_path, read_prices
+    from sessions.preflight.pricing import PricingError, copy_path, read_prices
 
     who = at(f"conditions.{i}.provider") if built else f"condition {c.id}"
     key = None

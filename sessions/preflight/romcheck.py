@@ -48,7 +48,7 @@ PYBOY_CART_TYPES = frozenset({0x00, 0x01, 0x02, 0x03, 0x05, 0x06, 0x08, 0x09, 0x
 PYBOY_RAM_SIZE_CODES = range(0, 6)  # its EXTERNAL_RAM_TABLE
 PROBE_FRAMES = 60  # one second of play after the restore: a state that cannot run fails here
 PROBE_TIMEOUT = 30.0  # seconds; the probe itself takes well under one
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 class RomCheckError(ValueError):
@@ -173,8 +173,9 @@ def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frame
     env["PYTHONPATH"] = os.pathsep.join([str(_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     try:
         # Its own session: a terminal's Ctrl-C goes to oakwatch, which ends the probe itself.
-        proc = subprocess.run([sys.executable, "-m", "sessions.romcheck"], input=header.encode() + b"\n" + rom + state,
-                              capture_output=True, timeout=timeout, env=env, cwd=str(_ROOT), start_new_session=True)
+        proc = subprocess.run([sys.executable, "-m", "sessions.preflight.romcheck"],
+                              input=header.encode() + b"\n" + rom + state, capture_output=True, timeout=timeout,
+                              env=env, cwd=str(_ROOT), start_new_session=True)
     except subprocess.TimeoutExpired as exc:
         stage = _stages(exc.stdout or b"")[-1:] or ["start"]
         culprit = rom_where if stage[0] == "start" else state_where

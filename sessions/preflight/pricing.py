@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.pricing import Price
-from sessions.yamlfile import parse_yaml_model
+from sessions.preflight.yamlfile import parse_yaml_model
 
 Dollars = Annotated[float, Field(ge=0, le=10_000)]
 
@@ -51,7 +51,7 @@ def load_prices(path: Path, expected_sha256: str) -> tuple[PriceSchedule, dict[s
 def read_prices(path: Path, expected_sha256: str) -> tuple[PriceSchedule, dict[str, Price], bytes]:
     """The schedule, its prices by model, and its bytes exactly as hashed (kept in the evidence)."""
     from engine.text import decode_utf8
-    from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
+    from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
 
     try:
         data = read_input(path, what="price schedule", max_bytes=MAX_TEXT_BYTES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.gamedef import GameDefinition
-from sessions.yamlfile import load_yaml_model, parse_yaml_model
+from sessions.preflight.yamlfile import load_yaml_model, parse_yaml_model
 
 
 class GameDefinitionError(ValueError):

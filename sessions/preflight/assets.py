@@ -3,7 +3,7 @@
 A bundled name is a path inside assets/ and nothing else: an absolute name, a `..` part or a
 name that resolves (symlinks followed) outside assets/ is refused from the name and the folder's
 own entries alone, before any file is opened. The manifest's path fields check it when they are
-parsed (sessions.manifest.PathRef); `resolve` checks it again for every other caller.
+parsed (sessions.preflight.manifest.PathRef); `resolve` checks it again for every other caller.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED_DIRS = ("cartridge", "games", "experiments", "prompts", "pricing")
 BUNDLED_PREFIX = "bundled:"
 DEFAULT_MANIFEST = ASSETS / "experiments" / "dry-run.yaml"

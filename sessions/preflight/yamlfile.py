@@ -20,7 +20,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from engine.text import decode_utf8, printable
-from sessions.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
+from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
 
 M = TypeVar("M", bound=BaseModel)
 MAX_DEPTH = 64  # no file of ours nests deeper than 5; the cap keeps recursion (ours, PyYAML's) bounded

@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder holding engine/, sessions/, app/
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding engine/, sessions/, app/
 GIT_TIMEOUT_S = 10
 
 

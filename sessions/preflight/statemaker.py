@@ -25,10 +25,10 @@ from engine.emulator import EmulatorError, Timing, frame_sha256
 from engine.gamedef import GameDefinition
 from engine.script import ScriptError, parse_script
 from engine.text import printable
-from sessions.assets import ASSETS, BUNDLED_PREFIX, bundled_problem, bundled_refs, resolve
-from sessions.gamedefs import GameDefinitionError, load_game_definition
-from sessions.romid import RomIdentity, RomIdentityError, identify
-from sessions.safe_read import MAX_ROM_BYTES, MAX_TEXT_BYTES, InputFileError, read_input
+from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, bundled_problem, bundled_refs, resolve
+from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+from sessions.preflight.romid import RomIdentity, RomIdentityError, identify
+from sessions.preflight.safe_read import MAX_ROM_BYTES, MAX_TEXT_BYTES, InputFileError, read_input
 
 DEFAULT_BACKEND = {"gb": "pyboy", "gbc": "pyboy", "gba": "mgba"}
 
@@ -227,7 +227,7 @@ def write_outputs(s: Setup, boot_frames: int, actions: list[str], state: bytes, 
 
 def fill_experiment(s: Setup, record: dict, experiment: dict) -> str:
     """The experiment with this ROM, state and backend filled in, checked as a manifest."""
-    from sessions.manifest import ManifestError, parse_manifest
+    from sessions.preflight.manifest import ManifestError, parse_manifest
 
     data = json.loads(json.dumps(experiment))  # a deep copy of plain data
     game = data.setdefault("game", {})
