@@ -11,7 +11,7 @@ Paused and stepping come from the control channel's status op (the folder record
 without a channel a held trial reads running.
 
 Operator keys p (pause/resume), s (step), x (end the trial) and t (tag) act on the selected trial
-through the run's control channel (sessions.control_socket) when the run listens on one; without
+through the run's control channel (sessions.execute.control_socket) when the run listens on one; without
 it attach is read-only and says so. q only closes the console: the run goes on.
 """
 
@@ -39,7 +39,7 @@ from panes.memory import MemoryPane
 from panes.overview import OverviewPane
 from panes.status import StatusBar, SummaryPane
 from panes.trace import TracePane, detail_text
-from sessions.control_socket import ControlClient
+from sessions.execute.control_socket import ControlClient
 from themes import DEFAULT_THEME, TCSS, THEMES, load_config
 
 POLL_SECONDS = 0.25
@@ -48,7 +48,7 @@ READ_ONLY = "read-only: no control channel (pauses not shown)"
 
 
 def held_trials(reply: dict) -> dict[str, str]:
-    """trial key -> paused or stepping, from a status reply (sessions.control_socket)."""
+    """trial key -> paused or stepping, from a status reply (sessions.execute.control_socket)."""
     held = ("paused", "stepping")
     states = reply.get("trial_states")
     if isinstance(states, dict):  # a run of many trials at once

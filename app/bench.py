@@ -85,11 +85,11 @@ from engine.events import DecisionRecorded, TrialEnded
 from engine.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
 from engine.trial import Trial
 from sessions import layout
+from sessions.execute.runner import ExperimentRunner
+from sessions.execute.trial_factory import make_policy
 from sessions.preflight.assets import DEFAULT_MANIFEST, resolve
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.replay import load_trial, replay_records
-from sessions.runner import ExperimentRunner
-from sessions.trial_factory import make_policy
 
 PROJECT = Path(__file__).resolve().parent.parent
 FAST_FILE_US = 100.0  # below this per small file, the disk counts as fast
@@ -635,9 +635,9 @@ def workers_figures(tmp: Path, trials: int = 8, actions: int = 10_000, workers: 
     """Throughput (accepted actions per second of the whole run, trial start-up and sealing
     included) of `trials` random-policy trials of `actions` actions on the cartridge, run one at a
     time and then with `workers` processes, and the ratio, next to the 1.8x target."""
+    from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import create_folder
     from sessions.preflight.manifest import load_manifest
-    from sessions.runner import ExperimentRunner
 
     data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
     data["budgets"] = {"accepted_actions": actions, "model_decisions": None, "wall_time_minutes": None,

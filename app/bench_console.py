@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.events import FrameCaptured, TrialEnded, TrialStarted
+from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.runner import ExperimentRunner
 
 SIZE = (160, 50)
 SHADES = np.array([[0x0F, 0x38, 0x0F], [0x30, 0x62, 0x30], [0x8B, 0xAC, 0x0F], [0x9B, 0xBC, 0x0F]], np.uint8)

@@ -30,9 +30,9 @@ import yaml
 
 from app.bench_console import press_latency_ms
 from app.chat_server import ChatServer
+from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.runner import ExperimentRunner
 
 RATIO_TARGET = 1 / 6  # the parallel run's wall time at most this fraction of the serial one's
 FPS_TARGET = 15.0
@@ -170,7 +170,7 @@ async def _drill(app, pilot, run_done: threading.Event):
 
 async def _attach(root: Path, run_done: threading.Event, seconds: float, presses: int, decisions: int) -> dict:
     from app.attach import AttachApp
-    from sessions.control_socket import ControlClient
+    from sessions.execute.control_socket import ControlClient
 
     app = AttachApp(root, theme="gameboy")
     probe = ControlClient(root, timeout=2.0)  # the watcher's own client: the console's is its own

@@ -191,7 +191,7 @@ def _main(argv: list[str] | None) -> int:
         if args.ray_address is not None and args.executor != "ray":
             return _fail("--ray-address goes with --executor ray")
         if args.executor == "ray":
-            from sessions.ray_pool import RayUnavailable, ray_module
+            from sessions.execute.ray_pool import RayUnavailable, ray_module
 
             try:
                 ray_module()
@@ -329,7 +329,7 @@ def _start_holding(prepared, folder, **how) -> int:
     except KeyboardInterrupt:
         if folder.finished:  # (the handlers are restored only after the folder is finished)
             raise
-        from sessions.runner import ExperimentRunner
+        from sessions.execute.runner import ExperimentRunner
         from sessions.summary import exit_status
 
         print("oakwatch: SIGINT: ending the run before its first trial", file=sys.stderr)
@@ -356,7 +356,7 @@ _EXECUTOR: tuple[str, str | None] = ("local", None)  # `run --executor`, `--ray-
 
 def _run_watched(prepared, folder, positions: list[int] | None) -> int:
     from app.run_watch import run_watched
-    from sessions.runner import ExperimentRunner
+    from sessions.execute.runner import ExperimentRunner
 
     return run_watched(ExperimentRunner(prepared, folder, positions=positions, resumed=positions is not None,
                                         workers=_WORKERS, executor=_EXECUTOR[0], ray_address=_EXECUTOR[1]))
@@ -366,7 +366,7 @@ def _run_headless(prepared, folder, positions: list[int] | None, pacing: float |
     from app.headless import HeadlessPrinter, print_line, summary_table
     from app.signals import SignalStop
     from engine.control import RunControl
-    from sessions.runner import ExperimentRunner
+    from sessions.execute.runner import ExperimentRunner
     from sessions.summary import exit_status
 
     printer = HeadlessPrinter(schedule=len(positions) if positions is not None else len(prepared.schedule))

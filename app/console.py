@@ -162,7 +162,7 @@ class OakwatchConsole(App[int]):
         self._step_from: int | None = None
         self._errors_shown = 0
         if prepared is not None and start_run:
-            from sessions.runner import ExperimentRunner
+            from sessions.execute.runner import ExperimentRunner
 
             factories = {"human": self._human_policy, **(policy_factories or {})}
             self.runner = ExperimentRunner(prepared, folder, sinks=[self.sink], control=self.control,

@@ -46,7 +46,7 @@ def _say(message: str) -> None:
 
 def pick_position(prepared, trial: str | None) -> int:
     """The schedule position to play; ValueError with the reason when there is none."""
-    from sessions.trial_factory import trial_config
+    from sessions.execute.trial_factory import trial_config
 
     keys = [trial_config(prepared, p).trial_key for p in range(len(prepared.schedule))]
     if trial is not None:
@@ -80,7 +80,7 @@ def run_command(args) -> int:
         return _fail(str(exc))
     sock = None
     if args.transport == "http":
-        from sessions.mcp_server import bind
+        from sessions.execute.mcp_server import bind
 
         try:
             sock = bind(args.host, args.port)
@@ -109,9 +109,9 @@ class ToolSession:
         from engine.control import RunControl
         from engine.policies.tools import ToolCallPolicy, ToolDesk
         from engine.rulesets import tools_for
-        from sessions.mcp_server import build_server, sdk_version
-        from sessions.runner import ExperimentRunner
-        from sessions.trial_factory import battle_settings, trial_config
+        from sessions.execute.mcp_server import build_server, sdk_version
+        from sessions.execute.runner import ExperimentRunner
+        from sessions.execute.trial_factory import battle_settings, trial_config
 
         m = prepared.manifest
         self.trial_key = trial_config(prepared, position).trial_key
@@ -119,7 +119,7 @@ class ToolSession:
         self.desk = ToolDesk(self.control)
         self.sessions = None
         if transport == "http":
-            from sessions.mcp_server import HttpSessions
+            from sessions.execute.mcp_server import HttpSessions
 
             self.sessions = HttpSessions(self.desk)
         ruleset = m.agent.ruleset
@@ -132,7 +132,7 @@ class ToolSession:
                                    battle=(rules := battle_settings(prepared)) and rules.model_dump(mode="json"))
         import anyio
 
-        from sessions.mcp_server import exposed_tools
+        from sessions.execute.mcp_server import exposed_tools
 
         self.tools = anyio.run(exposed_tools, self.server)
         if sorted(tools_for(ruleset)) != self.tools:  # never serve a list verify would refuse
@@ -169,11 +169,11 @@ class ToolSession:
 
     async def _serve(self, sock) -> None:
         if sock is None:
-            from sessions.mcp_server import serve_stdio
+            from sessions.execute.mcp_server import serve_stdio
 
             serving, gone = serve_stdio(self.server), "the client closed stdin"  # ends when stdin closes
         else:
-            from sessions.mcp_server import after_the_trial, serve_http
+            from sessions.execute.mcp_server import after_the_trial, serve_http
 
             stop = after_the_trial(self.desk, self.sessions)
             serving, gone = serve_http(self.server, sock, self.sessions, stop_when=stop), "the HTTP server stopped"

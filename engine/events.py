@@ -67,7 +67,7 @@ class FrameCaptured:
     frame: np.ndarray
     frame_sha256: str
     frame_index: int
-    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    # The trial it belongs to, stamped on by sessions.execute.workers for displays of many trials at once.
     trial_key: str | None = field(default=None, kw_only=True)
 
 
@@ -77,14 +77,14 @@ class DecisionRecorded:
     response: ResponseLine
     inputs: tuple[InputLine, ...]
     frame: np.ndarray  # the frame after the decision's last action (or unchanged)
-    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    # The trial it belongs to, stamped on by sessions.execute.workers for displays of many trials at once.
     trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
 class MilestoneReached:
     award: MilestoneAward
-    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    # The trial it belongs to, stamped on by sessions.execute.workers for displays of many trials at once.
     trial_key: str | None = field(default=None, kw_only=True)
 
 
@@ -95,21 +95,21 @@ class MemoryChanged:
     facts: tuple[dict, ...] | None = None
     contradictions: tuple[tuple[str, ...], ...] | None = None
     last_read: tuple[str, ...] = ()
-    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    # The trial it belongs to, stamped on by sessions.execute.workers for displays of many trials at once.
     trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
 class BudgetUpdated:
     budgets: dict
-    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    # The trial it belongs to, stamped on by sessions.execute.workers for displays of many trials at once.
     trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
 class AnnotationAdded:
     record: Annotation
-    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    # The trial it belongs to, stamped on by sessions.execute.workers for displays of many trials at once.
     trial_key: str | None = field(default=None, kw_only=True)
 
 
@@ -119,14 +119,14 @@ class StateChanged:
 
     state: str
     detail: str | None = None
-    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    # The trial it belongs to, stamped on by sessions.execute.workers for displays of many trials at once.
     trial_key: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
 class TrialEnded:
     result: TrialResult
-    # The trial it belongs to, stamped on by sessions.workers for displays of many trials at once.
+    # The trial it belongs to, stamped on by sessions.execute.workers for displays of many trials at once.
     trial_key: str | None = field(default=None, kw_only=True)
 
 

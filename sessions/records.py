@@ -46,9 +46,9 @@ class RunEvent(Record):
     cause: str | None = None
     stopped_early: bool | None = None
     stop_reason: str | None = None
-    detail: str | None = None  # control-refused: who was refused (sessions.control_socket)
+    detail: str | None = None  # control-refused: who was refused (sessions.execute.control_socket)
     # "limits", logged just before run-finished when the run had them: trials at once (`--workers N`)
-    # and the shared limits (sessions.limits: the cost ceiling's rule, spend, rate limits, waits)
+    # and the shared limits (sessions.execute.limits: the cost ceiling's rule, spend, rate limits, waits)
     workers: int | None = None
     executor: Literal["local", "ray"] | None = None  # where trial processes ran (`--executor`)
     limits: dict[str, Any] | None = None

@@ -128,8 +128,8 @@ def trial_rows(folder: Path) -> list[TrialRow]:
 def run_batch(tasks: list[Task], choice: PolicyChoice, batch: Path, *, trials: int, ceiling: Ceiling,
               say: Callable[[str], None] = print) -> Ledger:
     """Run every task in order into a new batch folder; the ledger is rewritten after each task."""
+    from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import PreflightError, create_folder, prepare
-    from sessions.runner import ExperimentRunner
 
     batch.mkdir(parents=True)
     ledger = Ledger(batch_id=batch.name, created_utc=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

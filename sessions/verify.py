@@ -36,10 +36,10 @@ from engine.tally import TraceTally
 from engine.trial import decision_latency
 from sessions import layout, roots
 from sessions.checksums import SumsFormatError, file_sha256, parse_sums
+from sessions.execute.schedule import trial_order
 from sessions.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
 from sessions.reader import FormatProblem, TrialReader, iter_lines, parse, read_run_log, short_error
 from sessions.records import BlindingFile, ScheduleFile, Summary, VoidRecord
-from sessions.schedule import trial_order
 from sessions.summary import summarise
 from sessions.verify_tools import check_battle_line
 
@@ -497,7 +497,7 @@ def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel:
         cid = ctx.labels.get(g.condition)
         cond = next((c for c in m.conditions if c.id == cid), None)
         if cond is not None:
-            from sessions.trial_factory import policy_seed
+            from sessions.execute.trial_factory import policy_seed
 
             if cond.policy != g.policy:
                 report.add(f"{where}: policy {g.policy}, the condition's is {cond.policy}")

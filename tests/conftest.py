@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.runner import ExperimentRunner
 
 
 def pytest_configure(config):

@@ -1,7 +1,7 @@
 """An agent that plays through tool calls (oakwatch's MCP server: policy mcp and cli).
 
 The tool desk is where two threads meet: the trial loop (engine.trial, in the runner's thread) and
-the tool server (sessions.mcp_server, on its own event loop). When the loop asks its policy for a
+the tool server (sessions.execute.mcp_server, on its own event loop). When the loop asks its policy for a
 decision, ToolCallPolicy opens a *turn* on the desk holding the decision's Observation; a
 `press_keys` call takes the turn and becomes that decision's response, so the contract, retries,
 budgets, trace, operator pause/step/tag/end, verify and replay all apply to it unchanged. The

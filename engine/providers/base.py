@@ -93,7 +93,7 @@ class ProviderError(ProviderFailure):
 
 
 class CallGate(Protocol):
-    """The hook around every model call (sessions.limits implements it): `before_call` may wait
+    """The hook around every model call (sessions.execute.limits implements it): `before_call` may wait
     (a shared rate limiter, counted apart from the agent's time) or refuse the call by raising
     (the experiment's cost ceiling); `after_call` reports what the call cost."""
 

@@ -17,13 +17,13 @@ from pathlib import Path
 from engine.backends import BACKENDS
 from engine.gamedef import GameDefinition
 from engine.script import ScriptError
+from sessions.execute.schedule import blind_labels, trial_order
 from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
 from sessions.preflight.implementation import implementation
 from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest
 from sessions.preflight.notes import NotesError, load_notes
 from sessions.preflight.romid import RomIdentity, RomIdentityError, identify
-from sessions.schedule import blind_labels, trial_order
 
 
 class PreflightError(ValueError):

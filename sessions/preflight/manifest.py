@@ -346,7 +346,7 @@ class Condition(_Strict):
     pricing: PricingRef | None = None
     request: RequestSettings | None = None
     # policy: cli — the client's command line, one argument per item, `{mcp_config}` where the MCP
-    # config file oakwatch writes goes, `{mcp_url}` where the server's address goes (sessions.cli_client);
+    # config file oakwatch writes goes, `{mcp_url}` where the server's address goes (sessions.execute.cli_client);
     # the client's `--version` output, checked
     # when given and frozen with the run.
     command: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]],

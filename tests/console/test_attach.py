@@ -17,7 +17,7 @@ from panes.frame import FramePane, FrameView
 from panes.ladder import LadderPane
 from panes.overview import OverviewPane, sparkline
 from sessions import layout
-from sessions.control_socket import ControlServer
+from sessions.execute.control_socket import ControlServer
 from tests.conftest import run_experiment, write_manifest
 
 SECRET = "secret-model-2026-x9"

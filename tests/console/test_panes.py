@@ -153,7 +153,7 @@ async def test_palette_offers_the_operator_commands():
 
 
 def test_headless_path_never_imports_textual():
-    code = ("import sys, app.cli, app.headless, app.console_state, engine.policies.human, sessions.runner;"
+    code = ("import sys, app.cli, app.headless, app.console_state, engine.policies.human, sessions.execute.runner;"
             "assert not any(m == 'textual' or m.startswith('textual.') for m in sys.modules), 'textual imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

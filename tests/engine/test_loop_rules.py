@@ -276,7 +276,7 @@ async def test_active_time_stamps_exclude_pauses_and_policy_latency():
 
 
 async def test_a_hold_inside_a_policy_call_is_held_time_not_policy_time():
-    """A limiter's wait happens inside the call, through the run control (sessions.limits.CallGate):
+    """A limiter's wait happens inside the call, through the run control (sessions.execute.limits.CallGate):
     it is held time, and not taken away again as policy time. Held, policy and active time are
     disjoint parts of the run, so they add up to no more than its whole length (to the rounding)."""
     control = RunControl()

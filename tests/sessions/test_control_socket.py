@@ -1,4 +1,4 @@
-"""The run's control channel (sessions.control_socket): owner-only Unix socket, JSON lines, ops mapped
+"""The run's control channel (sessions.execute.control_socket): owner-only Unix socket, JSON lines, ops mapped
 onto RunControl; end to end against a real run in a subprocess (pause, step, tag, end, then the
 evidence), and a connection from another uid refused and logged."""
 
@@ -17,7 +17,7 @@ import pytest
 
 from engine.control import RunControl
 from sessions import layout
-from sessions.control_socket import LOG_NAME, POINTER, ControlClient, ControlServer, runner_handler
+from sessions.execute.control_socket import LOG_NAME, POINTER, ControlClient, ControlServer, runner_handler
 from tests.conftest import write_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,9 +104,9 @@ WRAPPER = """
 import sys
 from pathlib import Path
 
-from sessions.control_socket import ControlServer, runner_handler
+from sessions.execute.control_socket import ControlServer, runner_handler
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.runner import ExperimentRunner
+from sessions.execute.runner import ExperimentRunner
 
 manifest, out = Path(sys.argv[1]), Path(sys.argv[2])
 prepared = prepare(manifest, out)
@@ -331,7 +331,7 @@ def _closed_by_server(s) -> bool:
 def test_an_idle_flood_does_not_lock_the_operator_out(tmp_path):
     """300 connections that never send a line: the operator's pause and status still go through,
     the server never holds more than its cap, and every idle one is closed."""
-    from sessions.control_socket import MAX_CONNECTIONS
+    from sessions.execute.control_socket import MAX_CONNECTIONS
 
     control = RunControl()
     with ControlServer(tmp_path, runner_handler(control, lambda: "X-01")) as server:
@@ -420,7 +420,7 @@ def test_a_slow_op_does_not_hold_up_the_others_and_replies_keep_order(tmp_path):
 def test_a_real_run_answers_its_operator_through_an_idle_flood(tmp_path):
     """`oakwatch run --headless`: 300 idle connections to its channel, then pause, status and end
     go through; the run holds no more than its cap of connections."""
-    from sessions.control_socket import MAX_CONNECTIONS
+    from sessions.execute.control_socket import MAX_CONNECTIONS
 
     manifest = write_manifest(tmp_path, conditions=[{"id": "rnd", "policy": "random", "seed": 4}],
                               budgets={"accepted_actions": 200_000, "model_decisions": None,

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from engine.ladder import FINAL, FINAL_SKIPPED
+from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.replay import Divergence, replay_trial
-from sessions.runner import ExperimentRunner
 from sessions.summary import exit_status
 from sessions.verify import verify_experiment
 from tests.conftest import find_trial, write_manifest

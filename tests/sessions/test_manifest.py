@@ -109,8 +109,8 @@ def test_memory_rules_change_the_hash(memory):
 
 def test_every_trial_runs_under_and_reports_the_manifests_memory_rules(tmp_path):
     from engine.memory import MemoryRules as EngineRules
+    from sessions.execute.trial_factory import trial_config
     from sessions.preflight.experiment import prepare
-    from sessions.trial_factory import trial_config
     from tests.conftest import write_manifest
 
     agent = {"max_actions_per_decision": 4, "memory": {"max_facts": 32, "exclusive_predicates": ["is_at"]}}

@@ -235,8 +235,8 @@ class ResetThenPress:
 def test_a_reset_in_a_trial_that_is_not_episodic_is_an_invalid_output_logged_and_charged(tmp_path):
     """The loop's own rule (Trial._reset_response), under the gate that keeps battle to episodic manifests."""
     from engine.rulesets import tools_for
+    from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import create_folder, prepare
-    from sessions.runner import ExperimentRunner
 
     manifest = mcp_manifest(tmp_path, agent={"ruleset": "standard"}, budgets={"accepted_actions": 2})
     prepared = prepare(manifest, tmp_path / "out", allow_mcp=True)

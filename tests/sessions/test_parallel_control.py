@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sessions import layout
-from sessions.control_socket import POINTER, ControlClient
+from sessions.execute.control_socket import POINTER, ControlClient
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 from tests.sessions.test_control_socket import lines_in, steady, wait_for

@@ -71,7 +71,7 @@ def test_a_killed_ray_worker_takes_only_its_trial(tmp_path):
         victim, other = sorted(p.name for p in trials.iterdir())
         pid = json.loads((trials / victim / layout.TRIAL).read_text())["pid"]
         os.kill(pid, signal.SIGKILL)
-        from sessions.control_socket import ControlClient
+        from sessions.execute.control_socket import ControlClient
 
         client = ControlClient(out)
         wait_for(lambda: other in client.status().get("running", []) and victim not in

@@ -34,13 +34,13 @@ from engine.records import Usage
 from engine.romheader import gb_header_checksum as header_checksum
 from engine.script import parse_script
 from engine.trial import TagRefused
+from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.preflight.gamedefs import load_game_definition
 from sessions.preflight.startstate import make_start_state
 from sessions.records import Summary
 from sessions.replay import replay_trial
-from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment
 from tests.conftest import find_trial, read_jsonl, write_manifest
 
@@ -469,7 +469,7 @@ def test_a_provider_failure_at_startup(tmp_path, pinned):
 # PyBoy 2.8.1 cannot be made to raise mid-run by what the cartridge does: its CPU and memory core is
 # Cython declared `noexcept nogil` (an error inside is printed and swallowed), and an illegal opcode
 # (0xD3, 0xDB, ...) takes zero cycles without advancing PC, so `tick` spins forever, without the
-# GIL. That is the real emulator fault a game can cause, and the watchdog (sessions/watchdog.py)
+# GIL. That is the real emulator fault a game can cause, and the watchdog (sessions/execute/watchdog.py)
 # ends it: after emulator.hang_seconds, or a few seconds after a signal the stuck loop cannot take.
 
 def patched_rom(changes: dict[int, int]) -> bytes:

@@ -1,6 +1,6 @@
 import pytest
 
-from sessions.schedule import blind_labels, trial_order
+from sessions.execute.schedule import blind_labels, trial_order
 from sessions.summary import exit_status, summarise
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import PreflightError, create_folder, prepare
 from sessions.replay import replay_trial
 from sessions.report import build_report
-from sessions.runner import ExperimentRunner
 from sessions.variants import make_variant
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest

@@ -17,11 +17,11 @@ import pytest
 from engine.events import DecisionRecorded
 from sessions import layout
 from sessions.checksums import file_sha256, render_sums
+from sessions.execute.runner import ExperimentRunner
 from sessions.experiment_folder import root_hash
 from sessions.framestore import HEADER, scan_store
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.replay import Divergence, replay_trial
-from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, write_manifest
 

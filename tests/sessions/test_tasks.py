@@ -304,8 +304,8 @@ def test_model_policy_through_the_demo_server_and_the_token_ceiling(tmp_path, mo
 def test_request_reset_ends_the_episode_and_the_evidence_still_verifies_and_replays(tmp_path):
     """Trial.request_reset(), asked for during decision 3's commit, ends episode 1 with decision 4."""
     from engine.events import DecisionRecorded
+    from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import create_folder, prepare
-    from sessions.runner import ExperimentRunner
     from sessions.task_batch import TASK_FILES
     from sessions.tasks import PolicyChoice, write_task_inputs
 

@@ -15,9 +15,9 @@ from app.cli import main
 from engine.events import DecisionRecorded, TrialEnded, TrialStarted
 from sessions import layout
 from sessions.digest import trial_digest
+from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.records import Summary
-from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 
@@ -161,7 +161,7 @@ def _modules_at_start(conn) -> None:
 
 def test_the_forkserver_imports_pyboy_once_for_every_trial(tmp_path):
     """A trial's process starts with PyBoy imported (a tenth of a second each, otherwise)."""
-    from sessions.workers import _context
+    from sessions.execute.workers import _context
 
     ctx = _context()
     parent, child = ctx.Pipe()

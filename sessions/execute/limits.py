@@ -3,7 +3,7 @@ provider and key.
 
 `ExperimentLimits` lives in the driver (one per run). Before every model call a trial asks it,
 through its `CallGate`: in the serial path directly, with `--workers N` over the worker's pipe
-(sessions.workers). The answer is how long to wait (a reservation: the driver never blocks on a
+(sessions.execute.workers). The answer is how long to wait (a reservation: the driver never blocks on a
 limiter) or a refusal once the ceiling is reached. The gate waits through the trial's run
 control (`RunControl.hold`), so the wait is counted apart from the agent's time and excluded from
 the wall-time budget exactly like a provider's backoff; the trial's total wait is recorded in

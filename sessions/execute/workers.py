@@ -27,7 +27,7 @@ signals themselves (a terminal's Ctrl-C reaches the whole process group): the dr
 A worker that dies (kill -9, a segfault in the emulator) takes only its trial: the driver finishes
 that trial from its folder exactly as `oakwatch recover` would (harness-error, `process-died`, cut
 to its last whole decision) and voids its block. A worker whose emulator hangs is caught by its
-own watchdog (sessions.watchdog), which seals the trial as an emulator fault and ends the worker.
+own watchdog (sessions.execute.watchdog), which seals the trial as an emulator fault and ends the worker.
 Human-played positions run in the driver, one at a time, when no worker trial is running.
 """
 
@@ -48,12 +48,12 @@ from engine.outcomes import INVALID_PROVIDER, is_valid
 from engine.records import TrialResult
 from sessions import layout
 from sessions.durable import EvidenceError
-from sessions.limits import CEILING
-from sessions.worker_process import TrialJob, stamp, worker_main
+from sessions.execute.limits import CEILING
+from sessions.execute.worker_process import TrialJob, stamp, worker_main
 
 # What the forkserver imports once, before forking trials (worker_process first: it pins thread pools).
-PRELOAD = ["sessions.worker_process", "sessions.trial_factory", "sessions.recorder", "sessions.watchdog",
-           "engine.pyboy_backend", "sessions.forkserver_preload"]
+PRELOAD = ["sessions.execute.worker_process", "sessions.execute.trial_factory", "sessions.recorder",
+           "sessions.execute.watchdog", "engine.pyboy_backend", "sessions.execute.forkserver_preload"]
 
 
 def _context(extra: tuple[str, ...] = ()):
@@ -81,7 +81,7 @@ def preload_for(prepared) -> tuple[str, ...]:
 
 class ProcessHandle:
     """A trial's worker as the driver sees it: a local forkserver process and its pipe. The Ray
-    executor (sessions.ray_pool) hands the driver objects with the same methods."""
+    executor (sessions.execute.ray_pool) hands the driver objects with the same methods."""
 
     def __init__(self, process: multiprocessing.process.BaseProcess, conn: Connection):
         self.process = process
@@ -202,8 +202,8 @@ class _Driver:
 
     # -- starting -------------------------------------------------------------------------------
     def _limit_key(self, position: int) -> str | None:
-        from sessions.limits import limiter_key
-        from sessions.trial_factory import MODEL_POLICIES, parse_key
+        from sessions.execute.limits import limiter_key
+        from sessions.execute.trial_factory import MODEL_POLICIES, parse_key
 
         if not self.r.limits.active:
             return None
@@ -225,7 +225,7 @@ class _Driver:
     def control_handler(self):
         """The run's control socket, over many trials: an op names its trial, and goes to the
         worker playing it (its reply comes back); a human trial in the driver is run's own."""
-        from sessions.control_socket import runner_handler
+        from sessions.execute.control_socket import runner_handler
 
         human = runner_handler(self.r.control, lambda: self.r.current_trial.config.trial_key
                                if self.r.current_trial is not None else None)
@@ -310,7 +310,7 @@ class _Driver:
             self._void_ready()
 
     def _human(self, position: int) -> bool:
-        from sessions.trial_factory import parse_key
+        from sessions.execute.trial_factory import parse_key
 
         return self.r.prepared.condition(parse_key(self.folder.schedule.order[position])[0]).policy == "human"
 
@@ -469,9 +469,9 @@ def _sha(folder, key: str) -> str:
 
 def make_pool(runner):
     """The executor the run asked for, started: local processes, or tasks on a Ray cluster.
-    Raises RuntimeError (sessions.ray_pool.RayUnavailable) when the cluster cannot be used."""
+    Raises RuntimeError (sessions.execute.ray_pool.RayUnavailable) when the cluster cannot be used."""
     if runner.executor == "ray":
-        from sessions.ray_pool import RayPool
+        from sessions.execute.ray_pool import RayPool
 
         pool = RayPool(runner.folder.root, address=runner.ray_address, workers=runner.workers)
         if getattr(runner, "workers_auto", False):
@@ -484,11 +484,11 @@ def make_pool(runner):
 
 async def run_parallel(runner):
     """ExperimentRunner.run_async with runner.workers > 1 or on Ray."""
-    from sessions.watchdog import Watchdog
+    from sessions.execute.watchdog import Watchdog
 
     try:
         pool = runner.pool or make_pool(runner)  # a console makes it first (app.run_watch)
-    except RuntimeError as exc:  # sessions.ray_pool.RayUnavailable: no trial ran; the folder says why
+    except RuntimeError as exc:  # sessions.execute.ray_pool.RayUnavailable: no trial ran; the folder says why
         runner.stop_reason, runner.fatal = "executor-unavailable", str(exc)
         runner.summary = runner._finish()
         return runner.summary

@@ -1,5 +1,5 @@
-"""A trial's own process: what `oakwatch run --workers N` (sessions.workers) forks locally and what
-a Ray task (sessions.ray_pool) runs on a cluster node. It plays one trial start to seal with its
+"""A trial's own process: what `oakwatch run --workers N` (sessions.execute.workers) forks locally and what
+a Ray task (sessions.execute.ray_pool) runs on a cluster node. It plays one trial start to seal with its
 own emulator, policy, memory and run control, writes the trial's folder through the ordinary
 recorder, and talks to the driver over a pipe (or the Ray hub): the trial's events in batches,
 the rate limiter's questions, and the driver's stop requests and operator ops coming back.
@@ -30,7 +30,7 @@ from engine.records import TrialGenesis, TrialResult  # noqa: E402
 from engine.trial import TrialConfig  # noqa: E402
 from sessions import layout  # noqa: E402
 from sessions.durable import EvidenceError  # noqa: E402
-from sessions.limits import Ask, CallGate  # noqa: E402
+from sessions.execute.limits import Ask, CallGate  # noqa: E402
 
 _EMPTY_FRAME = None  # set lazily (numpy) where frames are not wanted by any display
 FLUSH_SECONDS = 0.1
@@ -99,7 +99,7 @@ class _Link:
                 self.send(("control-reply", message[1], self._operate(message[2])))
 
     def _operate(self, message: dict) -> dict:
-        from sessions.control_socket import runner_handler
+        from sessions.execute.control_socket import runner_handler
 
         if self._operator is None:
             self._operator = runner_handler(self.control, lambda: self.trial_key)
@@ -185,7 +185,7 @@ def stamp(event, trial_key: str) -> None:
 
 
 class _WorkerRun:
-    """What the watchdog needs of a run (sessions.watchdog.Watchdog)."""
+    """What the watchdog needs of a run (sessions.execute.watchdog.Watchdog)."""
 
     def __init__(self, root: Path, link: _Link):
         self.folder = SimpleNamespace(root=root)
@@ -205,9 +205,9 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
     """One trial, start to seal, in this process."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the driver stops us; a terminal's Ctrl-C reaches us too
+    from sessions.execute.trial_factory import make_trial
+    from sessions.execute.watchdog import Watchdog
     from sessions.recorder import TrialRecorder
-    from sessions.trial_factory import make_trial
-    from sessions.watchdog import Watchdog
 
     control = RunControl()
     root = Path(job.root)

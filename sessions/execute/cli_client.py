@@ -1,6 +1,6 @@
 """`policy: cli`: oakwatch launches a coding-agent CLI headless against its own tool server.
 
-For each trial the policy starts the MCP server (sessions.mcp_server) on streamable HTTP at
+For each trial the policy starts the MCP server (sessions.execute.mcp_server) on streamable HTTP at
 127.0.0.1 on a free port, writes an MCP config file naming it (Claude Code's `--mcp-config` format,
 `{"mcpServers": {"oakwatch": {"type": "http", "url": ...}}}`), and runs the condition's frozen
 command line with `{mcp_config}` replaced by that file's path and `{mcp_url}` by the server's address
@@ -36,7 +36,7 @@ class CliPolicy(ToolCallPolicy):
     name = "cli"
 
     def __init__(self, condition: Condition, manifest: Manifest):
-        from sessions.mcp_server import HttpSessions, bind, build_server, sdk_version
+        from sessions.execute.mcp_server import HttpSessions, bind, build_server, sdk_version
 
         m = manifest
         ruleset = m.agent.ruleset
@@ -78,7 +78,7 @@ class CliPolicy(ToolCallPolicy):
         threading.Thread(target=self._watch_client, name="oakwatch-cli-client", daemon=True).start()
 
     def _serve(self) -> None:
-        from sessions.mcp_server import exposed_tools, serve_http
+        from sessions.execute.mcp_server import exposed_tools, serve_http
 
         async def main():
             self.record["tools"] = await exposed_tools(self.server)

@@ -1,5 +1,5 @@
 """How one trial is built from a prepared experiment: its config, its policy, its seeds and
-provenance. The serial runner (sessions.runner) and a worker process (sessions.workers, local or on
+provenance. The serial runner (sessions.execute.runner) and a worker process (sessions.execute.workers, local or on
 Ray) build their trials here, the same way."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def make_policy(prepared: Prepared, condition: Condition, trial_number: int) -> 
     if condition.policy == "replay":
         return ReplayPolicy(prepared.recordings[condition.id])
     if condition.policy == "cli":  # a coding-agent CLI, launched against oakwatch's own tool server
-        from sessions.cli_client import CliPolicy
+        from sessions.execute.cli_client import CliPolicy
 
         return CliPolicy(condition, prepared.manifest)
     raise ValueError(f"policy {condition.policy!r} is not available here")
@@ -156,7 +156,7 @@ def battle_settings(prepared: Prepared):
 
 def make_trial(prepared: Prepared, config: TrialConfig, sinks: list, control: RunControl,
                policy_factories: dict[str, PolicyFactory] | None = None, gate=None) -> Trial:
-    """One trial, as the serial runner and a worker process (sessions.workers) both build it."""
+    """One trial, as the serial runner and a worker process (sessions.execute.workers) both build it."""
     p = prepared
     condition = p.condition(config.label)
     factory = (policy_factories or {}).get(condition.policy)

@@ -22,13 +22,20 @@ from engine.records import TrialGenesis, TrialResult
 from engine.trial import Trial, TrialConfig, utc_now
 from sessions.annotation_layer import late_tagger
 from sessions.durable import EvidenceError
+from sessions.execute.trial_factory import (
+    MODEL_POLICIES,
+    PolicyFactory,
+    make_trial,
+    parse_key,
+    policy_seed,
+    trial_config,
+)
+from sessions.execute.watchdog import Watchdog
 from sessions.experiment_folder import ExperimentFolder
 from sessions.preflight.experiment import Prepared
 from sessions.reader import read_results, read_run_log
 from sessions.records import Summary
 from sessions.summary import summarise
-from sessions.trial_factory import MODEL_POLICIES, PolicyFactory, make_trial, parse_key, policy_seed, trial_config
-from sessions.watchdog import Watchdog
 
 
 class ExperimentRunner:
@@ -40,17 +47,17 @@ class ExperimentRunner:
                  positions: list[int] | None = None, resumed: bool = False,
                  watchdog_options: dict | None = None, workers: int = 1, executor: str = "local",
                  ray_address: str | None = None):
-        from sessions.limits import limits_for
+        from sessions.execute.limits import limits_for
 
         self.prepared = prepared
         self.workers_auto = workers == 0 and executor == "ray"  # as many as the cluster has CPUs
         self.workers = max(1, workers)
-        self.executor = executor  # "local" (this machine's processes) or "ray" (sessions.ray_pool)
+        self.executor = executor  # "local" (this machine's processes) or "ray" (sessions.execute.ray_pool)
         self.ray_address = ray_address  # Ray: an existing cluster's address; None starts a local one
-        self.pool = None  # sessions.workers' executor, when made before the run (app.run_watch)
+        self.pool = None  # sessions.execute.workers' executor, when made before the run (app.run_watch)
         self.limits = limits_for(prepared)  # the experiment's cost ceiling and rate limiters, shared
         if resumed and self.limits.ceiling_usd is not None:
-            from sessions.limits import spend_in_folder
+            from sessions.execute.limits import spend_in_folder
 
             self.limits.carry_over(*spend_in_folder(folder.root))
         self.folder = folder
@@ -90,7 +97,7 @@ class ExperimentRunner:
 
     async def run_async(self) -> Summary:
         if self.workers > 1 or self.executor == "ray":
-            from sessions.workers import run_parallel
+            from sessions.execute.workers import run_parallel
 
             return await run_parallel(self)
         voided_blocks: set[int] = set()
@@ -141,10 +148,10 @@ class ExperimentRunner:
         return self.summary
 
     def _control_server(self, handler=None):
-        """The run's owner-only control socket (sessions.control_socket), for `oakwatch attach` and
+        """The run's owner-only control socket (sessions.execute.control_socket), for `oakwatch attach` and
         `serve --operator`; refusals go into the run log. None when no socket can be made here.
         `handler`: the ops' handler (many trials at once pass theirs; default: the trial playing here)."""
-        from sessions.control_socket import ControlServer, runner_handler
+        from sessions.execute.control_socket import ControlServer, runner_handler
 
         def current() -> str | None:
             trial = self.current_trial
@@ -271,7 +278,7 @@ class ExperimentRunner:
 
 def local_gate(prepared: Prepared, limits, control: RunControl, config: TrialConfig):
     """The serial path's gate: asks the run's limits in-process."""
-    from sessions.limits import CallGate, limiter_key
+    from sessions.execute.limits import CallGate, limiter_key
 
     condition = prepared.condition(config.label)
     key = limiter_key(condition, prepared.keys.get(condition.id)) if condition.policy in MODEL_POLICIES else ""

@@ -103,7 +103,7 @@ class Hub:
 # -- the task's side -----------------------------------------------------------------------------
 
 class HubConn:
-    """What sessions.worker_process.worker_main uses as its pipe, over the hub. Sends are synchronous
+    """What sessions.execute.worker_process.worker_main uses as its pipe, over the hub. Sends are synchronous
     (each waits for the hub), so the driver gets them in the order sent. Before the trial's
     "sealed" message, the mirror sends the folder's last bytes and the worker's sums."""
 
@@ -145,8 +145,8 @@ def run_ray_trial(job, hub, blobs: list, sums: dict[str, str]) -> str:
     import ray
 
     from sessions import layout
+    from sessions.execute.worker_process import worker_main
     from sessions.mirror import FolderMirror
-    from sessions.worker_process import worker_main
 
     fetched = ray.get(blobs)
     for (name, digest), data in zip(sums.items(), fetched, strict=True):
@@ -197,7 +197,7 @@ def _own_keys(prepared):
 # -- the driver's side ---------------------------------------------------------------------------
 
 class RayHandle:
-    """One trial's task, as sessions.workers' driver sees it (the ProcessHandle methods)."""
+    """One trial's task, as sessions.execute.workers' driver sees it (the ProcessHandle methods)."""
 
     def __init__(self, pool: RayPool, key: str, ref, writer):
         self.pool = pool
@@ -253,7 +253,7 @@ class RayHandle:
 
 
 class RayPool:
-    """Trials as Ray tasks; sessions.workers' driver schedules them like local processes."""
+    """Trials as Ray tasks; sessions.execute.workers' driver schedules them like local processes."""
 
     name = "ray"
 
