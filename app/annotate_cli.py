@@ -90,7 +90,7 @@ def add_parsers(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.folder_kind import evidence_problem
+    from sessions.evidence.folder_kind import evidence_problem
 
     folder: Path = args.folder
     problem = evidence_problem(folder)  # a home directory is not an experiment with no labels yet

@@ -52,10 +52,10 @@ from engine.records import (
     TrialResult,
 )
 from panes.lines import outcome_words
-from sessions import layout
-from sessions.framestore import HEADER, MAGIC, MAX_FRAME_BYTES, decode_png
-from sessions.reader import FormatProblem, parse
-from sessions.records import RunEvent, ScheduleFile, Summary
+from sessions.evidence import layout
+from sessions.evidence.framestore import HEADER, MAGIC, MAX_FRAME_BYTES, decode_png
+from sessions.evidence.reader import FormatProblem, parse
+from sessions.evidence.records import RunEvent, ScheduleFile, Summary
 
 BLANK = np.zeros((144, 160, 3), dtype=np.uint8)
 FACT_WRITING_OPS = frozenset({"write", "update", "supersede", "complete"})

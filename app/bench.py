@@ -84,7 +84,7 @@ from engine.emulator import Timing, frame_sha256
 from engine.events import DecisionRecorded, TrialEnded
 from engine.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
 from engine.trial import Trial
-from sessions import layout
+from sessions.evidence import layout
 from sessions.execute.runner import ExperimentRunner
 from sessions.execute.trial_factory import make_policy
 from sessions.preflight.assets import DEFAULT_MANIFEST, resolve

@@ -402,8 +402,8 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     import re
 
     from engine.text import printable
-    from sessions import roots
-    from sessions.folder_kind import evidence_problem
+    from sessions.evidence import roots
+    from sessions.evidence.folder_kind import evidence_problem
     from sessions.verify import audit
 
     expected = expect_root.strip().lower() if expect_root is not None else None
@@ -421,7 +421,7 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
         return _fail(problem)
     report = audit(folder, deep=deep)
     problems = report.interrupted + report.problems
-    # The root covers the evidence and every layer (sessions.roots); a mismatch names each part
+    # The root covers the evidence and every layer (sessions.evidence.roots); a mismatch names each part
     # changed, added or removed since the published root was printed.
     problems += roots.compare(folder, expected) if expected is not None else []
     if problems:
@@ -443,8 +443,8 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
 
 
 def _replay(trial: Path, rom: Path | None) -> int:
+    from sessions.evidence.reader import FormatProblem
     from sessions.preflight.experiment import PreflightError
-    from sessions.reader import FormatProblem
     from sessions.replay import Divergence, replay_trial
 
     try:
@@ -463,9 +463,9 @@ def _replay(trial: Path, rom: Path | None) -> int:
 
 
 def _recover(folder: Path) -> int:
-    from sessions.durable import EvidenceError
-    from sessions.experiment_folder import FolderBusy
-    from sessions.folder_kind import evidence_problem
+    from sessions.evidence.durable import EvidenceError
+    from sessions.evidence.experiment_folder import FolderBusy
+    from sessions.evidence.folder_kind import evidence_problem
     from sessions.recover import RecoverRefused, recover
 
     problem = evidence_problem(folder)

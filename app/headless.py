@@ -160,7 +160,7 @@ class HeadlessPrinter:
 
 
 def summary_table(summary, results: list) -> str:
-    """The trials run (engine.records.TrialResult) and the series (sessions.records.Summary)."""
+    """The trials run (engine.records.TrialResult) and the series (sessions.evidence.records.Summary)."""
     rows = [("trial", "outcome", "deepest", "points", "actions", "decisions", "cost", "end reason")]
     for r in results:
         t = r.telemetry

@@ -41,7 +41,7 @@ def add_parsers(sub) -> None:
 
 
 def report_main(args: argparse.Namespace) -> int:
-    from sessions.folder_kind import evidence_problem
+    from sessions.evidence.folder_kind import evidence_problem
     from sessions.report import build_report
 
     folder: Path = args.folder

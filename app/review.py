@@ -33,7 +33,7 @@ from panes.ladder import LadderPane
 from panes.response import ResponsePane
 from panes.review_memory import ReviewMemoryPane
 from panes.scrubber import Scrubber
-from sessions import layout
+from sessions.evidence import layout
 from themes import DEFAULT_THEME, THEMES, load_config
 
 ANNOTATOR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

@@ -34,9 +34,9 @@ import yaml
 from engine.figures import decision_figure, money
 from engine.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, TrialResult, Usage
 from engine.trial import utc_now
-from sessions import layout
-from sessions.framestore import StoredFrame, decode_png, scan_store
-from sessions.reader import FormatProblem, parse
+from sessions.evidence import layout
+from sessions.evidence.framestore import StoredFrame, decode_png, scan_store
+from sessions.evidence.reader import FormatProblem, parse
 
 MODEL_MASK = "[model]"
 UNBLINDED = "unblinded"

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sessions.layout import LOCK
+from sessions.evidence.layout import LOCK
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_AT_ONCE = 2  # docs/commands.md, "Exit status of run": a run that stopped early

@@ -2,7 +2,7 @@
 
 These models are the schema of a trial folder (published as JSON Schema beside the evidence).
 The engine fills them without any file path or hash chain field; the recorder
-(sessions.recorder) adds those when it writes. Readers validate every line against them.
+(sessions.evidence.recorder) adds those when it writes. Readers validate every line against them.
 
 Records are built with `build` (pydantic's Rust validator: faster than `model_construct`,
 which is pure Python) and written with `model_dump_json`; readers validate them again.

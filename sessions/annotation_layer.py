@@ -5,7 +5,7 @@
     annotations/<annotator>/SHA256SUMS          the layer's own sums (the evidence's never change),
                                                 plus `FROZEN <sha256 of annotations.jsonl>` once frozen
 
-The layer's root is the SHA-256 of its SHA256SUMS: part of the folder's root (sessions.roots),
+The layer's root is the SHA-256 of its SHA256SUMS: part of the folder's root (sessions.evidence.roots),
 fixed once the layer is frozen. Every write appends the folder's new root to roots.jsonl, which
 records the layer's state (lines, their hash, frozen) for verify to hold it to later.
 
@@ -37,11 +37,11 @@ from pydantic import ValidationError
 from engine.control import TagForAnotherTrial
 from engine.records import Annotation
 from engine.trial import FACT_ID, TagRefused, build_annotation, check_reference, utc_now
-from sessions import layout, roots
-from sessions.checksums import SumsFormatError, file_sha256, parse_sums, render_sums
-from sessions.durable import AppendLog, EvidenceError, write_atomic
+from sessions.evidence import layout, roots
+from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums, render_sums
+from sessions.evidence.durable import AppendLog, EvidenceError, write_atomic
+from sessions.evidence.reader import FormatProblem, TrialReader, iter_lines, short_error
 from sessions.preflight.assets import ASSETS
-from sessions.reader import FormatProblem, TrialReader, iter_lines, short_error
 
 LAYER_FILE = "annotations.jsonl"
 ADJUDICATION = "adjudication"

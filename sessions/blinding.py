@@ -13,7 +13,7 @@ if present, is frozen. Then it writes unblinded/summary.json (the run's summary 
 label's condition id beside it), unblinded/blinding.json (a byte copy of the key) and their own
 SHA256SUMS. The run's summary.json, which names labels only, and the evidence's sums never change.
 unblinded/summary.json records what it was made from (`roots`: the folder's root, every part's root
-and each frozen layer's state, sessions.roots.cited), so verify holds the layers to it later.
+and each frozen layer's state, sessions.evidence.roots.cited), so verify holds the layers to it later.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from pathlib import Path
 
 import yaml
 
-from sessions import layout, roots
 from sessions.annotation_layer import ADJUDICATION, OPERATOR, AnnotationLayer, LayerError, layer_names
-from sessions.checksums import file_sha256, render_sums
-from sessions.durable import EvidenceError, fsync_dir, write_atomic
-from sessions.reader import FormatProblem, parse
-from sessions.records import BlindingFile, Summary
+from sessions.evidence import layout, roots
+from sessions.evidence.checksums import file_sha256, render_sums
+from sessions.evidence.durable import EvidenceError, fsync_dir, write_atomic
+from sessions.evidence.reader import FormatProblem, parse
+from sessions.evidence.records import BlindingFile, Summary
 
 MASK = "[masked]"
 MIN_SCRUB = 3  # an id shorter than this is masked in its own fields only, not inside other text

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sessions import layout
-from sessions.framestore import iter_pngs, scan_store
-from sessions.reader import FormatProblem, TrialReader
+from sessions.evidence import layout
+from sessions.evidence.framestore import iter_pngs, scan_store
+from sessions.evidence.reader import FormatProblem, TrialReader
 
 
 class ExportError(ValueError):

@@ -34,12 +34,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.records import Attempt, ResponseLine, TraceLine, TrialGenesis, TrialResult, Usage, trace_line_unwritten
 from engine.text import printable
-from sessions import layout
-from sessions.checksums import file_sha256
-from sessions.folder_kind import evidence_problem
+from sessions.evidence import layout
+from sessions.evidence.checksums import file_sha256
+from sessions.evidence.folder_kind import evidence_problem
+from sessions.evidence.reader import FormatProblem, TrialReader, parse, short_error
+from sessions.evidence.records import BlindingFile
 from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest
-from sessions.reader import FormatProblem, TrialReader, parse, short_error
-from sessions.records import BlindingFile
 
 SCORER = "oakwatch"
 # Where the trace hash chain lives: the evidence's own integrity, not something a viewer shows.
@@ -68,7 +68,7 @@ class _Scoring(BaseModel):
 
 
 class _Trial:
-    """One trial folder read back through sessions.reader (every line validated)."""
+    """One trial folder read back through sessions.evidence.reader (every line validated)."""
 
     def __init__(self, folder: Path, void: str | None = None):
         rel = f"{void or layout.TRIALS}/{folder.name}"

@@ -1,7 +1,7 @@
 """Every metric of the protocol (seed 000), computed from the records of an evidence folder.
 
 Pure functions over records: result.json, trace.jsonl, inputs.jsonl, memory.jsonl (through
-sessions.reader) and the annotation layers (sessions.annotation_layer.read_layers). The one
+sessions.evidence.reader) and the annotation layers (sessions.annotation_layer.read_layers). The one
 optional extra is the per-action probed state, which the records do not hold: `replay_states`
 re-runs a trial's recorded inputs (like `oakwatch replay`) to recover it, and every figure that
 needs it says where its state came from (`state_source`: "replay" or "records").
@@ -34,8 +34,8 @@ from statistics import median
 from engine.gamedef import GameDefinition
 from engine.records import Annotation, InputLine, MemoryOp, TraceLine, TrialResult
 from engine.routes import RouteTracker
-from sessions import layout
-from sessions.reader import FormatProblem, TrialReader
+from sessions.evidence import layout
+from sessions.evidence.reader import FormatProblem, TrialReader
 
 MEMORY_TYPES = ("omission", "false-persistence", "fabrication", "contradiction", "duplicate-objective",
                 "context-substitution", "memory-use-failure", "unsupported-overwrite")

@@ -22,13 +22,13 @@ from engine.outcomes import classify, is_valid
 from engine.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResult
 from engine.tally import TraceTally
 from engine.trial import derived_figures, path_figures, utc_now
-from sessions import layout
-from sessions.checksums import SumsFormatError, file_sha256, parse_sums
-from sessions.durable import write_atomic
-from sessions.experiment_folder import ExperimentFolder, FolderBusy, busy_message, holder_alive
-from sessions.framestore import scan_store
-from sessions.reader import FormatProblem, TrialReader, parse, read_results, sha256_hex, whole_lines_length
-from sessions.records import ScheduleFile, VoidRecord
+from sessions.evidence import layout
+from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
+from sessions.evidence.durable import write_atomic
+from sessions.evidence.experiment_folder import ExperimentFolder, FolderBusy, busy_message, holder_alive
+from sessions.evidence.framestore import scan_store
+from sessions.evidence.reader import FormatProblem, TrialReader, parse, read_results, sha256_hex, whole_lines_length
+from sessions.evidence.records import ScheduleFile, VoidRecord
 from sessions.summary import missing_positions, summarise
 
 
@@ -169,7 +169,7 @@ def _refusals(root: Path):
 
 
 def _events(root: Path):
-    from sessions.reader import read_run_log
+    from sessions.evidence.reader import read_run_log
 
     return read_run_log(root)[0]
 

@@ -21,12 +21,12 @@ from engine.ladder import FINAL, FINAL_SKIPPED, Ladder
 from engine.probe import Probe
 from engine.records import InputLine, TraceLine
 from engine.routes import RouteTracker
-from sessions import layout
+from sessions.evidence import layout
+from sessions.evidence.reader import FormatProblem, TrialReader
 from sessions.preflight.assets import resolve
 from sessions.preflight.experiment import PreflightError, sha256_file
 from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
 from sessions.preflight.manifest import Manifest, ManifestError, load_manifest
-from sessions.reader import FormatProblem, TrialReader
 
 
 class Divergence(RuntimeError):
@@ -47,7 +47,7 @@ class LoadedTrial:
 
 def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
     """Everything a replay needs, checked; PreflightError (bad input) if any is missing."""
-    from sessions.folder_kind import trial_problem
+    from sessions.evidence.folder_kind import trial_problem
 
     problem = trial_problem(trial_dir)
     if problem is not None:

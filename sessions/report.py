@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.figures import money  # the one rendering every display uses
-from sessions import layout
+from sessions.evidence import layout
+from sessions.evidence.reader import TrialReader
 from sessions.metrics import (
     MEMORY_TYPES,
     SEVERITIES,
@@ -35,7 +36,6 @@ from sessions.metrics import (
     unblinded,
     variant_comparison,
 )
-from sessions.reader import TrialReader
 from sessions.report_plots import Plot, plots, type_severity
 
 PRODUCTIVE_DEFINITION = (
@@ -464,7 +464,7 @@ CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;p
 def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None, replay: bool = True) -> dict:
     """Write the report files; return report.json's content (and `paths`)."""
-    from sessions.roots import cited
+    from sessions.evidence.roots import cited
     from sessions.verify import audit
 
     say = progress or (lambda _m: None)
@@ -536,8 +536,8 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
     for name, text in files.items():
         (out / name).write_text(text, encoding="utf-8")
     if out.resolve() == (root / layout.REPORTS).resolve():
-        from sessions.checksums import file_sha256, render_sums
-        from sessions.durable import write_atomic
+        from sessions.evidence.checksums import file_sha256, render_sums
+        from sessions.evidence.durable import write_atomic
 
         names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != layout.SUMS)
         write_atomic(out / layout.SUMS, render_sums({n: file_sha256(out / n) for n in names}).encode())
@@ -666,7 +666,7 @@ def render_md(doc: dict, rows: list[dict], figures: dict) -> str:
     lines += ["", "## Reconciliation", "", "Raw trial rows reconcile with summary.json." if rec["ok"] else
               "Raw trial rows do NOT reconcile with summary.json:", ""]
     lines += [f"- {p}" for p in rec["problems"]]
-    from sessions.roots import cited_lines
+    from sessions.evidence.roots import cited_lines
 
     lines += ["", "## Computed from", ""] + [f"- {line}" for line in cited_lines(doc.get("roots"))]
     lines += ["", "## Definitions", "", doc["definitions"]["productive_action"],
@@ -745,7 +745,7 @@ def render_html(doc: dict, rows: list[dict], figures: dict) -> str:
         "<p>Raw trial rows do NOT reconcile with summary.json:</p><ul>" + \
         "".join(f"<li>{e(p)}</li>" for p in rec["problems"]) + "</ul>"
     parts.append(section("reconciliation", "Reconciliation", rec_html))
-    from sessions.roots import cited_lines
+    from sessions.evidence.roots import cited_lines
 
     cited = "".join(f"<li>{e(line)}</li>" for line in cited_lines(doc.get("roots")))
     parts.append(section("roots", "Computed from", f"<ul>{cited}</ul>"))
@@ -835,8 +835,8 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
 
     import yaml
 
-    from sessions.checksums import file_sha256, render_sums
-    from sessions.experiment_folder import root_hash
+    from sessions.evidence.checksums import file_sha256, render_sums
+    from sessions.evidence.experiment_folder import root_hash
 
     say = progress or (lambda _m: None)
     if output.exists():

@@ -11,7 +11,7 @@ from statistics import median
 
 from engine.outcomes import SUCCESS, is_valid
 from engine.records import TrialResult
-from sessions.records import Summary, TrialSeal, VoidRecord
+from sessions.evidence.records import Summary, TrialSeal, VoidRecord
 
 
 def _spread(values: list) -> dict:

@@ -98,7 +98,7 @@ def read_ledger(batch: Path) -> Ledger:
 
 
 def _write_ledger(batch: Path, ledger: Ledger) -> None:
-    from sessions.durable import write_atomic
+    from sessions.evidence.durable import write_atomic
 
     write_atomic(batch / LEDGER, (ledger.model_dump_json(indent=2) + "\n").encode())
 

@@ -8,9 +8,9 @@ trace (outcome, termination reason, telemetry, milestones); the frame store is t
 the run log records every trial sealed and every block voided; summary.json is what the
 results give. Each annotation layer's chain, freeze and references hold, and every state of a
 layer recorded outside it (roots.jsonl, unblinded/summary.json, reports/report.json) is still the
-start of the layer, the whole of it once frozen (sessions.roots). An attacker who rewrites files
+start of the layer, the whole of it once frozen (sessions.evidence.roots). An attacker who rewrites files
 and regenerates SHA256SUMS breaks one of these; one who recomputes every chain, sum and record is
-caught only by a published root (`--print-root`: the evidence and every layer, sessions.roots).
+caught only by a published root (`--print-root`: the evidence and every layer, sessions.evidence.roots).
 
 It reads streams line by line (flat memory) and never raises on a malformed folder: every
 problem is one line.
@@ -34,12 +34,12 @@ from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
 from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
 from engine.tally import TraceTally
 from engine.trial import decision_latency
-from sessions import layout, roots
-from sessions.checksums import SumsFormatError, file_sha256, parse_sums
+from sessions.evidence import layout, roots
+from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
+from sessions.evidence.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
+from sessions.evidence.reader import FormatProblem, TrialReader, iter_lines, parse, read_run_log, short_error
+from sessions.evidence.records import BlindingFile, ScheduleFile, Summary, VoidRecord
 from sessions.execute.schedule import trial_order
-from sessions.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
-from sessions.reader import FormatProblem, TrialReader, iter_lines, parse, read_run_log, short_error
-from sessions.records import BlindingFile, ScheduleFile, Summary, VoidRecord
 from sessions.summary import summarise
 from sessions.verify_tools import check_battle_line
 
@@ -205,7 +205,7 @@ def _check_files(ctx: Context, report: Report) -> None:
 
 def _lock_note(root: Path, rel: str) -> str:
     if rel == layout.LOCK:
-        from sessions.experiment_folder import holder_alive
+        from sessions.evidence.experiment_folder import holder_alive
 
         alive, who = holder_alive(root)
         if alive:

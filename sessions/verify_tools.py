@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from engine.battle import BATTLE_TOOLS
 from engine.rulesets import RULESETS
-from sessions import layout
+from sessions.evidence import layout
 
 TOOL_POLICIES = ("mcp", "cli")
 

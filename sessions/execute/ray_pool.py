@@ -8,7 +8,7 @@ What travels, and how:
     manifest's `api_key_env`), which a local cluster inherits from the driver and a multi-node
     cluster gets from `ray start` on each node (docs/ray.md);
   - each task writes its trial folder on its own node (a scratch directory) through the ordinary
-    recorder, and a mirror (sessions.mirror) streams every new byte to the driver through a hub
+    recorder, and a mirror (sessions.evidence.mirror) streams every new byte to the driver through a hub
     actor, together with the trial's events, so the folder grows inside the one experiment folder
     as the trial plays and the console follows it live; on sealing, the worker's SHA-256 of every
     file is checked against what arrived before the driver seals the trial;
@@ -144,9 +144,9 @@ def run_ray_trial(job, hub, blobs: list, sums: dict[str, str]) -> str:
     folder, mirror it to the driver as it grows. Returns the trial key."""
     import ray
 
-    from sessions import layout
+    from sessions.evidence import layout
+    from sessions.evidence.mirror import FolderMirror
     from sessions.execute.worker_process import worker_main
-    from sessions.mirror import FolderMirror
 
     fetched = ray.get(blobs)
     for (name, digest), data in zip(sums.items(), fetched, strict=True):
@@ -203,7 +203,7 @@ class RayHandle:
         self.pool = pool
         self.key = key
         self.ref = ref
-        self.writer = writer  # sessions.mirror.MirrorWriter into the experiment's trial folder
+        self.writer = writer  # sessions.evidence.mirror.MirrorWriter into the experiment's trial folder
         self.inbox: list = []
         self.failure: str | None = None
         self._done = False
@@ -296,8 +296,8 @@ class RayPool:
         return digest, self._blobs[digest]
 
     def launch(self, job) -> RayHandle:
-        from sessions import layout
-        from sessions.mirror import MirrorWriter
+        from sessions.evidence import layout
+        from sessions.evidence.mirror import MirrorWriter
 
         p = job.prepared
         rom = p.rom or p.rom_path.read_bytes()

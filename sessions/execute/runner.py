@@ -21,7 +21,10 @@ from engine.outcomes import INVALID_PROVIDER, is_valid
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import Trial, TrialConfig, utc_now
 from sessions.annotation_layer import late_tagger
-from sessions.durable import EvidenceError
+from sessions.evidence.durable import EvidenceError
+from sessions.evidence.experiment_folder import ExperimentFolder
+from sessions.evidence.reader import read_results, read_run_log
+from sessions.evidence.records import Summary
 from sessions.execute.trial_factory import (
     MODEL_POLICIES,
     PolicyFactory,
@@ -31,10 +34,7 @@ from sessions.execute.trial_factory import (
     trial_config,
 )
 from sessions.execute.watchdog import Watchdog
-from sessions.experiment_folder import ExperimentFolder
 from sessions.preflight.experiment import Prepared
-from sessions.reader import read_results, read_run_log
-from sessions.records import Summary
 from sessions.summary import summarise
 
 
@@ -286,8 +286,8 @@ def local_gate(prepared: Prepared, limits, control: RunControl, config: TrialCon
 
 
 def _read_voids(root: Path):
-    from sessions.reader import FormatProblem, parse
-    from sessions.records import VoidRecord
+    from sessions.evidence.reader import FormatProblem, parse
+    from sessions.evidence.records import VoidRecord
 
     out = []
     for vdir in sorted(root.glob("void-*"), key=lambda p: int(p.name.split("-")[1])):

@@ -28,8 +28,8 @@ from engine.control import RunControl  # noqa: E402
 from engine.events import DecisionRecorded, MilestoneReached, StateChanged, TrialStarted  # noqa: E402
 from engine.records import TrialGenesis, TrialResult  # noqa: E402
 from engine.trial import TrialConfig  # noqa: E402
-from sessions import layout  # noqa: E402
-from sessions.durable import EvidenceError  # noqa: E402
+from sessions.evidence import layout  # noqa: E402
+from sessions.evidence.durable import EvidenceError  # noqa: E402
 from sessions.execute.limits import Ask, CallGate  # noqa: E402
 
 _EMPTY_FRAME = None  # set lazily (numpy) where frames are not wanted by any display
@@ -205,9 +205,9 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
     """One trial, start to seal, in this process."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the driver stops us; a terminal's Ctrl-C reaches us too
+    from sessions.evidence.recorder import TrialRecorder
     from sessions.execute.trial_factory import make_trial
     from sessions.execute.watchdog import Watchdog
-    from sessions.recorder import TrialRecorder
 
     control = RunControl()
     root = Path(job.root)

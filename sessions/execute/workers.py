@@ -46,13 +46,13 @@ from types import SimpleNamespace
 from engine.events import StateChanged, TrialEnded
 from engine.outcomes import INVALID_PROVIDER, is_valid
 from engine.records import TrialResult
-from sessions import layout
-from sessions.durable import EvidenceError
+from sessions.evidence import layout
+from sessions.evidence.durable import EvidenceError
 from sessions.execute.limits import CEILING
 from sessions.execute.worker_process import TrialJob, stamp, worker_main
 
 # What the forkserver imports once, before forking trials (worker_process first: it pins thread pools).
-PRELOAD = ["sessions.execute.worker_process", "sessions.execute.trial_factory", "sessions.recorder",
+PRELOAD = ["sessions.execute.worker_process", "sessions.execute.trial_factory", "sessions.evidence.recorder",
            "sessions.execute.watchdog", "engine.pyboy_backend", "sessions.execute.forkserver_preload"]
 
 
@@ -407,8 +407,8 @@ class _Driver:
 
     def _finish_dead(self, w: _Running) -> TrialResult | None:
         """The worker died before sending its result: finish its trial from the folder, as recover does."""
+        from sessions.evidence.reader import TrialReader
         from sessions.preflight.manifest import load_manifest
-        from sessions.reader import TrialReader
         from sessions.recover import Recovered, _finish_trial
 
         trial = self.folder.trial_path(w.key)
@@ -431,7 +431,7 @@ class _Driver:
         result = result.model_copy(update={
             "error": f"{why}; finished by the driver from its folder at decision {result.last_decision}, "
                      f"as `oakwatch recover` does"})
-        from sessions.durable import write_atomic
+        from sessions.evidence.durable import write_atomic
 
         write_atomic(trial / layout.RESULT, (result.model_dump_json(indent=2) + "\n").encode())
         return result
@@ -462,7 +462,7 @@ def stamped(event, trial_key: str):
 
 
 def _sha(folder, key: str) -> str:
-    from sessions.checksums import file_sha256
+    from sessions.evidence.checksums import file_sha256
 
     return file_sha256(folder.trial_path(key) / layout.RESULT)
 

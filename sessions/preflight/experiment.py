@@ -142,10 +142,10 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
     from engine.controls import check_controls
     from engine.script import parse_script
     from engine.text import printable
+    from sessions.evidence.reader import FormatProblem, TrialReader
     from sessions.preflight.romcheck import RomCheckError, probe_start_state
     from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
     from sessions.preflight.yamlfile import field_line
-    from sessions.reader import FormatProblem, TrialReader
 
     try:
         try:
@@ -443,10 +443,10 @@ def default_output(experiment_id: str, root: Path = Path("runs")) -> Path:
 
 
 def create_folder(prepared: Prepared, output: Path):
-    """Lay out the experiment folder (sessions.experiment_folder); refuses an existing one.
+    """Lay out the experiment folder (sessions.evidence.experiment_folder); refuses an existing one.
     Returns the ExperimentFolder, which holds the folder's lock until the run closes it."""
-    from sessions.durable import EvidenceError
-    from sessions.experiment_folder import ExperimentFolder
+    from sessions.evidence.durable import EvidenceError
+    from sessions.evidence.experiment_folder import ExperimentFolder
 
     try:
         return ExperimentFolder.create(prepared, output)
@@ -460,11 +460,11 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
     """Take a finished or stopped folder back for `run --resume`: its frozen manifest, blinding and
     schedule, and the schedule positions that hold no valid trial. Returns (prepared, folder,
     positions); the folder is locked until the run closes it."""
-    from sessions import layout
-    from sessions.durable import EvidenceError
-    from sessions.experiment_folder import ExperimentFolder, FolderBusy, holder_alive
-    from sessions.reader import FormatProblem, parse, read_results
-    from sessions.records import BlindingFile
+    from sessions.evidence import layout
+    from sessions.evidence.durable import EvidenceError
+    from sessions.evidence.experiment_folder import ExperimentFolder, FolderBusy, holder_alive
+    from sessions.evidence.reader import FormatProblem, parse, read_results
+    from sessions.evidence.records import BlindingFile
     from sessions.recover import needs_recovery
     from sessions.summary import missing_positions
 

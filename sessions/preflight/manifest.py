@@ -248,7 +248,7 @@ class AgentSection(_Strict):
     def _replies_fit(self) -> AgentSection:
         # A decision's attempts are one line of responses.jsonl, each keeping at most two copies of
         # a reply of the cap's size (its body and the response taken from it): bounded so the line
-        # stays one a reader accepts (sessions.reader.MAX_LINE, 64 MiB).
+        # stays one a reader accepts (sessions.evidence.reader.MAX_LINE, 64 MiB).
         attempts = self.invalid_output_retries + 1
         if self.max_reply_bytes * attempts > DECISION_REPLY_BYTES:
             raise ValueError(f"max_reply_bytes {self.max_reply_bytes:,} times the {attempts} answers a decision may "

@@ -16,7 +16,7 @@ from app.attach_data import AttachFolder
 from panes.frame import FramePane, FrameView
 from panes.ladder import LadderPane
 from panes.overview import OverviewPane, sparkline
-from sessions import layout
+from sessions.evidence import layout
 from sessions.execute.control_socket import ControlServer
 from tests.conftest import run_experiment, write_manifest
 

@@ -7,7 +7,7 @@ import json
 from app.console import OakwatchConsole
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.trace import TracePane
-from sessions.records import Summary
+from sessions.evidence.records import Summary
 from sessions.summary import exit_status
 from sessions.verify import verify_experiment
 from tests.conftest import find_trial

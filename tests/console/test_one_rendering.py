@@ -20,7 +20,7 @@ from panes.overview import OverviewPane
 from panes.response import ResponsePane
 from panes.status import SummaryPane
 from panes.trace import TracePane
-from sessions import layout
+from sessions.evidence import layout
 from sessions.preflight.assets import ASSETS
 from tests.conftest import write_manifest
 from tests.console.conftest import dry_run_manifest, prepare_run, quit_and_wait, wait_for

@@ -19,8 +19,8 @@ from panes.annotate import AnnotateDialog, ReviewedDialog
 from panes.frame import FrameView
 from panes.response import ResponsePane
 from panes.review_memory import ReviewMemoryPane
+from sessions.evidence.framestore import pixel_sha256
 from sessions.execute.runner import ExperimentRunner
-from sessions.framestore import pixel_sha256
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.verify import verify_experiment

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from sessions.records import Summary
+from sessions.evidence.records import Summary
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 

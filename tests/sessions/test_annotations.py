@@ -28,7 +28,7 @@ from sessions.annotation_layer import (
     read_layers,
 )
 from sessions.blinding import unblind, unblind_problems
-from sessions.checksums import file_sha256
+from sessions.evidence.checksums import file_sha256
 from sessions.metrics import confirmed_labels
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.verify import verify_experiment

@@ -171,7 +171,7 @@ def test_verify_of_damaged_evidence_still_reports_its_problems(dry_run_copy):
 
 
 def test_a_malformed_expect_root_is_bad_input(dry_run_copy):
-    from sessions.experiment_folder import root_hash
+    from sessions.evidence.experiment_folder import root_hash
 
     root = root_hash(dry_run_copy)
     given = {"short": "0" * 63, "not-hex": "g" * 64, "word": "zz", "upper": root.upper(), "other": "0" * 64}

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import sessions.durable as durable
-import sessions.framestore as framestore
-from sessions import layout
-from sessions.records import Summary
+import sessions.evidence.durable as durable
+import sessions.evidence.framestore as framestore
+from sessions.evidence import layout
+from sessions.evidence.records import Summary
 from sessions.recover import recover
 from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment, write_manifest
@@ -138,7 +138,7 @@ def test_kill_9_sweep_of_long_trials_then_recover_and_resume(tmp_path):
 
 DIE_MID_DECISION = """
 import os, sys
-import sessions.framestore as fs
+import sessions.evidence.framestore as fs
 add, calls = fs.FrameStoreWriter.add, [0]
 def dying_add(self, *args):  # the response, inputs and memory lines are written; the trace line is not
     calls[0] += 1
@@ -361,7 +361,7 @@ def test_a_tag_that_cannot_be_written_is_refused_and_the_evidence_stays_whole(tm
     import threading
 
     from engine.events import DecisionRecorded
-    from sessions.durable import EvidenceError
+    from sessions.evidence.durable import EvidenceError
     from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import create_folder, prepare
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions.experiment_folder import FolderBusy
+from sessions.evidence.experiment_folder import FolderBusy
+from sessions.evidence.reader import FormatProblem
 from sessions.preflight.experiment import PreflightError
-from sessions.reader import FormatProblem
 from sessions.recover import RecoverRefused, recover
 from sessions.replay import Divergence, replay_trial
 from sessions.verify import verify_experiment

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions import layout
+from sessions.evidence import layout
 from sessions.recover import recover
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
@@ -37,7 +37,7 @@ from tests.sessions.test_faults import (
 # that decision's response, inputs and memory are written, its frame and trace line are not.
 DIE_IN_TRIAL = r"""
 import os, signal, sys
-import sessions.framestore as fs
+import sessions.evidence.framestore as fs
 key, at = sys.argv[2], int(sys.argv[3])
 add, calls = fs.FrameStoreWriter.add, [0]
 def dying_add(self, *args):

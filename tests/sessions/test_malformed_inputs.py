@@ -541,7 +541,7 @@ def test_a_field_name_with_a_newline_still_gives_a_one_line_problem():
     """Found by the annotation-layer fuzz test: an extra key "\\n" broke the message over two lines."""
     from pydantic import BaseModel, ConfigDict
 
-    from sessions.reader import FormatProblem, parse
+    from sessions.evidence.reader import FormatProblem, parse
 
     class Strict(BaseModel):
         model_config = ConfigDict(extra="forbid")

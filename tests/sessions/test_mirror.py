@@ -1,4 +1,4 @@
-"""sessions.mirror: a folder copied as it grows (appends, atomic replacements, new files, big
+"""sessions.evidence.mirror: a folder copied as it grows (appends, atomic replacements, new files, big
 files in pieces) arrives byte for byte, and a copy that lost or changed anything is caught."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions import mirror as mirror_mod
-from sessions.mirror import FolderMirror, MirrorWriter
+from sessions.evidence import mirror as mirror_mod
+from sessions.evidence.mirror import FolderMirror, MirrorWriter
 
 NAMES = ["trace.jsonl", "inputs.jsonl", "result.json", "frames/frames.pack"]
 

@@ -15,10 +15,10 @@ import yaml
 
 import engine.cartridge_tables as ct
 from engine.script import parse_script
+from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.preflight.experiment import PreflightError, create_folder, prepare
-from sessions.records import Summary
 from sessions.replay import replay_trial
 from sessions.verify import verify_experiment
 from tests.conftest import find_trial, read_jsonl, write_manifest

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions import layout
+from sessions.evidence import layout
 from sessions.execute.control_socket import POINTER, ControlClient
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest

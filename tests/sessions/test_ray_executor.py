@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from sessions import layout
+from sessions.evidence import layout
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 from tests.sessions.test_control_socket import lines_in, wait_for

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import sessions.recover as recover_module
-from sessions import layout
-from sessions.checksums import parse_sums, render_sums
-from sessions.experiment_folder import FolderBusy
+from sessions.evidence import layout
+from sessions.evidence.checksums import parse_sums, render_sums
+from sessions.evidence.experiment_folder import FolderBusy
 from sessions.recover import RecoverRefused, recover
 from sessions.verify import verify_experiment
 

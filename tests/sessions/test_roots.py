@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.cli import main
-from sessions import durable
-from sessions.checksums import file_sha256
+from sessions.evidence import durable
+from sessions.evidence.checksums import file_sha256
 from sessions.verify import verify_experiment
 
 EMPTY = hashlib.sha256(b"").hexdigest()
@@ -348,7 +348,7 @@ def test_a_malformed_roots_jsonl_is_one_line_per_problem(annotated, copy, data):
         row["layers"][data.draw(st.text(min_size=1, max_size=12))] = data.draw(JSONISH)
         lines[n] = json.dumps(row).encode() + b"\n"
     else:  # a part oakwatch never writes, with the line's root recomputed to match (a forged record)
-        from sessions.roots import root_of
+        from sessions.evidence.roots import root_of
 
         row["parts"][data.draw(st.text(min_size=1, max_size=20))] = "0" * 64
         if choice == "forged":
@@ -357,7 +357,7 @@ def test_a_malformed_roots_jsonl_is_one_line_per_problem(annotated, copy, data):
     (copy / "roots.jsonl").write_bytes(b"".join(lines))
     problems = verify_experiment(copy)
     assert all(isinstance(p, str) and "\n" not in p for p in problems)
-    from sessions.roots import compare
+    from sessions.evidence.roots import compare
 
     for expected in (annotated[2], row.get("root") if isinstance(row.get("root"), str) else annotated[1]):
         if isinstance(expected, str) and len(expected) == 64:

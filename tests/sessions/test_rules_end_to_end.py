@@ -34,12 +34,12 @@ from engine.records import Usage
 from engine.romheader import gb_header_checksum as header_checksum
 from engine.script import parse_script
 from engine.trial import TagRefused
+from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.preflight.gamedefs import load_game_definition
 from sessions.preflight.startstate import make_start_state
-from sessions.records import Summary
 from sessions.replay import replay_trial
 from sessions.verify import verify_experiment
 from tests.conftest import find_trial, read_jsonl, write_manifest

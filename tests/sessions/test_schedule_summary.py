@@ -34,7 +34,7 @@ def result(key, outcome, points=0, cost=0.0, position=0):
 
 
 def summary(results: dict, order, voids=(), stopped=False, reason=None):
-    from sessions.records import VoidRecord
+    from sessions.evidence.records import VoidRecord
 
     voids = [VoidRecord(void=i + 1, positions=v, trial_keys=[order[p] for p in v], trigger=order[v[0]],
                         outcome="harness-error", cause="emulator-fault", timestamp_utc="t")

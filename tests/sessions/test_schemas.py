@@ -1,10 +1,10 @@
 """The JSON Schemas published in every evidence folder are the records' own, up to date."""
 
-from sessions.schemas import generated, published
+from sessions.evidence.schemas import generated, published
 
 
 def test_published_schemas_match_the_record_models():
-    # After changing a record model: `uv run python -m sessions.schemas` regenerates assets/schemas/.
+    # After changing a record model: `uv run python -m sessions.evidence.schemas` regenerates assets/schemas/.
     assert published() == generated()
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from sessions import layout
-from sessions.records import Summary
+from sessions.evidence import layout
+from sessions.evidence.records import Summary
 from sessions.recover import recover
 from tests.sessions.test_faults import assert_whole, wait_for
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from engine.events import DecisionRecorded
-from sessions import layout
-from sessions.checksums import file_sha256, render_sums
+from sessions.evidence import layout
+from sessions.evidence.checksums import file_sha256, render_sums
+from sessions.evidence.experiment_folder import root_hash
+from sessions.evidence.framestore import HEADER, scan_store
 from sessions.execute.runner import ExperimentRunner
-from sessions.experiment_folder import root_hash
-from sessions.framestore import HEADER, scan_store
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.replay import Divergence, replay_trial
 from sessions.verify import verify_experiment
@@ -95,8 +95,8 @@ def _edit_json(path: Path, change) -> None:
 
 def _recompute_summary(root: Path) -> None:
     """What a careful attacker does after changing results: recompute the summary's figures."""
-    from sessions.reader import read_results
-    from sessions.records import Summary
+    from sessions.evidence.reader import read_results
+    from sessions.evidence.records import Summary
     from sessions.summary import summarise
 
     old = Summary.model_validate_json((root / "summary.json").read_text())

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from app.cli import main
 from engine.events import DecisionRecorded, TrialEnded, TrialStarted
-from sessions import layout
-from sessions.digest import trial_digest
+from sessions.evidence import layout
+from sessions.evidence.digest import trial_digest
+from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.records import Summary
 from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 
@@ -144,7 +144,7 @@ def test_a_dying_worker_takes_only_its_trial_and_a_signal_stops_them_all(tmp_pat
 
 
 def test_the_run_log_records_the_workers(tmp_path):
-    from sessions.reader import read_run_log
+    from sessions.evidence.reader import read_run_log
 
     manifest = write_manifest(tmp_path, budgets=budget(50), conditions=TWO_BY_THREE["conditions"],
                               trials={"per_condition": 1, "blinding_seed": 4})

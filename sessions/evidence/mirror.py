@@ -23,7 +23,7 @@ from pathlib import Path
 
 CHUNK = 4 << 20  # bytes per message: large files (frames.pack) travel in pieces
 TAIL = 4096  # bytes of a file's sent end kept to tell an append from a replacement
-COMMIT_FILES = ("trace.jsonl",)  # sessions.layout.TRACE: a decision is whole once its trace line is
+COMMIT_FILES = ("trace.jsonl",)  # sessions.evidence.layout.TRACE: a decision is whole once its trace line is
 
 
 def _skipped(path: Path) -> bool:
@@ -118,7 +118,7 @@ class MirrorWriter:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         if whole:
-            from sessions.durable import write_atomic
+            from sessions.evidence.durable import write_atomic
 
             write_atomic(path, bytes(data))
             return

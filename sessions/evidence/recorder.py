@@ -29,9 +29,9 @@ from engine.events import (
 )
 from engine.outcomes import classify
 from engine.records import Chain, FrameStoreSeal, TrialGenesis, TrialResult, trace_line_unwritten
-from sessions import layout
-from sessions.durable import AppendLog, EvidenceError, error_from, write_atomic
-from sessions.framestore import FrameStoreWriter
+from sessions.evidence import layout
+from sessions.evidence.durable import AppendLog, EvidenceError, error_from, write_atomic
+from sessions.evidence.framestore import FrameStoreWriter
 
 
 def sha256_hex(data: bytes) -> str:

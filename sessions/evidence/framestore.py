@@ -29,7 +29,7 @@ import numpy as np
 
 from engine.png import encode_png
 from engine.records import FrameStoreSeal
-from sessions.durable import AppendLog, EvidenceError
+from sessions.evidence.durable import AppendLog, EvidenceError
 
 MAGIC = b"OWF1"
 HEADER = struct.Struct(">4s32sI")

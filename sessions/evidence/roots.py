@@ -45,10 +45,10 @@ from pydantic import ValidationError
 
 from engine.records import Record, Sha256
 from engine.trial import utc_now
-from sessions import layout
-from sessions.checksums import file_sha256, render_sums
-from sessions.durable import AppendLog, error_from
-from sessions.reader import FormatProblem, iter_lines, short_error
+from sessions.evidence import layout
+from sessions.evidence.checksums import file_sha256, render_sums
+from sessions.evidence.durable import AppendLog, error_from
+from sessions.evidence.reader import FormatProblem, iter_lines, short_error
 
 LAYER_FILE = "annotations.jsonl"  # sessions.annotation_layer.LAYER_FILE
 FROZEN_PREFIX = "FROZEN "
@@ -216,7 +216,7 @@ def record(folder: Path, cause: str) -> str | None:
         entry = RootEntry(root=root_of(now), parts=now, layers=layer_states(folder), cause=cause,
                           timestamp_utc=utc_now())
         if _cut_to_last_line(fd, entry):
-            # One write on an append-only descriptor; a failed one is cut back (sessions.durable).
+            # One write on an append-only descriptor; a failed one is cut back (sessions.evidence.durable).
             log = AppendLog(path, what=layout.ROOTS_LOG, exclusive=False)
             try:
                 log.append((entry.model_dump_json() + "\n").encode())

@@ -9,7 +9,7 @@
       annotations/<annotator>/  annotations.jsonl SHA256SUMS   (its own sums: a layer beside the evidence)
       reports/                  report files and their own SHA256SUMS
       unblinded/                summary.json blinding.json SHA256SUMS  (`oakwatch unblind`, once labels are frozen)
-      roots.jsonl               every root the folder has had (sessions.roots), beside the parts it records
+      roots.jsonl               every root the folder has had (sessions.evidence.roots), beside the parts it records
       .lock .reserve            only while a run holds the folder
 
 `verify` reports anything else as an unknown file, and a leftover temp file as such.
@@ -32,7 +32,7 @@ TRIALS = "trials"
 ANNOTATIONS = "annotations"
 REPORTS = "reports"
 UNBLINDED = "unblinded"
-ROOTS_LOG = "roots.jsonl"  # sessions.roots: a record of the folder's roots, not a part of them
+ROOTS_LOG = "roots.jsonl"  # sessions.evidence.roots: a record of the folder's roots, not a part of them
 OPERATOR_ANNOTATOR = "operator"  # live tags made after their trial had ended
 
 # Per trial

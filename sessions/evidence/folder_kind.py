@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.text import printable
-from sessions import layout
+from sessions.evidence import layout
 
 _BESIDE_MANIFEST = (layout.RUN_LOG, layout.BLINDING, layout.TRIALS)
 

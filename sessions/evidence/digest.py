@@ -16,7 +16,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from sessions import layout
+from sessions.evidence import layout
 
 _INPUT_FIELDS = ("decision_id", "index", "action", "press_frame", "release_frame", "capture_frame", "frame_sha256")
 _TRACE_FIELDS = ("decision_id", "frame_sha256", "parsed_actions", "accepted_actions", "invalid_output",

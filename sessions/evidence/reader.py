@@ -25,8 +25,8 @@ from engine.records import (
     TrialGenesis,
     TrialResult,
 )
-from sessions import layout
-from sessions.records import RunEvent
+from sessions.evidence import layout
+from sessions.evidence.records import RunEvent
 
 M = TypeVar("M", bound=BaseModel)
 MAX_LINE = 64 << 20  # a line longer than this is not one of ours

@@ -1,7 +1,7 @@
 """The JSON Schemas of every record, as published in each evidence folder's schemas/.
 
 Generating them from the models costs ~0.1 s per run, so they are generated once into
-assets/schemas/ (`python -m sessions.schemas` rewrites them) and a test keeps the two equal.
+assets/schemas/ (`python -m sessions.evidence.schemas` rewrites them) and a test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 import sys
 
 from engine.records import TRIAL_RECORDS
+from sessions.evidence.records import EXPERIMENT_RECORDS
 from sessions.preflight.assets import ASSETS
-from sessions.records import EXPERIMENT_RECORDS
 
 SCHEMAS_DIR = ASSETS / "schemas"
 

@@ -6,7 +6,7 @@ both hold it; the file names the holder's PID), keeps `.reserve` (a small preall
 released when the disk fills, so the final records still fit), appends the hash-chained run
 log, moves the attempts of a voided block under void-<n>/, and keeps SHA256SUMS current from
 the digests it has already computed: each sealed trial extends it, nothing rehashes the tree.
-At the run's end the folder's root goes into roots.jsonl (sessions.roots).
+At the run's end the folder's root goes into roots.jsonl (sessions.evidence.roots).
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ import yaml
 from engine.contract import response_json_schema
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import utc_now
-from sessions import layout, roots
-from sessions.checksums import file_sha256, parse_sums, render_sums
-from sessions.durable import AppendLog, EvidenceError, error_from, fsync_dir, write_atomic
+from sessions.evidence import layout, roots
+from sessions.evidence.checksums import file_sha256, parse_sums, render_sums
+from sessions.evidence.durable import AppendLog, EvidenceError, error_from, fsync_dir, write_atomic
+from sessions.evidence.recorder import TrialRecorder, sha256_hex
+from sessions.evidence.records import BlindingFile, RunEvent, ScheduleFile, Summary, VoidRecord
+from sessions.evidence.schemas import published as published_schemas
 from sessions.preflight.assets import ASSETS
-from sessions.recorder import TrialRecorder, sha256_hex
-from sessions.records import BlindingFile, RunEvent, ScheduleFile, Summary, VoidRecord
-from sessions.schemas import published as published_schemas
 
 RESERVE_BYTES = 1 << 20  # room for result.json, summary.json, SHA256SUMS and the run log's last lines
 
@@ -239,7 +239,7 @@ class ExperimentFolder:
         if new:
             self.run_head = self.schedule_sha256
         else:
-            from sessions.reader import read_run_log
+            from sessions.evidence.reader import read_run_log
 
             events, good_bytes, _problems = read_run_log(self.root)
             if path.exists() and path.stat().st_size > good_bytes:
@@ -377,7 +377,7 @@ class ExperimentFolder:
 
 
 def root_hash(folder: Path) -> str | None:
-    """The one hash that pins the folder: the evidence and every layer beside it (sessions.roots)."""
+    """The one hash that pins the folder: the evidence and every layer beside it (sessions.evidence.roots)."""
     return roots.folder_root(folder)
 
 
