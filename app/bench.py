@@ -13,7 +13,7 @@ timed from restoring the start state:
        trial loop, contract, probe, ladder, frame store, seal, SHA256SUMS), to the last
        evidence of the trial on disk: the clock stops when the runner announces the sealed
        trial (TrialEnded), after `recorder.seal` has waited for the frame store thread;
-  (d)  oakwatch's replay of (c)'s trial (`sessions.replay.replay_records`).
+  (d)  oakwatch's replay of (c)'s trial (`sessions.audit.replay.replay_records`).
   Constructing the emulator (and closing it) is setup, untimed everywhere; so are preparing
   the manifest, creating the folder and the trial's recorder, and the run's summary.
   Creating a small file costs what the disk makes it cost right now (virtual disks vary by
@@ -47,7 +47,7 @@ Phase 3, the whole process: `oakwatch run --headless --output DIR` on the dry-ru
 
 Phase 4, verify: a random-policy trial of --verify-decisions decisions (one action each,
   budget = that many accepted actions, `unrecoverable_loop_repeats: null`) is generated once,
-  and a 10x smaller one. `sessions.verify.audit` (not deep) runs on each in a fresh
+  and a 10x smaller one. `sessions.audit.verify.audit` (not deep) runs on each in a fresh
   subprocess, which reports the audit's wall time (imports excluded; the process's whole wall
   time is printed beside it), its peak RSS (VmHWM: the child's own high-water mark; its
   ru_maxrss would include this bench's RSS, which Linux carries across vfork and exec) and
@@ -84,12 +84,12 @@ from engine.emulator import Timing, frame_sha256
 from engine.events import DecisionRecorded, TrialEnded
 from engine.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
 from engine.trial import Trial
+from sessions.audit.replay import load_trial, replay_records
 from sessions.evidence import layout
 from sessions.execute.runner import ExperimentRunner
 from sessions.execute.trial_factory import make_policy
 from sessions.preflight.assets import DEFAULT_MANIFEST, resolve
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.replay import load_trial, replay_records
 
 PROJECT = Path(__file__).resolve().parent.parent
 FAST_FILE_US = 100.0  # below this per small file, the disk counts as fast
@@ -508,7 +508,7 @@ VERIFY_CHILD = """
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from sessions.verify import audit
+from sessions.audit.verify import audit
 t1 = time.perf_counter()
 report = audit(Path(sys.argv[1]))
 t2 = time.perf_counter()

@@ -402,9 +402,9 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     import re
 
     from engine.text import printable
+    from sessions.audit.verify import audit
     from sessions.evidence import roots
     from sessions.evidence.folder_kind import evidence_problem
-    from sessions.verify import audit
 
     expected = expect_root.strip().lower() if expect_root is not None else None
     if expected is not None and not re.fullmatch(r"[0-9a-f]{64}", expected):
@@ -443,9 +443,9 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
 
 
 def _replay(trial: Path, rom: Path | None) -> int:
+    from sessions.audit.replay import Divergence, replay_trial
     from sessions.evidence.reader import FormatProblem
     from sessions.preflight.experiment import PreflightError
-    from sessions.replay import Divergence, replay_trial
 
     try:
         report = replay_trial(trial, rom)
@@ -463,10 +463,10 @@ def _replay(trial: Path, rom: Path | None) -> int:
 
 
 def _recover(folder: Path) -> int:
+    from sessions.audit.recover import RecoverRefused, recover
     from sessions.evidence.durable import EvidenceError
     from sessions.evidence.experiment_folder import FolderBusy
     from sessions.evidence.folder_kind import evidence_problem
-    from sessions.recover import RecoverRefused, recover
 
     problem = evidence_problem(folder)
     if problem is not None:

@@ -2,7 +2,7 @@
 
 A ruleset is the exact set of tools the server exposes, frozen with the manifest (agent.ruleset) and
 recorded in every trial's result; `oakwatch verify` checks the recorded list is exactly this one
-(sessions.verify_tools). Seed 002's human ruleset: the screen and the keys, nothing else.
+(sessions.audit.verify_tools). Seed 002's human ruleset: the screen and the keys, nothing else.
 """
 
 from __future__ import annotations

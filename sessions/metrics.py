@@ -86,8 +86,8 @@ def replay_states(trial_dir: Path) -> tuple[States | None, str | None]:
     every action, checking each frame hash against the record. (States, None) or (None, why not)."""
     from engine.backends import BACKENDS
     from engine.probe import Probe
+    from sessions.audit.replay import load_trial
     from sessions.preflight.experiment import PreflightError
-    from sessions.replay import load_trial
 
     try:
         loaded = load_trial(trial_dir)

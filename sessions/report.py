@@ -464,8 +464,8 @@ CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;p
 def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None, replay: bool = True) -> dict:
     """Write the report files; return report.json's content (and `paths`)."""
+    from sessions.audit.verify import audit
     from sessions.evidence.roots import cited
-    from sessions.verify import audit
 
     say = progress or (lambda _m: None)
     t0 = time.monotonic()

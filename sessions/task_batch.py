@@ -204,8 +204,8 @@ def is_batch(folder: Path) -> bool:
 
 
 def verify_batch(batch: Path, deep: bool = False) -> list[str]:
-    """Problems: each run folder's own audit (sessions.verify), and the ledger against the folders."""
-    from sessions.verify import audit
+    """Problems: each run folder's own audit (sessions.audit.verify), and the ledger against the folders."""
+    from sessions.audit.verify import audit
 
     try:
         ledger = read_ledger(batch)

@@ -3,7 +3,7 @@
 One server plays one trial through a ToolDesk (engine.policies.tools). The tools are exactly the
 manifest's ruleset (engine.rulesets): the list the server exposes is read back from the server
 itself and recorded in the trial's result (provenance.tool_server.tools), which `oakwatch verify`
-checks against the ruleset (sessions.verify_tools). No tool reads the probe: the screen, the keys,
+checks against the ruleset (sessions.audit.verify_tools). No tool reads the probe: the screen, the keys,
 and under the standard ruleset the loop's Observation (on the structured track, only its allowlist);
 under the battle ruleset seed 004's battle tools, judged in the loop by the task's battle rules
 (engine.battle), `observe` showing only the battle screen's facts the game's battle adapter reads.

@@ -407,9 +407,9 @@ class _Driver:
 
     def _finish_dead(self, w: _Running) -> TrialResult | None:
         """The worker died before sending its result: finish its trial from the folder, as recover does."""
+        from sessions.audit.recover import Recovered, _finish_trial
         from sessions.evidence.reader import TrialReader
         from sessions.preflight.manifest import load_manifest
-        from sessions.recover import Recovered, _finish_trial
 
         trial = self.folder.trial_path(w.key)
         if not (trial / layout.TRIAL).is_file():  # died before its genesis: nothing happened

@@ -8,7 +8,7 @@ from app.console import OakwatchConsole
 from engine.policies.human import HumanPolicy, key_queue, offer
 from engine.policy import Observation, PolicyExhausted
 from panes.dialogs import EndTrialDialog
-from sessions.verify import verify_experiment
+from sessions.audit.verify import verify_experiment
 from tests.conftest import find_trial
 from tests.console.conftest import human_manifest, prepare_run, quit_and_wait, settle, wait_for
 

@@ -238,9 +238,9 @@ async def test_a_model_plays_in_the_live_console_its_cost_shown_its_name_never(t
     import hashlib
 
     from engine.script import parse_script
+    from sessions.audit.verify import verify_experiment
     from sessions.evidence.records import Summary
     from sessions.preflight.assets import ASSETS
-    from sessions.verify import verify_experiment
     from tests.conftest import read_jsonl, write_manifest
     from tests.console.conftest import prepare_run, quit_and_wait, wait_for
     from tests.fakes.provider_server import FakeProviderServer, ok

@@ -19,11 +19,11 @@ from panes.annotate import AnnotateDialog, ReviewedDialog
 from panes.frame import FrameView
 from panes.response import ResponsePane
 from panes.review_memory import ReviewMemoryPane
+from sessions.audit.verify import verify_experiment
 from sessions.evidence.framestore import pixel_sha256
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok, text
 

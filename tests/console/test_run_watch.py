@@ -11,11 +11,11 @@ import time
 from app.attach import TrialScreen
 from app.run_watch import RunWatchApp
 from panes.overview import OverviewPane
+from sessions.audit.verify import verify_experiment
 from sessions.execute.control_socket import ControlClient
 from sessions.execute.runner import ExperimentRunner
 from sessions.execute.workers import make_pool
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 from tests.console.test_attach import row_line, screen_text
 

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
+from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary
-from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")

@@ -199,7 +199,7 @@ def test_before_the_battle_a_switch_is_not_a_send_and_the_decided_phases_do_not_
 def test_verify_holds_a_trace_line_s_battle_call_to_the_ruleset_and_its_shape():
     from types import SimpleNamespace
 
-    from sessions.verify_tools import check_battle_line
+    from sessions.audit.verify_tools import check_battle_line
 
     class Report:
         def __init__(self):

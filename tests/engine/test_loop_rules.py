@@ -83,7 +83,7 @@ async def play(policy, **kw):
 
 def checked(result: TrialResult, sink: ListSink, trial: Trial) -> TrialResult:
     """Every record is valid against its schema and agrees with the others, as `oakwatch verify`
-    requires (sessions/verify.py), and the result counts exactly the decisions the sinks saw."""
+    requires (sessions/audit/verify.py), and the result counts exactly the decisions the sinks saw."""
     TrialResult.model_validate(result.model_dump())
     tally = TraceTally()
     for n, event in enumerate(sink.decisions, 1):

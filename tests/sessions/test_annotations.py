@@ -27,11 +27,11 @@ from sessions.annotation_layer import (
     late_tagger,
     read_layers,
 )
+from sessions.audit.verify import verify_experiment
 from sessions.blinding import unblind, unblind_problems
 from sessions.evidence.checksums import file_sha256
 from sessions.metrics import confirmed_labels
 from sessions.preflight.assets import DEFAULT_MANIFEST
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 
 

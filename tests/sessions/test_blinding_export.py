@@ -15,10 +15,10 @@ import yaml
 from app.cli import main
 from engine.script import parse_script
 from sessions.annotation_layer import AnnotationLayer, add_label, adjudicate
+from sessions.audit.verify import verify_experiment
 from sessions.blinding import MASK, model_ids, unblind_problems, unblinded_labels
 from sessions.evidence.checksums import file_sha256
 from sessions.preflight.assets import ASSETS
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok
 

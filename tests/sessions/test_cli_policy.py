@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.execute.cli_client import client_report
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import PreflightError, create_folder, prepare
 from sessions.preflight.manifest import load_manifest
-from sessions.replay import replay_trial
-from sessions.verify import verify_experiment
 from tests.sessions.test_mcp_server import AGENT, mcp_manifest, result_of
 
 

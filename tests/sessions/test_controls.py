@@ -4,11 +4,11 @@ the probed start state in preflight, and every trial's restore checked against t
 import yaml
 
 from engine.gamedef import GameDefinition
+from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare, system_prompt_for
 from sessions.preflight.manifest import load_manifest
-from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 from tests.sessions.test_bad_input import assert_refused, oakwatch
 

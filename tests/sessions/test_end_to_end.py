@@ -7,9 +7,9 @@ import sys
 
 from app.headless import HeadlessPrinter
 from engine.records import Attempt, ResponseLine
+from sessions.audit.replay import Divergence, replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.evidence.framestore import scan_store
-from sessions.replay import Divergence, replay_trial
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 
 

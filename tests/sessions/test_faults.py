@@ -19,10 +19,10 @@ import pytest
 
 import sessions.evidence.durable as durable
 import sessions.evidence.framestore as framestore
+from sessions.audit.recover import recover
+from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout
 from sessions.evidence.records import Summary
-from sessions.recover import recover
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 
 

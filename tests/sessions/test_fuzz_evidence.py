@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sessions.audit.recover import RecoverRefused, recover
+from sessions.audit.replay import Divergence, replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.evidence.experiment_folder import FolderBusy
 from sessions.evidence.reader import FormatProblem
 from sessions.preflight.experiment import PreflightError
-from sessions.recover import RecoverRefused, recover
-from sessions.replay import Divergence, replay_trial
-from sessions.verify import verify_experiment
 from tests.conftest import run_experiment, write_manifest
 
 FUZZ = settings(max_examples=60, deadline=10_000, suppress_health_check=[HealthCheck.function_scoped_fixture,

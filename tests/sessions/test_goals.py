@@ -18,12 +18,12 @@ import yaml
 from app.cli import main
 from engine.goals import GoalCheck, evidence, new_flags, recheck
 from engine.probe import Probe
+from sessions.audit.replay import Divergence, replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.preflight.experiment import PreflightError, prepare
 from sessions.preflight.gamedefs import load_game_definition
 from sessions.preflight.manifest import load_manifest
-from sessions.replay import Divergence, replay_trial
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, run_experiment
 
 CREATURE = {"name": "Obtain any creature", "counts": ["party_count"], "owned": "party", "owned_kind": "ids",

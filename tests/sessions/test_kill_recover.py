@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from sessions.audit.recover import recover
+from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout
-from sessions.recover import recover
-from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 from tests.sessions.test_faults import (
     RANDOM_TRIALS,
@@ -57,7 +57,7 @@ sys.exit(main(["run", sys.argv[4], "--headless", "--output", sys.argv[1]]))
 KILL_RECOVER = r"""
 import os, signal, sys
 from pathlib import Path
-from sessions.recover import recover
+from sessions.audit.recover import recover
 at, torn = int(sys.argv[2]), sys.argv[3] == "torn"
 calls = [0]
 def die_here():

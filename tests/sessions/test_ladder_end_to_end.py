@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from engine.ladder import FINAL, FINAL_SKIPPED
+from sessions.audit.replay import Divergence, replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.replay import Divergence, replay_trial
 from sessions.summary import exit_status
-from sessions.verify import verify_experiment
 from tests.conftest import find_trial, write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,8 +94,8 @@ def test_required_backtracking_is_not_repetition_in_the_live_loop_or_the_replay(
     backtracking: the live count of repeated navigation drops to nothing, and replay agrees."""
     import yaml
 
+    from sessions.audit.replay import replay_trial
     from sessions.preflight.assets import ASSETS
-    from sessions.replay import replay_trial
     from tests.conftest import run_experiment, write_manifest
 
     counts = {}

@@ -8,11 +8,11 @@ from datetime import datetime
 
 import pytest
 
+from sessions.audit.verify import verify_experiment
 from sessions.evidence.reader import read_run_log
 from sessions.execute.limits import CEILING, Ask, ExperimentLimits, RateLimiter
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.verify import verify_experiment
 from tests.conftest import find_trial, write_manifest
 from tests.fakes.provider_server import FakeProviderServer
 from tests.sessions.test_model_runs import model_condition

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from sessions.replay import replay_trial
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.tasks import PolicyChoice, load_task, write_task_inputs
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl
 from tests.sessions.test_mcp_server import OAKWATCH, ROOT, mcp_manifest, result_of
 
@@ -140,8 +140,8 @@ def test_the_applied_species_is_the_one_the_battle_screen_draws(tmp_path):
     """The task opens on KIT's challenge, before battle_start: a team applied there is drawn by the
     cartridge (picture at column 2, name at column 9, row 7: draw_battle), and observe says the same."""
     from engine.backends import BACKENDS
+    from sessions.audit.replay import load_trial, replay_records
     from sessions.preflight.gamedefs import load_game_definition
-    from sessions.replay import load_trial, replay_records
 
     manifest = battle_manifest(tmp_path, budget=2)
     fight = {"tool": "action", "args": {"kind": "FIGHT", "move": "BUBBLE POP"}}
@@ -177,7 +177,7 @@ def test_the_applied_species_is_the_one_the_battle_screen_draws(tmp_path):
 
 def test_replay_needs_the_recorded_writes(tmp_path):
     """The applied team changes what the game shows (its move's name): replay without the writes diverges."""
-    from sessions.replay import Divergence
+    from sessions.audit.replay import Divergence
 
     manifest = battle_manifest(tmp_path, budget=2)
     play(tmp_path, manifest, [team("DRIPLET"), {"tool": "action", "args": {"kind": "FIGHT", "move": "BUBBLE POP"}}])

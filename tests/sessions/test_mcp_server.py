@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.preflight.experiment import PreflightError, prepare
-from sessions.replay import replay_trial
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,8 +206,8 @@ def test_verify_refuses_a_trial_whose_server_exposed_other_tools(tmp_path, tools
 
 
 def test_verify_refuses_a_recorded_ruleset_other_than_the_manifests(tmp_path):
-    from sessions.verify import Report
-    from sessions.verify_tools import check_tools
+    from sessions.audit.verify import Report
+    from sessions.audit.verify_tools import check_tools
 
     play_stdio(tmp_path, mcp_manifest(tmp_path, budgets={"accepted_actions": 4}))
     out = tmp_path / "out"

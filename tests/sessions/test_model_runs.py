@@ -15,12 +15,12 @@ import yaml
 
 import engine.cartridge_tables as ct
 from engine.script import parse_script
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.preflight.experiment import PreflightError, create_folder, prepare
-from sessions.replay import replay_trial
-from sessions.verify import verify_experiment
 from tests.conftest import find_trial, read_jsonl, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok, sleep, status, text
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout
 from sessions.execute.control_socket import POINTER, ControlClient
-from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 from tests.sessions.test_control_socket import lines_in, steady, wait_for
 

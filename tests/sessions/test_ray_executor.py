@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout
-from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 from tests.sessions.test_control_socket import lines_in, wait_for
 from tests.sessions.test_workers import budget, digests, summary_of

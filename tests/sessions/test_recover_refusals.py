@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-import sessions.recover as recover_module
+import sessions.audit.recover as recover_module
+from sessions.audit.recover import RecoverRefused, recover
+from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout
 from sessions.evidence.checksums import parse_sums, render_sums
 from sessions.evidence.experiment_folder import FolderBusy
-from sessions.recover import RecoverRefused, recover
-from sessions.verify import verify_experiment
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

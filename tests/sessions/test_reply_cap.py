@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from engine.records import ResponseLine, TraceLine
+from sessions.audit.verify import Report, _check_response, verify_experiment
 from sessions.preflight.assets import DEFAULT_MANIFEST
-from sessions.verify import Report, _check_response, verify_experiment
 from tests.conftest import find_trial, read_jsonl, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok, oversized
 from tests.sessions.test_model_runs import KEY, answer, model_condition, run

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.cli import main
+from sessions.audit.verify import verify_experiment
 from sessions.evidence import durable
 from sessions.evidence.checksums import file_sha256
-from sessions.verify import verify_experiment
 
 EMPTY = hashlib.sha256(b"").hexdigest()
 # README ("Evaluate your model") and docs/evidence.md ("Integrity"): the root recomputed inside the folder

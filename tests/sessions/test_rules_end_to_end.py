@@ -34,14 +34,14 @@ from engine.records import Usage
 from engine.romheader import gb_header_checksum as header_checksum
 from engine.script import parse_script
 from engine.trial import TagRefused
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare
 from sessions.preflight.gamedefs import load_game_definition
 from sessions.preflight.startstate import make_start_state
-from sessions.replay import replay_trial
-from sessions.verify import verify_experiment
 from tests.conftest import find_trial, read_jsonl, write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]

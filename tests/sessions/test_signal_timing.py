@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from sessions.audit.recover import recover
 from sessions.evidence import layout
 from sessions.evidence.records import Summary
-from sessions.recover import recover
 from tests.sessions.test_faults import assert_whole, wait_for
 
 PAGE = 4096

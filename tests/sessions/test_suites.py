@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import PreflightError, create_folder, prepare
-from sessions.replay import replay_trial
 from sessions.report import build_report
 from sessions.variants import make_variant
-from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 
 SEEN, HELD_OUT = 7, 0xA11CE_0000_5EC2_E7_5EED  # the held-out one has more than 64 bits

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from engine.events import DecisionRecorded
+from sessions.audit.replay import Divergence, replay_trial
+from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256, render_sums
 from sessions.evidence.experiment_folder import root_hash
 from sessions.evidence.framestore import HEADER, scan_store
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.replay import Divergence, replay_trial
-from sessions.verify import verify_experiment
 from tests.conftest import read_jsonl, write_manifest
 
 

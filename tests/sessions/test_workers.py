@@ -13,12 +13,12 @@ from pathlib import Path
 
 from app.cli import main
 from engine.events import DecisionRecorded, TrialEnded, TrialStarted
+from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout
 from sessions.evidence.digest import trial_digest
 from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.verify import verify_experiment
 from tests.conftest import write_manifest
 
 

@@ -34,6 +34,7 @@ from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
 from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
 from engine.tally import TraceTally
 from engine.trial import decision_latency
+from sessions.audit.verify_tools import check_battle_line
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.evidence.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
@@ -41,7 +42,6 @@ from sessions.evidence.reader import FormatProblem, TrialReader, iter_lines, par
 from sessions.evidence.records import BlindingFile, ScheduleFile, Summary, VoidRecord
 from sessions.execute.schedule import trial_order
 from sessions.summary import summarise
-from sessions.verify_tools import check_battle_line
 
 EMPTY = hashlib.sha256(b"").hexdigest()
 
@@ -110,7 +110,7 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
         if checked is not None:
             results[trial.name] = checked
     _check_prompt_cores(ctx, results, report)
-    from sessions.verify_tools import check_tools
+    from sessions.audit.verify_tools import check_tools
 
     check_tools(ctx.manifest, ctx.labels, results, report)  # the tool server exposed exactly its ruleset
     voids = _check_voids(ctx, report, deep)
@@ -1038,7 +1038,7 @@ def _check_ladder_figures(r: TrialResult, where: str, game, report: Report) -> N
     both = sorted(set(r.pre_satisfied) & set(r.milestones_reached))
     if both:
         report.add(f"{where}: {', '.join(both)} held at the start and cannot be reached again")
-    # A recovered result cannot know which rungs held at the start (see sessions.recover): it claims none skipped.
+    # A recovered result cannot know which rungs held at the start (see sessions.audit.recover): it claims none skipped.
     skipped = [] if r.recovered else skipped_required(game, r.milestones_reached, r.pre_satisfied)
     if skipped != r.skipped_required:
         report.add(f"{where}: skipped_required {r.skipped_required}, the rungs reached skip {skipped}")
