@@ -329,8 +329,8 @@ def _start_holding(prepared, folder, **how) -> int:
     except KeyboardInterrupt:
         if folder.finished:  # (the handlers are restored only after the folder is finished)
             raise
+        from sessions.analysis.summary import exit_status
         from sessions.execute.runner import ExperimentRunner
-        from sessions.summary import exit_status
 
         print("oakwatch: SIGINT: ending the run before its first trial", file=sys.stderr)
         positions = how["positions"]
@@ -366,8 +366,8 @@ def _run_headless(prepared, folder, positions: list[int] | None, pacing: float |
     from app.headless import HeadlessPrinter, print_line, summary_table
     from app.signals import SignalStop
     from engine.control import RunControl
+    from sessions.analysis.summary import exit_status
     from sessions.execute.runner import ExperimentRunner
-    from sessions.summary import exit_status
 
     printer = HeadlessPrinter(schedule=len(positions) if positions is not None else len(prepared.schedule))
     signals = SignalStop(lambda name: runner.control.stop_run("signal", name, f"signal:{name}"), folder.root)
@@ -495,7 +495,7 @@ def _recover(folder: Path) -> int:
 
 
 def _frames(trial: Path, decisions: str | None, output: Path) -> int:
-    from sessions.frames_export import ExportError, export_frames
+    from sessions.analysis.frames_export import ExportError, export_frames
 
     try:
         written = export_frames(trial, decisions, output)

@@ -331,7 +331,7 @@ class OakwatchConsole(App[int]):
             return 2
         if self.summary is None:
             return 0 if self.runner is None or (self._quitting and self._run_worker is None) else 2
-        from sessions.summary import exit_status
+        from sessions.analysis.summary import exit_status
 
         return exit_status(self.summary)
 

@@ -22,7 +22,7 @@ def export_inspect_command(args: argparse.Namespace, folder: Path) -> int:
         return _fail("export --format inspect needs --output OUT (a new folder)")
     if args.for_annotators or getattr(args, "include_raw", False):
         return _fail("--format inspect goes with neither --for-annotators nor --include-raw")
-    from sessions.inspect_export import InspectExportError, export_inspect
+    from sessions.analysis.inspect_export import InspectExportError, export_inspect
 
     try:
         done = export_inspect(folder, args.output)

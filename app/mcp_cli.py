@@ -198,7 +198,7 @@ class ToolSession:
                 loop.remove_signal_handler(signal.SIGINT)
 
     def _report(self) -> int:
-        from sessions.summary import exit_status
+        from sessions.analysis.summary import exit_status
 
         result = self.desk.result
         if result is not None:

@@ -41,8 +41,8 @@ def add_parsers(sub) -> None:
 
 
 def report_main(args: argparse.Namespace) -> int:
+    from sessions.analysis.report import build_report
     from sessions.evidence.folder_kind import evidence_problem
-    from sessions.report import build_report
 
     folder: Path = args.folder
     from sessions.task_batch import is_batch
@@ -78,8 +78,8 @@ def report_main(args: argparse.Namespace) -> int:
 
 def export_package(args: argparse.Namespace) -> int:
     """`oakwatch export DIR --output OUT [--include-raw]`: the publishable package (seed 000)."""
+    from sessions.analysis.report import ExportError, write_package
     from sessions.annotation_layer import LayerError
-    from sessions.report import ExportError, write_package
 
     if args.output is None:
         return _fail("export needs --output OUT (a new folder)")

@@ -206,7 +206,7 @@ def reviewed_spans(records) -> dict[str, tuple[tuple[int, int], ...]]:
 
 def reviewed_through(spans, decisions: int) -> bool:
     """Whether the ranges hold every decision 1..decisions (a trial with none is not reviewed)."""
-    from sessions.metrics import Coverage, complete
+    from sessions.analysis.metrics import Coverage, complete
 
     return decisions >= 1 and complete([Coverage(spans=list(spans))], decisions)
 

@@ -75,8 +75,8 @@ def run_watched(runner) -> int:
     """Run `runner` (an ExperimentRunner of many trials at once) under its console; the exit status."""
     from app.signals import SignalStop
     from panes.image_frame import frame_protocol
+    from sessions.analysis.summary import exit_status
     from sessions.execute.workers import make_pool
-    from sessions.summary import exit_status
 
     root = runner.folder.root
     try:  # before the app takes over stdout and stderr: Ray and the forkserver hand stderr to children

@@ -502,7 +502,7 @@ class GameDefinition(_Strict):
     progress_fields: Annotated[list[Name], Field(max_length=1024)] = []
     milestones: Annotated[list[MilestoneDef], Field(min_length=1, max_length=256)]
     final_milestone: Name | None = None  # defaults to the last rung
-    # Optional, for the metrics (sessions.metrics, docs/metrics.md): returns the task requires are
+    # Optional, for the metrics (sessions.analysis.metrics, docs/metrics.md): returns the task requires are
     # never repeated-route penalties; a change in a recovery-event field (a justified recovery, e.g.
     # a blackout's return to the last heal point) resets repetition counting like a progress field.
     required_backtracking: Annotated[list[RequiredBacktrack], Field(max_length=256)] = []

@@ -221,7 +221,7 @@ class Annotation(Record):
     of the trial for memory errors and labelled every one found there (none: the trial's count is a known
     0); type reviewed, severity minor, the note the annotator's. kind milestone (a game without a memory
     probe, scored by hand): `milestone` was first reached at `decision_id`; type milestone, severity minor
-    (sessions.hand_scoring). kind freeze: the layer's last line; it
+    (sessions.analysis.hand_scoring). kind freeze: the layer's last line; it
     refuses appends after it. Fields added later have defaults, so earlier tags still load."""
 
     trial_key: str

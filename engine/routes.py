@@ -4,7 +4,7 @@ A transition is (map, x, y, action, map', x', y') for an action that moved the p
 A segment is SEGMENT consecutive transitions; it repeats when the same ordered segment
 occurs again with no progress event (milestone, inventory, battle...) in between.
 
-Two optional keys of the game definition refine this (used by sessions.metrics; the live loop
+Two optional keys of the game definition refine this (used by sessions.analysis.metrics; the live loop
 passes neither and behaves as before): `required_backtracking` (a segment whose transitions all
 lie on the maps of an entry whose milestone window holds is never repetition) and
 `recovery_events` (fields whose change resets counting, like `progress_fields`; the caller

@@ -22,6 +22,7 @@ from engine.outcomes import classify, is_valid
 from engine.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResult
 from engine.tally import TraceTally
 from engine.trial import derived_figures, path_figures, utc_now
+from sessions.analysis.summary import missing_positions, summarise
 from sessions.evidence import layout
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.evidence.durable import write_atomic
@@ -29,7 +30,6 @@ from sessions.evidence.experiment_folder import ExperimentFolder, FolderBusy, bu
 from sessions.evidence.framestore import scan_store
 from sessions.evidence.reader import FormatProblem, TrialReader, parse, read_results, sha256_hex, whole_lines_length
 from sessions.evidence.records import ScheduleFile, VoidRecord
-from sessions.summary import missing_positions, summarise
 
 
 class RecoverRefused(RuntimeError):

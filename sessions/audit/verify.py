@@ -34,6 +34,7 @@ from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
 from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
 from engine.tally import TraceTally
 from engine.trial import decision_latency
+from sessions.analysis.summary import summarise
 from sessions.audit.verify_tools import check_battle_line
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
@@ -41,7 +42,6 @@ from sessions.evidence.framestore import decode_png, iter_pngs, pixel_sha256, sc
 from sessions.evidence.reader import FormatProblem, TrialReader, iter_lines, parse, read_run_log, short_error
 from sessions.evidence.records import BlindingFile, ScheduleFile, Summary, VoidRecord
 from sessions.execute.schedule import trial_order
-from sessions.summary import summarise
 
 EMPTY = hashlib.sha256(b"").hexdigest()
 

@@ -20,6 +20,7 @@ from engine.events import Sink, StateChanged, TrialEnded
 from engine.outcomes import INVALID_PROVIDER, is_valid
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import Trial, TrialConfig, utc_now
+from sessions.analysis.summary import summarise
 from sessions.annotation_layer import late_tagger
 from sessions.evidence.durable import EvidenceError
 from sessions.evidence.experiment_folder import ExperimentFolder
@@ -35,7 +36,6 @@ from sessions.execute.trial_factory import (
 )
 from sessions.execute.watchdog import Watchdog
 from sessions.preflight.experiment import Prepared
-from sessions.summary import summarise
 
 
 class ExperimentRunner:

@@ -460,13 +460,13 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
     """Take a finished or stopped folder back for `run --resume`: its frozen manifest, blinding and
     schedule, and the schedule positions that hold no valid trial. Returns (prepared, folder,
     positions); the folder is locked until the run closes it."""
+    from sessions.analysis.summary import missing_positions
     from sessions.audit.recover import needs_recovery
     from sessions.evidence import layout
     from sessions.evidence.durable import EvidenceError
     from sessions.evidence.experiment_folder import ExperimentFolder, FolderBusy, holder_alive
     from sessions.evidence.reader import FormatProblem, parse, read_results
     from sessions.evidence.records import BlindingFile
-    from sessions.summary import missing_positions
 
     if not (root / layout.SCHEDULE).is_file() or not (root / layout.MANIFEST).is_file():
         raise PreflightError(f"{root}: not an oakwatch experiment folder (no {layout.SCHEDULE} and "

@@ -7,9 +7,9 @@ import json
 from app.console import OakwatchConsole
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.trace import TracePane
+from sessions.analysis.summary import exit_status
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary
-from sessions.summary import exit_status
 from tests.conftest import find_trial
 from tests.console.conftest import prepare_run, quit_and_wait, settle, wait_for
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from app.cli import main
 from engine.records import Annotation
+from sessions.analysis.metrics import confirmed_labels
 from sessions.annotation_layer import (
     AnnotationLayer,
     LayerError,
@@ -30,7 +31,6 @@ from sessions.annotation_layer import (
 from sessions.audit.verify import verify_experiment
 from sessions.blinding import unblind, unblind_problems
 from sessions.evidence.checksums import file_sha256
-from sessions.metrics import confirmed_labels
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 
@@ -315,7 +315,7 @@ REVIEWED_FIELDS = st.sampled_from(["trial_key", "decision_id", "through_decision
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_malformed_reviewed_lines_never_raise(run, data):
-    from sessions.metrics import kappa
+    from sessions.analysis.metrics import kappa
 
     shutil.rmtree(run / "annotations", ignore_errors=True)
     walk = walk_key(run)

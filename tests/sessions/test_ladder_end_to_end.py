@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from engine.ladder import FINAL, FINAL_SKIPPED
+from sessions.analysis.summary import exit_status
 from sessions.audit.replay import Divergence, replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import create_folder, prepare
-from sessions.summary import exit_status
 from tests.conftest import find_trial, write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]

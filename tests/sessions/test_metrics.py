@@ -1,4 +1,4 @@
-"""sessions.metrics on hand-built records: every expected figure is worked out by hand here."""
+"""sessions.analysis.metrics on hand-built records: every expected figure is worked out by hand here."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from engine.gamedef import GameDefinition
 from engine.records import Annotation, InputLine, TraceLine, TrialResult
 from engine.routes import RouteTracker
-from sessions.metrics import (
+from sessions.analysis.metrics import (
     States,
     action_figures,
     condition_summary,

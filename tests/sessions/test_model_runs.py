@@ -345,7 +345,7 @@ def test_every_result_names_its_prompt_core_and_verify_and_the_report_hold_it_al
     """Issue 22.1: two model conditions and a scripted one. Each model trial's trace and result
     carry prompt_core_sha256 (the scripted one's is null: it sends no prompt); one that differs
     across the model conditions is a verify problem and a failed checklist row."""
-    from sessions.report import build_report
+    from sessions.analysis.report import build_report
 
     server.script(*[ok(answer(WALK[:4])) for _ in range(2)])
     scripted = yaml.safe_load(DEFAULT_MANIFEST.read_text())["conditions"][0]
@@ -384,7 +384,7 @@ def test_every_result_names_its_prompt_core_and_verify_and_the_report_hold_it_al
 def test_the_price_schedule_is_kept_in_the_folder_and_the_export(tmp_path, server, monkeypatch):
     """Issue 22.1: the bytes a derived cost came from are evidence: pricing/<sha256>.yaml, in the sums
     and the export; verify holds the copy to the manifest's SHA-256."""
-    from sessions.report import write_package
+    from sessions.analysis.report import write_package
 
     monkeypatch.setenv("OAKWATCH_TEST_KEY", KEY)
     server.script(ok(answer(["A"])))

@@ -15,9 +15,9 @@ import yaml
 
 from app.cli import main
 from sessions import annotation_layer as al
+from sessions.analysis.report import build_report
 from sessions.audit.verify import verify_experiment
 from sessions.preflight.assets import DEFAULT_MANIFEST
-from sessions.report import build_report
 from tests.conftest import run_experiment, write_manifest
 
 SECTIONS = ["conclusion", "trials", "conditions", "progress-actions", "progress-cost", "timelines",

@@ -8,7 +8,7 @@ import itertools
 import matplotlib.pyplot as plt
 import pytest
 
-from sessions.report_plots import (
+from sessions.analysis.report_plots import (
     MAX_LEVELS,
     memory_figure,
     progress_actions_figure,
@@ -20,7 +20,7 @@ LADDER = [f"M{i}" for i in range(1, 9)]
 
 
 def row(key: str, *, costs=None, points=None, actions=None, awards=(), labels=None, valid=True) -> dict:
-    """A trial row as sessions.metrics makes it; `costs`/`points`/`actions` per decision."""
+    """A trial row as sessions.analysis.metrics makes it; `costs`/`points`/`actions` per decision."""
     n = len(points or costs or actions or [])
     points = points or [0] * n
     actions = actions or list(range(1, n + 1))

@@ -1,7 +1,7 @@
 import pytest
 
+from sessions.analysis.summary import exit_status, summarise
 from sessions.execute.schedule import blind_labels, trial_order
-from sessions.summary import exit_status, summarise
 
 
 def test_counterbalanced_default_matches_seed():

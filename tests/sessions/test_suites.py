@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sessions.analysis.report import build_report
 from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import PreflightError, create_folder, prepare
-from sessions.report import build_report
 from sessions.variants import make_variant
 from tests.conftest import write_manifest
 

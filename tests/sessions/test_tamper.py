@@ -95,9 +95,9 @@ def _edit_json(path: Path, change) -> None:
 
 def _recompute_summary(root: Path) -> None:
     """What a careful attacker does after changing results: recompute the summary's figures."""
+    from sessions.analysis.summary import summarise
     from sessions.evidence.reader import read_results
     from sessions.evidence.records import Summary
-    from sessions.summary import summarise
 
     old = Summary.model_validate_json((root / "summary.json").read_text())
     schedule = json.loads((root / "schedule.json").read_text())

@@ -1,9 +1,9 @@
 """`oakwatch report DIR`: the protocol's answer from an evidence folder (seed 000, "Calculate the result").
 
 Writes report.md, a self-contained report.html (inline SVG from matplotlib, drawn by
-sessions.report_plots: no network, no external CSS or JS), report.json, trials.csv and conditions.csv
+sessions.analysis.report_plots: no network, no external CSS or JS), report.json, trials.csv and conditions.csv
 into DIR/reports/ (the folder's report layer, with its own SHA256SUMS) or --output. Every figure
-comes from sessions.metrics over the records; report.json holds each trial's numbers next to the
+comes from sessions.analysis.metrics over the records; report.json holds each trial's numbers next to the
 result.json values they came from. Before unblinding (no unblinded/ folder) conditions appear by
 label only.
 """
@@ -20,9 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.figures import money  # the one rendering every display uses
-from sessions.evidence import layout
-from sessions.evidence.reader import TrialReader
-from sessions.metrics import (
+from sessions.analysis.metrics import (
     MEMORY_TYPES,
     SEVERITIES,
     SUMMARY_METRICS,
@@ -36,7 +34,9 @@ from sessions.metrics import (
     unblinded,
     variant_comparison,
 )
-from sessions.report_plots import Plot, plots, type_severity
+from sessions.analysis.report_plots import Plot, plots, type_severity
+from sessions.evidence import layout
+from sessions.evidence.reader import TrialReader
 
 PRODUCTIVE_DEFINITION = (
     "Productive action: an accepted action that changed the probed state (the position and every field the game "
@@ -411,7 +411,7 @@ def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def _variant_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
-    """A suite's comparison (sessions.metrics.variant_comparison) as table rows."""
+    """A suite's comparison (sessions.analysis.metrics.variant_comparison) as table rows."""
     head = ["condition", "variants", "valid trials", "successful", "completion rate", "points",
             "path efficiency"]
 
@@ -490,8 +490,8 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
     decisions = {r["trial_key"]: r["curve"][-1]["decision"] if r["curve"] else 0
                  for r in rows if r["folder"].startswith(layout.TRIALS + "/")}
     agreement = kappa(layers, decisions)
+    from sessions.analysis.hand_scoring import hand_scoring
     from sessions.annotation_layer import ladder_ids
-    from sessions.hand_scoring import hand_scoring
 
     hand = hand_scoring(layers, ladder_ids(root))  # milestones and rooms scored by hand (games without a probe)
     say("reconciling rows with summary.json")
@@ -547,7 +547,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
 
 
 def _counted_dicts(confirmed, key: str) -> list[dict]:
-    from sessions.metrics import counted
+    from sessions.analysis.metrics import counted
 
     labs = [lab for lab in confirmed.labels if lab.trial_key == key]
     return [{"type": lab.type, "severity": lab.severity} for lab in counted(labs, lambda lab: lab.is_memory)]
@@ -881,7 +881,7 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
                 else:
                     put(rel, p.read_bytes())
     say("copying trial records" + (" with frames and raw provider payloads" if include_raw else ""))
-    from sessions.metrics import trial_folders
+    from sessions.analysis.metrics import trial_folders
 
     for folder, rel, _voided in trial_folders(root):
         for name in PUBLIC_TRIAL_FILES + (RAW_TRIAL_FILES if include_raw else ()):
@@ -910,7 +910,8 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
             redacted.append(rel)
             path.write_text(clean, encoding="utf-8")
     here = Path(__file__).resolve().parent
-    for src in (here / "metrics.py", here / "report.py", here / "report_plots.py", here.parent / "docs" / "metrics.md"):
+    project = here.parents[1]
+    for src in (here / "metrics.py", here / "report.py", here / "report_plots.py", project / "docs" / "metrics.md"):
         if src.is_file():
             put(f"analysis/{src.name}", src.read_bytes())
     readme = [

@@ -4,7 +4,7 @@ A milestone label (`oakwatch annotate milestone`) says a rung of the frozen ladd
 at a decision; route notes (`annotate route`) name the room (and landmark) at a decision whose
 coordinates no probe reads. Both live in the annotators' layers (sessions.annotation_layer), and
 agreement between annotators is measured the way the memory-error labels' is (Cohen's kappa,
-sessions.metrics):
+sessions.analysis.metrics):
 
 - milestones: per pair of annotators, over every (trial, rung) of the trials both scored (labelled a
   milestone in): reached or not (kappa), and, where both say reached, whether at the same decision;
@@ -22,8 +22,8 @@ from collections import defaultdict
 
 from engine.records import Annotation
 from engine.routes import RouteTracker
+from sessions.analysis.metrics import _cohen
 from sessions.annotation_layer import ADJUDICATION, OPERATOR
-from sessions.metrics import _cohen
 
 NOTE_ACTION = "NOTE"  # the "action" between two noted positions: notes carry no button
 

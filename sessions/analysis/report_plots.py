@@ -1,4 +1,4 @@
-"""The report's plots (sessions.report puts them into report.html as inline SVG).
+"""The report's plots (sessions.analysis.report puts them into report.html as inline SVG).
 
 The rules every figure keeps:
 - a figure is drawn only when it has something to show; otherwise a sentence says why (never an
@@ -21,7 +21,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
-from sessions.metrics import MEMORY_TYPES, SEVERITIES
+from sessions.analysis.metrics import MEMORY_TYPES, SEVERITIES
 
 WIDTH_IN = 7.0
 LEGEND_MAX = 16  # more trials than this: one legend entry per condition
@@ -318,7 +318,7 @@ def timeline_figure(row: dict, ladder: list[str], span: int | None = None):
 # -- memory errors ---------------------------------------------------------------------------------
 
 def type_severity(row: dict, t: str, sev: str) -> int:
-    """Counted memory errors of one type and severity in a trial (its `_labels`, see sessions.report)."""
+    """Counted memory errors of one type and severity in a trial (its `_labels`, see sessions.analysis.report)."""
     return sum(1 for lab in row.get("_labels", []) if lab["type"] == t and lab["severity"] == sev)
 
 
