@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _annotate(args: argparse.Namespace, folder: Path) -> int:
-    from sessions import annotation_layer as al
+    from sessions.annotations import annotation_layer as al
 
     cmd = args.annotate_command
     try:
@@ -168,7 +168,7 @@ def _describe(a) -> str:
 
 
 def _list(folder: Path, annotator: str | None) -> int:
-    from sessions.annotation_layer import AnnotationLayer, LayerError, layer_names, trial_tags
+    from sessions.annotations.annotation_layer import AnnotationLayer, LayerError, layer_names, trial_tags
 
     names = [annotator] if annotator else layer_names(folder)
     problems = 0
@@ -199,7 +199,7 @@ def _list(folder: Path, annotator: str | None) -> int:
 
 
 def _unblind(folder: Path) -> int:
-    from sessions.blinding import BlindingError, unblind
+    from sessions.annotations.blinding import BlindingError, unblind
 
     try:
         target = unblind(folder)
@@ -223,7 +223,7 @@ def _export(args: argparse.Namespace, folder: Path) -> int:
         return export_package(args)
     if args.output is None:
         return _fail("export --for-annotators needs --output OUT (a new folder)")
-    from sessions.blinding import BlindingError, export_for_annotators
+    from sessions.annotations.blinding import BlindingError, export_for_annotators
 
     try:
         done = export_for_annotators(folder, args.output)

@@ -56,7 +56,7 @@ def report_main(args: argparse.Namespace) -> int:
         return _fail(problem)
     if args.output is not None and args.output.exists() and not args.output.is_dir():
         return _fail(f"{args.output}: exists and is not a folder")
-    from sessions.annotation_layer import LayerError
+    from sessions.annotations.annotation_layer import LayerError
 
     try:
         doc = build_report(folder, args.output, seed=args.seed, progress=_say, replay=not args.no_replay)
@@ -79,7 +79,7 @@ def report_main(args: argparse.Namespace) -> int:
 def export_package(args: argparse.Namespace) -> int:
     """`oakwatch export DIR --output OUT [--include-raw]`: the publishable package (seed 000)."""
     from sessions.analysis.report import ExportError, write_package
-    from sessions.annotation_layer import LayerError
+    from sessions.annotations.annotation_layer import LayerError
 
     if args.output is None:
         return _fail("export needs --output OUT (a new folder)")

@@ -776,7 +776,7 @@ class TrialData:
 
 def append_label(root: Path, annotator: str, record: Annotation) -> Annotation:
     """Append through the annotation layer; its refusal comes back as LabelRefused."""
-    from sessions.annotation_layer import AnnotationLayer
+    from sessions.annotations.annotation_layer import AnnotationLayer
 
     try:
         AnnotationLayer(root, annotator).append(record)

@@ -211,7 +211,7 @@ class TraceLine(Record):
 class Annotation(Record):
     """annotations.jsonl: one label. Live operator tags (source operator) are stamped with what the
     operator saw when tagging began; annotators' labels (source annotator) come from review or the
-    CLI and live in their own layer, annotations/<annotator>/ (sessions.annotation_layer).
+    CLI and live in their own layer, annotations/<annotator>/ (sessions.annotations.annotation_layer).
 
     kind memory-error: `decision_id` is the LATER, contradicting decision and `refers_to` the EARLIER
     fact id (fact-0003) or decision number; a consequence names its primary cause in `primary_id`

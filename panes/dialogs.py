@@ -28,7 +28,7 @@ class TagDialog(ModalScreen[dict | None]):
     The trial and decision are the ones in view when the dialog opened; `check` (if given) returns
     why a tag would be refused, so a bad reference is fixed here rather than lost. A tag is the
     operator's layer of labels: kind memory-error, source operator, role primary (see
-    sessions.annotation_layer)."""
+    sessions.annotations.annotation_layer)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 

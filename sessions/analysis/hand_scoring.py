@@ -2,7 +2,7 @@
 
 A milestone label (`oakwatch annotate milestone`) says a rung of the frozen ladder was first reached
 at a decision; route notes (`annotate route`) name the room (and landmark) at a decision whose
-coordinates no probe reads. Both live in the annotators' layers (sessions.annotation_layer), and
+coordinates no probe reads. Both live in the annotators' layers (sessions.annotations.annotation_layer), and
 agreement between annotators is measured the way the memory-error labels' is (Cohen's kappa,
 sessions.analysis.metrics):
 
@@ -23,7 +23,7 @@ from collections import defaultdict
 from engine.records import Annotation
 from engine.routes import RouteTracker
 from sessions.analysis.metrics import _cohen
-from sessions.annotation_layer import ADJUDICATION, OPERATOR
+from sessions.annotations.annotation_layer import ADJUDICATION, OPERATOR
 
 NOTE_ACTION = "NOTE"  # the "action" between two noted positions: notes carry no button
 

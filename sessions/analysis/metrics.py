@@ -1,7 +1,7 @@
 """Every metric of the protocol (seed 000), computed from the records of an evidence folder.
 
 Pure functions over records: result.json, trace.jsonl, inputs.jsonl, memory.jsonl (through
-sessions.evidence.reader) and the annotation layers (sessions.annotation_layer.read_layers). The one
+sessions.evidence.reader) and the annotation layers (sessions.annotations.annotation_layer.read_layers). The one
 optional extra is the per-action probed state, which the records do not hold: `replay_states`
 re-runs a trial's recorded inputs (like `oakwatch replay`) to recover it, and every figure that
 needs it says where its state came from (`state_source`: "replay" or "records").
@@ -199,7 +199,7 @@ def action_figures(trace: list[TraceLine], inputs: list[InputLine], awards: dict
 
 def read_annotation_layers(root: Path) -> dict[str, list[Annotation]]:
     """Every layer (annotators, the operator's live tags, adjudication) through the annotation layer."""
-    from sessions.annotation_layer import read_layers
+    from sessions.annotations.annotation_layer import read_layers
 
     return read_layers(root)
 

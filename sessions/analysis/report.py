@@ -491,7 +491,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
                  for r in rows if r["folder"].startswith(layout.TRIALS + "/")}
     agreement = kappa(layers, decisions)
     from sessions.analysis.hand_scoring import hand_scoring
-    from sessions.annotation_layer import ladder_ids
+    from sessions.annotations.annotation_layer import ladder_ids
 
     hand = hand_scoring(layers, ladder_ids(root))  # milestones and rooms scored by hand (games without a probe)
     say("reconciling rows with summary.json")

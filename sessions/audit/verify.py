@@ -216,7 +216,7 @@ def _lock_note(root: Path, rel: str) -> str:
 
 def _check_layer(folder: Path, rel: str, report: Report) -> None:
     """annotations/<annotator>/ and reports/: their own SHA256SUMS over their own files."""
-    from sessions.annotation_layer import check_layer, split_sums
+    from sessions.annotations.annotation_layer import check_layer, split_sums
 
     sums = folder / layout.SUMS
     if not sums.is_file():

@@ -50,7 +50,7 @@ from sessions.evidence.checksums import file_sha256, render_sums
 from sessions.evidence.durable import AppendLog, error_from
 from sessions.evidence.reader import FormatProblem, iter_lines, short_error
 
-LAYER_FILE = "annotations.jsonl"  # sessions.annotation_layer.LAYER_FILE
+LAYER_FILE = "annotations.jsonl"  # sessions.annotations.annotation_layer.LAYER_FILE
 FROZEN_PREFIX = "FROZEN "
 REPORT_JSON = f"{layout.REPORTS}/report.json"
 UNBLINDED_SUMMARY = f"{layout.UNBLINDED}/{layout.SUMMARY}"

@@ -21,7 +21,7 @@ from engine.outcomes import INVALID_PROVIDER, is_valid
 from engine.records import TrialGenesis, TrialResult
 from engine.trial import Trial, TrialConfig, utc_now
 from sessions.analysis.summary import summarise
-from sessions.annotation_layer import late_tagger
+from sessions.annotations.annotation_layer import late_tagger
 from sessions.evidence.durable import EvidenceError
 from sessions.evidence.experiment_folder import ExperimentFolder
 from sessions.evidence.reader import read_results, read_run_log

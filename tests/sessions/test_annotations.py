@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from app.cli import main
 from engine.records import Annotation
 from sessions.analysis.metrics import confirmed_labels
-from sessions.annotation_layer import (
+from sessions.annotations.annotation_layer import (
     AnnotationLayer,
     LayerError,
     add_label,
@@ -28,8 +28,8 @@ from sessions.annotation_layer import (
     late_tagger,
     read_layers,
 )
+from sessions.annotations.blinding import unblind, unblind_problems
 from sessions.audit.verify import verify_experiment
-from sessions.blinding import unblind, unblind_problems
 from sessions.evidence.checksums import file_sha256
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from tests.conftest import read_jsonl, run_experiment, write_manifest

@@ -14,9 +14,9 @@ import yaml
 
 from app.cli import main
 from engine.script import parse_script
-from sessions.annotation_layer import AnnotationLayer, add_label, adjudicate
+from sessions.annotations.annotation_layer import AnnotationLayer, add_label, adjudicate
+from sessions.annotations.blinding import MASK, model_ids, unblind_problems, unblinded_labels
 from sessions.audit.verify import verify_experiment
-from sessions.blinding import MASK, model_ids, unblind_problems, unblinded_labels
 from sessions.evidence.checksums import file_sha256
 from sessions.preflight.assets import ASSETS
 from tests.conftest import read_jsonl, run_experiment, write_manifest
@@ -182,7 +182,7 @@ def test_unblind_refuses_until_every_layer_is_frozen_then_writes_beside_the_summ
 
 
 def test_an_unfrozen_operator_layer_keeps_the_folder_blind(run):
-    from sessions.annotation_layer import late_tagger
+    from sessions.annotations.annotation_layer import late_tagger
 
     a, b = label_both(run)
     AnnotationLayer(run, "alice").freeze()

@@ -10,7 +10,7 @@ import pytest
 
 from app.cli import main
 from sessions.analysis.hand_scoring import hand_scoring, milestone_agreement, repeated_routes, route_agreement
-from sessions.annotation_layer import read_layers
+from sessions.annotations.annotation_layer import read_layers
 from sessions.audit.verify import verify_experiment
 
 LADDER = [f"M{i}" for i in range(1, 9)]

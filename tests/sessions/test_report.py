@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from app.cli import main
-from sessions import annotation_layer as al
 from sessions.analysis.report import build_report
+from sessions.annotations import annotation_layer as al
 from sessions.audit.verify import verify_experiment
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from tests.conftest import run_experiment, write_manifest

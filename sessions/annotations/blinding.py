@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from sessions.annotation_layer import ADJUDICATION, OPERATOR, AnnotationLayer, LayerError, layer_names
+from sessions.annotations.annotation_layer import ADJUDICATION, OPERATOR, AnnotationLayer, LayerError, layer_names
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import file_sha256, render_sums
 from sessions.evidence.durable import EvidenceError, fsync_dir, write_atomic
