@@ -30,8 +30,8 @@ def add_parsers(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.variant_files import VariantFilesError, write_variant
-    from sessions.variants import VariantError, make_variant, parse_seed
+    from sessions.variants.variant_files import VariantFilesError, write_variant
+    from sessions.variants.variants import VariantError, make_variant, parse_seed
 
     if args.seed_env is not None:
         raw = os.environ.get(args.seed_env)

@@ -557,7 +557,7 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         "cost_per_milestone": ratio(cost, milestones), "cost_per_point": ratio(cost, points),
         "actions_per_milestone": ratio(accepted, milestones), "progress_efficiency": ratio(points, cost),
         "zero_progress": points == 0,
-        "variant": r.provenance.get("variant_label"),  # a suite's seen or held-out variant (sessions.suites)
+        "variant": r.provenance.get("variant_label"),  # a suite's seen or held-out variant (sessions.variants.suites)
         "variant_index": r.provenance.get("variant_index"),
         # the result's own figures (engine.trial.path_figures; verify recomputes them)
         "path_efficiency": r.derived.get("path_efficiency"),

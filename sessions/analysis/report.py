@@ -145,7 +145,7 @@ def checklist(root: Path, rows: list[dict], audit_problems: list[str], recon: di
     def item(text: str, status: str, detail: str) -> None:
         items.append({"check": text, "status": status, "detail": detail})
 
-    # A suite (sessions.suites) plays several variants: each variant's trials must match across conditions.
+    # A suite (sessions.variants.suites) plays several variants: each variant's trials must match across conditions.
     variant_of = {r["folder"]: r.get("variant_index") for r in valid}
     groups = sorted({variant_of[f] for f in gen}, key=lambda v: -1 if v is None else v)
     per_variant = f" per variant ({len(groups)} variants)" if groups != [None] else ""

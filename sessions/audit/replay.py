@@ -93,9 +93,9 @@ def _load_variant_trial(trial_dir: Path, folder: Path, manifest: Manifest, rom: 
     """A suite trial: its variant's ROM (`--rom`, or remade from a seen variant's seed) and the start
     state made from it the bundled way, both checked against the hashes the trial recorded."""
     from engine.backends import BACKENDS
-    from sessions.suites import variant_index
-    from sessions.variant_files import make_start_state, start_yaml
-    from sessions.variants import VariantError, make_variant
+    from sessions.variants.suites import variant_index
+    from sessions.variants.variant_files import make_start_state, start_yaml
+    from sessions.variants.variants import VariantError, make_variant
 
     reader = TrialReader(trial_dir)
     try:

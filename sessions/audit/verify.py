@@ -506,10 +506,10 @@ def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel:
 
 
 def _variant_entry(m, trial: int):
-    """A suite trial's frozen variant entry (sessions.suites), or None outside a suite."""
+    """A suite trial's frozen variant entry (sessions.variants.suites), or None outside a suite."""
     if not m.variants:
         return None
-    from sessions.suites import variant_index
+    from sessions.variants.suites import variant_index
 
     i = variant_index(trial, m.trials.per_condition)
     return m.variants[i] if 0 <= i < len(m.variants) else None

@@ -69,7 +69,7 @@ class Prepared:
     keys: Keys = field(default_factory=lambda: Keys({}), repr=False)
     system_prompt: str = ""
     rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.preflight.romid)
-    variants: list = field(default_factory=list)  # sessions.suites.PreparedVariant, in manifest order
+    variants: list = field(default_factory=list)  # sessions.variants.suites.PreparedVariant, in manifest order
     game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
     # the preflight's probe right after restoring the start state, and each frozen control's status
     # (engine.controls: checked, unchecked or not-set)
@@ -79,10 +79,10 @@ class Prepared:
     price_schedules: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def variant(self, trial_number: int):
-        """The suite variant a trial plays (sessions.suites), or None outside a suite."""
+        """The suite variant a trial plays (sessions.variants.suites), or None outside a suite."""
         if not self.variants:
             return None
-        from sessions.suites import variant_index
+        from sessions.variants.suites import variant_index
 
         return self.variants[variant_index(trial_number, self.manifest.trials.per_condition)]
 
@@ -296,7 +296,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
 
         variants = []
         if manifest.variants:
-            from sessions.suites import SuiteError, prepare_variants
+            from sessions.variants.suites import SuiteError, prepare_variants
 
             try:
                 variants = prepare_variants(manifest, rom, game, emu.name)
@@ -352,7 +352,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                     raise PreflightError(f"{shown}: cannot use path {ref} ({exc})") from None
         if variants:
             from sessions.preflight.manifest import VariantEntry
-            from sessions.suites import frozen_entries
+            from sessions.variants.suites import frozen_entries
 
             frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
         for c in frozen.conditions:  # the client that will play is the one the run records

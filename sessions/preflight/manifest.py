@@ -280,7 +280,7 @@ EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 
 class VariantEntry(_Strict):
-    """One Parcel Quest variant of a suite (sessions.suites): its seed, here or in the environment (so a
+    """One Parcel Quest variant of a suite (sessions.variants.suites): its seed, here or in the environment (so a
     held-out seed need never be in a file), and whether models could have seen it."""
 
     seed: Annotated[int, Field(ge=0, lt=2**256)] | None = None

@@ -16,7 +16,7 @@ from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.experiment import PreflightError, create_folder, prepare
-from sessions.variants import make_variant
+from sessions.variants.variants import make_variant
 from tests.conftest import write_manifest
 
 SEEN, HELD_OUT = 7, 0xA11CE_0000_5EC2_E7_5EED  # the held-out one has more than 64 bits
@@ -123,7 +123,7 @@ def test_the_report_compares_seen_and_held_out(suite, tmp_path):
 
 
 def test_a_suite_needs_parcel_quest(tmp_path):
-    from sessions.variants import VariantError
+    from sessions.variants.variants import VariantError
 
     with pytest.raises(VariantError, match="has none"):
         make_variant(3, b"\0" * 0x8000)

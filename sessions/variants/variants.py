@@ -21,9 +21,9 @@ from pathlib import Path
 
 from engine import cartridge_tables as ct
 from engine.cartridge_tables import MAP_H, MAP_W, Place, Pos, Sign, Tables, Warp
-from sessions.variant_solver import Solution, Unsolvable, solve
+from sessions.variants.variant_solver import Solution, Unsolvable, solve
 
-CART = Path(__file__).resolve().parent.parent / "assets" / "cartridge"
+CART = Path(__file__).resolve().parents[2] / "assets" / "cartridge"
 MAX_SEED = (1 << 256) - 1
 ATTEMPTS = 64
 

@@ -2,7 +2,7 @@
 
 `variants: [{seed: N | seed_env: NAME, label: seen | held-out}]`: each condition gets
 `trials.per_condition` trials per variant, trial numbers grouped by variant (trial t plays variant
-(t - 1) // per_condition). In preflight each variant is made (sessions.variants), solved, and its
+(t - 1) // per_condition). In preflight each variant is made (sessions.variants.variants), solved, and its
 start state made on the run's emulator the bundled way (START.md's boot frames); the frozen manifest
 records each entry's ROM, state and first-frame hashes and optimal presses, and drops a held-out
 entry's seed (a seed read from the environment never reaches a file). Every trial records its own
@@ -39,7 +39,7 @@ class PreparedVariant:
 
 def seed_of(entry, index: int) -> int:
     """The entry's seed, from the manifest or the environment."""
-    from sessions.variants import parse_seed
+    from sessions.variants.variants import parse_seed
 
     where = f"variants.{index}"
     if entry.seed is not None:
@@ -63,8 +63,8 @@ def seed_of(entry, index: int) -> int:
 
 def prepare_variants(manifest, base_rom: bytes, base_game: GameDefinition, emulator: str) -> list[PreparedVariant]:
     """Make, solve and start every variant of the manifest (SuiteError on the first that fails)."""
-    from sessions.variant_files import make_start_state, start_yaml
-    from sessions.variants import VariantError, make_variant
+    from sessions.variants.variant_files import make_start_state, start_yaml
+    from sessions.variants.variants import VariantError, make_variant
 
     if base_game.id != "parcel-quest":
         raise SuiteError(f"variants: suites are made of Parcel Quest variants, not of {base_game.id}")

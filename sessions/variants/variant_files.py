@@ -17,8 +17,8 @@ import yaml
 from engine.backends import BACKENDS
 from engine.emulator import EmulatorError, Timing, frame_sha256
 from sessions.preflight.assets import ASSETS
-from sessions.variant_solver import Solution
-from sessions.variants import Variant
+from sessions.variants.variant_solver import Solution
+from sessions.variants.variants import Variant
 
 ROM_NAME = "parcel-quest-variant.gb"
 STATE_NAMES = {"pyboy": "parcel-quest-variant.state", "mgba": "parcel-quest-variant.mgba.state"}
