@@ -410,7 +410,7 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     if expected is not None and not re.fullmatch(r"[0-9a-f]{64}", expected):
         return _fail(f"--expect-root {printable(expect_root)}: not a root hash (64 hex digits, as --print-root "
                      f"prints it)")
-    from sessions.task_batch import is_batch
+    from sessions.tasks.task_batch import is_batch
 
     if is_batch(folder):  # a task batch (docs/tasks.md): every run folder's audit and the ledger
         from app.tasks_cli import verify_main

@@ -45,7 +45,7 @@ def report_main(args: argparse.Namespace) -> int:
     from sessions.evidence.folder_kind import evidence_problem
 
     folder: Path = args.folder
-    from sessions.task_batch import is_batch
+    from sessions.tasks.task_batch import is_batch
 
     if is_batch(folder):  # a task batch (docs/tasks.md): per-task success, the success-within-E curve
         from app.tasks_cli import report_main as batch_report_main

@@ -44,7 +44,7 @@ def add_parsers(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.tasks import TASKS_DIR, TaskError, catalog
+    from sessions.tasks.tasks import TASKS_DIR, TaskError, catalog
 
     folder = args.dir or TASKS_DIR
     if args.tasks_command == "list":
@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, folder: Path) -> int:
-    from sessions.task_batch import Ceiling, run_batch
-    from sessions.tasks import PolicyChoice, TaskError, catalog, load_task
+    from sessions.tasks.task_batch import Ceiling, run_batch
+    from sessions.tasks.tasks import PolicyChoice, TaskError, catalog, load_task
 
     if not 1 <= args.trials <= 1000:
         return _fail(f"--trials {args.trials}: give a number from 1 to 1000")
@@ -124,7 +124,7 @@ def _is_file(name: str) -> bool:
 def verify_main(batch: Path, deep: bool, root_options: bool) -> int:
     """`oakwatch verify BATCH`: each task's run folder audited as any evidence folder, and the ledger
     against the folders' results. Root hashes are per experiment folder: give one to --print-root."""
-    from sessions.task_batch import verify_batch
+    from sessions.tasks.task_batch import verify_batch
 
     if root_options:
         return _fail(f"{batch} is a task batch: --print-root and --expect-root take one of its run folders "
@@ -144,7 +144,7 @@ def report_main(batch: Path, output: Path | None) -> int:
     episodic task's success-within-E curve and change log), in BATCH/reports/ or OUT."""
     import json
 
-    from sessions.task_batch import batch_report, report_markdown
+    from sessions.tasks.task_batch import batch_report, report_markdown
 
     try:
         doc = batch_report(batch)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from app.console_state import ConsoleSink
 from panes.trace import format_item
-from sessions.task_batch import TASK_FILES
-from sessions.tasks import TASKS_DIR, PolicyChoice, load_task, write_task_inputs
+from sessions.tasks.task_batch import TASK_FILES
+from sessions.tasks.tasks import TASKS_DIR, PolicyChoice, load_task, write_task_inputs
 from tests.conftest import run_experiment
 
 

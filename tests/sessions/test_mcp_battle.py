@@ -16,7 +16,7 @@ import yaml
 
 from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
-from sessions.tasks import PolicyChoice, load_task, write_task_inputs
+from sessions.tasks.tasks import PolicyChoice, load_task, write_task_inputs
 from tests.conftest import read_jsonl
 from tests.sessions.test_mcp_server import OAKWATCH, ROOT, mcp_manifest, result_of
 
@@ -26,7 +26,7 @@ BATTLE_TOOLS = ["action", "apply_team", "get_screen", "lead", "observe", "reset"
 
 
 def battle_manifest(tmp_path: Path, budget: int, **rules) -> Path:
-    """The task's derived manifest (sessions.tasks, as `oakwatch tasks run` writes it), its condition an
+    """The task's derived manifest (sessions.tasks.tasks, as `oakwatch tasks run` writes it), its condition an
     agent on the tool server under the battle ruleset; `rules` replace the task's battle settings."""
     path = write_task_inputs(load_task(TASK), PolicyChoice("scripted"), tmp_path / "inputs" / "rival", 1, None, None)
     data = yaml.safe_load(path.read_text())

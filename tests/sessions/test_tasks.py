@@ -15,7 +15,7 @@ from engine.backends import BACKENDS
 from engine.emulator import Timing, frame_sha256
 from engine.script import parse_script
 from sessions.preflight.assets import ASSETS
-from sessions.tasks import GOAL_ID, TASKS_DIR, TaskError, catalog, derived_game, load_task
+from sessions.tasks.tasks import GOAL_ID, TASKS_DIR, TaskError, catalog, derived_game, load_task
 
 RIVAL = TASKS_DIR / "rival-battle.yaml"
 
@@ -306,8 +306,8 @@ def test_request_reset_ends_the_episode_and_the_evidence_still_verifies_and_repl
     from engine.events import DecisionRecorded
     from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import create_folder, prepare
-    from sessions.task_batch import TASK_FILES
-    from sessions.tasks import PolicyChoice, write_task_inputs
+    from sessions.tasks.task_batch import TASK_FILES
+    from sessions.tasks.tasks import PolicyChoice, write_task_inputs
 
     task = load_task(RIVAL)
     manifest = write_task_inputs(task, PolicyChoice("scripted"), tmp_path / TASK_FILES / task.id, 1, None, None)
@@ -340,7 +340,7 @@ def test_a_manifest_whose_failure_test_names_an_unknown_field_is_refused_before_
 
 
 def test_the_report_lists_battle_rules_and_each_episode_s_team():
-    from sessions.task_batch import report_markdown
+    from sessions.tasks.task_batch import report_markdown
 
     episode = {"episode": 1, "first_decision": 1, "last_decision": 4, "ended": "reset", "memory_writes": [],
                "writes": [], "team": [{"species": "EMBERPUP", "level": None, "moves": [], "item": None}]}

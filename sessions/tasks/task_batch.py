@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sessions.tasks import PolicyChoice, Task, TaskError, write_task_inputs
+from sessions.tasks.tasks import PolicyChoice, Task, TaskError, write_task_inputs
 
 LEDGER = "batch.json"
 TASK_FILES = "task-files"
