@@ -131,22 +131,22 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("--emulator", choices=list(BACKENDS), help="default: pyboy for GB games, mgba for GBA")
     new.add_argument("--boot-frames", type=int, default=0, help="frames to run from power-on before the prefix")
     new.add_argument("--force", action="store_true", help="a ROM the definition does not list (recorded)")
-    from app.annotate_cli import add_parsers as annotate_parsers
+    from app.commands.annotate_cli import add_parsers as annotate_parsers
 
     annotate_parsers(sub)  # annotate, unblind, export
-    from app.report_cli import add_parsers as report_parsers
+    from app.commands.report_cli import add_parsers as report_parsers
 
     report_parsers(sub)  # report; --include-raw and --seed on export
-    from app.cartridge_cli import add_parsers as cartridge_parsers
+    from app.commands.cartridge_cli import add_parsers as cartridge_parsers
 
     cartridge_parsers(sub)  # cartridge variant
-    from app.tasks_cli import add_parsers as tasks_parsers
+    from app.commands.tasks_cli import add_parsers as tasks_parsers
 
     tasks_parsers(sub)  # tasks list|run (docs/tasks.md)
-    from app.demo_server import add_parser as demo_parser
+    from app.servers.demo_server import add_parser as demo_parser
 
     demo_parser(sub)  # demo-server
-    from app.mcp_cli import add_parser as mcp_parser
+    from app.commands.mcp_cli import add_parser as mcp_parser
 
     mcp_parser(sub)  # mcp: serve one trial to your own agent (docs/mcp.md)
     bench = sub.add_parser("bench", help="measure the harness against the raw emulator")
@@ -222,7 +222,7 @@ def _main(argv: list[str] | None) -> int:
             base_url = args.base_url  # the manifest's own model conditions, pointed elsewhere
         if model is not None or base_url is not None or args.emulator is not None or args.force \
                 or args.goal is not None:
-            from app.model_run import ModelRunError, built_manifest
+            from app.commands.model_run import ModelRunError, built_manifest
 
             if args.emulator is not None and BACKENDS[args.emulator].version() is None:
                 return _fail(BACKENDS[args.emulator].missing_message())
@@ -245,7 +245,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "review":
         return _review(args.folder, args.annotator)
     if args.command == "serve":
-        from app.serve import serve
+        from app.servers.serve import serve
 
         return serve(args.folder, host=args.host, port=args.port, operator=args.operator)
     if args.command == "attach":
@@ -253,36 +253,36 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "make-state":
         return _make_state(args.rom, args.frames, args.output, args.emulator)
     if args.command == "state":
-        from app.state_new import state_new
+        from app.commands.state_new import state_new
 
         return state_new(args.rom, args.game, args.output, inputs=args.inputs, emulator=args.emulator,
                          boot_frames=args.boot_frames, force=args.force, experiment=args.experiment)
     if args.command == "report":
-        from app.report_cli import report_main
+        from app.commands.report_cli import report_main
 
         return report_main(args)
     if args.command in ("annotate", "unblind", "export"):
-        from app import annotate_cli
+        from app.commands import annotate_cli
 
         return annotate_cli.run(args)
     if args.command == "cartridge":
-        from app import cartridge_cli
+        from app.commands import cartridge_cli
 
         return cartridge_cli.run(args)
     if args.command == "mcp":
-        from app.mcp_cli import run_command as mcp_command
+        from app.commands.mcp_cli import run_command as mcp_command
 
         return mcp_command(args)
     if args.command == "tasks":
-        from app import tasks_cli
+        from app.commands import tasks_cli
 
         return tasks_cli.run(args)
     if args.command == "demo-server":
-        from app.demo_server import run_command
+        from app.servers.demo_server import run_command
 
         return run_command(args.host, args.port, args.replies, args.seed, args.latency_ms)
     if args.command == "bench":
-        from app.bench import run_bench
+        from app.bench.bench import run_bench
 
         return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase,
                          args.parallel_models, report_only=args.report_only, json_path=args.json,
@@ -345,7 +345,7 @@ def _start(prepared, folder, *, headless: bool, speed: str | None, positions: li
             return _run_watched(prepared, folder, positions)
         # Headless goes at full speed unless --speed says otherwise (the manifest's pacing is the console's).
         return _run_headless(prepared, folder, positions, pacing=_pacing(prepared, speed) if speed else None)
-    from app.console import run_console
+    from app.console.console import run_console
 
     return run_console(prepared, folder, speed=_pacing(prepared, speed), positions=positions)
 
@@ -355,7 +355,7 @@ _EXECUTOR: tuple[str, str | None] = ("local", None)  # `run --executor`, `--ray-
 
 
 def _run_watched(prepared, folder, positions: list[int] | None) -> int:
-    from app.run_watch import run_watched
+    from app.console.run_watch import run_watched
     from sessions.execute.runner import ExperimentRunner
 
     return run_watched(ExperimentRunner(prepared, folder, positions=positions, resumed=positions is not None,
@@ -363,8 +363,8 @@ def _run_watched(prepared, folder, positions: list[int] | None) -> int:
 
 
 def _run_headless(prepared, folder, positions: list[int] | None, pacing: float | None = None) -> int:
-    from app.headless import HeadlessPrinter, print_line, summary_table
-    from app.signals import SignalStop
+    from app.commands.signals import SignalStop
+    from app.console.headless import HeadlessPrinter, print_line, summary_table
     from engine.control import RunControl
     from sessions.analysis.summary import exit_status
     from sessions.execute.runner import ExperimentRunner
@@ -413,7 +413,7 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     from sessions.tasks.task_batch import is_batch
 
     if is_batch(folder):  # a task batch (docs/tasks.md): every run folder's audit and the ledger
-        from app.tasks_cli import verify_main
+        from app.commands.tasks_cli import verify_main
 
         return verify_main(folder, deep, print_root or expected is not None)
     problem = evidence_problem(folder)
@@ -506,7 +506,7 @@ def _frames(trial: Path, decisions: str | None, output: Path) -> int:
 
 
 def _review(folder: Path, annotator: str | None) -> int:
-    from app.review import annotator_problem, run_review
+    from app.review.review import annotator_problem, run_review
 
     if not (folder / "trials").is_dir():
         return _fail(f"{folder}: not an evidence folder (no trials/)")
@@ -521,8 +521,8 @@ def _review(folder: Path, annotator: str | None) -> int:
 def _attach(folder: Path, read_only: bool = False) -> int:
     import os
 
-    from app.attach import run_attach
-    from app.attach_data import is_evidence_folder
+    from app.review.attach import run_attach
+    from app.review.attach_data import is_evidence_folder
 
     if not is_evidence_folder(folder):
         return _fail(f"{folder}: not an evidence folder (no trials/ or schedule.json)")

@@ -32,7 +32,7 @@ class AttemptLike(Protocol):
 
 
 def render_decision(view) -> Text:
-    """The whole text of the pane for a DecisionView (app.review_data)."""
+    """The whole text of the pane for a DecisionView (app.review.review_data)."""
     out = Text()
 
     def head(title: str) -> None:

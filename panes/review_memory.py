@@ -1,4 +1,4 @@
-"""Review: the memory store as it stood at a decision (app.review_data.MemoryView), with that
+"""Review: the memory store as it stood at a decision (app.review.review_data.MemoryView), with that
 decision's operations on each fact in the first column (read ▶, offered ·, write ✎, update ✎,
 supersede ↷, complete ✓, evict ✗); superseded facts dim and struck through, completed dim,
 active facts in a contradiction highlighted; the decision's refused writes in the subtitle."""

@@ -116,7 +116,7 @@ class StatusBar(Static):
 
 
 def summary_lines(table: str, width: int) -> list[str]:
-    """The summary (app.headless.summary_table's text: a header, a row of dashes, a row a trial, a
+    """The summary (app.console.headless.summary_table's text: a header, a row of dashes, a row a trial, a
     blank line, the "runs:" line) in `width` cells. Where the table is wider, each trial's last
     column (its end reason, which starts where the last run of dashes does) goes on a line of its
     own under it; the lines after the table wrap."""
@@ -141,7 +141,7 @@ def summary_lines(table: str, width: int) -> list[str]:
 
 
 class SummaryPane(Static):
-    """The run's summary (app.headless.summary_table), drawn at the pane's width."""
+    """The run's summary (app.console.headless.summary_table), drawn at the pane's width."""
 
     DEFAULT_CSS = """
     SummaryPane { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }

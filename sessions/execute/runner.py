@@ -54,7 +54,7 @@ class ExperimentRunner:
         self.workers = max(1, workers)
         self.executor = executor  # "local" (this machine's processes) or "ray" (sessions.execute.ray_pool)
         self.ray_address = ray_address  # Ray: an existing cluster's address; None starts a local one
-        self.pool = None  # sessions.execute.workers' executor, when made before the run (app.run_watch)
+        self.pool = None  # sessions.execute.workers' executor, when made before the run (app.console.run_watch)
         self.limits = limits_for(prepared)  # the experiment's cost ceiling and rate limiters, shared
         if resumed and self.limits.ceiling_usd is not None:
             from sessions.execute.limits import spend_in_folder

@@ -19,7 +19,7 @@ Voiding (seed 000: an invalid trial voids its block), with workers:
     sealed as harness-error with cause `block-voided`, and kept; once none of the block's trials is
     running, the whole block moves under void-<n>/ with the first invalid trial as its trigger;
   - `oakwatch run --resume` reruns the block's positions, as after a serial run.
-Stopping: Ctrl-C, SIGTERM or SIGHUP (app.signals) stop the run: every running trial gets the same
+Stopping: Ctrl-C, SIGTERM or SIGHUP (app.commands.signals) stop the run: every running trial gets the same
 stop request (harness-error, `signal:<NAME>`), is sealed by its worker, and its block voided; an
 invalid-provider trial, a full disk, or the experiment's cost ceiling stop the run too, and the
 other running trials end as `run-stopped` (or `experiment-cost-ceiling`). Workers ignore those
@@ -487,7 +487,7 @@ async def run_parallel(runner):
     from sessions.execute.watchdog import Watchdog
 
     try:
-        pool = runner.pool or make_pool(runner)  # a console makes it first (app.run_watch)
+        pool = runner.pool or make_pool(runner)  # a console makes it first (app.console.run_watch)
     except RuntimeError as exc:  # sessions.execute.ray_pool.RayUnavailable: no trial ran; the folder says why
         runner.stop_reason, runner.fatal = "executor-unavailable", str(exc)
         runner.summary = runner._finish()

@@ -136,7 +136,7 @@ def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[by
 def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: bool = False,
             origin=None, allow_mcp: bool = False) -> Prepared:
     """Every check first, nothing written; each refusal is one printable line (user text escaped).
-    `origin`: for a manifest oakwatch built from the command line (app.model_run.Origin), where the
+    `origin`: for a manifest oakwatch built from the command line (app.commands.model_run.Origin), where the
     user set each field (`origin.at(field)`: an option or a line of their own file) and what to call
     the manifest (`origin.name`), so no message cites the temporary copy."""
     from engine.controls import check_controls

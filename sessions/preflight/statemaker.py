@@ -3,7 +3,7 @@
 A state is always rebuilt from what can be published without the ROM: power on, run
 `boot_frames` frames with no input, then play an input prefix (title screen, intro, name entry)
 with the experiment's fixed timing, and save. The prefix comes from a file, or from the
-operator playing in a small console (app/state_console.py) whose presses are recorded and then
+operator playing in a small console (app/console/state_console.py) whose presses are recorded and then
 replayed here headlessly, so the state on disk is always the prefix's, reproducibly.
 
 Everything goes into the output folder, which must be new and must not be inside the project's

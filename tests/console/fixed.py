@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 from textual.app import App, ComposeResult
 
-from app.console_state import ConsoleSink
+from app.console.console_state import ConsoleSink
 from engine.events import (
     AnnotationAdded,
     BudgetUpdated,

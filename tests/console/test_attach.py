@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.attach import AttachApp, TrialScreen
-from app.attach_data import AttachFolder
+from app.review.attach import AttachApp, TrialScreen
+from app.review.attach_data import AttachFolder
 from panes.frame import FramePane, FrameView
 from panes.ladder import LadderPane
 from panes.overview import OverviewPane, sparkline

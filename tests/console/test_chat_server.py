@@ -1,4 +1,4 @@
-"""The local OpenAI-compatible server (app.chat_server): replies the official SDK reads and
+"""The local OpenAI-compatible server (app.servers.chat_server): replies the official SDK reads and
 the contract accepts, served concurrently (4 requests in flight at once, proved by a barrier all
 four must reach, not by a wall-clock margin)."""
 
@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import openai
 
-from app.chat_server import ChatServer, CycleReplies, action_for
+from app.servers.chat_server import ChatServer, CycleReplies, action_for
 from engine.contract import parse_response
 
 DELAY = 0.3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.console import OakwatchConsole
+from app.console.console import OakwatchConsole
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.trace import TracePane
 from sessions.analysis.summary import exit_status

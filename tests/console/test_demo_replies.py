@@ -1,4 +1,4 @@
-"""The demo server's replies (app.demo_replies over app.chat_server), asked the way a trial asks:
+"""The demo server's replies (app.servers.demo_replies over app.servers.chat_server), asked the way a trial asks:
 the model policy's own prompt and the openai_chat adapter's request through the official SDK.
 Each reply must be what a strict-mode model sends (valid against the response_format schema the
 adapter sent) and what the action contract accepts for that prompt (allowed actions, at most the
@@ -14,9 +14,9 @@ import jsonschema
 import numpy as np
 import pytest
 
-from app.chat_server import ChatServer
-from app.demo_replies import DemoReplies
-from app.demo_server import run_command
+from app.servers.chat_server import ChatServer
+from app.servers.demo_replies import DemoReplies
+from app.servers.demo_server import run_command
 from engine.contract import parse_response, response_json_schema
 from engine.policies.model import ModelPolicy
 from engine.policy import Observation, TransportRetry

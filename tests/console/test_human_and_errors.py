@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.console import OakwatchConsole
+from app.console.console import OakwatchConsole
 from engine.policies.human import HumanPolicy, key_queue, offer
 from engine.policy import Observation, PolicyExhausted
 from panes.dialogs import EndTrialDialog

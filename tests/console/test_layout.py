@@ -10,8 +10,8 @@ import re
 import pytest
 from textual.containers import ScrollableContainer
 
-from app.console import OakwatchConsole
-from app.console_state import ConsoleSink, LadderSnapshot, MemorySnapshot
+from app.console.console import OakwatchConsole
+from app.console.console_state import ConsoleSink, LadderSnapshot, MemorySnapshot
 from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.frame import FramePane
@@ -136,7 +136,7 @@ async def test_the_ladder_in_columns_shows_every_rung():
 
 
 def test_the_footer_keeps_help_and_quit_however_narrow():
-    from app.console import KEY_PRIORITY, SHORT_KEYS
+    from app.console.console import KEY_PRIORITY, SHORT_KEYS
     from panes.key_footer import fit_keys
 
     keys = [("pause", "p", "Pause/resume", False), ("step", "s", "Step", False), ("tag", "t", "Tag", False),

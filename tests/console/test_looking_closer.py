@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.console import OakwatchConsole
-from app.console_state import ConsoleSink, MemorySnapshot
+from app.console.console import OakwatchConsole
+from app.console.console_state import ConsoleSink, MemorySnapshot
 from engine.events import FrameCaptured
 from panes.frame import FramePane, FrameView, sample_indices
 from panes.help import KEYS, HelpScreen, TextScreen, help_text

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from textual.app import App
 
-from app.console import OakwatchConsole
-from app.console_state import MODEL_REDACTED, ConsoleSink
+from app.console.console import OakwatchConsole
+from app.console.console_state import MODEL_REDACTED, ConsoleSink
 from engine.events import DecisionRecorded, StateChanged, TrialEnded
 from engine.figures import money
 from engine.records import Attempt, ResponseLine

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app.attach import AttachApp
-from app.console import OakwatchConsole
-from app.review import ReviewApp
+from app.console.console import OakwatchConsole
+from app.review.attach import AttachApp
+from app.review.review import ReviewApp
 from engine.script import parse_script
 from panes.budgets import BudgetsPane
 from panes.overview import OverviewPane

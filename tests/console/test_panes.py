@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 
-from app.console import OakwatchConsole
-from app.console_state import TRACE_BUFFER, ConsoleSink, MemorySnapshot
+from app.console.console import OakwatchConsole
+from app.console.console_state import TRACE_BUFFER, ConsoleSink, MemorySnapshot
 from engine.events import FrameCaptured
 from panes.budgets import BudgetsPane, level
 from panes.frame import FramePane, FrameView, fit_size
@@ -153,7 +153,8 @@ async def test_palette_offers_the_operator_commands():
 
 
 def test_headless_path_never_imports_textual():
-    code = ("import sys, app.cli, app.headless, app.console_state, engine.policies.human, sessions.execute.runner;"
+    code = ("import sys, app.cli, app.console.headless, app.console.console_state, engine.policies.human, "
+            "sessions.execute.runner;"
             "assert not any(m == 'textual' or m.startswith('textual.') for m in sys.modules), 'textual imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -167,7 +168,7 @@ def test_frame_capture_copy_is_not_mutated():
 
 
 async def test_ladder_marks_held_optional_and_skipped_rungs_by_the_engine_rules():
-    from app.console_state import LadderSnapshot
+    from app.console.console_state import LadderSnapshot
     from panes.ladder import LadderPane
 
     rungs = (("M1", "start", 1), ("M2", "side quest", 1), ("M3", "needed", 2), ("M4", "later", 2), ("M5", "end", 3))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.review import ReviewApp, annotator_problem
-from app.review_data import MODEL_MASK, TrialData, list_trials, replay_memory
+from app.review.review import ReviewApp, annotator_problem
+from app.review.review_data import MODEL_MASK, TrialData, list_trials, replay_memory
 from engine.records import MemoryOp
 from engine.script import parse_script
 from panes.annotate import AnnotateDialog, ReviewedDialog

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from app.attach import TrialScreen
-from app.run_watch import RunWatchApp
+from app.console.run_watch import RunWatchApp
+from app.review.attach import TrialScreen
 from panes.overview import OverviewPane
 from sessions.audit.verify import verify_experiment
 from sessions.execute.control_socket import ControlClient

@@ -22,7 +22,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from app.serve import OakwatchServer, app_command, is_loopback
+from app.servers.serve import OakwatchServer, app_command, is_loopback
 
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM = next((Path(p) for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None)

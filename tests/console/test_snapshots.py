@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.console import OakwatchConsole
-from app.console_state import ConsoleSink
+from app.console.console import OakwatchConsole
+from app.console.console_state import ConsoleSink
 from panes.status import SummaryPane, SummaryScreen
 from tests.console.conftest import wait_for
 from tests.console.fixed import feed, finish, settled

@@ -109,7 +109,7 @@ def test_resume_refuses_emulator(tmp_path, capsys):
 
 
 def test_emulator_override_is_written_into_the_frozen_manifest(tmp_path, monkeypatch):
-    from app.model_run import overridden_manifest
+    from app.commands.model_run import overridden_manifest
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # checked in preflight, never used here
     if BACKENDS["mgba"].version() is None:

@@ -1,6 +1,6 @@
 """`oakwatch bench` still measures what it says: its phases run the harness's own code paths (a
 changed runner signature once broke the timed dry-run without any test noticing), and it ends with
-a tally of every target whose exit status says whether one was missed (app.bench_tally)."""
+a tally of every target whose exit status says whether one was missed (app.bench.bench_tally)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from app import bench
-from app.bench_tally import exit_status, tally_lines, targets
+from app.bench import bench
+from app.bench.bench_tally import exit_status, tally_lines, targets
 from app.cli import main
 
 DEFAULT_MEASURED = {"(c) headless dry-run against the naive floor (b)",

@@ -15,7 +15,7 @@ import threading
 import yaml
 
 from app.cli import main
-from app.demo_server import DEFAULT_HOST, DEFAULT_PORT
+from app.servers.demo_server import DEFAULT_HOST, DEFAULT_PORT
 from sessions.preflight.assets import ASSETS
 
 URL = re.compile(r"oakwatch demo-server: (http://\S+/v1) ")

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from app.headless import HeadlessPrinter
+from app.console.headless import HeadlessPrinter
 from engine.records import Attempt, ResponseLine
 from sessions.audit.replay import Divergence, replay_trial
 from sessions.audit.verify import verify_experiment

@@ -268,7 +268,7 @@ def test_operator_pause_step_tag_and_end_reach_a_served_trial(tmp_path):
     import anyio
     from mcp import Client
 
-    from app.mcp_cli import ToolSession
+    from app.commands.mcp_cli import ToolSession
     from sessions.preflight.experiment import create_folder
 
     out = tmp_path / "out"
@@ -322,7 +322,7 @@ def test_mcp_trial_option_names_a_trial_of_the_schedule(tmp_path):
 def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_such_tool(tmp_path):
     from mcp import Client
 
-    from app.mcp_cli import ToolSession
+    from app.commands.mcp_cli import ToolSession
     from sessions.preflight.experiment import create_folder
 
     out = tmp_path / "out"
@@ -361,7 +361,7 @@ def test_an_agent_that_stops_calling_is_ended_by_the_wall_time_budget(tmp_path):
     import anyio
     from mcp import Client
 
-    from app.mcp_cli import ToolSession
+    from app.commands.mcp_cli import ToolSession
     from sessions.preflight.experiment import create_folder
 
     out = tmp_path / "out"

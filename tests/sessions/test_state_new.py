@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from app.cli import main
-from app.state_console import StateConsole
+from app.console.state_console import StateConsole
 from engine.backends import BACKENDS
 from engine.emulator import Timing
 from sessions.preflight.assets import ASSETS

@@ -13,7 +13,7 @@ OpenAI's error shape. The Authorization header is ignored: no key is needed.
 arrival) and returns (the message content, the usage object). The default, `CycleReplies`, is the
 bench's: one action per reply, chosen from UP, DOWN, LEFT, RIGHT, A by request count (a fixed
 scrambled order, so a trial wanders and keeps meeting new screens instead of pacing one loop), with a
-fixed usage. `app.demo_replies` has the demo's scripted and random players.
+fixed usage. `app.servers.demo_replies` has the demo's scripted and random players.
 
     with ChatServer(delay=0.2) as server:
         base_url = server.base_url   # the condition's base_url (provider: openai-compatible)

@@ -40,7 +40,7 @@ from sessions.evidence.reader import FormatProblem, parse
 
 MODEL_MASK = "[model]"
 UNBLINDED = "unblinded"
-RUBRIC = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "memory-error-rubric.yaml"
+RUBRIC = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "memory-error-rubric.yaml"
 SEVERITIES = ("minor", "material", "critical")
 ROLES = ("primary", "consequence")
 FACT_WRITING_OPS = frozenset({"write", "update", "supersede", "complete"})

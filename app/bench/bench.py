@@ -57,9 +57,9 @@ Phase 4, verify: a random-policy trial of --verify-decisions decisions (one acti
   above the small one's (under ~190 bytes per extra decision; holding every decision's
   record would cost kilobytes each).
 
-`--console` adds app.bench_console's figures; `--parallel-models` adds app.bench_parallel's (16 model
+`--console` adds app.bench.bench_console's figures; `--parallel-models` adds app.bench.bench_parallel's (16 model
 trials against a local 200 ms server, 8 workers vs 1, and the attached console over that run).
-The run ends with a tally (app.bench_tally): one line per target, measured, met or not, and a
+The run ends with a tally (app.bench.bench_tally): one line per target, measured, met or not, and a
 count; the exit status is 1 when a target was missed (0 with --report-only) or the bench failed.
 `--json FILE` writes every figure to FILE. Evidence goes under ./runs/.bench-*, removed at the end.
 """
@@ -91,7 +91,7 @@ from sessions.execute.trial_factory import make_policy
 from sessions.preflight.assets import DEFAULT_MANIFEST, resolve
 from sessions.preflight.experiment import create_folder, prepare
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 FAST_FILE_US = 100.0  # below this per small file, the disk counts as fast
 MEMORY_GROWTH_MB = 50.0
 VERIFY_SECONDS = 3.0
@@ -588,7 +588,7 @@ WORKERS_TARGET = 1.85  # issue 19.6 (was 1.8, issue 11): 2 workers vs 1 on 2 cor
 RAW_CHILD = """
 import json, random, sys, time
 from pathlib import Path
-from app.bench import _raw
+from app.bench.bench import _raw
 from engine.emulator import Timing
 rom, state, actions, press, settle, go = sys.argv[1:7]
 rnd = random.Random(int(actions))
@@ -692,7 +692,7 @@ def json_path_problem(path: Path | None) -> str | None:
 def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
               workers_phase: bool = False, parallel_models: bool = False, *, report_only: bool = False,
               json_path: Path | None = None, mcp_calls: int = 0) -> int:
-    from app.bench_tally import exit_status, tally_lines, targets
+    from app.bench.bench_tally import exit_status, tally_lines, targets
 
     problem = json_path_problem(json_path)
     if problem:
@@ -726,18 +726,18 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
             else:
                 print("phase 4/4: skipped (--verify-decisions 0)")
             if mcp_calls:
-                from app.bench_mcp import mcp_figures
+                from app.bench.bench_mcp import mcp_figures
 
                 report["mcp"] = mcp_figures(prepared, mcp_calls, tmp, _raw)
             if workers_phase:
                 report["workers"] = workers_figures(tmp)
             if parallel_models:
-                from app.bench_parallel import attach_figures, model_workers_figures
+                from app.bench.bench_parallel import attach_figures, model_workers_figures
 
                 report["parallel_models"] = model_workers_figures(tmp / "parallel-models")
                 report["attach"] = attach_figures(tmp / "attach")
             if console:
-                from app.bench_console import bench_console
+                from app.bench.bench_console import bench_console
 
                 print("console: measuring (--console) …", flush=True)
                 figures = bench_console(runs)

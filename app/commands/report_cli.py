@@ -48,7 +48,7 @@ def report_main(args: argparse.Namespace) -> int:
     from sessions.tasks.task_batch import is_batch
 
     if is_batch(folder):  # a task batch (docs/tasks.md): per-task success, the success-within-E curve
-        from app.tasks_cli import report_main as batch_report_main
+        from app.commands.tasks_cli import report_main as batch_report_main
 
         return batch_report_main(folder, args.output)
     problem = evidence_problem(folder)

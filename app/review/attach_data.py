@@ -29,8 +29,8 @@ import aiofiles.os
 import numpy as np
 import yaml
 
-from app.console_state import ConsoleSink, LadderSnapshot
-from app.review_data import Rung, contradictions
+from app.console.console_state import ConsoleSink, LadderSnapshot
+from app.review.review_data import Rung, contradictions
 from engine.events import (
     AnnotationAdded,
     BudgetUpdated,

@@ -25,7 +25,15 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from app.review_data import REVIEWED_MARK, LabelRefused, ReviewFolder, TrialData, append_label, rubric_types, spans_text
+from app.review.review_data import (
+    REVIEWED_MARK,
+    LabelRefused,
+    ReviewFolder,
+    TrialData,
+    append_label,
+    rubric_types,
+    spans_text,
+)
 from engine.trial import utc_now
 from panes.annotate import AnnotateDialog, ReviewedDialog
 from panes.frame import FrameView
@@ -105,7 +113,7 @@ class ReviewApp(App[int]):
         self.decision = 0
         self.reread_seconds = reread_seconds
         self.shown_frame_sha256: str | None = None  # the pixels in the frame view (None: not stored yet)
-        self.memory_view = None  # the decision in view's MemoryView and LadderView (app.review_data)
+        self.memory_view = None  # the decision in view's MemoryView and LadderView (app.review.review_data)
         self.ladder_view = None
         for t in THEMES.values():
             self.register_theme(t)

@@ -214,11 +214,11 @@ def _unblind(folder: Path) -> int:
 
 def _export(args: argparse.Namespace, folder: Path) -> int:
     if args.format == "inspect":
-        from app.inspect_cli import export_inspect_command
+        from app.commands.inspect_cli import export_inspect_command
 
         return export_inspect_command(args, folder)
     if not args.for_annotators:
-        from app.report_cli import export_package  # the publishable package (seed 000)
+        from app.commands.report_cli import export_package  # the publishable package (seed 000)
 
         return export_package(args)
     if args.output is None:

@@ -125,7 +125,7 @@ class OakwatchServer(Server):
 
 
 def serve(folder: Path, *, host: str = "127.0.0.1", port: int = 8000, operator: bool = False) -> int:
-    from app.attach_data import is_evidence_folder
+    from app.review.attach_data import is_evidence_folder
 
     if not is_evidence_folder(folder):
         print(f"oakwatch: error: {folder}: not an evidence folder (no trials/ or schedule.json)", file=sys.stderr)

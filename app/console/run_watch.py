@@ -2,7 +2,7 @@
 of its trials at once.
 
 The run plays in a background thread (its trials in worker processes or Ray tasks); the console is
-the attached console (app.attach) over the run's folder, so what it shows is what any other
+the attached console (app.review.attach) over the run's folder, so what it shows is what any other
 console attached to the same folder shows, and its operator keys go through the run's control
 socket like theirs. Unlike `attach`, q here ends the run cleanly (running trials are ended and
 recorded, no new one starts), and the console closes when the run has finished its records.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from textual.binding import Binding
 
-from app.attach import AttachApp
+from app.review.attach import AttachApp
 
 DONE_CHECK_SECONDS = 0.25
 
@@ -73,7 +73,7 @@ class RunWatchApp(AttachApp):
 
 def run_watched(runner) -> int:
     """Run `runner` (an ExperimentRunner of many trials at once) under its console; the exit status."""
-    from app.signals import SignalStop
+    from app.commands.signals import SignalStop
     from panes.image_frame import frame_protocol
     from sessions.analysis.summary import exit_status
     from sessions.execute.workers import make_pool

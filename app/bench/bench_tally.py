@@ -101,7 +101,7 @@ def _verify(report: dict) -> list[Target]:
 
 def _optional(report: dict, asked: set[str]) -> list[Target]:
     out: list[Target] = []
-    if "mcp" in report:  # `--mcp-calls N` (on by default): the tool server's per-call overhead (app.bench_mcp)
+    if "mcp" in report:  # `--mcp-calls N` (on by default): the tool server's per-call overhead (app.bench.bench_mcp)
         t = _get(report, "mcp") or {}
         out.append(_target("MCP press_keys call over the raw press", f"<= {t.get('target_ms', 2.0):g} ms",
                            t.get("overhead_ms"), "{:.3f} ms", t.get("target_met")))

@@ -88,7 +88,7 @@ async def _wait(pilot, condition, timeout: float = 60.0) -> bool:
 
 
 async def _console(out: Path) -> float:
-    from app.console import OakwatchConsole
+    from app.console.console import OakwatchConsole
 
     prepared = prepare(DEFAULT_MANIFEST, out, allow_human=True)
     folder = create_folder(prepared, out)
@@ -112,8 +112,8 @@ def _frames(count: int = 64) -> list[np.ndarray]:
 
 
 async def _frame_rate(seconds: float = 3.0) -> dict:
-    from app.console import OakwatchConsole
-    from app.console_state import ConsoleSink
+    from app.console.console import OakwatchConsole
+    from app.console.console_state import ConsoleSink
     from panes.frame import FrameView
 
     sink = ConsoleSink("bench")
@@ -158,7 +158,7 @@ def _soak_manifest(tmp: Path, actions: int = 20_000) -> Path:
 
 async def _latency(manifest: Path, out: Path, speed: float | None, presses: int = 10) -> list[float]:
     """Milliseconds from a key press being sent to the control being paused, per press."""
-    from app.console import OakwatchConsole
+    from app.console.console import OakwatchConsole
 
     prepared = prepare(manifest, out, allow_human=True)
     folder = create_folder(prepared, out)

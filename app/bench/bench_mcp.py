@@ -67,7 +67,7 @@ async def _drive(manifest: Path, out: Path, presses: list[str], screened: int) -
 
 
 def mcp_figures(prepared, calls: int, tmp: Path, raw_press) -> dict:
-    """`raw_press` is bench's raw PyBoy loop (app.bench._raw), handed in so this module needs nothing of
+    """`raw_press` is bench's raw PyBoy loop (app.bench.bench._raw), handed in so this module needs nothing of
     bench's: the figure is measured against exactly the loop the other phases use."""
     import anyio
 

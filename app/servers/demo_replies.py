@@ -29,7 +29,7 @@ import re
 import struct
 from functools import cached_property
 
-from app.chat_server import usage
+from app.servers.chat_server import usage
 from engine.script import parse_script
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.notes import load_notes

@@ -6,7 +6,7 @@ paused, stepping or the outcome in the end line's words; deepest rung, accepted 
 sparkline of points over actions); enter drills into one with the live console's panes (frame,
 budgets, ladder, memory, trace), escape goes back. Once the run is over (its summary.json written
 after its last run-finished line) the summary table headless runs print appears under the rows.
-The folder is read with aiofiles on a timer (app.attach_data), so the UI never waits on disk.
+The folder is read with aiofiles on a timer (app.review.attach_data), so the UI never waits on disk.
 Paused and stepping come from the control channel's status op (the folder records no pause):
 without a channel a held trial reads running.
 
@@ -25,9 +25,9 @@ from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Static
 
-from app.attach_data import AttachFolder, TrialFollower
-from app.console import rubric_types, short_path, trial_panes
-from app.console_state import MODEL_REDACTED
+from app.console.console import rubric_types, short_path, trial_panes
+from app.console.console_state import MODEL_REDACTED
+from app.review.attach_data import AttachFolder, TrialFollower
 from engine.trial import utc_now
 from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
@@ -239,7 +239,7 @@ class AttachApp(App[int]):
         summary = self.folder.summary
         if summary is None or summary is self._summary_shown:
             return
-        from app.headless import summary_table
+        from app.console.headless import summary_table
 
         try:
             table = summary_table(summary, self.folder.results())

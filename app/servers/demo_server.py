@@ -1,6 +1,6 @@
 """`oakwatch demo-server`: a model to try the harness with, no API key needed.
 
-The local OpenAI-compatible server (app.chat_server) with the demo's players (app.demo_replies),
+The local OpenAI-compatible server (app.servers.chat_server) with the demo's players (app.servers.demo_replies),
 in the foreground: one line on start (the address and the command that runs the bundled demo
 against it), then it serves until Ctrl-C or SIGTERM, and exits 0. The bundled demo manifest
 (assets/experiments/demo.yaml) points at DEFAULT_PORT on 127.0.0.1; on another port, give the run
@@ -42,8 +42,8 @@ def _loopback(host: str) -> bool:
 
 
 def run_command(host: str, port: int, replies: str, seed: int, latency_ms: int) -> int:
-    from app.chat_server import ChatServer
-    from app.demo_replies import DemoReplies
+    from app.servers.chat_server import ChatServer
+    from app.servers.demo_replies import DemoReplies
 
     if not 0 <= port <= 65535:
         print(f"oakwatch: error: --port {port}: give a port from 0 to 65535", file=sys.stderr)

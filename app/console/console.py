@@ -30,7 +30,7 @@ from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
-from app.console_state import ConsoleSink
+from app.console.console_state import ConsoleSink
 from engine.control import SPEEDS, RunControl
 from engine.policies.human import HumanPolicy, key_queue, offer
 from engine.trial import utc_now
@@ -46,7 +46,7 @@ from panes.trace import TracePane, detail_text
 from panes.trial_layout import TrialPanes
 from themes import DEFAULT_THEME, TCSS, THEMES, load_config, save_config
 
-RUBRIC = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "memory-error-rubric.yaml"
+RUBRIC = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "memory-error-rubric.yaml"
 HUMAN_KEYS = {"up": "UP", "down": "DOWN", "left": "LEFT", "right": "RIGHT", "z": "A", "x": "B",
               "enter": "START", "backspace": "SELECT"}
 ZOOMS = ("", "fit", "native")  # f: normal -> the frame on the whole screen -> whole pixels (1:1) -> normal
@@ -305,7 +305,7 @@ class OakwatchConsole(App[int]):
     def show_summary(self, summary, results: list) -> None:
         """The summary table the headless printer ends with: above the trace where the layout has
         rows for it, else on a screen of its own (escape closes it, r shows it again)."""
-        from app.headless import summary_table
+        from app.console.headless import summary_table
 
         try:
             table = summary_table(summary, results)
@@ -546,7 +546,7 @@ class OakwatchConsole(App[int]):
 def run_console(prepared, folder, speed: float | None = 1.0, positions: list[int] | None = None) -> int:
     """Open the console on a prepared experiment; returns the exit status (as headless does).
     SIGINT, SIGTERM and SIGHUP end the run cleanly, like q; a second one exits at once."""
-    from app.signals import SignalStop
+    from app.commands.signals import SignalStop
     from panes.image_frame import frame_protocol
 
     # Asked now: textual-image queries the terminal, which it cannot once Textual reads stdin.

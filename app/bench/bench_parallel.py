@@ -2,11 +2,11 @@
 
 (1) `model_workers_figures`: 16 trials of 50 decisions of `policy: model` (provider
     openai-compatible) against a local server that answers every call after a fixed 200 ms
-    (app.chat_server), run one at a time and then with 8 worker processes; whole-run wall time
+    (app.servers.chat_server), run one at a time and then with 8 worker processes; whole-run wall time
     each (trial start-up and sealing included). Target: the 8-worker run in <= 1/6 of the serial
     wall time.
 (2) `attach_figures`: the same 16-trial, 8-worker run in a background thread while the attached
-    console (app.attach.AttachApp, App.run_test, 160x50) follows its folder. Enter drills into a
+    console (app.review.attach.AttachApp, App.run_test, 160x50) follows its folder. Enter drills into a
     running trial; over a few seconds the frame pane's paints per second are counted (FrameView's
     `frames_painted`), next to how many new frames the followed trial produced (its decisions:
     attach shows the decision-boundary frame, read from the evidence folder); then, for the pane's
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from app.bench_console import press_latency_ms
-from app.chat_server import ChatServer
+from app.bench.bench_console import press_latency_ms
+from app.servers.chat_server import ChatServer
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare
@@ -141,7 +141,7 @@ class _Skip(Exception):
 
 async def _drill(app, pilot, run_done: threading.Event):
     """Back to the overview, select the running trial with the most still to play, enter: its screen."""
-    from app.attach import TrialScreen
+    from app.review.attach import TrialScreen
     from panes.overview import OverviewPane
 
     if isinstance(app.screen, TrialScreen):
@@ -169,7 +169,7 @@ async def _drill(app, pilot, run_done: threading.Event):
 
 
 async def _attach(root: Path, run_done: threading.Event, seconds: float, presses: int, decisions: int) -> dict:
-    from app.attach import AttachApp
+    from app.review.attach import AttachApp
     from sessions.execute.control_socket import ControlClient
 
     app = AttachApp(root, theme="gameboy")
@@ -187,7 +187,7 @@ async def _attach(root: Path, run_done: threading.Event, seconds: float, presses
 
 async def _measure(app, pilot, probe, run_done: threading.Event, seconds: float, presses: int, decisions: int,
                    out: dict) -> None:
-    from app.bench_console import _frames
+    from app.bench.bench_console import _frames
     from engine.events import FrameCaptured
     from panes.frame import FramePane, FrameView
 

@@ -21,7 +21,7 @@ def state_new(rom: Path, game: str, output: Path, *, inputs: Path | None = None,
         if inputs is not None:
             actions = read_prefix(inputs)
         elif sys.stdout.isatty():
-            from app.state_console import StateConsole
+            from app.console.state_console import StateConsole
 
             actions = StateConsole(s, boot_frames, timing).run()
             if actions is None:
