@@ -22,14 +22,14 @@ def _fail(message: str) -> int:
 def _version() -> str:
     from importlib.metadata import version
 
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
 
     emulators = ", ".join(f"{b.name} {b.version() or 'not installed'}" for b in BACKENDS.values())
     return f"oakwatch {version('oakwatch')} ({emulators}, textual {version('textual')})"
 
 
 def _parser() -> argparse.ArgumentParser:
-    from engine.backends import BACKENDS  # here, not at import: a Ctrl-C while numpy loads is main's to catch
+    from engine.emulators.backends import BACKENDS  # here, not at import: a Ctrl-C while numpy loads is main's to catch
     from engine.providers import PROVIDERS
 
     parser = argparse.ArgumentParser(
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
     from sessions.preflight.assets import BUNDLED_PREFIX, resolve
 
     args = _parser().parse_args(argv)
@@ -532,7 +532,7 @@ def _attach(folder: Path, read_only: bool = False) -> int:
 
 
 def _make_state(rom: Path, frames: int, output: Path, emulator: str = "pyboy") -> int:
-    from engine.emulator import EmulatorError
+    from engine.emulators.emulator import EmulatorError
     from sessions.preflight.startstate import write_start_state
 
     if not rom.is_file():

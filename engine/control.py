@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from engine.outcomes import EndRequest
+from engine.loop.outcomes import EndRequest
 
 SPEEDS: tuple[float | None, ...] = (1.0, 2.0, 4.0, None)  # None: as fast as possible
 

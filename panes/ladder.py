@@ -1,7 +1,7 @@
 """Milestone ladder pane: each rung with its points, the decision that reached it and the
 evidence frame hash; the deepest milestone and the points so far beneath. Rungs that held at
 the start, optional rungs, and required rungs passed over (a later rung reached first) are
-marked as such, by the rules of engine.ladder.
+marked as such, by the rules of engine.games.ladder.
 
 Every rung is shown while it fits: short of rows (the layout sets `columns`), the rungs run down two
 or more columns, each rung's name cut to the column's width (the full line: `m` maximises the pane).
@@ -31,7 +31,7 @@ class LadderLike(Protocol):
 
 
 def deepest(snap: LadderLike) -> str | None:
-    """engine.ladder.deepest on a snapshot: held-at-start rungs pass, unreached optional ones are stepped over."""
+    """engine.games.ladder.deepest on a snapshot: held-at-start rungs pass, unreached optional ones are stepped over."""
     found = None
     for mid, _, _ in snap.milestones:
         if mid in snap.awards or mid in snap.pre_satisfied:

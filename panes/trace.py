@@ -144,7 +144,7 @@ def format_item(kind: str, payload, width: int | None = None) -> str:
     if kind == "trial":
         p = payload
         return "▶ " + trial_started_line(p["trial_key"], p["schedule_index"], p["trials_total"], p["frame_sha256"])
-    if kind == "episode":  # an episodic trial restored its start state (engine.episodes)
+    if kind == "episode":  # an episodic trial restored its start state (engine.battle.episodes)
         p = payload
         return _clean(f"↻ episode {p['episode']}/{p['budget']}: start state restored (the previous episode ended: "
                       f"{p['previous_ended']}) {str(p['frame_sha256'])[:12]}")

@@ -7,7 +7,7 @@ timed from restoring the start state:
   (b)  (a+) plus one lossless PNG encode per decision, inline in one thread, no file written:
        the naive floor, so it encodes the way anyone would, with Pillow (PNG, compress level
        1, as the floor has been defined since the first bench); oakwatch's own faster encoder
-       (`engine.png.encode_png`) is part of what (c) is measured for;
+       (`engine.emulators.png.encode_png`) is part of what (c) is measured for;
   (b') (b) also writing each PNG to its own file;
   (c)  oakwatch's headless dry-run through the runner's own slot path (genesis, recorder,
        trial loop, contract, probe, ladder, frame store, seal, SHA256SUMS), to the last
@@ -79,11 +79,11 @@ from pathlib import Path
 
 import yaml
 
-from engine.backends import BACKENDS
-from engine.emulator import Timing, frame_sha256
-from engine.events import DecisionRecorded, TrialEnded
-from engine.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
-from engine.trial import Trial
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing, frame_sha256
+from engine.emulators.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
+from engine.loop.events import DecisionRecorded, TrialEnded
+from engine.loop.trial import Trial
 from sessions.audit.replay import load_trial, replay_records
 from sessions.evidence import layout
 from sessions.execute.runner import ExperimentRunner
@@ -589,7 +589,7 @@ RAW_CHILD = """
 import json, random, sys, time
 from pathlib import Path
 from app.bench.bench import _raw
-from engine.emulator import Timing
+from engine.emulators.emulator import Timing
 rom, state, actions, press, settle, go = sys.argv[1:7]
 rnd = random.Random(int(actions))
 acts = [rnd.choice(["UP", "DOWN", "LEFT", "RIGHT", "A", "B"]) for _ in range(int(actions))]

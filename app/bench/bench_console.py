@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.events import FrameCaptured, TrialEnded, TrialStarted
+from engine.loop.events import FrameCaptured, TrialEnded, TrialStarted
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare

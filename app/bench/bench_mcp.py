@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from engine.emulator import Timing
+from engine.emulators.emulator import Timing
 
 TARGET_MS = 2.0
 WARMUP = 5

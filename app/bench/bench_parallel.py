@@ -188,7 +188,7 @@ async def _attach(root: Path, run_done: threading.Event, seconds: float, presses
 async def _measure(app, pilot, probe, run_done: threading.Event, seconds: float, presses: int, decisions: int,
                    out: dict) -> None:
     from app.bench.bench_console import _frames
-    from engine.events import FrameCaptured
+    from engine.loop.events import FrameCaptured
     from panes.frame import FramePane, FrameView
 
     # (1) frames from the run's evidence, as the operator sees them

@@ -107,8 +107,8 @@ class ToolSession:
 
     def __init__(self, prepared, folder, position: int, *, transport: str):
         from engine.control import RunControl
+        from engine.policies.rulesets import tools_for
         from engine.policies.tools import ToolCallPolicy, ToolDesk
-        from engine.rulesets import tools_for
         from sessions.execute.mcp_server import build_server, sdk_version
         from sessions.execute.runner import ExperimentRunner
         from sessions.execute.trial_factory import battle_settings, trial_config

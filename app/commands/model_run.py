@@ -199,7 +199,7 @@ def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator
             raise ModelRunError(f"{printable(str(source))}: no game section for --force to mark")
         data["game"]["allow_unidentified_rom"] = True  # frozen with the run: every trial records it
         options["game.allow_unidentified_rom"] = "--force"
-    if goal is not None:  # seed 001's goal benchmark (engine.goals): frozen with the run like --force
+    if goal is not None:  # seed 001's goal benchmark (engine.games.goals): frozen with the run like --force
         if not isinstance(data.get("game"), dict):
             raise ModelRunError(f"{printable(str(source))}: no game section for --goal to set")
         data["game"]["goal"] = goal

@@ -32,8 +32,8 @@ from textual.worker import Worker, WorkerState
 
 from app.console.console_state import ConsoleSink
 from engine.control import SPEEDS, RunControl
+from engine.loop.trial import utc_now
 from engine.policies.human import HumanPolicy, key_queue, offer
-from engine.trial import utc_now
 from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.frame import FramePane

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.events import (
+from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,
     DecisionRecorded,

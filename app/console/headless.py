@@ -9,8 +9,8 @@ import threading
 import time
 from typing import TextIO
 
-from engine.events import DecisionRecorded, Event, MilestoneReached, TrialEnded, TrialStarted
 from engine.figures import money
+from engine.loop.events import DecisionRecorded, Event, MilestoneReached, TrialEnded, TrialStarted
 from panes.lines import milestone_line, trial_ended_line, trial_started_line
 
 
@@ -160,7 +160,7 @@ class HeadlessPrinter:
 
 
 def summary_table(summary, results: list) -> str:
-    """The trials run (engine.records.TrialResult) and the series (sessions.evidence.records.Summary)."""
+    """The trials run (engine.loop.records.TrialResult) and the series (sessions.evidence.records.Summary)."""
     rows = [("trial", "outcome", "deepest", "points", "actions", "decisions", "cost", "end reason")]
     for r in results:
         t = r.telemetry

@@ -13,8 +13,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
-from engine.backends import backend
-from engine.emulator import Timing, frame_sha256
+from engine.emulators.backends import backend
+from engine.emulators.emulator import Timing, frame_sha256
 from panes.frame import FramePane
 from sessions.preflight.statemaker import Setup
 

@@ -28,7 +28,7 @@ from textual.widgets import DataTable, Static
 from app.console.console import rubric_types, short_path, trial_panes
 from app.console.console_state import MODEL_REDACTED
 from app.review.attach_data import AttachFolder, TrialFollower
-from engine.trial import utc_now
+from engine.loop.trial import utc_now
 from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
 from panes.frame import FramePane

@@ -7,7 +7,7 @@ is tailed the same way (whole records only). result.json and run.jsonl are re-re
 (size or mtime); a file that shrank or was replaced (`oakwatch recover`, a voided block moved away)
 restarts that trial's reading from scratch.
 
-Each trial's records become the events the live console consumes (engine.events), fed into a
+Each trial's records become the events the live console consumes (engine.loop.events), fed into a
 ConsoleSink per trial, so the drilled-in view reuses the live panes unchanged. Frames are decoded
 only for the trial being looked at.
 
@@ -31,7 +31,8 @@ import yaml
 
 from app.console.console_state import ConsoleSink, LadderSnapshot
 from app.review.review_data import Rung, contradictions
-from engine.events import (
+from engine.figures import money
+from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,
     DecisionRecorded,
@@ -41,8 +42,7 @@ from engine.events import (
     TrialEnded,
     TrialStarted,
 )
-from engine.figures import money
-from engine.records import (
+from engine.loop.records import (
     Annotation,
     MemoryOp,
     MilestoneAward,

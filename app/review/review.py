@@ -34,7 +34,7 @@ from app.review.review_data import (
     rubric_types,
     spans_text,
 )
-from engine.trial import utc_now
+from engine.loop.trial import utc_now
 from panes.annotate import AnnotateDialog, ReviewedDialog
 from panes.frame import FrameView
 from panes.ladder import LadderPane

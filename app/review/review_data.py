@@ -32,8 +32,8 @@ import numpy as np
 import yaml
 
 from engine.figures import decision_figure, money
-from engine.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, TrialResult, Usage
-from engine.trial import utc_now
+from engine.loop.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, TrialResult, Usage
+from engine.loop.trial import utc_now
 from sessions.evidence import layout
 from sessions.evidence.framestore import StoredFrame, decode_png, scan_store
 from sessions.evidence.reader import FormatProblem, parse
@@ -381,8 +381,8 @@ def _mark(marks: dict[str, list[str]], fid: str, what: str) -> None:
 
 
 def contradictions(facts, rules: dict | None = None) -> tuple[tuple[str, ...], ...]:
-    """Active facts that cannot all hold (engine.memory's rule, with the trial's recorded predicates)."""
-    from engine.memory import norm_predicate, norm_text
+    """Active facts that cannot all hold (engine.loop.memory's rule, with the trial's recorded predicates)."""
+    from engine.loop.memory import norm_predicate, norm_text
 
     rules = rules or {}
     exclusive = {norm_predicate(p) for p in rules.get("exclusive_predicates", DEFAULT_EXCLUSIVE)}
@@ -597,7 +597,7 @@ class TrialData:
         response = self.responses.get(n)
         attempts = []
         for i, a in enumerate(response.attempts if response else (), 1):
-            # No usage: not a paid call (engine.records.Attempt), so it cost nothing, a known zero.
+            # No usage: not a paid call (engine.loop.records.Attempt), so it cost nothing, a known zero.
             usage = a.usage or Usage(input_tokens=0, output_tokens=0, cached_tokens=0, cost_usd=0.0)
             attempts.append(AttemptView(
                 n=i, raw=self.masker.text(a.raw), valid=a.valid, error=self.masker.text(a.error),

@@ -30,7 +30,7 @@ import struct
 from functools import cached_property
 
 from app.servers.chat_server import usage
-from engine.script import parse_script
+from engine.loop.script import parse_script
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.notes import load_notes
 

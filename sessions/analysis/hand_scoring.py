@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from engine.records import Annotation
-from engine.routes import RouteTracker
+from engine.loop.records import Annotation
+from engine.loop.routes import RouteTracker
 from sessions.analysis.metrics import _cohen
 from sessions.annotations.annotation_layer import ADJUDICATION, OPERATOR
 

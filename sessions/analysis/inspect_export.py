@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engine.records import Attempt, ResponseLine, TraceLine, TrialGenesis, TrialResult, Usage, trace_line_unwritten
+from engine.loop.records import Attempt, ResponseLine, TraceLine, TrialGenesis, TrialResult, Usage, trace_line_unwritten
 from engine.text import printable
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256

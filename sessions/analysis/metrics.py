@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from engine.gamedef import GameDefinition
-from engine.records import Annotation, InputLine, MemoryOp, TraceLine, TrialResult
-from engine.routes import RouteTracker
+from engine.games.gamedef import GameDefinition
+from engine.loop.records import Annotation, InputLine, MemoryOp, TraceLine, TrialResult
+from engine.loop.routes import RouteTracker
 from sessions.evidence import layout
 from sessions.evidence.reader import FormatProblem, TrialReader
 
@@ -84,8 +84,8 @@ class States:
 def replay_states(trial_dir: Path) -> tuple[States | None, str | None]:
     """Re-run the trial's recorded inputs from its start state and collect the probed sample after
     every action, checking each frame hash against the record. (States, None) or (None, why not)."""
-    from engine.backends import BACKENDS
-    from engine.probe import Probe
+    from engine.emulators.backends import BACKENDS
+    from engine.games.probe import Probe
     from sessions.audit.replay import load_trial
     from sessions.preflight.experiment import PreflightError
 
@@ -437,7 +437,7 @@ def memory_figures(labels: list[Label] | None, decisions: int, per_decision: dic
 # -- the long-horizon scorer (seed 002) --------------------------------------------------------------
 
 def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | None) -> dict:
-    """Seed 002's score with the definition's constants (engine.gamedef.LongHorizon):
+    """Seed 002's score with the definition's constants (engine.games.gamedef.LongHorizon):
     progress = 70 m / M, speed = 40 log2(1 + T_ref / t), discipline = 10 clamp((L0 - L) / (L0 - Lfull), 0, 1),
     overall = progress + F (speed + discipline). Times are active game time (docs/metrics.md), from each
     award's `active_seconds` stamp: m counts the required rungs reached within the budget hours (later
@@ -559,7 +559,7 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         "zero_progress": points == 0,
         "variant": r.provenance.get("variant_label"),  # a suite's seen or held-out variant (sessions.variants.suites)
         "variant_index": r.provenance.get("variant_index"),
-        # the result's own figures (engine.trial.path_figures; verify recomputes them)
+        # the result's own figures (engine.loop.trial.path_figures; verify recomputes them)
         "path_efficiency": r.derived.get("path_efficiency"),
         "path_optimal_presses": r.derived.get("path_optimal_presses"), "path_actions": r.derived.get("path_actions"),
         "long_horizon": long_horizon(r, game, level),

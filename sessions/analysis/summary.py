@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from statistics import median
 
-from engine.outcomes import SUCCESS, is_valid
-from engine.records import TrialResult
+from engine.loop.outcomes import SUCCESS, is_valid
+from engine.loop.records import TrialResult
 from sessions.evidence.records import Summary, TrialSeal, VoidRecord
 
 

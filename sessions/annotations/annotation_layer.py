@@ -35,8 +35,8 @@ import yaml
 from pydantic import ValidationError
 
 from engine.control import TagForAnotherTrial
-from engine.records import Annotation
-from engine.trial import FACT_ID, TagRefused, build_annotation, check_reference, utc_now
+from engine.loop.records import Annotation
+from engine.loop.trial import FACT_ID, TagRefused, build_annotation, check_reference, utc_now
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums, render_sums
 from sessions.evidence.durable import AppendLog, EvidenceError, write_atomic
@@ -216,7 +216,7 @@ def _check_refers(a: Annotation, trial: TrialFacts) -> None:
     if not text:
         raise LayerError("refers_to is required: the earlier fact id (fact-0003) or decision number")
     if text.isdigit():
-        # An annotator cites an earlier decision; a live tag may cite the one in view (engine.trial).
+        # An annotator cites an earlier decision; a live tag may cite the one in view (engine.loop.trial).
         last = a.decision_id - 1 if a.source == "annotator" else a.decision_id
         if not 1 <= int(text) <= last:
             raise LayerError(f"refers to decision {text}, which is not before decision {a.decision_id}")

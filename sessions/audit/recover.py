@@ -17,11 +17,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.ladder import deepest
-from engine.outcomes import classify, is_valid
-from engine.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResult
-from engine.tally import TraceTally
-from engine.trial import derived_figures, path_figures, utc_now
+from engine.games.ladder import deepest
+from engine.loop.outcomes import classify, is_valid
+from engine.loop.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResult
+from engine.loop.tally import TraceTally
+from engine.loop.trial import derived_figures, path_figures, utc_now
 from sessions.analysis.summary import missing_positions, summarise
 from sessions.evidence import layout
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
@@ -315,7 +315,7 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
         keep += len(line)
     _cut(trial / layout.MEMORY, keep, out, f"{key}/{layout.MEMORY}: operations after decision {n}")
     ann_head, ann_lines, keep = genesis_sha, 0, 0
-    from engine.records import Annotation
+    from engine.loop.records import Annotation
 
     for line in (trial / layout.TRIAL_ANNOTATIONS).read_bytes().splitlines(keepends=True):
         try:

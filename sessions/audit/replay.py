@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.emulator import Timing, frame_sha256
-from engine.episodes import EpisodeRules
-from engine.gamedef import GameDefinition
-from engine.goals import GOAL_MET, GoalCheck
-from engine.ladder import FINAL, FINAL_SKIPPED, Ladder
-from engine.probe import Probe
-from engine.records import InputLine, TraceLine
-from engine.routes import RouteTracker
+from engine.battle.episodes import EpisodeRules
+from engine.emulators.emulator import Timing, frame_sha256
+from engine.games.gamedef import GameDefinition
+from engine.games.goals import GOAL_MET, GoalCheck
+from engine.games.ladder import FINAL, FINAL_SKIPPED, Ladder
+from engine.games.probe import Probe
+from engine.loop.records import InputLine, TraceLine
+from engine.loop.routes import RouteTracker
 from sessions.evidence import layout
 from sessions.evidence.reader import FormatProblem, TrialReader
 from sessions.preflight.assets import resolve
@@ -64,7 +64,7 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
     rom_bytes, rom_sha = sha256_file(rom_path, "ROM")
     if rom_sha != g.rom_sha256:
         raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, the experiment used {g.rom_sha256}")
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
 
     chosen = BACKENDS[manifest.emulator.name]
     installed = chosen.version()
@@ -92,7 +92,7 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
 def _load_variant_trial(trial_dir: Path, folder: Path, manifest: Manifest, rom: Path | None) -> LoadedTrial:
     """A suite trial: its variant's ROM (`--rom`, or remade from a seen variant's seed) and the start
     state made from it the bundled way, both checked against the hashes the trial recorded."""
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
     from sessions.variants.suites import variant_index
     from sessions.variants.variant_files import make_start_state, start_yaml
     from sessions.variants.variants import VariantError, make_variant
@@ -141,7 +141,7 @@ def _load_variant_trial(trial_dir: Path, folder: Path, manifest: Manifest, rom: 
 def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[int], None] | None = None) -> dict:
     """Replay and check; return counts. Raise Divergence at the first mismatch and
     FormatProblem for a malformed record."""
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
 
     loaded = load_trial(trial_dir, rom)
     emulator = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path), loaded.game.platform)
@@ -170,7 +170,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
     groups = reader.inputs_by_decision()
     pending: tuple[int, list[InputLine]] | None = next(groups, None)
     last: TraceLine | None = None
-    # An episodic trial (engine.episodes): after an episode's last decision the start state is restored.
+    # An episodic trial (engine.battle.episodes): after an episode's last decision the start state is restored.
     failure = EpisodeRules(m.episodes.budget, tuple(m.episodes.failure or ())).failure_test() if m.episodes else None
     failed = False
     for t in reader.trace():
@@ -253,9 +253,9 @@ def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, l
         return
     result, _ = reader.result()
     reason = result.termination_reason
-    if manifest.game.goal:  # with a goal, it alone ends a trial as a success (engine.goals)
+    if manifest.game.goal:  # with a goal, it alone ends a trial as a success (engine.games.goals)
         _check_goal_ending(result, goal, last)
-    expected = ladder.ending if not manifest.game.goal else None  # engine.ladder: final-milestone, ... or None
+    expected = ladder.ending if not manifest.game.goal else None  # engine.games.ladder: final-milestone, ... or None
     if reason in (FINAL, FINAL_SKIPPED) and reason != expected:
         raise Divergence(f"the result claims {reason}; the replay " + (
             f"ends the ladder with {expected}" if expected else "never reaches the end of the ladder"))

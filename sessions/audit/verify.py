@@ -27,13 +27,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from engine.contract import response_json_schema
-from engine.episodes import Step, episode_records
-from engine.ladder import FINAL, FINAL_SKIPPED, deciding, deepest, final_ending, skipped_required
-from engine.outcomes import ENDINGS, VALID_OUTCOMES, ending
-from engine.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
-from engine.tally import TraceTally
-from engine.trial import decision_latency
+from engine.battle.episodes import Step, episode_records
+from engine.games.ladder import FINAL, FINAL_SKIPPED, deciding, deepest, final_ending, skipped_required
+from engine.loop.contract import response_json_schema
+from engine.loop.outcomes import ENDINGS, VALID_OUTCOMES, ending
+from engine.loop.records import Attempt, InputLine, MemoryOp, ResponseLine, TraceLine, TrialGenesis, TrialResult
+from engine.loop.tally import TraceTally
+from engine.loop.trial import decision_latency
 from sessions.analysis.summary import summarise
 from sessions.audit.verify_tools import check_battle_line
 from sessions.evidence import layout, roots
@@ -61,7 +61,7 @@ class Context:
     schedule_sha256: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # label -> condition id
     sums: dict[str, str] = field(default_factory=dict)
-    game: object | None = None  # engine.gamedef.GameDefinition
+    game: object | None = None  # engine.games.gamedef.GameDefinition
     run_head: str | None = None  # the run log's last whole line's hash
     interrupted: bool = False  # the run that wrote the folder did not finish (recover finishes it)
     # Big streams' SHA256SUMS entries, checked with the digest taken while their lines are read
@@ -445,7 +445,7 @@ def verify_trial(folder: Path, ctx: Context, report: Report, *, rel: str, deep: 
 
 def _check_provider_failure(reader: TrialReader, r: TrialResult, rel: str, report: Report) -> None:
     """provider-failure.json sits beside the result of a trial the provider ended, and only there."""
-    from engine.records import ProviderFailureRecord
+    from engine.loop.records import ProviderFailureRecord
 
     where = f"{rel}/{layout.PROVIDER_FAILURE}"
     path = reader.folder / layout.PROVIDER_FAILURE
@@ -592,7 +592,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     add = report.add
     cap = ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None
     episodes = ctx.manifest.episodes if ctx.manifest is not None else None
-    steps: list[Step] = []  # engine.episodes: each decision's episode facts, for the result's episodes
+    steps: list[Step] = []  # engine.battle.episodes: each decision's episode facts, for the result's episodes
     for n, line in trace:
         t = parse_trace(line, n)
         if t.prev_sha256 != head:
@@ -815,8 +815,8 @@ def _check_memory_op(op: MemoryOp, facts: set[str], where: str, report: Report) 
 
 def _check_annotations(reader: TrialReader, genesis_sha: str, result: TrialResult | None, rel: str,
                        facts: set[str], decisions: int, report: Report) -> None:
-    from engine.records import Annotation
-    from engine.trial import TagRefused, check_reference
+    from engine.loop.records import Annotation
+    from engine.loop.trial import TagRefused, check_reference
 
     head = genesis_sha
     count = 0
@@ -900,7 +900,7 @@ def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, 
     # figures
     t = r.telemetry
     if t is not None:
-        from engine.tally import LOOP_ONLY
+        from engine.loop.tally import LOOP_ONLY
 
         recomputed = tally.telemetry().model_dump(exclude=set(LOOP_ONLY))
         for name, actual in recomputed.items():
@@ -963,7 +963,7 @@ def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, rom
                         report: Report) -> None:
     """Path efficiency from the game's optimal presses and the input that reached the deepest rung.
     (A result written before path efficiency existed has none of its keys and is not checked.)"""
-    from engine.trial import PATH_KEYS, path_figures
+    from engine.loop.trial import PATH_KEYS, path_figures
 
     if not any(k in r.derived for k in PATH_KEYS):
         return
@@ -978,10 +978,10 @@ def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, rom
 
 
 def _check_goal(r: TrialResult, tally: TraceTally, where: str, goal_id: str | None, game, report: Report) -> None:
-    """The run's goal (manifest game.goal, engine.goals) against the result: recorded for every trial that
+    """The run's goal (manifest game.goal, engine.games.goals) against the result: recorded for every trial that
     played, met exactly when the trial ended goal-met, its evidence meeting the goal's predicate, on a frame
     the inputs captured in the trial's last decision. Without a goal, neither a goal nor goal-met."""
-    from engine.goals import GOAL_MET, recheck
+    from engine.games.goals import GOAL_MET, recheck
 
     reason, goal = r.termination_reason, r.goal
     if goal_id is None:
@@ -1014,7 +1014,7 @@ def _check_goal(r: TrialResult, tally: TraceTally, where: str, goal_id: str | No
 
 
 def _check_final(r: TrialResult, tally: TraceTally, where: str, game, report: Report) -> None:
-    """The ending the ladder gives (engine.ladder) against the one recorded."""
+    """The ending the ladder gives (engine.games.ladder) against the one recorded."""
     reason = r.termination_reason
     expected = final_ending(game, tally.milestones_reached, r.pre_satisfied)
     if reason == FINAL and expected != FINAL:
@@ -1030,7 +1030,7 @@ def _check_final(r: TrialResult, tally: TraceTally, where: str, game, report: Re
 
 
 def _check_ladder_figures(r: TrialResult, where: str, game, report: Report) -> None:
-    """pre_satisfied, skipped_required and deepest_milestone, by the ladder's rules (engine.ladder)."""
+    """pre_satisfied, skipped_required and deepest_milestone, by the ladder's rules (engine.games.ladder)."""
     ids = [m.id for m in game.milestones]
     unknown = sorted(set(r.pre_satisfied) - set(ids))
     if unknown:

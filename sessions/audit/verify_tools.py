@@ -1,13 +1,13 @@
 """verify's check of the tool server's rulesets (seed 002): every trial an agent played through
 oakwatch's MCP server records the tools the server exposed (provenance.tool_server.tools), and that
-list must be exactly the frozen ruleset's (engine.rulesets) — no tool more, none fewer. A battle task's
+list must be exactly the frozen ruleset's (engine.policies.rulesets) — no tool more, none fewer. A battle task's
 rules (the manifest's battle section, seed 004) are recorded verbatim in every result (provenance.battle),
 and battle calls (a trace line's battle field) appear only under the battle ruleset."""
 
 from __future__ import annotations
 
-from engine.battle import BATTLE_TOOLS
-from engine.rulesets import RULESETS
+from engine.battle.battle import BATTLE_TOOLS
+from engine.policies.rulesets import RULESETS
 from sessions.evidence import layout
 
 TOOL_POLICIES = ("mcp", "cli")

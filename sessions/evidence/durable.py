@@ -15,7 +15,7 @@ import errno
 import os
 from pathlib import Path
 
-from engine.events import SinkFailure
+from engine.loop.events import SinkFailure
 
 TMP_SUFFIX = ".tmp"
 

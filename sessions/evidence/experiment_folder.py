@@ -23,9 +23,9 @@ from pathlib import Path
 
 import yaml
 
-from engine.contract import response_json_schema
-from engine.records import TrialGenesis, TrialResult
-from engine.trial import utc_now
+from engine.loop.contract import response_json_schema
+from engine.loop.records import TrialGenesis, TrialResult
+from engine.loop.trial import utc_now
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import file_sha256, parse_sums, render_sums
 from sessions.evidence.durable import AppendLog, EvidenceError, error_from, fsync_dir, write_atomic

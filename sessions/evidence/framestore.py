@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.png import encode_png
-from engine.records import FrameStoreSeal
+from engine.emulators.png import encode_png
+from engine.loop.records import FrameStoreSeal
 from sessions.evidence.durable import AppendLog, EvidenceError
 
 MAGIC = b"OWF1"

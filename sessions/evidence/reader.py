@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from engine.records import (
+from engine.loop.records import (
     Annotation,
     InputLine,
     MemoryOp,

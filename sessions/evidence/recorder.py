@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.events import (
+from engine.loop.events import (
     AnnotationAdded,
     DecisionRecorded,
     EpisodeStarted,
@@ -27,8 +27,8 @@ from engine.events import (
     MemoryChanged,
     TrialStarted,
 )
-from engine.outcomes import classify
-from engine.records import Chain, FrameStoreSeal, TrialGenesis, TrialResult, trace_line_unwritten
+from engine.loop.outcomes import classify
+from engine.loop.records import Chain, FrameStoreSeal, TrialGenesis, TrialResult, trace_line_unwritten
 from sessions.evidence import layout
 from sessions.evidence.durable import AppendLog, EvidenceError, error_from, write_atomic
 from sessions.evidence.framestore import FrameStoreWriter

@@ -1,11 +1,11 @@
-"""The experiment's own records (beside the trial records of engine.records): schedule,
+"""The experiment's own records (beside the trial records of engine.loop.records): schedule,
 blinding key, run log, voids and summary. Pydantic models, published as JSON Schema."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from engine.records import SCHEMA_VERSION, Record, Sha256
+from engine.loop.records import SCHEMA_VERSION, Record, Sha256
 
 
 class BlindingFile(Record):

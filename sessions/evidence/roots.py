@@ -43,8 +43,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from engine.records import Record, Sha256
-from engine.trial import utc_now
+from engine.loop.records import Record, Sha256
+from engine.loop.trial import utc_now
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256, render_sums
 from sessions.evidence.durable import AppendLog, error_from

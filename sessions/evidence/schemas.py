@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from engine.records import TRIAL_RECORDS
+from engine.loop.records import TRIAL_RECORDS
 from sessions.evidence.records import EXPERIMENT_RECORDS
 from sessions.preflight.assets import ASSETS
 

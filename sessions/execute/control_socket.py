@@ -449,7 +449,7 @@ def runner_handler(control, current: Callable[[], str | None] | None = None) -> 
     """Ops onto a RunControl (engine.control). `current()` is the key of the trial being played
     (None between trials); a command for any other trial is refused, so a key pressed on one trial
     never lands on the next."""
-    from engine.trial import utc_now
+    from engine.loop.trial import utc_now
 
     def running() -> str | None:
         return current() if current is not None else None

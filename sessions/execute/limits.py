@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.policy import PolicyExhausted
+from engine.policies.policy import PolicyExhausted
 
 CEILING = "experiment-cost-ceiling"
 CEILING_RULE = ("before every model call of every trial: if the run's spend (reported or derived costs; unknown "
@@ -156,7 +156,7 @@ def spend_in_folder(root) -> tuple[float, int]:
     """(sum of known costs, trials of unknown cost) over every sealed attempt in an evidence folder."""
     from pathlib import Path
 
-    from engine.records import TrialResult
+    from engine.loop.records import TrialResult
 
     total, unknown = 0.0, 0
     for path in sorted(Path(root).glob("*/*/result.json")):

@@ -1,12 +1,12 @@
 """oakwatch's MCP tool server, on the official `mcp` SDK (MCPServer), over stdio or streamable HTTP.
 
 One server plays one trial through a ToolDesk (engine.policies.tools). The tools are exactly the
-manifest's ruleset (engine.rulesets): the list the server exposes is read back from the server
+manifest's ruleset (engine.policies.rulesets): the list the server exposes is read back from the server
 itself and recorded in the trial's result (provenance.tool_server.tools), which `oakwatch verify`
 checks against the ruleset (sessions.audit.verify_tools). No tool reads the probe: the screen, the keys,
 and under the standard ruleset the loop's Observation (on the structured track, only its allowlist);
 under the battle ruleset seed 004's battle tools, judged in the loop by the task's battle rules
-(engine.battle), `observe` showing only the battle screen's facts the game's battle adapter reads.
+(engine.battle.battle), `observe` showing only the battle screen's facts the game's battle adapter reads.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
 
 from engine.policies.model import screen_png
+from engine.policies.rulesets import tools_for
 from engine.policies.tools import ToolDesk, TrialOver, screen_record
-from engine.rulesets import tools_for
 
 REJECTED_PREFIX = "Your previous response was rejected: "
 
@@ -61,7 +61,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                  on_session: Callable[[str | None], None] | None = None, battle: dict | None = None) -> MCPServer:
     """The server for one trial. `on_session(id)`: told the session of each tool call (HTTP), so the
     session that plays is the one whose end counts as the agent disconnecting. `battle`: the battle
-    ruleset's rules (engine.battle BattleSettings, as JSON), named in its instructions."""
+    ruleset's rules (engine.battle.battle BattleSettings, as JSON), named in its instructions."""
     names = tools_for(ruleset)
     if "apply_team" in names:
         b = battle or {}

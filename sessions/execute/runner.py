@@ -16,10 +16,10 @@ import threading
 from pathlib import Path
 
 from engine.control import RunControl
-from engine.events import Sink, StateChanged, TrialEnded
-from engine.outcomes import INVALID_PROVIDER, is_valid
-from engine.records import TrialGenesis, TrialResult
-from engine.trial import Trial, TrialConfig, utc_now
+from engine.loop.events import Sink, StateChanged, TrialEnded
+from engine.loop.outcomes import INVALID_PROVIDER, is_valid
+from engine.loop.records import TrialGenesis, TrialResult
+from engine.loop.trial import Trial, TrialConfig, utc_now
 from sessions.analysis.summary import summarise
 from sessions.annotations.annotation_layer import late_tagger
 from sessions.evidence.durable import EvidenceError

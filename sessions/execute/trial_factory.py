@@ -7,17 +7,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from engine.backends import BACKENDS
-from engine.budgets import BudgetLimits
+from engine.battle.episodes import EpisodeRules
 from engine.control import RunControl
-from engine.emulator import Timing
-from engine.episodes import EpisodeRules
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing
+from engine.loop.budgets import BudgetLimits
+from engine.loop.trial import Trial, TrialConfig
+from engine.policies.policy import Policy
 from engine.policies.random_policy import RandomPolicy
 from engine.policies.replay import ReplayPolicy
 from engine.policies.scripted import ScriptedPolicy
-from engine.policy import Policy
 from engine.providers import PROVIDERS
-from engine.trial import Trial, TrialConfig
 from sessions.preflight.experiment import Prepared
 from sessions.preflight.manifest import Condition
 
@@ -55,9 +55,9 @@ def make_policy(prepared: Prepared, condition: Condition, trial_number: int) -> 
 
 def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
     """A model condition's policy; its provider's SDK is imported here, only when one plays."""
-    from engine.contract import response_json_schema
+    from engine.loop.contract import response_json_schema
     from engine.policies.model import ModelPolicy
-    from engine.policy import TransportRetry
+    from engine.policies.policy import TransportRetry
     from engine.providers import make_adapter
     from engine.providers.base import Sampling
     from sessions.preflight.manifest import RequestSettings
@@ -78,7 +78,7 @@ def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
                                  request.timeout_seconds),
         price=prepared.prices.get(condition.id))
     if m.agent.context is not None:  # bounded context: a fresh conversation for each trial's policy
-        from engine.context import ContextRules, Conversation
+        from engine.loop.context import ContextRules, Conversation
 
         policy.context = Conversation(ContextRules(m.agent.context.segment_turns, m.agent.context.notebook_chars))
     return policy
@@ -144,9 +144,9 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
 
 
 def battle_settings(prepared: Prepared):
-    """What the battle ruleset's tools judge by (engine.battle): the task's rules, or where the manifest has
+    """What the battle ruleset's tools judge by (engine.battle.battle): the task's rules, or where the manifest has
     none, the defaults (the game's party size, no cap, the whole pool). None under any other ruleset."""
-    from engine.battle import BattleSettings
+    from engine.battle.battle import BattleSettings
 
     m = prepared.manifest
     if m.agent.ruleset != "battle" or prepared.game.battle is None:

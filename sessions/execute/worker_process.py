@@ -25,9 +25,9 @@ from pathlib import Path  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 from engine.control import RunControl  # noqa: E402
-from engine.events import DecisionRecorded, MilestoneReached, StateChanged, TrialStarted  # noqa: E402
-from engine.records import TrialGenesis, TrialResult  # noqa: E402
-from engine.trial import TrialConfig  # noqa: E402
+from engine.loop.events import DecisionRecorded, MilestoneReached, StateChanged, TrialStarted  # noqa: E402
+from engine.loop.records import TrialGenesis, TrialResult  # noqa: E402
+from engine.loop.trial import TrialConfig  # noqa: E402
 from sessions.evidence import layout  # noqa: E402
 from sessions.evidence.durable import EvidenceError  # noqa: E402
 from sessions.execute.limits import Ask, CallGate  # noqa: E402
@@ -179,7 +179,7 @@ def _empty_frame():
 
 def stamp(event, trial_key: str) -> None:
     """Give an event the key of the trial it belongs to (`event.trial_key`), so a display of many
-    trials can tell them apart (engine.events declares the field on every event)."""
+    trials can tell them apart (engine.loop.events declares the field on every event)."""
     if getattr(event, "trial_key", None) is None:
         object.__setattr__(event, "trial_key", trial_key)
 

@@ -43,9 +43,9 @@ from collections import deque
 from multiprocessing.connection import Connection, wait
 from types import SimpleNamespace
 
-from engine.events import StateChanged, TrialEnded
-from engine.outcomes import INVALID_PROVIDER, is_valid
-from engine.records import TrialResult
+from engine.loop.events import StateChanged, TrialEnded
+from engine.loop.outcomes import INVALID_PROVIDER, is_valid
+from engine.loop.records import TrialResult
 from sessions.evidence import layout
 from sessions.evidence.durable import EvidenceError
 from sessions.execute.limits import CEILING
@@ -53,7 +53,7 @@ from sessions.execute.worker_process import TrialJob, stamp, worker_main
 
 # What the forkserver imports once, before forking trials (worker_process first: it pins thread pools).
 PRELOAD = ["sessions.execute.worker_process", "sessions.execute.trial_factory", "sessions.evidence.recorder",
-           "sessions.execute.watchdog", "engine.pyboy_backend", "sessions.execute.forkserver_preload"]
+           "sessions.execute.watchdog", "engine.emulators.pyboy_backend", "sessions.execute.forkserver_preload"]
 
 
 def _context(extra: tuple[str, ...] = ()):

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
-from engine.backends import BACKENDS
-from engine.gamedef import GameDefinition
-from engine.script import ScriptError
+from engine.emulators.backends import BACKENDS
+from engine.games.gamedef import GameDefinition
+from engine.loop.script import ScriptError
 from sessions.execute.schedule import blind_labels, trial_order
 from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
 from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
@@ -72,7 +72,7 @@ class Prepared:
     variants: list = field(default_factory=list)  # sessions.variants.suites.PreparedVariant, in manifest order
     game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
     # the preflight's probe right after restoring the start state, and each frozen control's status
-    # (engine.controls: checked, unchecked or not-set)
+    # (engine.games.controls: checked, unchecked or not-set)
     start_sample: dict = field(default_factory=dict)
     controls: dict[str, str] = field(default_factory=dict)
     # The bytes of every price schedule a condition names, by their place in the folder (pricing/<sha256>.yaml)
@@ -139,8 +139,8 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
     `origin`: for a manifest oakwatch built from the command line (app.commands.model_run.Origin), where the
     user set each field (`origin.at(field)`: an option or a line of their own file) and what to call
     the manifest (`origin.name`), so no message cites the temporary copy."""
-    from engine.controls import check_controls
-    from engine.script import parse_script
+    from engine.games.controls import check_controls
+    from engine.loop.script import parse_script
     from engine.text import printable
     from sessions.evidence.reader import FormatProblem, TrialReader
     from sessions.preflight.romcheck import RomCheckError, probe_start_state
@@ -231,8 +231,8 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         if manifest.agent.information_track == "structured" and game.tracks.structured is None:
             raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
                                  f"declares no structured track (tracks.structured)")
-        if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle)
-            from engine.battle import settings_problem
+        if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle.battle)
+            from engine.battle.battle import settings_problem
 
             if problem := settings_problem(manifest.battle, game.battle, f"game definition {game_path}"):
                 raise PreflightError(f"{at('battle')}: {problem}")
@@ -327,8 +327,8 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             first_problem = mismatches[0]
             raise PreflightError(f"{at('game.' + first_problem.control)}: {first_problem.message} "
                                  f"(initial state {state_path})")
-        if g.goal is not None:  # seed 001's goal benchmark (engine.goals)
-            from engine.goals import room_problems
+        if g.goal is not None:  # seed 001's goal benchmark (engine.games.goals)
+            from engine.games.goals import room_problems
 
             if g.goal not in game.goals:
                 raise PreflightError(f"{at('game.goal')}: game definition {game_path} defines no goal {g.goal!r} "

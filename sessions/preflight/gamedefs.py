@@ -1,10 +1,10 @@
-"""Loading game definitions (engine.gamedef.GameDefinition) from YAML files."""
+"""Loading game definitions (engine.games.gamedef.GameDefinition) from YAML files."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.gamedef import GameDefinition
+from engine.games.gamedef import GameDefinition
 from sessions.preflight.yamlfile import load_yaml_model, parse_yaml_model
 
 

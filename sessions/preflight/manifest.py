@@ -15,11 +15,11 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
-from engine import memory as engine_memory
-from engine.actions import ACTIONS, Action
-from engine.backends import BACKENDS
-from engine.battle import BattleSettings
-from engine.gamedef import Condition as GameTest
+from engine.battle.battle import BattleSettings
+from engine.emulators.backends import BACKENDS
+from engine.games.gamedef import Condition as GameTest
+from engine.loop import memory as engine_memory
+from engine.loop.actions import ACTIONS, Action
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
 from sessions.preflight.assets import BUNDLED_PREFIX, bundled_problem
 from sessions.preflight.yamlfile import load_yaml_model, parse_yaml_model
@@ -105,7 +105,7 @@ class GameSection(_Strict):
     definition: PathRef  # game definition YAML: bundled:NAME.yaml or a path
     rom: PathRef  # path relative to the manifest, or bundled:NAME
     rom_sha256: Sha256
-    # Start states by emulator backend (a key of engine.backends.BACKENDS).
+    # Start states by emulator backend (a key of engine.emulators.backends.BACKENDS).
     start_states: Annotated[dict[BackendName, StartState], Field(min_length=1)]
     # Run a ROM the game definition does not list (`oakwatch run --force`); every trial records it.
     allow_unidentified_rom: bool = False
@@ -113,7 +113,7 @@ class GameSection(_Strict):
     starter: Text | None = None
     text_speed: Text | None = None
     battle_style: Text | None = None
-    # A goal of the game definition (its `goals`, engine.goals; e.g. catch): a trial ends as a success
+    # A goal of the game definition (its `goals`, engine.games.goals; e.g. catch): a trial ends as a success
     # when it is met, instead of at the ladder's final rung. None: the ladder decides (as always).
     goal: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = None
 
@@ -127,7 +127,7 @@ class GameSection(_Strict):
 
 
 class EmulatorSection(_Strict):
-    name: BackendName  # a key of engine.backends.BACKENDS
+    name: BackendName  # a key of engine.emulators.backends.BACKENDS
     # Optional: when given it must be the installed version; the frozen manifest records the installed one.
     version: Version | None = None
     config_sha256: Sha256 | None = None  # computed when absent; checked when given
@@ -161,7 +161,7 @@ Predicate = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,79}$")]  # as compa
 
 
 class MemoryRules(_Strict):
-    """The episodic memory's rules (engine.memory.MemoryRules), the same for every condition.
+    """The episodic memory's rules (engine.loop.memory.MemoryRules), the same for every condition.
 
     Defaults are the seed's: a fact is confirmed with visible evidence and confidence >= 0.7, a
     guess is capped at 0.5, retrieval gives at most 24 facts and 4,000 characters, the store holds
@@ -199,7 +199,7 @@ class MemoryRules(_Strict):
 
 
 class ContextSection(_Strict):
-    """Bounded context (seed 003; engine.context, docs/context.md): conversation segments of
+    """Bounded context (seed 003; engine.loop.context, docs/context.md): conversation segments of
     `segment_turns` answered calls and a notebook of at most `notebook_chars` characters."""
 
     segment_turns: Annotated[int, Field(ge=1, le=10_000)]
@@ -221,16 +221,16 @@ class AgentSection(_Strict):
     max_reply_bytes: Annotated[int, Field(ge=1024, le=DECISION_REPLY_BYTES)] = DEFAULT_MAX_REPLY_BYTES
     # The episodic memory's rules, frozen (and hashed) with the manifest.
     memory: MemoryRules = MemoryRules()
-    # What the agent is shown besides its own memory (seed 003; engine.tracks): `visual`, the screen
+    # What the agent is shown besides its own memory (seed 003; engine.games.tracks): `visual`, the screen
     # only, or `structured`, also the game definition's allowlisted fields and the dialogue text.
     information_track: Literal["visual", "structured"] = "visual"
-    # The tools an agent playing through the tool server may call (engine.rulesets; policy mcp, cli).
+    # The tools an agent playing through the tool server may call (engine.policies.rulesets; policy mcp, cli).
     ruleset: Annotated[str, Field(max_length=32)] = "human"
 
     @field_validator("ruleset")
     @classmethod
     def _known_ruleset(cls, v: str) -> str:
-        from engine.rulesets import tools_for
+        from engine.policies.rulesets import tools_for
 
         tools_for(v)  # raises with the reason: unknown, or not yet implemented
         return v
@@ -421,7 +421,7 @@ def _placeholders(data: object, path: str = "") -> list[str]:
 
 
 class EpisodeSection(_Strict):
-    """Episodic trials (seed 004; engine.episodes): up to `budget` episodes per trial, each from the start
+    """Episodic trials (seed 004; engine.battle.episodes): up to `budget` episodes per trial, each from the start
     state. An episode ends when every `failure` test holds (on two frames running, like a rung), after
     `actions` accepted actions, or on a reset; the trial ends at the goal or after the last episode."""
 
@@ -443,7 +443,7 @@ class Manifest(_Strict):
     # A suite of Parcel Quest variants: trials.per_condition trials per variant and condition.
     variants: Annotated[list[VariantEntry], Field(min_length=1, max_length=256)] | None = None
     episodes: EpisodeSection | None = None  # episodic trials (seed 004; docs/tasks.md)
-    battle: BattleSettings | None = None  # a battle task's rules (seed 004; engine.battle, docs/tasks.md)
+    battle: BattleSettings | None = None  # a battle task's rules (seed 004; engine.battle.battle, docs/tasks.md)
 
     @model_validator(mode="before")
     @classmethod

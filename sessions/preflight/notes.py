@@ -11,7 +11,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.contract import MemoryWrite, Observed
+from engine.loop.contract import MemoryWrite, Observed
 from sessions.preflight.yamlfile import load_yaml_model, parse_yaml_model
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # `true` is not a number

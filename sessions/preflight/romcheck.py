@@ -16,9 +16,9 @@ These header checks are PyBoy's: they run for the pyboy backend only (mGBA check
 itself and refuses what it does not recognise, in the child).
 
 Second, in a child process, the ROM is booted with the manifest's emulator backend
-(engine.backends), the start state restored, the first frame hashed, the game definition's fields probed, and a few
-frames run. The probe's sample right after the restore comes back with the first frame: the preflight
-checks the frozen controls in it and every trial's restore is compared with it (engine.controls).
+(engine.emulators.backends), the start state restored, the first frame hashed, the game definition's fields
+probed, and a few frames run. The probe's sample right after the restore comes back with the first frame: the preflight
+checks the frozen controls in it and every trial's restore is compared with it (engine.games.controls).
 A child because PyBoy does not survive every state: empty, truncated or random
 bytes are refused cleanly ("No data", "Cannot load state from a newer version of PyBoy", "LCD
 was supposed to be downgraded!"), but a valid state with some bytes changed can restore and then
@@ -36,8 +36,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.gamedef import GameDefinition
-from engine.romheader import gb_header_checksum
+from engine.emulators.romheader import gb_header_checksum
+from engine.games.gamedef import GameDefinition
 from engine.text import printable
 
 BANK = 0x4000
@@ -76,7 +76,7 @@ def check_rom_header(rom: bytes, source: str) -> None:
 
 def check_rom_and_state(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition,
                         expected_first_frame_sha256: str | None = None, **kwargs) -> str:
-    """Check that the ROM boots on `emulator` (a key of engine.backends.BACKENDS), the state
+    """Check that the ROM boots on `emulator` (a key of engine.emulators.backends.BACKENDS), the state
     restores and runs, and the game's fields can be read; return the SHA-256 of the first frame
     after the restore. Raises RomCheckError; writes nothing."""
     return probe_start_state(rom_path, rom, state, game, expected_first_frame_sha256, **kwargs)[0]
@@ -89,7 +89,7 @@ def probe_start_state(rom_path: Path, rom: bytes, state: bytes, game: GameDefini
                       first_frame_field: str = "first_frame_sha256") -> tuple[str, dict]:
     """check_rom_and_state, returning (first frame SHA-256, the probe's sample right after the
     restore): the hidden state every trial's restore must reproduce and the controls are read from."""
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
 
     rom_where = f"ROM {printable(rom_path)}"
     state_where = f"initial state {printable(state_path or '(bytes)')}"
@@ -235,9 +235,9 @@ def _child() -> int:
     import io
     import logging
 
-    from engine.backends import BACKENDS
-    from engine.emulator import frame_sha256
-    from engine.probe import Probe
+    from engine.emulators.backends import BACKENDS
+    from engine.emulators.emulator import frame_sha256
+    from engine.games.probe import Probe
 
     logging.disable(logging.CRITICAL)  # PyBoy logs to stderr; the parent reports in one line
     data = sys.stdin.buffer.read()

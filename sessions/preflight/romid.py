@@ -4,15 +4,15 @@ A game definition lists the dumps it was written for (`roms:`): header title, ga
 revision, header checksum and the SHA-1 that public dump databases list. A ROM is identified
 when its SHA-1 is one of them; anything else is refused with what was found, unless the run is
 forced, and then the record says so. The SHA-256 is recorded too (the manifest pins it).
-Headers are read by engine.romheader.
+Headers are read by engine.emulators.romheader.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from engine.gamedef import GameDefinition
-from engine.romheader import RomHeader, read_header
+from engine.emulators.romheader import RomHeader, read_header
+from engine.games.gamedef import GameDefinition
 from engine.text import printable
 
 

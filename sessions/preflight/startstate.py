@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from engine.backends import backend
-from engine.emulator import frame_sha256
-from engine.romheader import platform_of
+from engine.emulators.backends import backend
+from engine.emulators.emulator import frame_sha256
+from engine.emulators.romheader import platform_of
 
 
 def make_start_state(rom: Path | bytes, boot_frames: int, emulator: str = "pyboy",

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from engine.backends import BACKENDS, backend
-from engine.emulator import EmulatorError, Timing, frame_sha256
-from engine.gamedef import GameDefinition
-from engine.script import ScriptError, parse_script
+from engine.emulators.backends import BACKENDS, backend
+from engine.emulators.emulator import EmulatorError, Timing, frame_sha256
+from engine.games.gamedef import GameDefinition
+from engine.loop.script import ScriptError, parse_script
 from engine.text import printable
 from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, bundled_problem, bundled_refs, resolve
 from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition

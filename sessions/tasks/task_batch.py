@@ -39,14 +39,14 @@ class Ceiling(_Strict):
 
 
 class EpisodeOutcome(_Strict):
-    """One episode of a trial, as its result.json records it (engine.episodes)."""
+    """One episode of a trial, as its result.json records it (engine.battle.episodes)."""
 
     episode: int
     first_decision: int
     last_decision: int
     ended: str
     memory_writes: list[str] = []
-    team: list[dict] | None = None  # the battle ruleset: the team applied in the episode (engine.battle)
+    team: list[dict] | None = None  # the battle ruleset: the team applied in the episode (engine.battle.battle)
 
 
 class TrialRow(_Strict):
@@ -67,7 +67,7 @@ class TaskRow(_Strict):
     status: Literal["run", "not-run: ceiling", "not-run: error"]
     folder: str | None  # relative to the batch
     episode_budget: int | None = None
-    battle: dict | None = None  # a battle task's rules, verbatim (seed 004; engine.battle BattleSettings)
+    battle: dict | None = None  # a battle task's rules, verbatim (seed 004; engine.battle.battle BattleSettings)
     detail: str | None = None
     trials: list[TrialRow] = []
     tokens: int | None = None  # spent by the task's trials (None: some trial's spend is unknown)
@@ -109,7 +109,7 @@ def _add(a, b):
 
 def trial_rows(folder: Path) -> list[TrialRow]:
     """The rows of an experiment folder's trials (voided attempts left out), from their result.json."""
-    from engine.outcomes import VALID_OUTCOMES
+    from engine.loop.outcomes import VALID_OUTCOMES
 
     rows = []
     for path in sorted((folder / "trials").glob("*/result.json")):

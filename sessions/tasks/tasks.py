@@ -20,9 +20,9 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.battle import BattleSettings, settings_problem
-from engine.gamedef import Condition as ProbeTest
-from engine.gamedef import GameDefinition
+from engine.battle.battle import BattleSettings, settings_problem
+from engine.games.gamedef import Condition as ProbeTest
+from engine.games.gamedef import GameDefinition
 from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, resolve
 from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
 from sessions.preflight.manifest import PLACEHOLDER, Manifest, ManifestError, PathRef, StartState, load_manifest
@@ -98,7 +98,7 @@ class TaskFile(_Strict):
     reference_script: PathRef | None = None  # the scripted policy's moves (a winning trace shows feasibility)
     reference_notes: PathRef | None = None  # its observations and memory operations by decision (script notes)
     episodes: Episodes | None = None
-    # Seed 004's battle rules (engine.battle): party limit, level cap, pool, difficulty, the default team
+    # Seed 004's battle rules (engine.battle.battle): party limit, level cap, pool, difficulty, the default team
     battle: BattleSettings | None = None
     tags: Annotated[list[Annotated[str, Field(max_length=32)]], Field(max_length=16)] = []
 

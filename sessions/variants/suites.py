@@ -16,7 +16,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from engine.gamedef import GameDefinition
+from engine.games.gamedef import GameDefinition
 
 HELD_OUT_MIN = 1 << 63  # a held-out seed has at least 64 bits: a small one could be found from the ROM hash
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from engine.backends import BACKENDS
-from engine.emulator import EmulatorError, Timing, frame_sha256
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import EmulatorError, Timing, frame_sha256
 from sessions.preflight.assets import ASSETS
 from sessions.variants.variant_solver import Solution
 from sessions.variants.variants import Variant

@@ -1,6 +1,6 @@
 """The shortest press sequence from Parcel Quest's start to M8, read from a variant's tables.
 
-The solver models what the game's code does with the tables (engine/cartridge_tables.py,
+The solver models what the game's code does with the tables (engine/games/cartridge_tables.py,
 assets/cartridge/src/main.c): one D-pad press turns and moves one tile (or only turns when the
 cell is solid or an actor stands there), stepping onto a warp moves you, A talks to whoever is in
 front (across a `reach` cell too), and each script needs a fixed number of A presses. The rival
@@ -20,7 +20,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
-from engine.cartridge_tables import KIND_REACH, KIND_WALK, MAP_H, MAP_W, Tables
+from engine.games.cartridge_tables import KIND_REACH, KIND_WALK, MAP_H, MAP_W, Tables
 
 DX = {0: 0, 1: 0, 2: -1, 3: 1}
 DY = {0: 1, 1: -1, 2: 0, 3: 0}

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import cartridge_tables as ct
-from engine.cartridge_tables import MAP_H, MAP_W, Place, Pos, Sign, Tables, Warp
+from engine.games import cartridge_tables as ct
+from engine.games.cartridge_tables import MAP_H, MAP_W, Place, Pos, Sign, Tables, Warp
 from sessions.variants.variant_solver import Solution, Unsolvable, solve
 
 CART = Path(__file__).resolve().parents[2] / "assets" / "cartridge"

@@ -13,11 +13,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import cartridge_tables as ct
-from engine.backends import BACKENDS
-from engine.emulator import Timing
-from engine.romheader import gb_header_checksum
-from engine.script import parse_script
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing
+from engine.emulators.romheader import gb_header_checksum
+from engine.games import cartridge_tables as ct
+from engine.loop.script import parse_script
 from sessions.preflight.gamedefs import load_game_definition
 from sessions.variants.variant_solver import RUNGS, Unsolvable, battle, lfsr, rng_after, solve
 from sessions.variants.variants import VariantError, make_variant

@@ -8,7 +8,7 @@ import numpy as np
 from textual.app import App, ComposeResult
 
 from app.console.console_state import ConsoleSink
-from engine.events import (
+from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,
     DecisionRecorded,
@@ -18,7 +18,7 @@ from engine.events import (
     TrialEnded,
     TrialStarted,
 )
-from engine.records import Annotation, MemoryOp, MilestoneAward, ResponseLine, Telemetry, TraceLine, TrialResult
+from engine.loop.records import Annotation, MemoryOp, MilestoneAward, ResponseLine, Telemetry, TraceLine, TrialResult
 
 GB = np.array([[0x0F, 0x38, 0x0F], [0x30, 0x62, 0x30], [0x8B, 0xAC, 0x0F], [0x9B, 0xBC, 0x0F]], np.uint8)
 MILESTONES = (("M1", "Left the player's house", 1), ("M2", "Professor's interruption", 1),

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 
 from app.servers.chat_server import ChatServer, CycleReplies, action_for
-from engine.contract import parse_response
+from engine.loop.contract import parse_response
 
 DELAY = 0.3
 

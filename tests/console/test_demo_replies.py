@@ -17,13 +17,13 @@ import pytest
 from app.servers.chat_server import ChatServer
 from app.servers.demo_replies import DemoReplies
 from app.servers.demo_server import run_command
-from engine.contract import parse_response, response_json_schema
+from engine.loop.contract import parse_response, response_json_schema
+from engine.loop.script import parse_script
 from engine.policies.model import ModelPolicy
-from engine.policy import Observation, TransportRetry
+from engine.policies.policy import Observation, TransportRetry
 from engine.providers import make_adapter
 from engine.providers.base import Sampling
 from engine.providers.openai_chat import strict_schema
-from engine.script import parse_script
 from sessions.preflight.assets import ASSETS
 
 ALL = ("UP", "DOWN", "LEFT", "RIGHT", "A", "B", "START", "SELECT", "NOOP")

@@ -6,7 +6,7 @@ import json
 
 from app.console.console import OakwatchConsole
 from engine.policies.human import HumanPolicy, key_queue, offer
-from engine.policy import Observation, PolicyExhausted
+from engine.policies.policy import Observation, PolicyExhausted
 from panes.dialogs import EndTrialDialog
 from sessions.audit.verify import verify_experiment
 from tests.conftest import find_trial

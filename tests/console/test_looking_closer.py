@@ -11,7 +11,7 @@ import pytest
 
 from app.console.console import OakwatchConsole
 from app.console.console_state import ConsoleSink, MemorySnapshot
-from engine.events import FrameCaptured
+from engine.loop.events import FrameCaptured
 from panes.frame import FramePane, FrameView, sample_indices
 from panes.help import KEYS, HelpScreen, TextScreen, help_text
 from panes.image_frame import IMAGE_FPS, ImageFrameView, frame_protocol, scaled_size

@@ -8,9 +8,9 @@ from textual.app import App
 
 from app.console.console import OakwatchConsole
 from app.console.console_state import MODEL_REDACTED, ConsoleSink
-from engine.events import DecisionRecorded, StateChanged, TrialEnded
 from engine.figures import money
-from engine.records import Attempt, ResponseLine
+from engine.loop.events import DecisionRecorded, StateChanged, TrialEnded
+from engine.loop.records import Attempt, ResponseLine
 from panes.budgets import BudgetsPane
 from panes.lines import trial_ended_line
 from panes.trace import MAX_LINES, REASONING, REASONING_MAX, TracePane, decision_line, format_item
@@ -237,7 +237,7 @@ async def test_a_model_plays_in_the_live_console_its_cost_shown_its_name_never(t
     console live, each call's cost in the trace and the meter, the model named nowhere on screen."""
     import hashlib
 
-    from engine.script import parse_script
+    from engine.loop.script import parse_script
     from sessions.audit.verify import verify_experiment
     from sessions.evidence.records import Summary
     from sessions.preflight.assets import ASSETS

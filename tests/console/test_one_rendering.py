@@ -14,7 +14,7 @@ import pytest
 from app.console.console import OakwatchConsole
 from app.review.attach import AttachApp
 from app.review.review import ReviewApp
-from engine.script import parse_script
+from engine.loop.script import parse_script
 from panes.budgets import BudgetsPane
 from panes.overview import OverviewPane
 from panes.response import ResponsePane

@@ -10,7 +10,7 @@ import numpy as np
 
 from app.console.console import OakwatchConsole
 from app.console.console_state import TRACE_BUFFER, ConsoleSink, MemorySnapshot
-from engine.events import FrameCaptured
+from engine.loop.events import FrameCaptured
 from panes.budgets import BudgetsPane, level
 from panes.frame import FramePane, FrameView, fit_size
 from panes.memory import MemoryPane

@@ -13,8 +13,8 @@ import pytest
 
 from app.review.review import ReviewApp, annotator_problem
 from app.review.review_data import MODEL_MASK, TrialData, list_trials, replay_memory
-from engine.records import MemoryOp
-from engine.script import parse_script
+from engine.loop.records import MemoryOp
+from engine.loop.script import parse_script
 from panes.annotate import AnnotateDialog, ReviewedDialog
 from panes.frame import FrameView
 from panes.response import ResponsePane

@@ -1,11 +1,11 @@
-"""engine.battle: the rules of seed 004's battle tools, on the cartridge's adapter and on a 2-slot layout
+"""engine.battle.battle: the rules of seed 004's battle tools, on the cartridge's adapter and on a 2-slot layout
 (a game the cartridge cannot play: party > 1, levels, items, a move menu, switch and send menus)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.battle import BattleAdapter, BattleJudge, BattleRefused, BattleSettings, check_settings
+from engine.battle.battle import BattleAdapter, BattleJudge, BattleRefused, BattleSettings, check_settings
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.gamedefs import load_game_definition
 

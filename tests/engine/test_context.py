@@ -11,10 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from engine.context import ContextRules, Conversation
-from engine.contract import parse_response, response_json_schema
+from engine.loop.context import ContextRules, Conversation
+from engine.loop.contract import parse_response, response_json_schema
 from engine.policies.model import ModelPolicy
-from engine.policy import Observation, TransportRetry
+from engine.policies.policy import Observation, TransportRetry
 from engine.providers import make_adapter
 from engine.providers.base import Sampling
 from tests.engine.test_providers import APIS, server  # noqa: F401 - the fixture

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from engine.contract import ContractError, parse_response, response_json_schema
+from engine.loop.contract import ContractError, parse_response, response_json_schema
 
 
 def response(**overrides):

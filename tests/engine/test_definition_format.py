@@ -1,4 +1,4 @@
-"""The game-definition format v2 (engine.gamedef) and its probe (engine.probe), against memory
+"""The game-definition format v2 (engine.games.gamedef) and its probe (engine.games.probe), against memory
 images built here: pointers read afresh (the block moves between samples), 8/16/32-bit and signed
 reads, flag and var arithmetic, item lists (stride, 16-bit ids, terminator, XOR key), reads clipped
 to the address space, and validation errors that name the problem."""
@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.gamedef import GameDefinition
-from engine.probe import Probe
+from engine.games.gamedef import GameDefinition
+from engine.games.probe import Probe
 from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition, parse_game_definition
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,11 +2,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.budgets import BudgetLimits, Budgets
-from engine.gamedef import GameDefinition
-from engine.ladder import Ladder
-from engine.policy import Usage
-from engine.routes import RouteTracker
+from engine.games.gamedef import GameDefinition
+from engine.games.ladder import Ladder
+from engine.loop.budgets import BudgetLimits, Budgets
+from engine.loop.routes import RouteTracker
+from engine.policies.policy import Usage
 
 GAME = GameDefinition.model_validate({
     "id": "t", "title": "t", "platform": "gb",
@@ -141,7 +141,7 @@ def test_route_progress_resets_and_bumps_are_not_transitions():
     {"field": "b", "contains": 1}, {"field": "b", "lacks": 1},
 ])
 def test_compiled_conditions_agree_with_holds(cond):
-    from engine.gamedef import Condition
+    from engine.games.gamedef import Condition
 
     c = Condition.model_validate(cond)
     compiled = c.compile()
@@ -151,7 +151,7 @@ def test_compiled_conditions_agree_with_holds(cond):
             assert compiled(sample) == c.holds(sample), (cond, sample)
 
 
-# -- required and optional rungs (engine.ladder's rules) -------------------------------------------
+# -- required and optional rungs (engine.games.ladder's rules) -------------------------------------------
 
 RUNGS = ["R1", "R2", "R3", "R4"]
 
@@ -172,7 +172,7 @@ def f(flags):
 
 
 def test_a_skipped_required_rung_ends_the_trial_without_success_and_is_reported():
-    from engine.ladder import FINAL_SKIPPED
+    from engine.games.ladder import FINAL_SKIPPED
 
     lad = Ladder(ladder_game(), f(0))
     assert upd(lad, f(0b0001), f(0b0001)) == ["R1"] and lad.ending is None
@@ -184,7 +184,7 @@ def test_a_skipped_required_rung_ends_the_trial_without_success_and_is_reported(
 
 
 def test_a_skipped_optional_rung_is_stepped_over():
-    from engine.ladder import FINAL
+    from engine.games.ladder import FINAL
 
     lad = Ladder(ladder_game(required=(True, False, True, True)), f(0))
     upd(lad, f(0b0001), f(0b0001))
@@ -195,7 +195,7 @@ def test_a_skipped_optional_rung_is_stepped_over():
 
 
 def test_a_pre_satisfied_rung_is_reported_earns_nothing_and_blocks_nothing():
-    from engine.ladder import FINAL
+    from engine.games.ladder import FINAL
 
     lad = Ladder(ladder_game(), f(0b0010))
     assert lad.pre_satisfied == {"R2"} and lad.deepest is None  # R1 still stops the walk
@@ -207,7 +207,7 @@ def test_a_pre_satisfied_rung_is_reported_earns_nothing_and_blocks_nothing():
 
 
 def test_a_pre_satisfied_final_rung_ends_the_trial_when_the_last_required_rung_is_reached():
-    from engine.ladder import FINAL
+    from engine.games.ladder import FINAL
 
     lad = Ladder(ladder_game(), f(0b1000))
     assert lad.pre_satisfied == {"R4"} and lad.ending is None  # it cannot be reached again: play on
@@ -218,14 +218,14 @@ def test_a_pre_satisfied_final_rung_ends_the_trial_when_the_last_required_rung_i
 
 
 def test_every_rung_held_at_the_start_is_a_success_at_once_worth_nothing():
-    from engine.ladder import FINAL
+    from engine.games.ladder import FINAL
 
     lad = Ladder(ladder_game(), f(0b1111))
     assert lad.ending == FINAL and lad.points == 0 and lad.deepest == "R4"
 
 
 def test_rungs_after_the_final_rung_decide_nothing():
-    from engine.ladder import FINAL, deciding
+    from engine.games.ladder import FINAL, deciding
 
     game = ladder_game(final="R3", extra=("B1",))
     assert deciding(game) == ["R1", "R2", "R3"]
@@ -246,7 +246,7 @@ def test_the_final_rung_must_be_required():
 @given(required=st.lists(st.booleans(), min_size=4, max_size=4), reached=st.sets(st.sampled_from(RUNGS)),
        pre=st.sets(st.sampled_from(RUNGS)))
 def test_the_rules_agree_with_their_definitions(required, reached, pre):
-    from engine.ladder import FINAL, FINAL_SKIPPED, complete, deepest, final_ending, skipped_required
+    from engine.games.ladder import FINAL, FINAL_SKIPPED, complete, deepest, final_ending, skipped_required
 
     required[-1] = True
     game = ladder_game(required=tuple(required))

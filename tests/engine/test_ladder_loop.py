@@ -1,4 +1,4 @@
-"""Required and optional rungs through the real trial loop (engine.trial) on the fake emulator:
+"""Required and optional rungs through the real trial loop (engine.loop.trial) on the fake emulator:
 how the trial ends, its outcome, and the result's skipped_required, pre_satisfied, deepest rung
 and points."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.events import MilestoneReached
-from engine.gamedef import GameDefinition
-from engine.ladder import FINAL_SKIPPED
-from engine.outcomes import ending
+from engine.games.gamedef import GameDefinition
+from engine.games.ladder import FINAL_SKIPPED
+from engine.loop.events import MilestoneReached
+from engine.loop.outcomes import ending
+from engine.loop.trial import Trial
 from engine.policies.scripted import ScriptedPolicy
-from engine.trial import Trial
 from tests.engine.fake_emulator import (
     BELL_TO_GOAL,
     DOOR_TO_KEY,

@@ -1,4 +1,4 @@
-"""Each rule of the trial loop (engine.trial), unit-tested in milliseconds on the fake emulator.
+"""Each rule of the trial loop (engine.loop.trial), unit-tested in milliseconds on the fake emulator.
 
 Every test runs a real `Trial` over tests/engine/fake_emulator.py's grid world and asserts on the
 TrialResult it returns and on the records its sinks received. Every record is also validated
@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from engine.budgets import BudgetLimits
 from engine.control import RunControl
-from engine.emulator import EmulatorError, frame_sha256
-from engine.events import (
+from engine.emulators.emulator import EmulatorError, frame_sha256
+from engine.loop.budgets import BudgetLimits
+from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,
     DecisionRecorded,
@@ -26,13 +26,13 @@ from engine.events import (
     StateChanged,
     TrialStarted,
 )
-from engine.outcomes import ending
+from engine.loop.outcomes import ending
+from engine.loop.records import InputLine, ResponseLine, TraceLine, TrialResult
+from engine.loop.tally import TraceTally
+from engine.loop.trial import TagRefused, Trial, TrialConfig
+from engine.policies.policy import PolicyExhausted, ProviderFailure, Usage
 from engine.policies.replay import ReplayPolicy
 from engine.policies.scripted import ScriptedPolicy
-from engine.policy import PolicyExhausted, ProviderFailure, Usage
-from engine.records import InputLine, ResponseLine, TraceLine, TrialResult
-from engine.tally import TraceTally
-from engine.trial import TagRefused, Trial, TrialConfig
 from tests.engine.fake_emulator import (
     BELL_TO_GOAL,
     COINS,
@@ -345,7 +345,7 @@ async def test_a_milestone_is_progress_for_the_loop_count():
 # -- milestones ------------------------------------------------------------------------------------
 
 def test_the_fake_world_is_deterministic():
-    from engine.probe import Probe
+    from engine.games.probe import Probe
     probe = Probe(GAME)
 
     def walk(actions):
@@ -366,7 +366,7 @@ def test_the_fake_world_is_deterministic():
 
 
 def test_the_fake_bell_qualifies_on_one_frame_only():
-    from engine.probe import Probe
+    from engine.games.probe import Probe
     fake = FakeEmulator()
     fake.restore(make_state(map_id=1, x=3, y=5, flags=1))
     step = fake.step("LEFT", TIMING, Probe(GAME))

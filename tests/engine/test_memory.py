@@ -4,8 +4,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.contract import MemoryWrite
-from engine.memory import GUESS_CAP, MemoryRules, MemoryStore
+from engine.loop.contract import MemoryWrite
+from engine.loop.memory import GUESS_CAP, MemoryRules, MemoryStore
 
 
 def store(policy="persistent", recent_window=12, **rules):
@@ -313,7 +313,7 @@ def test_memory_rules_are_validated_and_used():
 
 
 def test_the_trial_config_carries_the_rules_to_the_store():
-    from engine.trial import TrialConfig
+    from engine.loop.trial import TrialConfig
     from tests.engine.test_loop_rules import make_trial
 
     assert TrialConfig.__dataclass_fields__["memory_rules"].default == MemoryRules()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.trial import PATH_KEYS, path_figures
+from engine.loop.trial import PATH_KEYS, path_figures
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.gamedefs import load_game_definition
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.contract import ContractError, parse_response, response_json_schema
+from engine.loop.contract import ContractError, parse_response, response_json_schema
 from engine.providers import make_adapter
 from engine.providers.base import ModelReply, ModelRequest, ProviderError, Sampling, redact
 from engine.providers.openai_chat import STRICT_KEYWORDS, strict_schema

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.ladder import Ladder
-from engine.probe import Probe
+from engine.games.ladder import Ladder
+from engine.games.probe import Probe
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.gamedefs import load_game_definition
 
@@ -101,7 +101,7 @@ def test_firered_counts_battle_actions_apart_by_gmain_in_battle():
 def test_firered_declares_the_parcels_return_as_required_backtracking():
     """Mart -> Viridian -> Route 1 -> Pallet -> lab after the parcel (M6) and before its delivery
     (M7) is never repetition; the same loop outside that window is."""
-    from engine.routes import RouteTracker
+    from engine.loop.routes import RouteTracker
 
     game = _game("pokemon-firered-leafgreen-en")
     (back,) = game.required_backtracking
@@ -119,7 +119,7 @@ def test_firered_declares_the_parcels_return_as_required_backtracking():
 
 def test_the_emerald_ladder_is_seed_002s_full_game():
     """68 rungs, 60 required, ending at the Hall of Fame; the long-horizon section scores m out of those 60."""
-    from engine.ladder import deciding
+    from engine.games.ladder import deciding
 
     game = _game("pokemon-emerald-en")
     assert len(game.milestones) == 68 and sum(m.required for m in game.milestones) == 60
@@ -162,7 +162,7 @@ def test_every_emerald_rung_decodes_from_its_flag_through_the_moving_save_block(
 def test_the_emerald_ladder_awards_the_hall_of_fame_as_success_with_the_long_horizon_score():
     """Reaching every required rung, then the Hall of Fame, ends the trial as a success; the scorer
     counts m = 60 required rungs (optional ones do not count) and reads L from party_level."""
-    from engine.ladder import FINAL, Ladder
+    from engine.games.ladder import FINAL, Ladder
 
     game = _game("pokemon-emerald-en")
     probe = Probe(game)

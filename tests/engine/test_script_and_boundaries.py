@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.policy import OBSERVATION_FIELDS, Observation
-from engine.script import ScriptError, parse_script
+from engine.loop.script import ScriptError, parse_script
+from engine.policies.policy import OBSERVATION_FIELDS, Observation
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,13 +8,13 @@ import hashlib
 import numpy as np
 import pytest
 
-import engine.cartridge_tables as ct
-from engine.contract import response_json_schema
+import engine.games.cartridge_tables as ct
+from engine.games.tracks import decode_dialogue, structured_view
+from engine.loop.contract import response_json_schema
 from engine.policies.model import ModelPolicy, canonical
-from engine.policy import Observation, TransportRetry
+from engine.policies.policy import Observation, TransportRetry
 from engine.providers import make_adapter
 from engine.providers.base import Sampling
-from engine.tracks import decode_dialogue, structured_view
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition, parse_game_definition
 from tests.cartridge.conftest import BATTLE, FLAGS0, ROM, TEXT, act, boot, walkthrough
@@ -140,7 +140,7 @@ def _encode(table: dict[int, str], text: str) -> list[int]:
 
 
 def test_red_reads_the_message_box_from_wtilemap_through_its_charmap():
-    from engine.tracks import charmap
+    from engine.games.tracks import charmap
 
     game = _real("red-blue")
     d = game.tracks.structured.dialogue
@@ -156,7 +156,7 @@ def test_red_reads_the_message_box_from_wtilemap_through_its_charmap():
 
 
 def test_firered_reads_the_field_message_from_gstringvar4_dropping_control_codes():
-    from engine.tracks import charmap, decode_string
+    from engine.games.tracks import charmap, decode_string
 
     game = _real("firered-leafgreen")
     d = game.tracks.structured.dialogue
@@ -182,7 +182,7 @@ def test_a_real_games_track_shows_only_its_allowlist_and_no_ladder_value_reaches
     values; the allowlist is what every result's provenance names."""
     import json
 
-    from engine.probe import Probe
+    from engine.games.probe import Probe
 
     game = _real(stem)
     track = game.tracks.structured

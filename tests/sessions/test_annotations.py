@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.cli import main
-from engine.records import Annotation
+from engine.loop.records import Annotation
 from sessions.analysis.metrics import confirmed_labels
 from sessions.annotations.annotation_layer import (
     AnnotationLayer,

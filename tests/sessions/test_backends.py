@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from app.cli import main
-from engine.backends import BACKENDS, BackendUnavailable
-from engine.romheader import platform_of
+from engine.emulators.backends import BACKENDS, BackendUnavailable
+from engine.emulators.romheader import platform_of
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.preflight.experiment import PreflightError, prepare
 from sessions.preflight.manifest import ManifestError, parse_manifest

@@ -109,7 +109,7 @@ def _oakwatch_at_once(cases: dict[str, tuple], env: dict | None = None) -> dict[
 def test_model_run_errors_name_the_options_and_the_users_file_never_a_temp_copy(tmp_path):
     import os
 
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
 
     dry = yaml.safe_load(DEFAULT_MANIFEST.read_text())
     for name in ("priced", "bad", "pyboy-only"):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from app.cli import main
-from engine.script import parse_script
+from engine.loop.script import parse_script
 from sessions.annotations.annotation_layer import AnnotationLayer, add_label, adjudicate
 from sessions.annotations.blinding import MASK, model_ids, unblind_problems, unblinded_labels
 from sessions.audit.verify import verify_experiment

@@ -3,7 +3,7 @@ the probed start state in preflight, and every trial's restore checked against t
 
 import yaml
 
-from engine.gamedef import GameDefinition
+from engine.games.gamedef import GameDefinition
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
@@ -72,7 +72,7 @@ def test_the_agent_is_told_the_frozen_controls(dry_run):
 
 
 def test_controls_decode_a_bitfield():
-    from engine.controls import check_controls
+    from engine.games.controls import check_controls
 
     game = GameDefinition.model_validate({
         "id": "g", "title": "g", "platform": "gba",

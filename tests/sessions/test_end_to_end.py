@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from app.console.headless import HeadlessPrinter
-from engine.records import Attempt, ResponseLine
+from engine.loop.records import Attempt, ResponseLine
 from sessions.audit.replay import Divergence, replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.framestore import scan_store

@@ -360,7 +360,7 @@ def test_ctrl_c_during_the_preflight_probe_writes_nothing(tmp_path):
 def test_a_tag_that_cannot_be_written_is_refused_and_the_evidence_stays_whole(tmp_path, monkeypatch):
     import threading
 
-    from engine.events import DecisionRecorded
+    from engine.loop.events import DecisionRecorded
     from sessions.evidence.durable import EvidenceError
     from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import create_folder, prepare
@@ -401,7 +401,8 @@ def test_the_command_module_imports_nothing_heavy_before_main_catches_ctrl_c():
     """A Ctrl-C during `import app.cli` would escape main's handler (exit -2, a traceback): the module
     itself stays light and the emulator stack (numpy, PyBoy) is imported inside main."""
     probe = subprocess.run([sys.executable, "-c", "import sys, app.cli; print(sorted(m for m in ('numpy', 'pyboy', "
-                            "'engine.backends') if m in sys.modules))"], capture_output=True, text=True, check=True)
+                            "'engine.emulators.backends') if m in sys.modules))"], capture_output=True, text=True,
+                           check=True)
     assert probe.stdout.strip() == "[]"
 
 

@@ -24,9 +24,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.actions import ACTIONS
-from engine.contract import AgentResponse, ContractError, parse_response
-from engine.script import ScriptError, parse_script
+from engine.loop.actions import ACTIONS
+from engine.loop.contract import AgentResponse, ContractError, parse_response
+from engine.loop.script import ScriptError, parse_script
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.preflight.experiment import PreflightError, prepare
 from sessions.preflight.gamedefs import GameDefinitionError, parse_game_definition

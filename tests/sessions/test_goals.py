@@ -1,4 +1,4 @@
-"""Seed 001's goal benchmark (engine.goals): a goal chosen for the run (`game.goal`, `run --goal`) ends
+"""Seed 001's goal benchmark (engine.games.goals): a goal chosen for the run (`game.goal`, `run --goal`) ends
 a trial as a success when its predicate over the definition's fields holds against the start.
 
 The bundled cartridge has no wild catch (its one creature is the starter, a gift), so no catch goal
@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from app.cli import main
-from engine.goals import GoalCheck, evidence, new_flags, recheck
-from engine.probe import Probe
+from engine.games.goals import GoalCheck, evidence, new_flags, recheck
+from engine.games.probe import Probe
 from sessions.audit.replay import Divergence, replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
@@ -218,7 +218,7 @@ def test_red_counts_a_catch_into_the_party_or_the_box():
 
 @pytest.mark.parametrize("name", ["pokemon-red-blue-en", *sorted(GEN3)])
 def test_a_start_with_a_full_party_has_no_room(name):
-    from engine.goals import room_problems
+    from engine.games.goals import room_problems
 
     game = load_game_definition(ASSETS / "games" / f"{name}.yaml")
     full = red(6, 0, [4]) if name.startswith("pokemon-red") else gen3(name, party=6, owned=[252], outcome=1)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.cli import main
-from engine.script import parse_script
+from engine.loop.script import parse_script
 from sessions.preflight.assets import ASSETS
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok

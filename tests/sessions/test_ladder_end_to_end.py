@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.ladder import FINAL, FINAL_SKIPPED
+from engine.games.ladder import FINAL, FINAL_SKIPPED
 from sessions.analysis.summary import exit_status
 from sessions.audit.replay import Divergence, replay_trial
 from sessions.audit.verify import verify_experiment

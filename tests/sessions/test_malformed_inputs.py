@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.romheader import gb_header_checksum as header_checksum
+from engine.emulators.romheader import gb_header_checksum as header_checksum
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.preflight.experiment import PreflightError, prepare
 from sessions.preflight.gamedefs import load_game_definition
@@ -497,8 +497,8 @@ def test_the_probe_returns_the_first_frame():
 
 def test_header_check_agrees_with_pyboy_on_cartridge_types(tmp_path):
     """What we refuse up front is what PyBoy 2.8.1 cannot load; what we pass, it loads."""
-    from engine.emulator import EmulatorError
-    from engine.pyboy_backend import PyBoyEmulator
+    from engine.emulators.emulator import EmulatorError
+    from engine.emulators.pyboy_backend import PyBoyEmulator
 
     base = bytearray(ROM.read_bytes())
     for cart in (0x00, 0x01, 0x02, 0x11, 0x12, 0x19, 0x04, 0x20, 0xFC, 0xFF):  # no battery: see below
@@ -522,7 +522,7 @@ def test_header_check_agrees_with_pyboy_on_cartridge_types(tmp_path):
 
 @pytest.mark.parametrize("cart", [0x03, 0x13, 0x1B])  # MBC1/MBC3/MBC5 + RAM + BATTERY (Pokemon Red is 0x13)
 def test_battery_backed_cartridges_load_with_a_blank_save(tmp_path, cart):
-    from engine.pyboy_backend import PyBoyEmulator
+    from engine.emulators.pyboy_backend import PyBoyEmulator
 
     candidate = bytearray(ROM.read_bytes())
     candidate[0x147] = cart

@@ -59,7 +59,7 @@ def test_budget_values_validated():
 
 
 def test_memory_rules_default_to_the_engines_and_reach_the_store():
-    from engine.memory import MemoryRules as EngineRules
+    from engine.loop.memory import MemoryRules as EngineRules
 
     m = parse_manifest(GOOD, "m.yaml")
     assert m.agent.memory.model_dump() == EngineRules().as_dict()
@@ -108,7 +108,7 @@ def test_memory_rules_change_the_hash(memory):
 
 
 def test_every_trial_runs_under_and_reports_the_manifests_memory_rules(tmp_path):
-    from engine.memory import MemoryRules as EngineRules
+    from engine.loop.memory import MemoryRules as EngineRules
     from sessions.execute.trial_factory import trial_config
     from sessions.preflight.experiment import prepare
     from tests.conftest import write_manifest
@@ -121,7 +121,7 @@ def test_every_trial_runs_under_and_reports_the_manifests_memory_rules(tmp_path)
 
 
 def test_the_dry_runs_result_reports_its_memory_rules(dry_run):
-    from engine.memory import MemoryRules as EngineRules
+    from engine.loop.memory import MemoryRules as EngineRules
 
     (result,) = dry_run[2]
     assert result.provenance["memory_rules"] == EngineRules().as_dict()

@@ -139,7 +139,7 @@ def _pic_tile(species: str) -> int:
 def test_the_applied_species_is_the_one_the_battle_screen_draws(tmp_path):
     """The task opens on KIT's challenge, before battle_start: a team applied there is drawn by the
     cartridge (picture at column 2, name at column 9, row 7: draw_battle), and observe says the same."""
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
     from sessions.audit.replay import load_trial, replay_records
     from sessions.preflight.gamedefs import load_game_definition
 
@@ -217,9 +217,9 @@ class ResetThenPress:
         self.feedback: list[str | None] = []
 
     async def decide(self, observation):
+        from engine.loop.records import Usage
         from engine.policies.base import contract_json
-        from engine.policy import PolicyReply
-        from engine.records import Usage
+        from engine.policies.policy import PolicyReply
 
         self.feedback.append(observation.retry_feedback)
         if len(self.feedback) == 1:
@@ -234,7 +234,7 @@ class ResetThenPress:
 
 def test_a_reset_in_a_trial_that_is_not_episodic_is_an_invalid_output_logged_and_charged(tmp_path):
     """The loop's own rule (Trial._reset_response), under the gate that keeps battle to episodic manifests."""
-    from engine.rulesets import tools_for
+    from engine.policies.rulesets import tools_for
     from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import create_folder, prepare
 

@@ -211,7 +211,7 @@ def test_verify_refuses_a_recorded_ruleset_other_than_the_manifests(tmp_path):
 
     play_stdio(tmp_path, mcp_manifest(tmp_path, budgets={"accepted_actions": 4}))
     out = tmp_path / "out"
-    from engine.records import TrialResult
+    from engine.loop.records import TrialResult
     from sessions.preflight.manifest import load_manifest
 
     raw, trial = result_of(out)

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from engine.gamedef import GameDefinition
-from engine.records import Annotation, InputLine, TraceLine, TrialResult
-from engine.routes import RouteTracker
+from engine.games.gamedef import GameDefinition
+from engine.loop.records import Annotation, InputLine, TraceLine, TrialResult
+from engine.loop.routes import RouteTracker
 from sessions.analysis.metrics import (
     States,
     action_figures,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.backends import BACKENDS
-from engine.emulator import Timing, frame_sha256
-from engine.script import parse_script
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing, frame_sha256
+from engine.loop.script import parse_script
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 
 pytestmark = pytest.mark.skipif(BACKENDS["mgba"].version() is None, reason=BACKENDS["mgba"].missing_message())
@@ -127,7 +127,7 @@ def test_a_pyboy_state_is_refused_cleanly():
 
 
 def test_the_clock_is_pinned():
-    from engine.mgba_backend import RTC_FIELDS, rtc_seconds
+    from engine.emulators.mgba_backend import RTC_FIELDS, rtc_seconds
 
     assert time.gmtime(rtc_seconds("gb"))[:6] == RTC_FIELDS
     assert time.localtime(rtc_seconds("gba"))[:6] == RTC_FIELDS  # mGBA reads a GBA clock through localtime()
@@ -183,7 +183,7 @@ def test_gb_reads_and_the_rom_is_read_from_bytes_only(tmp_path):
 
 
 def test_a_gba_rom_is_refused_for_a_gb_game():
-    from engine.emulator import EmulatorError
+    from engine.emulators.emulator import EmulatorError
 
     with pytest.raises(EmulatorError, match="gba ROM, but the game is for gb"):
         BACKENDS["mgba"].open(tiny_gba_rom(), "tiny.gba", "gb")
@@ -192,7 +192,7 @@ def test_a_gba_rom_is_refused_for_a_gb_game():
 
 
 def test_work_ram_read_straight_from_mgba_equals_bus_reads():
-    from engine.emulator import Timing
+    from engine.emulators.emulator import Timing
 
     emu = BACKENDS["mgba"].open(tiny_gba_rom(), "tiny.gba", "gba")
     try:
@@ -218,8 +218,8 @@ def test_the_first_frame_runs_when_the_capsule_type_was_looked_at_first():
     import sys
 
     code = ("import datetime; type(datetime.datetime_CAPI).__name__; getattr(datetime.datetime_CAPI, 'x', None)\n"
-            "from engine.backends import BACKENDS\n"
-            "from engine.emulator import Timing\n"
+            "from engine.emulators.backends import BACKENDS\n"
+            "from engine.emulators.emulator import Timing\n"
             f"emu = BACKENDS['mgba'].open(open({str(ROM)!r}, 'rb').read(), 'cart', 'gb')\n"
             "emu.boot(10); emu.step('A', Timing(4, 12), lambda read_range: {}); print('ran', emu.frame_index)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -229,8 +229,8 @@ def test_the_first_frame_runs_when_the_capsule_type_was_looked_at_first():
 
 def test_the_structured_track_reads_alike_on_both_backends():
     """The dialogue text is read through the backend's bus (GB VRAM on mGBA, PyBoy's memory view)."""
-    from engine.probe import Probe
-    from engine.tracks import structured_view
+    from engine.games.probe import Probe
+    from engine.games.tracks import structured_view
     from sessions.preflight.gamedefs import load_game_definition
 
     game = load_game_definition(ASSETS / "games" / "parcel-quest.yaml")
@@ -250,7 +250,7 @@ def test_the_structured_track_reads_alike_on_both_backends():
 
 @pytest.mark.parametrize("backend", ["mgba", "pyboy"])
 def test_bus_writes_change_what_the_game_reads_and_shows(backend):
-    """The battle ruleset's apply_team writes the party into RAM (engine.battle): on both backends a write
+    """The battle ruleset's apply_team writes the party into RAM (engine.battle.battle): on both backends a write
     reads back and holds while the game runs on; a write outside the address space is refused."""
     rom = ROM.read_bytes()
     emu = BACKENDS[backend].open(rom, str(ROM), "gb")
@@ -262,7 +262,7 @@ def test_bus_writes_change_what_the_game_reads_and_shows(backend):
         assert emu.read_range(0xD010, 2) == [1, 3] != before
         emu.step("A", TIMING, no_probe)  # the game runs on with the written bytes in place
         assert emu.read_range(0xD011, 1) == [3]
-        from engine.emulator import EmulatorError
+        from engine.emulators.emulator import EmulatorError
 
         with pytest.raises(EmulatorError, match="outside"):
             emu.write(0xFFFF, bytes([1, 2]))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-import engine.cartridge_tables as ct
-from engine.script import parse_script
+import engine.games.cartridge_tables as ct
+from engine.loop.script import parse_script
 from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary

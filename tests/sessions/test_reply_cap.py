@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from engine.records import ResponseLine, TraceLine
+from engine.loop.records import ResponseLine, TraceLine
 from sessions.audit.verify import Report, _check_response, verify_experiment
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from tests.conftest import find_trial, read_jsonl, write_manifest

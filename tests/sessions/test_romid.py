@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.gamedef import GameDefinition
-from engine.romheader import GBA_LOGO_START, gb_header_checksum, gba_complement, read_header
+from engine.emulators.romheader import GBA_LOGO_START, gb_header_checksum, gba_complement, read_header
+from engine.games.gamedef import GameDefinition
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.gamedefs import load_game_definition
 from sessions.preflight.romid import RomIdentityError, identify

@@ -22,18 +22,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine import cartridge_tables as ct
 from engine.control import RunControl
-from engine.emulator import Timing
-from engine.events import DecisionRecorded, TrialEnded
+from engine.emulators.emulator import Timing
+from engine.emulators.pyboy_backend import PyBoyEmulator
+from engine.emulators.romheader import gb_header_checksum as header_checksum
+from engine.games import cartridge_tables as ct
+from engine.games.probe import Probe
+from engine.loop.events import DecisionRecorded, TrialEnded
+from engine.loop.records import Usage
+from engine.loop.script import parse_script
+from engine.loop.trial import TagRefused
 from engine.policies.base import contract_json
-from engine.policy import PolicyExhausted, PolicyReply, ProviderFailure
-from engine.probe import Probe
-from engine.pyboy_backend import PyBoyEmulator
-from engine.records import Usage
-from engine.romheader import gb_header_checksum as header_checksum
-from engine.script import parse_script
-from engine.trial import TagRefused
+from engine.policies.policy import PolicyExhausted, PolicyReply, ProviderFailure
 from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary
@@ -367,7 +367,7 @@ def test_milestones_need_two_qualifying_frames_and_never_award_what_held_at_the_
     assert (r.outcome, r.termination_reason, r.last_decision) == ("game-failure", "policy-exhausted", 11)
     assert r.pre_satisfied == ["M1"]
     assert r.milestones_reached == ["M2", "T1"] and "M1" not in [m.id for m in r.milestones]
-    # M1 held at the start: never awarded, no points, but it blocks nothing (engine.ladder): the deepest is M2
+    # M1 held at the start: never awarded, no points, but it blocks nothing (engine.games.ladder): the deepest is M2
     assert (r.progress_points, r.total_points, r.deepest_milestone, r.skipped_required) == (2, 21, "M2", [])
     inputs = read_jsonl(trial / "inputs.jsonl")
     awards = {m.id: m for m in r.milestones}

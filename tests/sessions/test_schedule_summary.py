@@ -23,8 +23,8 @@ def test_blinding_is_a_bijection_and_seedable():
 
 
 def result(key, outcome, points=0, cost=0.0, position=0):
-    from engine.records import Chain, TrialResult
-    from engine.tally import TraceTally
+    from engine.loop.records import Chain, TrialResult
+    from engine.loop.tally import TraceTally
 
     tally = TraceTally(decisions=5, accepted_actions=10, cost_usd=cost)
     return TrialResult.model_construct(

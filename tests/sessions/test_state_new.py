@@ -12,8 +12,8 @@ import yaml
 
 from app.cli import main
 from app.console.state_console import StateConsole
-from engine.backends import BACKENDS
-from engine.emulator import Timing
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.statemaker import StateMakerError, play_prefix, setup
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.events import DecisionRecorded
+from engine.loop.events import DecisionRecorded
 from sessions.audit.replay import Divergence, replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout

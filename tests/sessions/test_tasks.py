@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from app.cli import main
-from engine.backends import BACKENDS
-from engine.emulator import Timing, frame_sha256
-from engine.script import parse_script
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing, frame_sha256
+from engine.loop.script import parse_script
 from sessions.preflight.assets import ASSETS
 from sessions.tasks.tasks import GOAL_ID, TASKS_DIR, TaskError, catalog, derived_game, load_task
 
@@ -85,7 +85,7 @@ def _task(tmp: Path, **changes) -> Path:
     ({"reference_script": "nosuch.txt"}, "reference_script: no such file"),
     ({"experiment": "nosuch.yaml"}, "experiment: no such file"),
     ({"episodes": {"budget": 3}}, "needs failure"),
-    # seed 004's battle rules (engine.battle), checked against the cartridge's battle adapter
+    # seed 004's battle rules (engine.battle.battle), checked against the cartridge's battle adapter
     ({"battle": {"party_limit": 0}}, "party_limit"),
     ({"battle": {"party_limit": 2}}, "battle: party_limit 2 is more than the game's 1 party slot"),
     ({"battle": {"party_limit": 1, "pool": {"species": ["MEWTWO"]}}}, "battle: pool.species: MEWTWO not in the game"),
@@ -303,7 +303,7 @@ def test_model_policy_through_the_demo_server_and_the_token_ceiling(tmp_path, mo
 
 def test_request_reset_ends_the_episode_and_the_evidence_still_verifies_and_replays(tmp_path):
     """Trial.request_reset(), asked for during decision 3's commit, ends episode 1 with decision 4."""
-    from engine.events import DecisionRecorded
+    from engine.loop.events import DecisionRecorded
     from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import create_folder, prepare
     from sessions.tasks.task_batch import TASK_FILES

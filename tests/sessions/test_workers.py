@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from app.cli import main
-from engine.events import DecisionRecorded, TrialEnded, TrialStarted
+from engine.loop.events import DecisionRecorded, TrialEnded, TrialStarted
 from sessions.audit.verify import verify_experiment
 from sessions.evidence import layout
 from sessions.evidence.digest import trial_digest

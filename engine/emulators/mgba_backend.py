@@ -1,7 +1,7 @@
 """mGBA (Game Boy Advance, Game Boy, Game Boy Color) implementation of the emulator interface.
 
 Package `mgba` 0.10.2 (its cp311 wheel, over Debian's libmgba0.10). What this module guarantees,
-like engine.pyboy_backend:
+like engine.emulators.pyboy_backend:
 
 * the ROM is loaded from the bytes the harness hashed (an in-memory file): nothing re-reads the
   ROM file, and no battery save (.sav) is looked for, read or written beside it (mGBA only loads
@@ -26,7 +26,7 @@ from importlib.metadata import version as _dist_version
 
 import numpy as np
 
-from engine.emulator import EmulatorError, ProbeFn, StepResult, Timing, frame_sha256
+from engine.emulators.emulator import EmulatorError, ProbeFn, StepResult, Timing, frame_sha256
 
 FRAME_SIZES = {"gb": (160, 144), "gbc": (160, 144), "gba": (240, 160)}
 

@@ -3,7 +3,7 @@
 Scripted, random, replay, human and model-provider policies all implement `Policy`.
 An Observation carries only what the information contract allows the agent: the screen,
 its own memory and its recent actions. No probe value enters one, but on the structured track
-the game definition's allowlist of them (engine.tracks), never a field a milestone rung reads.
+the game definition's allowlist of them (engine.games.tracks), never a field a milestone rung reads.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.records import ReplyOversize, Usage
+from engine.loop.records import ReplyOversize, Usage
 
 
 class ProviderFailure(RuntimeError):
@@ -49,10 +49,10 @@ class Observation:
     allowed_actions: tuple[str, ...]
     retry_feedback: str | None = None  # why the previous attempt was rejected
     refused_writes: tuple[str, ...] = ()  # memory writes of the previous decision the store refused, and why
-    # The structured information track (engine.tracks): the game definition's allowlisted fields and
+    # The structured information track (engine.games.tracks): the game definition's allowlisted fields and
     # the decoded dialogue text; None on the visual track (the screen only).
     structured: dict | None = None
-    # The battle ruleset's snapshot (engine.battle, its `observe` tool): the battle screen's facts, read
+    # The battle ruleset's snapshot (engine.battle.battle, its `observe` tool): the battle screen's facts, read
     # from RAM by the game's battle adapter; None under any other ruleset.
     battle: dict | None = None
 
@@ -70,7 +70,7 @@ class PolicyReply:
     text: str  # the raw response, exactly as produced
     model_id: str | None = None
     response_id: str | None = None
-    usage: Usage | None = None  # None: no paid model call was made (see engine.records.Usage)
+    usage: Usage | None = None  # None: no paid model call was made (see engine.loop.records.Usage)
     latency_ms: float | None = None
     prompt_sha256: str | None = None
     prompt_core_sha256: str | None = None
@@ -80,14 +80,14 @@ class PolicyReply:
     # The reply passed the manifest's agent.max_reply_bytes: an invalid output, `text` empty and
     # nothing of the body kept but this record of its size and digest.
     oversize: ReplyOversize | None = None
-    # bounded context (engine.context): the request's turn in its segment, the segment, the notebook's
+    # bounded context (engine.loop.context): the request's turn in its segment, the segment, the notebook's
     # length and whether its last write was cut; None without agent.context
     context: dict | None = None
     # A tool server's `reset` call (ruleset battle): a decision that presses nothing and ends the episode
     # (Trial.request_reset); refused and charged as an invalid output where no episode can follow.
     reset: bool = False
     # A tool server's battle call (ruleset battle: apply_team, lead, action): {"tool", "arguments"}, judged by
-    # the loop's battle rules (engine.battle) into RAM writes and presses, or refused and charged.
+    # the loop's battle rules (engine.battle.battle) into RAM writes and presses, or refused and charged.
     battle: dict | None = None
     extra: dict = field(default_factory=dict)
 

@@ -15,10 +15,10 @@ RULESETS: dict[str, tuple[str, ...]] = {
     # the screen as an image and the controller: no game state, no helpers
     "human": ("get_screen", "press_keys"),
     # plus the observation the loop builds for any agent (its recent actions, objective, and on the
-    # structured information track the game definition's allowlisted fields: engine.tracks)
+    # structured information track the game definition's allowlisted fields: engine.games.tracks)
     "standard": ("get_screen", "press_keys", "get_observation"),
     # seed 004's battle tasks: the screen, `observe` (the battle screen's facts, from the game's battle
-    # adapter: engine.battle), `apply_team`, `lead`, `action` (FIGHT/SWITCH/SEND, pressed for the agent) and
+    # adapter: engine.battle.battle), `apply_team`, `lead`, `action` (FIGHT/SWITCH/SEND, pressed for the agent) and
     # `reset`, which ends the episode and starts the next from the task's start state (an episodic
     # manifest on a game with a battle adapter only: sessions.preflight.tool_conditions)
     "battle": ("get_screen", "observe", "apply_team", "lead", "action", "reset"),

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.actions import Action
+from engine.loop.actions import Action
 
 Screen = Literal["overworld", "dialogue", "menu", "battle", "transition", "unknown"]
 FactKind = Literal["objective", "location", "event", "inventory", "warning"]
@@ -48,7 +48,7 @@ class AgentResponse(_Strict):
     memory_read: Annotated[list[Annotated[str, Field(max_length=40)]], Field(max_length=32)]
     memory_write: Annotated[list[MemoryWrite], Field(max_length=8)]
     actions: Annotated[list[Action], Field(min_length=1)]
-    # Bounded context only (engine.context): the notebook's new text, cut to the limit by the harness.
+    # Bounded context only (engine.loop.context): the notebook's new text, cut to the limit by the harness.
     # Absent from the schema sent unless the manifest sets agent.context.
     notebook: Annotated[str, Field(max_length=100_000)] | None = None
 

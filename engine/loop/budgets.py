@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.records import Usage
+from engine.loop.records import Usage
 
 
 @dataclass(frozen=True)

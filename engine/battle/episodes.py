@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from engine.gamedef import Condition, Sample
-from engine.records import EpisodeRecord, build
+from engine.games.gamedef import Condition, Sample
+from engine.loop.records import EpisodeRecord, build
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Step:
     episode: int
     episode_end: str | None
     memory_writes: tuple[str | None, ...]
-    team: list[dict] | None = None  # the team a battle call made the party (engine.battle)
+    team: list[dict] | None = None  # the team a battle call made the party (engine.battle.battle)
 
 
 def episode_records(steps: Iterable[Step], termination_reason: str | None, success: bool) -> list[EpisodeRecord]:

@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.gamedef import GameDefinition, GoalDef, Sample
-from engine.records import GoalResult, build
+from engine.games.gamedef import GameDefinition, GoalDef, Sample
+from engine.loop.records import GoalResult, build
 
 GOAL_MET = "goal-met"  # the termination reason: a success
 

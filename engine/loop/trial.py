@@ -7,7 +7,7 @@ Each decision runs four named stages:
   close the decision the trace record, committed by the recorder (the first sink).
 Between decisions the loop obeys the run control (pause, step, end) and the budgets.
 
-The loop owns no files and no screen. It emits typed records (engine.records) through its
+The loop owns no files and no screen. It emits typed records (engine.loop.records) through its
 sinks; the first is the trial's recorder, whose failure (SinkFailure) ends the trial as an
 invalid run. The result counts only what the recorder committed.
 """
@@ -25,14 +25,19 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from engine.battle import BattleJudge, BattleRefused, BattleSettings, Plan
-from engine.budgets import BudgetLimits, Budgets
-from engine.contract import AgentResponse, ContractError, Observed, parse_response
+from engine.battle.battle import BattleJudge, BattleRefused, BattleSettings, Plan
+from engine.battle.episodes import EpisodeRules, Step, episode_records
 from engine.control import RunControl, TagForAnotherTrial
-from engine.controls import start_differences
-from engine.emulator import Emulator, EmulatorError, Timing, frame_sha256
-from engine.episodes import EpisodeRules, Step, episode_records
-from engine.events import (
+from engine.emulators.emulator import Emulator, EmulatorError, Timing, frame_sha256
+from engine.games.controls import start_differences
+from engine.games.gamedef import GameDefinition, Sample
+from engine.games.goals import GOAL_MET, GoalCheck
+from engine.games.ladder import Ladder, deepest, skipped_required
+from engine.games.probe import Probe
+from engine.games.tracks import Track, structured_view
+from engine.loop.budgets import BudgetLimits, Budgets
+from engine.loop.contract import AgentResponse, ContractError, Observed, parse_response
+from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,
     DecisionRecorded,
@@ -46,14 +51,9 @@ from engine.events import (
     StateChanged,
     TrialStarted,
 )
-from engine.gamedef import GameDefinition, Sample
-from engine.goals import GOAL_MET, GoalCheck
-from engine.ladder import Ladder, deepest, skipped_required
-from engine.memory import STORE_CHANGING_OPS, MemoryPolicy, MemoryRules, MemoryStore
-from engine.outcomes import EndRequest, classify
-from engine.policy import Observation, Policy, PolicyExhausted, PolicyReply, ProviderFailure
-from engine.probe import Probe
-from engine.records import (
+from engine.loop.memory import STORE_CHANGING_OPS, MemoryPolicy, MemoryRules, MemoryStore
+from engine.loop.outcomes import EndRequest, classify
+from engine.loop.records import (
     Annotation,
     Attempt,
     InputLine,
@@ -65,9 +65,9 @@ from engine.records import (
     Usage,
     build,
 )
-from engine.routes import RouteTracker
-from engine.tally import TraceTally
-from engine.tracks import Track, structured_view
+from engine.loop.routes import RouteTracker
+from engine.loop.tally import TraceTally
+from engine.policies.policy import Observation, Policy, PolicyExhausted, PolicyReply, ProviderFailure
 
 GB_FPS = 4194304 / 70224  # frames per second of DMG/CGB hardware, for pacing
 FACT_ID = re.compile(r"fact-\d{4,}")
@@ -107,10 +107,10 @@ class TrialConfig:
     attempt: int = 1
     fps: float = GB_FPS
     memory_rules: MemoryRules = MemoryRules()  # the manifest's agent.memory
-    information_track: Track = "visual"  # the manifest's agent.information_track (engine.tracks)
-    goal: str | None = None  # the manifest's game.goal (engine.goals): met ends the trial, not the final rung
-    episodes: EpisodeRules | None = None  # the manifest's episodes (engine.episodes): None, one episode
-    battle: BattleSettings | None = None  # the battle ruleset's rules (engine.battle): None, no battle tools
+    information_track: Track = "visual"  # the manifest's agent.information_track (engine.games.tracks)
+    goal: str | None = None  # the manifest's game.goal (engine.games.goals): met ends the trial, not the final rung
+    episodes: EpisodeRules | None = None  # the manifest's episodes (engine.battle.episodes): None, one episode
+    battle: BattleSettings | None = None  # the battle ruleset's rules (engine.battle.battle): None, no battle tools
 
     @property
     def trial_key(self) -> str:
@@ -147,8 +147,8 @@ class Decision:
     milestones_before: list[str] = field(default_factory=list)
     inputs: list[InputLine] = field(default_factory=list)
     end: EndRequest | None = None
-    episode_end: str | None = None  # engine.episodes: failure, episode-actions or reset
-    battle: Plan | None = None  # an accepted battle tool call (engine.battle): its RAM writes, then presses
+    episode_end: str | None = None  # engine.battle.episodes: failure, episode-actions or reset
+    battle: Plan | None = None  # an accepted battle tool call (engine.battle.battle): its RAM writes, then presses
     # What only the loop counts, added to the trial's totals once the decision is committed.
     frames: int = 0  # emulated
     rejected_actions: int = 0
@@ -224,7 +224,7 @@ class Trial:
         # The first decision's prompt core (system prompt, schema, the canonical first screen): what
         # every model condition must have been sent alike; None for a policy that sends no prompt.
         self._first_prompt_core: str | None = None
-        # Episodes (engine.episodes): the one in play, the accepted actions when it began, a reset asked
+        # Episodes (engine.battle.episodes): the one in play, the accepted actions when it began, a reset asked
         # for, each committed decision's episode facts, and the note the next observation carries.
         self._episodes = config.episodes
         self._failure = config.episodes.failure_test() if config.episodes else None
@@ -233,7 +233,7 @@ class Trial:
         self._reset_requested = False
         self._steps: list[Step] = []
         self._episode_note: str | None = None
-        # The battle ruleset's judge (engine.battle): one episode's team, lead and active slot.
+        # The battle ruleset's judge (engine.battle.battle): one episode's team, lead and active slot.
         self._battle = BattleJudge(game.battle, config.battle) if config.battle and game.battle else None
 
     def request_reset(self) -> None:
@@ -539,7 +539,7 @@ class Trial:
                                              memory_write=[], actions=[], notebook=None), None
 
     def _battle_response(self, d: Decision, call: dict) -> tuple[AgentResponse | None, str | None]:
-        """A battle tool call (PolicyReply.battle): judged by the rules (engine.battle) into RAM writes and
+        """A battle tool call (PolicyReply.battle): judged by the rules (engine.battle.battle) into RAM writes and
         presses; refused, as an invalid output, with the rule's reason."""
         tool, arguments = call.get("tool"), call.get("arguments") or {}
         if self._battle is None:

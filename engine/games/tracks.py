@@ -1,7 +1,7 @@
 """Information tracks (seed 003): what an agent is shown besides the screen.
 
 `visual`: the screen only (an Observation's `structured` is None, the prompt is what it always was).
-`structured`: also the game definition's allowlisted probe fields (engine.gamedef.StructuredTrack;
+`structured`: also the game definition's allowlisted probe fields (engine.games.gamedef.StructuredTrack;
 the loader refuses a field any milestone rung reads) and the dialogue box's text, decoded through the
 game's character map from the tilemap (`kind: tilemap`: the cartridge, Red's wTileMap) or from the
 game's string buffer (`kind: string`: FireRed's gStringVar4). Nothing else of a probe sample is copied.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from engine.gamedef import Dialogue, GameDefinition, Sample, StringDialogue, StructuredTrack
+from engine.games.gamedef import Dialogue, GameDefinition, Sample, StringDialogue, StructuredTrack
 
 Track = Literal["visual", "structured"]
 TRACKS: tuple[Track, ...] = ("visual", "structured")

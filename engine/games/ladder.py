@@ -23,7 +23,7 @@ Rungs are `required` (the default) or optional (`required: false`). The rules (s
   - `deepest_milestone`: walk the rungs in order; a reached or pre-satisfied rung passes (and is
     the deepest so far); an optional rung not reached is stepped over; stop at the first required
     rung neither reached nor pre-satisfied.
-The functions below state these rules once, over ids; the loop (engine.trial), recover, verify and
+The functions below state these rules once, over ids; the loop (engine.loop.trial), recover, verify and
 replay all use them.
 """
 
@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from engine.gamedef import GameDefinition, Sample
-from engine.records import MilestoneAward as Award
-from engine.records import build
+from engine.games.gamedef import GameDefinition, Sample
+from engine.loop.records import MilestoneAward as Award
+from engine.loop.records import build
 
 FINAL = "final-milestone"  # success: every deciding rung satisfied
 FINAL_SKIPPED = "final-milestone-skipped-required"  # the final rung reached past a required one

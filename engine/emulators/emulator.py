@@ -61,7 +61,7 @@ class Emulator(Protocol):
 
     def read_range(self, address: int, length: int) -> Sequence[int]: ...
 
-    # RAM writes (the battle ruleset's apply_team: engine.battle), recorded in the trace and replayed;
+    # RAM writes (the battle ruleset's apply_team: engine.battle.battle), recorded in the trace and replayed;
     # EmulatorError where the backend cannot write.
     def write(self, address: int, data: bytes) -> None: ...
 

@@ -1,7 +1,7 @@
 """The emulator backends, by the name a manifest gives (`emulator.name`).
 
 Every path that boots a ROM (run, replay, make-state, the preflight probe, bench) opens its
-emulator here: `BACKENDS[name].open(rom_bytes, name, platform)` returns an engine.emulator.Emulator
+emulator here: `BACKENDS[name].open(rom_bytes, name, platform)` returns an engine.emulators.emulator.Emulator
 that also has `boot(frames)` and `save_state()`. A backend is imported only when it is used
 (mGBA is an optional extra), and it owns its frame size per platform.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
-from engine.emulator import EmulatorError
+from engine.emulators.emulator import EmulatorError
 
 FRAME_SIZES = {"gb": (160, 144), "gbc": (160, 144), "gba": (240, 160)}  # (width, height)
 
@@ -71,19 +71,19 @@ def _pyboy_version() -> str:
 
 
 def _open_pyboy(rom: bytes, name: str | None, platform: str):
-    from engine.pyboy_backend import PyBoyEmulator
+    from engine.emulators.pyboy_backend import PyBoyEmulator
 
     return PyBoyEmulator(rom, name=name)
 
 
 def _mgba_version() -> str:
-    from engine.mgba_backend import mgba_version
+    from engine.emulators.mgba_backend import mgba_version
 
     return mgba_version()
 
 
 def _open_mgba(rom: bytes, name: str | None, platform: str):
-    from engine.mgba_backend import MGBAEmulator
+    from engine.emulators.mgba_backend import MGBAEmulator
 
     return MGBAEmulator(rom, name=name, platform=platform)
 

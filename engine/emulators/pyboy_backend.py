@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.emulator import EmulatorError, ProbeFn, StepResult, Timing, frame_sha256
+from engine.emulators.emulator import EmulatorError, ProbeFn, StepResult, Timing, frame_sha256
 
 BUTTONS = {"UP": "up", "DOWN": "down", "LEFT": "left", "RIGHT": "right",
            "A": "a", "B": "b", "START": "start", "SELECT": "select"}

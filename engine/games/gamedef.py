@@ -20,12 +20,12 @@ What a probe can read (format v2; the agreed spec is repeated here in brief):
              name -> {highest: RECORDS, index: OFFSET}    the highest u8 at OFFSET in the records in use
                                                           (the party's highest level; 0 with none)
 
-A milestone is `required` (the default) or optional (`required: false`); see engine.ladder for
+A milestone is `required` (the default) or optional (`required: false`); see engine.games.ladder for
 what that changes.
 
 controls:    starter | text_speed | battle_style -> {field, [mask], values: {NAME: N}}: where the
              start state holds a control the manifest fixes (seed 000), so the preflight can check it
-             (engine.controls). The value is (field & mask) >> (the mask's lowest set bit).
+             (engine.games.controls). The value is (field & mask) >> (the mask's lowest set bit).
 start_fields: fields that must read the same after every trial's restore as in the preflight's probe
              (default: the position, progress and control fields).
 """
@@ -37,7 +37,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from engine.battle import BattleAdapter
+from engine.battle.battle import BattleAdapter
 
 Sample = dict[str, "int | list[int]"]
 
@@ -260,7 +260,7 @@ class MilestoneDef(_Strict):
     id: Name
     name: Annotated[str, Field(max_length=200)]
     points: Annotated[int, Field(ge=0, le=1_000_000)]
-    required: bool = True  # false: an optional rung (success does not need it; see engine.ladder)
+    required: bool = True  # false: an optional rung (success does not need it; see engine.games.ladder)
     all: Annotated[list[Condition], Field(min_length=1, max_length=64)]
 
     def holds(self, sample: Sample) -> bool:
@@ -274,7 +274,7 @@ class MilestoneDef(_Strict):
 
 
 class GoalDef(_Strict):
-    """A goal a run may choose instead of the ladder's final rung (engine.goals: the rules)."""
+    """A goal a run may choose instead of the ladder's final rung (engine.games.goals: the rules)."""
 
     name: Annotated[str, Field(min_length=1, max_length=200)]
     counts: Annotated[list[Name], Field(min_length=1, max_length=16)]  # numeric: their sum must rise
@@ -520,11 +520,11 @@ class GameDefinition(_Strict):
     # The ROM those presses were solved on: another ROM played with this definition (a patched dump, a
     # variant) gets no yardstick (null), never a wrong one. Absent: any ROM.
     optimal_presses_for: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
-    # The information tracks beyond the screen (engine.tracks): what a structured-track agent may see.
+    # The information tracks beyond the screen (engine.games.tracks): what a structured-track agent may see.
     tracks: Tracks = Tracks()
-    # Goals a run may choose (`game.goal`; engine.goals), e.g. catch: any Pokémon caught.
+    # Goals a run may choose (`game.goal`; engine.games.goals), e.g. catch: any Pokémon caught.
     goals: Annotated[dict[Name, GoalDef], Field(max_length=16)] = {}
-    # Seed 004's battle adapter (engine.battle): the party in RAM, the species table, the battle screen's
+    # Seed 004's battle adapter (engine.battle.battle): the party in RAM, the species table, the battle screen's
     # facts and each battle action as presses. Absent: the battle ruleset cannot serve this game.
     battle: BattleAdapter | None = None
 

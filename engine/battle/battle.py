@@ -9,7 +9,7 @@ the team the task starts with.
 `BattleJudge` keeps one episode's battle state (team applied, lead, the active slot) and turns each tool
 call into a Plan: RAM writes (apply_team, lead) and presses (action), or a BattleRefused with the reason,
 which the loop charges as an invalid output. Writes happen when the decision is pressed
-(engine.trial) and are recorded in its trace line, so replay re-applies them at the same point.
+(engine.loop.trial) and are recorded in its trace line, so replay re-applies them at the same point.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.records import Telemetry, TraceLine, build
+from engine.loop.records import Telemetry, TraceLine, build
 
 LOOP_ONLY = ("rejected_actions", "ignored_inputs", "repeated_position_loops", "repeated_navigation_actions",
              "wall_time_seconds", "held_seconds", "frames", "policy_seconds", "active_seconds")

@@ -183,7 +183,7 @@ class TraceLine(Record):
     accepted_actions: int
     invalid_output: bool
     reasoning_summary: str | None  # the valid response's own summary (the full text is in responses.jsonl)
-    # Bounded context (engine.context, docs/context.md): the last call's turn in its segment, the
+    # Bounded context (engine.loop.context, docs/context.md): the last call's turn in its segment, the
     # segment, the notebook's length and whether its last write was cut. Set only with agent.context.
     context: dict | None = None
     observed: dict[str, Any] | None
@@ -194,11 +194,11 @@ class TraceLine(Record):
     result_frame_sha256: Sha256  # pixels after the decision's last action
     result_frame_index: int
     termination_reason: str | None
-    # Episodic trials only (seed 004; engine.episodes), absent otherwise: the episode this decision is
+    # Episodic trials only (seed 004; engine.battle.episodes), absent otherwise: the episode this decision is
     # in (from 1), and why the episode ended with it (the next decision sees the restored start state).
     episode: int | None = None
     episode_end: Literal["failure", "episode-actions", "reset"] | None = None
-    # The battle ruleset only (engine.battle), absent otherwise: the accepted battle call (apply_team, lead,
+    # The battle ruleset only (engine.battle.battle), absent otherwise: the accepted battle call (apply_team, lead,
     # action): its tool and arguments, the RAM writes it made before its presses ({address, bytes}), the team
     # it made the party and the lead slot; replay re-applies the writes here.
     battle: dict[str, Any] | None = None
@@ -268,7 +268,7 @@ class MilestoneAward(Record):
 
 
 class GoalResult(Record):
-    """The run's goal (engine.goals) for one trial: met or not, with its evidence."""
+    """The run's goal (engine.games.goals) for one trial: met or not, with its evidence."""
 
     id: str
     name: str
@@ -365,8 +365,8 @@ class TrialResult(Record):
     milestones: list[MilestoneAward]
     milestones_reached: list[str]
     pre_satisfied: list[str]  # rungs true at the start: never awarded, 0 points, block nothing
-    skipped_required: list[str] = []  # required rungs passed over on the way (engine.ladder)
-    deepest_milestone: str | None  # the deepest rung reached in ladder order (engine.ladder)
+    skipped_required: list[str] = []  # required rungs passed over on the way (engine.games.ladder)
+    deepest_milestone: str | None  # the deepest rung reached in ladder order (engine.games.ladder)
     progress_points: int
     total_points: int
     telemetry: Telemetry | None  # None only when recovered without a loop's counters

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.records import (
+from engine.loop.records import (
     Annotation,
     InputLine,
     MemoryOp,
@@ -48,7 +48,7 @@ class TrialStarted:
 
 @dataclass(frozen=True)
 class EpisodeStarted:
-    """An episodic trial (engine.episodes) restored its start state as a new episode."""
+    """An episodic trial (engine.battle.episodes) restored its start state as a new episode."""
 
     trial_key: str
     episode: int  # from 1; the trial's first episode starts with TrialStarted

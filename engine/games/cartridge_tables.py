@@ -56,7 +56,7 @@ RUNTIME_LONGEST = {"\x01": 8, "\x02": 8, "\x03": 8, "\x04": 5, "\x05": 10, "\x06
 PAGE_LINES, PAGE_COLUMNS = 4, 18
 NAME_CHARS = re.compile(r"^[A-Z0-9 .'!?-]+$")
 
-WORLD_YAML = Path(__file__).resolve().parent.parent / "assets" / "cartridge" / "art" / "world.yaml"
+WORLD_YAML = Path(__file__).resolve().parents[2] / "assets" / "cartridge" / "art" / "world.yaml"
 
 
 class TableError(ValueError):
@@ -303,7 +303,7 @@ def rom_block(rom: bytes) -> bytes:
 
 def with_block(rom: bytes, block: bytes) -> bytes:
     """A copy of `rom` with the tables replaced and both header checksums fixed."""
-    from engine.romheader import gb_header_checksum
+    from engine.emulators.romheader import gb_header_checksum
 
     if len(block) != TABLE_SIZE:
         raise TableError("table block has the wrong size")

@@ -1,7 +1,7 @@
 """The frozen game controls (seed 000: starter, text speed, battle style) against the start state.
 
 The manifest fixes each control by name (game.starter, game.text_speed, game.battle_style); a game
-definition may say where the start state holds it (engine.gamedef ControlDef). Each control ends
+definition may say where the start state holds it (engine.games.gamedef ControlDef). Each control ends
 in one status, recorded in every trial's provenance:
 
   checked    the definition maps it and the probed start state holds the manifest's value;
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.gamedef import CONTROL_NAMES, GameDefinition, Sample
+from engine.games.gamedef import CONTROL_NAMES, GameDefinition, Sample
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ class RouteTracker:
     segments: Counter = field(default_factory=Counter)
     repeated_actions: int = 0  # accepted actions that completed an already-seen segment
     loops_detected: int = 0
-    backtracking: Sequence = ()  # engine.gamedef.RequiredBacktrack entries
+    backtracking: Sequence = ()  # engine.games.gamedef.RequiredBacktrack entries
     excused_actions: int = 0  # repeated segments that were required backtracking (not counted)
 
     @classmethod

@@ -41,8 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from engine.contract import MemoryWrite
-from engine.records import Fact, MemoryOp, build
+from engine.loop.contract import MemoryWrite
+from engine.loop.records import Fact, MemoryOp, build
 
 MemoryPolicy = Literal["recent-window", "persistent"]
 

@@ -27,8 +27,8 @@ class Ending:
 # reason -> what it makes the trial
 ENDINGS: dict[str, Ending] = {
     "final-milestone": Ending(SUCCESS, None, True),  # every required rung reached or pre-satisfied
-    "goal-met": Ending(SUCCESS, None, True),  # the run's goal (engine.goals) held on two frames
-    # the final rung reached with an earlier required rung skipped (engine.ladder): not a success
+    "goal-met": Ending(SUCCESS, None, True),  # the run's goal (engine.games.goals) held on two frames
+    # the final rung reached with an earlier required rung skipped (engine.games.ladder): not a success
     "final-milestone-skipped-required": Ending(GAME_FAILURE, None, True),
     "budget:accepted_actions": Ending(GAME_FAILURE, None, True),
     "budget:model_decisions": Ending(GAME_FAILURE, None, True),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from engine.gamedef import (
+from engine.games.gamedef import (
     ADDRESS_SPACE,
     POINTER_WIDTH,
     SIGNED,
