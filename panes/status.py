@@ -4,7 +4,7 @@ pacing. Only the blinded label is shown: never a condition id or a model name.
 And the run's summary once it is over: the table the headless printer ends with (one row a
 trial: outcome, deepest rung, points, actions, decisions, cost, end reason) and its "runs:"
 line, fitted to the width there is. In the live console it takes rows of its own above the
-trace where the layout has them (panes.trial_layout), else it opens on a screen of its own
+trace where the layout has them (panes.trial.trial_layout), else it opens on a screen of its own
 (SummaryScreen) that escape closes and `r` reopens."""
 
 from __future__ import annotations

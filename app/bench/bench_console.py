@@ -114,7 +114,7 @@ def _frames(count: int = 64) -> list[np.ndarray]:
 async def _frame_rate(seconds: float = 3.0) -> dict:
     from app.console.console import OakwatchConsole
     from app.console.console_state import ConsoleSink
-    from panes.frame import FrameView
+    from panes.trial.frame import FrameView
 
     sink = ConsoleSink("bench")
     frames = _frames()

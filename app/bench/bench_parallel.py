@@ -189,7 +189,7 @@ async def _measure(app, pilot, probe, run_done: threading.Event, seconds: float,
                    out: dict) -> None:
     from app.bench.bench_console import _frames
     from engine.loop.events import FrameCaptured
-    from panes.frame import FramePane, FrameView
+    from panes.trial.frame import FramePane, FrameView
 
     # (1) frames from the run's evidence, as the operator sees them
     screen = await _drill(app, pilot, run_done)

@@ -7,12 +7,12 @@ on the UI. Operator commands go to the run's one RunControl, which the loop obey
 decision boundaries (a pause pressed between trials holds the next one).
 
 On a real terminal that speaks an image protocol (Kitty graphics, Sixel) the frame is sent as
-an image (panes.image_frame, asked before the app starts); elsewhere, in tests and with
+an image (panes.trial.image_frame, asked before the app starts); elsewhere, in tests and with
 OAKWATCH_FRAME=halfblock it is drawn with half blocks. `f` zooms the frame, `m` maximises the
 focused pane, `?` shows every key and glyph, enter on a trace line or memory fact shows it whole,
 and when the run is over a summary table appears above the trace (on a screen of its own where
 the terminal is too short for it, `r` shows it again). The panes are laid out by the space they
-have (panes.trial_layout); the footer fits its keys to the width (panes.key_footer).
+have (panes.trial.trial_layout); the footer fits its keys to the width (panes.key_footer).
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ from app.console.console_state import ConsoleSink
 from engine.control import SPEEDS, RunControl
 from engine.loop.trial import utc_now
 from engine.policies.human import HumanPolicy, key_queue, offer
-from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
-from panes.frame import FramePane
 from panes.help import HelpScreen, TextScreen
 from panes.key_footer import KeyFooter
-from panes.ladder import LadderPane
-from panes.memory import MemoryPane
 from panes.status import StatusBar, SummaryPane, SummaryScreen, speed_label
-from panes.trace import TracePane, detail_text
-from panes.trial_layout import TrialPanes
+from panes.trial.budgets import BudgetsPane
+from panes.trial.frame import FramePane
+from panes.trial.ladder import LadderPane
+from panes.trial.memory import MemoryPane
+from panes.trial.trace import TracePane, detail_text
+from panes.trial.trial_layout import TrialPanes
 from themes import DEFAULT_THEME, TCSS, THEMES, load_config, save_config
 
 RUBRIC = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "memory-error-rubric.yaml"
@@ -70,7 +70,7 @@ def short_path(path, width: int) -> str:
 
 def trial_panes(sink, frame_protocol, *, summary: bool = False) -> ComposeResult:
     """The live panes of one trial, fed by a ConsoleSink (the live console, and attach's drill-in),
-    laid out by the space they have (panes.trial_layout). Yielded inside a compose(); the panes
+    laid out by the space they have (panes.trial.trial_layout). Yielded inside a compose(); the panes
     pull from the sink on the owner's one tick."""
     yield TrialPanes(sink, frame_protocol, summary=summary, id="trial")
 
@@ -128,7 +128,7 @@ class OakwatchConsole(App[int]):
                  policy_factories: dict | None = None, positions: list[int] | None = None,
                  frame_protocol: str | None = None):
         super().__init__()
-        self.frame_protocol = frame_protocol  # "tgp", "sixel" or None (half blocks): see panes.image_frame
+        self.frame_protocol = frame_protocol  # "tgp", "sixel" or None (half blocks): see panes.trial.image_frame
         experiment_id = prepared.manifest.experiment_id if prepared is not None else ""
         self.prepared = prepared
         self.folder = folder
@@ -547,7 +547,7 @@ def run_console(prepared, folder, speed: float | None = 1.0, positions: list[int
     """Open the console on a prepared experiment; returns the exit status (as headless does).
     SIGINT, SIGTERM and SIGHUP end the run cleanly, like q; a second one exits at once."""
     from app.commands.signals import SignalStop
-    from panes.image_frame import frame_protocol
+    from panes.trial.image_frame import frame_protocol
 
     # Asked now: textual-image queries the terminal, which it cannot once Textual reads stdin.
     app = OakwatchConsole(prepared, folder, speed=speed, positions=positions, frame_protocol=frame_protocol())

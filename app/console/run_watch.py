@@ -74,7 +74,7 @@ class RunWatchApp(AttachApp):
 def run_watched(runner) -> int:
     """Run `runner` (an ExperimentRunner of many trials at once) under its console; the exit status."""
     from app.commands.signals import SignalStop
-    from panes.image_frame import frame_protocol
+    from panes.trial.image_frame import frame_protocol
     from sessions.analysis.summary import exit_status
     from sessions.execute.workers import make_pool
 

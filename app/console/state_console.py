@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 
 from engine.emulators.backends import backend
 from engine.emulators.emulator import Timing, frame_sha256
-from panes.frame import FramePane
+from panes.trial.frame import FramePane
 from sessions.preflight.statemaker import Setup
 
 

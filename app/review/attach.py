@@ -29,16 +29,16 @@ from app.console.console import rubric_types, short_path, trial_panes
 from app.console.console_state import MODEL_REDACTED
 from app.review.attach_data import AttachFolder, TrialFollower
 from engine.loop.trial import utc_now
-from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
-from panes.frame import FramePane
 from panes.help import TextScreen
 from panes.key_footer import KeyFooter
-from panes.ladder import LadderPane
-from panes.memory import MemoryPane
 from panes.overview import OverviewPane
 from panes.status import StatusBar, SummaryPane
-from panes.trace import TracePane, detail_text
+from panes.trial.budgets import BudgetsPane
+from panes.trial.frame import FramePane
+from panes.trial.ladder import LadderPane
+from panes.trial.memory import MemoryPane
+from panes.trial.trace import TracePane, detail_text
 from sessions.execute.control_socket import ControlClient
 from themes import DEFAULT_THEME, TCSS, THEMES, load_config
 
@@ -347,7 +347,7 @@ class AttachApp(App[int]):
 def run_attach(root: Path, read_only: bool = False) -> int:
     import os
 
-    from panes.image_frame import frame_protocol
+    from panes.trial.image_frame import frame_protocol
 
     web = bool(os.environ.get("TEXTUAL_DRIVER"))  # in a browser (textual-serve): half blocks
     app = AttachApp(root, frame_protocol=None if web else frame_protocol(), read_only=read_only)

@@ -464,7 +464,7 @@ class TrialFollower:
             row.decisions = r.last_decision
         else:
             snap = self.sink.ladder()
-            from panes.ladder import deepest
+            from panes.trial.ladder import deepest
 
             row.deepest = deepest(snap)
         return row

@@ -35,12 +35,12 @@ from app.review.review_data import (
     spans_text,
 )
 from engine.loop.trial import utc_now
-from panes.annotate import AnnotateDialog, ReviewedDialog
-from panes.frame import FrameView
-from panes.ladder import LadderPane
-from panes.response import ResponsePane
-from panes.review_memory import ReviewMemoryPane
-from panes.scrubber import Scrubber
+from panes.review.annotate import AnnotateDialog, ReviewedDialog
+from panes.review.response import ResponsePane
+from panes.review.review_memory import ReviewMemoryPane
+from panes.review.scrubber import Scrubber
+from panes.trial.frame import FrameView
+from panes.trial.ladder import LadderPane
 from sessions.evidence import layout
 from themes import DEFAULT_THEME, THEMES, load_config
 

@@ -202,11 +202,11 @@ async def settled(pilot, timeout: float = 20.0) -> None:
     memory and trace filled, the footer's keys laid out (then one more screen update)."""
     import time
 
-    from panes.frame import FrameView
     from panes.key_footer import KeyFooter
-    from panes.memory import MemoryPane
-    from panes.trace import TracePane
-    from panes.trial_layout import TrialPanes
+    from panes.trial.frame import FrameView
+    from panes.trial.memory import MemoryPane
+    from panes.trial.trace import TracePane
+    from panes.trial.trial_layout import TrialPanes
 
     app = pilot.app
 

@@ -13,9 +13,9 @@ import pytest
 
 from app.review.attach import AttachApp, TrialScreen
 from app.review.attach_data import AttachFolder
-from panes.frame import FramePane, FrameView
-from panes.ladder import LadderPane
 from panes.overview import OverviewPane, sparkline
+from panes.trial.frame import FramePane, FrameView
+from panes.trial.ladder import LadderPane
 from sessions.evidence import layout
 from sessions.execute.control_socket import ControlServer
 from tests.conftest import run_experiment, write_manifest

@@ -6,7 +6,7 @@ import json
 
 from app.console.console import OakwatchConsole
 from panes.dialogs import EndTrialDialog, TagDialog
-from panes.trace import TracePane
+from panes.trial.trace import TracePane
 from sessions.analysis.summary import exit_status
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary

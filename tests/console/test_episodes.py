@@ -4,7 +4,7 @@ the restored start frame."""
 from __future__ import annotations
 
 from app.console.console_state import ConsoleSink
-from panes.trace import format_item
+from panes.trial.trace import format_item
 from sessions.tasks.task_batch import TASK_FILES
 from sessions.tasks.tasks import TASKS_DIR, PolicyChoice, load_task, write_task_inputs
 from tests.conftest import run_experiment

@@ -12,15 +12,15 @@ from textual.containers import ScrollableContainer
 
 from app.console.console import OakwatchConsole
 from app.console.console_state import ConsoleSink, LadderSnapshot, MemorySnapshot
-from panes.budgets import BudgetsPane
 from panes.dialogs import EndTrialDialog, TagDialog
-from panes.frame import FramePane
 from panes.help import HelpPages, HelpScreen, help_sections
-from panes.ladder import LadderPane
-from panes.memory import MemoryPane
 from panes.status import SummaryPane, SummaryScreen
-from panes.trace import TracePane, decision_line
-from panes.trial_layout import plan_layout
+from panes.trial.budgets import BudgetsPane
+from panes.trial.frame import FramePane
+from panes.trial.ladder import LadderPane
+from panes.trial.memory import MemoryPane
+from panes.trial.trace import TracePane, decision_line
+from panes.trial.trial_layout import plan_layout
 from tests.console.fixed import MILESTONES, One, fact, feed, finish, observed, settled, trace
 
 SIZES = [(80, 24), (100, 30), (160, 50), (200, 60)]

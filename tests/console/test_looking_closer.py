@@ -12,12 +12,12 @@ import pytest
 from app.console.console import OakwatchConsole
 from app.console.console_state import ConsoleSink, MemorySnapshot
 from engine.loop.events import FrameCaptured
-from panes.frame import FramePane, FrameView, sample_indices
 from panes.help import KEYS, HelpScreen, TextScreen, help_text
-from panes.image_frame import IMAGE_FPS, ImageFrameView, frame_protocol, scaled_size
-from panes.memory import MemoryPane
 from panes.status import SummaryPane
-from panes.trace import MARKS, TracePane
+from panes.trial.frame import FramePane, FrameView, sample_indices
+from panes.trial.image_frame import IMAGE_FPS, ImageFrameView, frame_protocol, scaled_size
+from panes.trial.memory import MemoryPane
+from panes.trial.trace import MARKS, TracePane
 from tests.console.fixed import SECRET_MODEL, STORY, One, fact, feed, fixed_frame, result, telemetry
 
 

@@ -11,9 +11,9 @@ from app.console.console_state import MODEL_REDACTED, ConsoleSink
 from engine.figures import money
 from engine.loop.events import DecisionRecorded, StateChanged, TrialEnded
 from engine.loop.records import Attempt, ResponseLine
-from panes.budgets import BudgetsPane
 from panes.lines import trial_ended_line
-from panes.trace import MAX_LINES, REASONING, REASONING_MAX, TracePane, decision_line, format_item
+from panes.trial.budgets import BudgetsPane
+from panes.trial.trace import MAX_LINES, REASONING, REASONING_MAX, TracePane, decision_line, format_item
 from tests.console.fixed import (
     SECRET_MODEL,
     One,

@@ -15,11 +15,11 @@ from app.console.console import OakwatchConsole
 from app.review.attach import AttachApp
 from app.review.review import ReviewApp
 from engine.loop.script import parse_script
-from panes.budgets import BudgetsPane
 from panes.overview import OverviewPane
-from panes.response import ResponsePane
+from panes.review.response import ResponsePane
 from panes.status import SummaryPane
-from panes.trace import TracePane
+from panes.trial.budgets import BudgetsPane
+from panes.trial.trace import TracePane
 from sessions.evidence import layout
 from sessions.preflight.assets import ASSETS
 from tests.conftest import write_manifest

@@ -11,10 +11,10 @@ import numpy as np
 from app.console.console import OakwatchConsole
 from app.console.console_state import TRACE_BUFFER, ConsoleSink, MemorySnapshot
 from engine.loop.events import FrameCaptured
-from panes.budgets import BudgetsPane, level
-from panes.frame import FramePane, FrameView, fit_size
-from panes.memory import MemoryPane
-from panes.trace import MAX_LINES, TracePane
+from panes.trial.budgets import BudgetsPane, level
+from panes.trial.frame import FramePane, FrameView, fit_size
+from panes.trial.memory import MemoryPane
+from panes.trial.trace import MAX_LINES, TracePane
 from tests.console.fixed import One, budgets, decision, fact, feed, fixed_frame
 
 
@@ -169,7 +169,7 @@ def test_frame_capture_copy_is_not_mutated():
 
 async def test_ladder_marks_held_optional_and_skipped_rungs_by_the_engine_rules():
     from app.console.console_state import LadderSnapshot
-    from panes.ladder import LadderPane
+    from panes.trial.ladder import LadderPane
 
     rungs = (("M1", "start", 1), ("M2", "side quest", 1), ("M3", "needed", 2), ("M4", "later", 2), ("M5", "end", 3))
     award = {"id": "M4", "points": 2, "decision_id": 7, "frame_sha256": "c0ffee" * 10}

@@ -15,10 +15,10 @@ from app.review.review import ReviewApp, annotator_problem
 from app.review.review_data import MODEL_MASK, TrialData, list_trials, replay_memory
 from engine.loop.records import MemoryOp
 from engine.loop.script import parse_script
-from panes.annotate import AnnotateDialog, ReviewedDialog
-from panes.frame import FrameView
-from panes.response import ResponsePane
-from panes.review_memory import ReviewMemoryPane
+from panes.review.annotate import AnnotateDialog, ReviewedDialog
+from panes.review.response import ResponsePane
+from panes.review.review_memory import ReviewMemoryPane
+from panes.trial.frame import FrameView
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.framestore import pixel_sha256
 from sessions.execute.runner import ExperimentRunner

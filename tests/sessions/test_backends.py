@@ -126,7 +126,7 @@ def test_emulator_override_is_written_into_the_frozen_manifest(tmp_path, monkeyp
 async def test_the_frame_pane_renders_a_gba_frame():
     from textual.app import App, ComposeResult
 
-    from panes.frame import FrameView
+    from panes.trial.frame import FrameView
 
     class One(App):
         def compose(self) -> ComposeResult:

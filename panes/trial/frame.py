@@ -252,7 +252,7 @@ class FramePane(Vertical):
     """The frame, with its decision index and frame hash beneath it; pulls on a timer.
 
     With `protocol` ("tgp" for the Kitty graphics protocol, "sixel"), the frame is sent to the
-    terminal as an image at full resolution (panes.image_frame); otherwise it is drawn with half
+    terminal as an image at full resolution (panes.trial.image_frame); otherwise it is drawn with half
     blocks. Either way a frame is converted only when its version changes, at most `fps` times a
     second (at most IMAGE_FPS for an image protocol, where each frame is an encoded picture)."""
 
@@ -283,7 +283,7 @@ class FramePane(Vertical):
 
     def compose(self) -> ComposeResult:
         if self.protocol:
-            from panes.image_frame import IMAGE_FPS, ImageFrameView
+            from panes.trial.image_frame import IMAGE_FPS, ImageFrameView
 
             self._min_interval = 1 / IMAGE_FPS
             yield ImageFrameView(self.protocol, id="frame-view")

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.containers import Container
 
-from panes.budgets import BudgetsPane
-from panes.frame import FramePane
-from panes.ladder import LadderPane
-from panes.memory import MemoryPane
 from panes.status import SummaryPane
-from panes.trace import TracePane
+from panes.trial.budgets import BudgetsPane
+from panes.trial.frame import FramePane
+from panes.trial.ladder import LadderPane
+from panes.trial.memory import MemoryPane
+from panes.trial.trace import TracePane
 
 GAME_BOY_ASPECT = 160 / 144
 BUDGETS_ROWS = 7  # five meters and the border

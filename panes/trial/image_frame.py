@@ -1,5 +1,5 @@
 """The frame at full resolution over a terminal image protocol (Kitty graphics or Sixel), with
-the `textual-image` package; the half-block FrameView (panes.frame) is the fallback.
+the `textual-image` package; the half-block FrameView (panes.trial.frame) is the fallback.
 
 Whether the terminal speaks a protocol is asked once, before the console starts (textual-image
 queries the terminal on import, and once Textual reads stdin it cannot): `frame_protocol()`.
