@@ -5,7 +5,7 @@ attach DIR --read-only`, without `--read-only` when served with `--operator`. Bo
 default; watch a remote run through a tunnel (`ssh -L 8000:127.0.0.1:8000 head-node`, then open
 http://127.0.0.1:8000).
 
-The page works with no internet: our own template (app/serve_templates/) names no other host (no web
+The page works with no internet: our own template (app/servers/serve_templates/) names no other host (no web
 font: a local monospace font stack) and loads textual-serve's JS and CSS from this server; a Content
 Security Policy keeps the page to its own origin. Every URL on the page is relative, so a tunnel on any
 local port works. The websocket refuses a foreign Origin (another site open in the same browser must not
