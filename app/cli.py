@@ -365,7 +365,7 @@ def _run_watched(prepared, folder, positions: list[int] | None) -> int:
 def _run_headless(prepared, folder, positions: list[int] | None, pacing: float | None = None) -> int:
     from app.commands.signals import SignalStop
     from app.console.headless import HeadlessPrinter, print_line, summary_table
-    from engine.control import RunControl
+    from engine.loop.control import RunControl
     from sessions.analysis.summary import exit_status
     from sessions.execute.runner import ExperimentRunner
 

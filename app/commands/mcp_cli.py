@@ -6,7 +6,7 @@ writes the usual evidence folder (docs/mcp.md). The trial runs with the usual ru
 control socket for `oakwatch attach`) on the server's own event loop: a tool call and the decision it
 becomes pass no thread between them, which would cost two wake-ups (and their waits for the GIL) per
 call. The loop holds no blocking wait of the trial's: an operator's pause and the pacing wait in a
-worker thread (engine.control's checkpoint_async, pace_async), so the server answers meanwhile.
+worker thread (engine.loop.control's checkpoint_async, pace_async), so the server answers meanwhile.
 
 Exit status as `oakwatch run`: 0 the trial succeeded, 1 a valid game-failure, 2 an invalid trial
 (the agent disconnected, an operator abort) or bad input (one line, nothing written).
@@ -106,7 +106,7 @@ class ToolSession:
     """One trial served: the runner and the server on one event loop (see the module doc)."""
 
     def __init__(self, prepared, folder, position: int, *, transport: str):
-        from engine.control import RunControl
+        from engine.loop.control import RunControl
         from engine.policies.rulesets import tools_for
         from engine.policies.tools import ToolCallPolicy, ToolDesk
         from sessions.execute.mcp_server import build_server, sdk_version

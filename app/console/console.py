@@ -31,7 +31,7 @@ from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
 from app.console.console_state import ConsoleSink
-from engine.control import SPEEDS, RunControl
+from engine.loop.control import SPEEDS, RunControl
 from engine.loop.trial import utc_now
 from engine.policies.human import HumanPolicy, key_queue, offer
 from panes.dialogs import EndTrialDialog, TagDialog

@@ -27,7 +27,6 @@ import numpy as np
 
 from engine.battle.battle import BattleJudge, BattleRefused, BattleSettings, Plan
 from engine.battle.episodes import EpisodeRules, Step, episode_records
-from engine.control import RunControl, TagForAnotherTrial
 from engine.emulators.emulator import Emulator, EmulatorError, Timing, frame_sha256
 from engine.games.controls import start_differences
 from engine.games.gamedef import GameDefinition, Sample
@@ -37,6 +36,7 @@ from engine.games.probe import Probe
 from engine.games.tracks import Track, structured_view
 from engine.loop.budgets import BudgetLimits, Budgets
 from engine.loop.contract import AgentResponse, ContractError, Observed, parse_response
+from engine.loop.control import RunControl, TagForAnotherTrial
 from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,

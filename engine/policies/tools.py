@@ -23,7 +23,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
 from engine.battle.battle import BATTLE_TOOLS
-from engine.control import RunControl
+from engine.loop.control import RunControl
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.outcomes import EndRequest
 from engine.loop.records import Usage

@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from engine.control import TagForAnotherTrial
+from engine.loop.control import TagForAnotherTrial
 from engine.loop.records import Annotation
 from engine.loop.trial import FACT_ID, TagRefused, build_annotation, check_reference, utc_now
 from sessions.evidence import layout, roots

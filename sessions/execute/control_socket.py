@@ -19,7 +19,7 @@ last reply) is closed, however slowly it trickles bytes; at most MAX_CONNECTIONS
 more evicts the longest idle; the backlog is BACKLOG deep and every pending connection is accepted
 at once. Ops run on a few handler threads, so a slow reply (a worker's) never stalls the others.
 
-`runner_handler(control, current)` maps these onto an engine.control.RunControl for the trial the
+`runner_handler(control, current)` maps these onto an engine.loop.control.RunControl for the trial the
 run is playing (`current()` names it); `ControlClient(root)` is the other end.
 """
 
@@ -446,7 +446,7 @@ class ControlServer:
 
 
 def runner_handler(control, current: Callable[[], str | None] | None = None) -> Handler:
-    """Ops onto a RunControl (engine.control). `current()` is the key of the trial being played
+    """Ops onto a RunControl (engine.loop.control). `current()` is the key of the trial being played
     (None between trials); a command for any other trial is refused, so a key pressed on one trial
     never lands on the next."""
     from engine.loop.trial import utc_now

@@ -15,7 +15,7 @@ import os
 import threading
 from pathlib import Path
 
-from engine.control import RunControl
+from engine.loop.control import RunControl
 from engine.loop.events import Sink, StateChanged, TrialEnded
 from engine.loop.outcomes import INVALID_PROVIDER, is_valid
 from engine.loop.records import TrialGenesis, TrialResult

@@ -8,10 +8,10 @@ import hashlib
 from collections.abc import Callable
 
 from engine.battle.episodes import EpisodeRules
-from engine.control import RunControl
 from engine.emulators.backends import BACKENDS
 from engine.emulators.emulator import Timing
 from engine.loop.budgets import BudgetLimits
+from engine.loop.control import RunControl
 from engine.loop.trial import Trial, TrialConfig
 from engine.policies.policy import Policy
 from engine.policies.random_policy import RandomPolicy

@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection  # noqa: E402
 from pathlib import Path  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
-from engine.control import RunControl  # noqa: E402
+from engine.loop.control import RunControl  # noqa: E402
 from engine.loop.events import DecisionRecorded, MilestoneReached, StateChanged, TrialStarted  # noqa: E402
 from engine.loop.records import TrialGenesis, TrialResult  # noqa: E402
 from engine.loop.trial import TrialConfig  # noqa: E402

@@ -9,7 +9,7 @@ import threading
 import time
 from concurrent.futures import Future
 
-from engine.control import HOLD, RunControl
+from engine.loop.control import HOLD, RunControl
 from engine.policies.tools import _awaitable
 
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from engine.control import RunControl
 from engine.emulators.emulator import EmulatorError, frame_sha256
 from engine.loop.budgets import BudgetLimits
+from engine.loop.control import RunControl
 from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.control import RunControl
+from engine.loop.control import RunControl
 from sessions.evidence import layout
 from sessions.execute.control_socket import LOG_NAME, POINTER, ControlClient, ControlServer, runner_handler
 from tests.conftest import write_manifest

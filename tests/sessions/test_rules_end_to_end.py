@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.control import RunControl
 from engine.emulators.emulator import Timing
 from engine.emulators.pyboy_backend import PyBoyEmulator
 from engine.emulators.romheader import gb_header_checksum as header_checksum
 from engine.games import cartridge_tables as ct
 from engine.games.probe import Probe
+from engine.loop.control import RunControl
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.records import Usage
 from engine.loop.script import parse_script
