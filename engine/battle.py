@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_serializer, model_validator
 
 Address = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
 Byte = Annotated[int, Field(ge=0, le=255)]
@@ -164,13 +164,31 @@ class BattleAdapter(_Strict):
 
 # -- the task's side: the rules ---------------------------------------------------------------------
 
+StatValues = Annotated[dict[Name, Annotated[int, Field(ge=0, le=255)]], Field(max_length=6)]
+GEN3_FIELDS = ("nature", "ability", "evs", "ivs")
+
+
 class Member(_Strict):
-    """One creature of a team. Unknown values are null: a game without levels or items takes none."""
+    """One creature of a team. Unknown values are null: a game without levels or items takes none. Nature,
+    ability, EVs and IVs are for a game whose records hold them (engine.gen3_battle); null elsewhere, and
+    left out of the member's dump when null (a GB team's record reads as before they existed)."""
 
     species: Name
     level: Annotated[int, Field(ge=1, le=255)] | None = None
     moves: Annotated[list[Name], Field(max_length=4)] = []  # empty: the species' first moves
     item: Name | None = None
+    nature: Name | None = None
+    ability: Name | None = None
+    evs: StatValues | None = None  # by stat (hp, attack, defense, speed, sp_attack, sp_defense); absent 0
+    ivs: StatValues | None = None  # absent: the adapter's default (31)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_gen3(self, handler):
+        data = handler(self)
+        for key in GEN3_FIELDS:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class Pool(_Strict):
@@ -203,7 +221,11 @@ def settings_problem(settings: BattleSettings, adapter: BattleAdapter | None, ga
     if adapter is None:
         return f"{game} has no battle adapter (its game definition's battle: section)"
     try:
-        check_settings(settings, adapter)
+        if isinstance(adapter, BattleAdapter):
+            check_settings(settings, adapter)
+        else:  # a Gen-3 adapter (engine.gen3_battle)
+            from engine.gen3_battle import check_team_settings
+            check_team_settings(settings, adapter)
     except BattleRefused as exc:
         return str(exc)
     return None
@@ -239,6 +261,8 @@ def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: Battl
     writes: list[tuple[int, list[int]]] = [(layout.count, [len(team)])]
     for i, m in enumerate(team):
         at = f"member {i}"
+        if given := [k for k in GEN3_FIELDS if getattr(m, k) is not None]:
+            raise BattleRefused(f"{at}: this game's creatures have no {', '.join(given)}: leave them null")
         sp = adapter.species_named(m.species)
         if sp is None:
             raise BattleRefused(f"{at}: no species {m.species!r} in this game")
@@ -280,6 +304,14 @@ def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: Battl
 
 
 # -- one trial's judge ------------------------------------------------------------------------------
+
+def make_judge(adapter, settings: BattleSettings):
+    """The judge for a game's adapter: BattleJudge for byte fields, Gen3BattleJudge for Gen-3 records."""
+    if isinstance(adapter, BattleAdapter):
+        return BattleJudge(adapter, settings)
+    from engine.gen3_battle import Gen3BattleJudge
+    return Gen3BattleJudge(adapter, settings)
+
 
 ReadFn = Callable[[int, int], Sequence[int]]
 
