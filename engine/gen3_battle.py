@@ -34,6 +34,7 @@ from engine.battle import (
     Writes,
     _overlay,
     _Strict,
+    min_level_problem,
 )
 from engine.gen3_record import (
     NATURES,
@@ -261,6 +262,8 @@ def member_builds(team: list[Member], settings: BattleSettings, adapter: Gen3Bat
             raise BattleRefused(f"{at}: level {level} is over the task's level cap of {settings.level_cap}")
         if level > 100:
             raise BattleRefused(f"{at}: level {level} is over 100")
+        if why := min_level_problem(settings, m.species, level):
+            raise BattleRefused(f"{at}: {why}")
         chosen = m.moves or [n for n in sp.moves if pool.moves is None or n in pool.moves][:4]
         if len(set(chosen)) != len(chosen):
             raise BattleRefused(f"{at}: a move listed twice")
