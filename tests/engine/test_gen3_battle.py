@@ -102,6 +102,11 @@ def test_the_definition_picks_the_gen3_judge_and_its_battle_section_round_trips(
     assert TypeAdapter(field.annotation).validate_python(FR.model_dump(mode="json")) == FR
 
 
+def test_the_whole_firered_definition_round_trips_through_its_json_dump():
+    again = GameDefinition.model_validate(GAME.model_dump(mode="json"))
+    assert again == GAME and isinstance(again.battle, Gen3BattleAdapter)
+
+
 def test_apply_team_writes_encrypted_records_the_game_accepts():
     judge, ram = make_judge(FR, settings()), Ram()
     plan = play(judge, ram, "apply_team", team=TEAM)
