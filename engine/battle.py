@@ -246,12 +246,16 @@ class BattleSettings(_Strict):
     difficulty: Annotated[dict[Name, DifficultyValue], Field(max_length=16)] = {}
     team: Annotated[list[Member], Field(min_length=1, max_length=6)] | None = None  # when the agent applies none
     derived: Derived | None = None  # a task derived by difficulty knobs (sessions.task_knobs)
+    # the task file these rules were compiled from (sessions.tasks.task_manifest sets it): every result
+    # carries the rules, so every result names the task file's sha256
+    task_sha256: Sha256 | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_derived(self, handler):
         data = handler(self)
-        if data.get("derived") is None:
-            data.pop("derived", None)  # rules that were not derived dump (and hash) as before
+        for key in ("derived", "task_sha256"):
+            if data.get(key) is None:
+                data.pop(key, None)  # rules without them dump (and hash) as before they existed
         return data
 
 

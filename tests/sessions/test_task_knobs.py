@@ -58,6 +58,7 @@ def test_a_derived_task_has_its_own_hash_and_records_its_base_and_knobs(tmp_path
     result = json.loads(next((batch / "runs/boss-hard/trials").glob("*/result.json")).read_text())
     assert result["provenance"]["battle"]["derived"]["base_sha256"] == base_sha
     assert result["provenance"]["battle"]["level_cap"] == 36
+    assert result["provenance"]["battle"]["task_sha256"] == task.sha256  # its own hash, in every result
     ledger = json.loads((batch / "batch.json").read_text())
     assert ledger["tasks"][0]["task_sha256"] == task.sha256
     assert main(["verify", str(batch)]) == 0
