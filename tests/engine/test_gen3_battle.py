@@ -274,3 +274,55 @@ def test_a_gb_style_member_field_on_a_gen3_game_and_gen3_fields_on_the_cartridge
     assert settings_problem(ok, FR, "firered") is None
     too_many = BattleSettings.model_validate({"party_limit": 2, "pool": {"moves": ["SURF"]}})
     assert "SURF not in the game's table" in settings_problem(too_many, FR, "firered")
+
+
+def test_the_trace_lines_writes_alone_rebuild_the_party_as_replay_applies_them():
+    import json
+    judge, ram = make_judge(FR, settings()), Ram()
+    plan = play(judge, ram, "apply_team", team=TEAM)
+    line = json.loads(json.dumps(plan.record()))  # as the trace stores it
+    again = Ram()
+    for w in line["writes"]:
+        again.put(w["address"], bytes(w["bytes"]))
+    party = range(0x02024284, 0x02024284 + 600)
+    assert [again.mem.get(a, 0) for a in party] == [ram.mem.get(a, 0) for a in party]
+    assert again.mem[0x02024029] == 3 and again.record(0).checksum_ok
+    assert [Ram().mem.get(a, 0) for a in party] != [ram.mem.get(a, 0) for a in party]  # without them: not the team
+
+
+SPECIES = [s.name for s in FR.species]
+
+
+def _members():
+    from hypothesis import strategies as st
+    stat = st.sampled_from(["hp", "attack", "defense", "speed", "sp_attack", "sp_defense"])
+    return st.fixed_dictionaries(
+        {"species": st.sampled_from(SPECIES)},
+        optional={"level": st.integers(1, 12), "nature": st.sampled_from(NATURES),
+                  "evs": st.dictionaries(stat, st.integers(0, 85), max_size=6),
+                  "ivs": st.dictionaries(stat, st.integers(0, 31), max_size=6),
+                  "item": st.sampled_from([i.name for i in FR.items])})
+
+
+def test_every_team_the_rules_accept_is_written_without_a_bad_egg():
+    from hypothesis import given
+    from hypothesis import settings as hsettings
+    from hypothesis import strategies as st
+
+    @hsettings(max_examples=150, deadline=None)
+    @given(st.lists(_members(), min_size=1, max_size=3), st.binary(min_size=600, max_size=600))
+    def check(team, old_party):
+        judge, ram = make_judge(FR, settings()), Ram()
+        ram.put(0x02024284, old_party)  # whatever the slots held before (garbage, bad eggs)
+        play(judge, ram, "apply_team", team=team)
+        for i, m in enumerate(team):
+            rec = ram.record(i)
+            assert rec.checksum_ok and not rec.mon.is_bad_egg and rec.mon.misc.is_egg == 0
+            assert FR.species_of(rec.mon.growth.species).name == m["species"]
+            assert rec.mon.level == m.get("level", 12) and rec.mon.ot_id == TRAINER_ID
+            if "nature" in m:
+                assert NATURES[rec.mon.nature] == m["nature"]
+        for i in range(len(team), 6):
+            assert ram.record(i).mon.growth.species == 0
+
+    check()
