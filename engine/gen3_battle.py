@@ -208,13 +208,9 @@ def _u32(read: ReadFn, a: int) -> int:
     return int.from_bytes(bytes(read(a, 4)), "little")
 
 
-def moment(a: Gen3BattleAdapter, read: ReadFn) -> Literal["battle", "before", "none"]:
-    """A battle is on while gMain.inBattle is set; before it, the outcome byte is still 0 (cleared for the
-    battle to come); after one, it holds the result."""
+def in_battle(a: Gen3BattleAdapter, read: ReadFn) -> bool:
     f = a.screen.in_battle
-    if _u8(read, f.address) >> f.bit & 1:
-        return "battle"
-    return "before" if _u8(read, a.screen.outcome) == 0 else "none"
+    return bool(_u8(read, f.address) >> f.bit & 1)
 
 
 def check_team_settings(settings: BattleSettings, adapter: Gen3BattleAdapter) -> None:
@@ -339,6 +335,21 @@ class Gen3BattleJudge:
         self.lead: int | None = None
         self.acted = False
         self.active = 0
+        self._start_outcome: int | None = None  # gBattleOutcome at the episode's first look
+        self._saw_battle = False
+
+    def moment(self, read: ReadFn) -> Literal["battle", "before", "none"]:
+        """A battle is on while gMain.inBattle is set. Off it, the episode is before its battle until a battle
+        has been seen or gBattleOutcome has changed since the episode's first look: the game clears the
+        outcome only when a battle starts (src/battle_main.c BattleStartClearSetData), so a start state
+        may hold an earlier battle's."""
+        if in_battle(self.adapter, read):
+            self._saw_battle = True
+            return "battle"
+        outcome = _u8(read, self.adapter.screen.outcome)
+        if self._start_outcome is None:
+            self._start_outcome = outcome
+        return "before" if not self._saw_battle and outcome == self._start_outcome else "none"
 
     # -- records ---------------------------------------------------------------------------------------
     def _record(self, slot: int, read: ReadFn):
@@ -370,8 +381,8 @@ class Gen3BattleJudge:
     # -- what the screen shows -------------------------------------------------------------------------
     def _phase(self, read: ReadFn) -> tuple[str, str | None]:
         """(moment, phase): the phase is what the player is asked for, or the battle's result."""
-        a, s = self.adapter, self.adapter.screen
-        now = moment(a, read)
+        s = self.adapter.screen
+        now = self.moment(read)
         if now == "before":
             return now, "before-battle"
         if now == "none":
@@ -437,7 +448,7 @@ class Gen3BattleJudge:
         raise BattleRefused(f"no battle tool {tool!r}")
 
     def _before_only(self, tool: str, read: ReadFn) -> None:
-        if moment(self.adapter, read) == "battle":
+        if self.moment(read) == "battle":
             raise BattleRefused(f"{tool}: the battle has read the party already (it copies it when it starts): "
                                 f"{tool} is for the moment before the battle; reset to start again")
 

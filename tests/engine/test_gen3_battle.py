@@ -326,3 +326,21 @@ def test_every_team_the_rules_accept_is_written_without_a_bad_egg():
             assert ram.record(i).mon.growth.species == 0
 
     check()
+
+
+def test_a_start_state_with_an_earlier_battles_outcome_is_still_before_the_battle():
+    """FireRed clears gBattleOutcome only when a battle starts: a challenge after an earlier win reads 1."""
+    judge, ram = make_judge(FR, settings()), Ram()
+    ram.mem[0x02023E8A] = 1  # B_OUTCOME_WON, from the battle before this task's
+    assert judge.snapshot(ram.read)["phase"] == "before-battle"
+    play(judge, ram, "apply_team", team=TEAM)
+    play(judge, ram, "action", kind="FIGHT", move="EMBER")
+    ram.start_battle(16, 9, 30, 30)
+    assert judge.snapshot(ram.read)["phase"] == "choose-action"
+    ram.mem[0x02023E8A], ram.mem[0x03003529] = 1, 0  # won again, back in the field
+    assert judge.snapshot(ram.read)["phase"] is None
+    with pytest.raises(BattleRefused, match="no battle is on"):
+        judge.plan("action", {"kind": "FIGHT", "move": "EMBER"}, ram.read)
+    judge.new_episode()  # the start state again: before its battle
+    ram.mem[0x03003529] = 0
+    assert judge.snapshot(ram.read)["phase"] == "before-battle"
