@@ -344,3 +344,27 @@ def test_a_start_state_with_an_earlier_battles_outcome_is_still_before_the_battl
     judge.new_episode()  # the start state again: before its battle
     ram.mem[0x03003529] = 0
     assert judge.snapshot(ram.read)["phase"] == "before-battle"
+
+
+def _game_moves_cursor(cursor: int, press: str, moves: int) -> int:
+    """src/battle_controller_player.c HandleInputChooseMove's D-pad rules, as facts: LEFT/UP always toggle
+    back; RIGHT/DOWN only onto a slot below gNumberOfMovesToChoose."""
+    if press == "LEFT" and cursor & 1:
+        return cursor ^ 1
+    if press == "UP" and cursor & 2:
+        return cursor ^ 2
+    if press == "RIGHT" and not cursor & 1 and (cursor ^ 1) < moves:
+        return cursor ^ 1
+    if press == "DOWN" and not cursor & 2 and (cursor ^ 2) < moves:
+        return cursor ^ 2
+    return cursor
+
+
+def test_grid_presses_reach_every_move_from_every_cursor_under_the_games_rules():
+    for moves in range(1, 5):
+        for cursor in range(moves):
+            for target in range(moves):
+                at = cursor
+                for press in grid(cursor, target):
+                    at = _game_moves_cursor(at, press, moves)
+                assert at == target, (moves, cursor, target, grid(cursor, target))
