@@ -111,3 +111,45 @@ def test_knobs_fit_the_default_team_and_exclude_every_species_of_a_gen3_game():
     assert got.level_cap == 46 and got.party_limit == 2 and "RATTATA" not in got.pool.species
     assert got.team[0].level == 46 and got.team[0].item is None and got.team[0].nature == "BOLD"
     assert BattleSettings.model_validate(got.model_dump(mode="json")) == got  # JSON round trip
+
+
+# -- the sandbox's game data (sessions.task_data, `oakwatch tasks data`) --------------------------------
+
+def test_task_data_writes_what_the_pool_allows_as_json(tmp_path, capsys):
+    out = tmp_path / "data"
+    assert main(["tasks", "data", "rival-battle", "--output", str(out)]) == 0
+    species = json.loads((out / "species.json").read_text())
+    assert [s["name"] for s in species] == ["SPROUTLE", "EMBERPUP", "DRIPLET"]
+    rules = json.loads((out / "task.json").read_text())
+    assert rules["party_limit"] == 1 and rules["task_sha256"] == load_task(RIVAL).sha256
+    assert json.loads((out / "items.json").read_text()) == []  # the pool allows none
+
+
+def test_task_data_of_a_gen3_task_has_stats_abilities_and_the_pools_moves(tmp_path):
+    task = tmp_path / "fr-boss.yaml"
+    task.write_text(yaml.safe_dump({
+        "task_id": "fr-boss", "title": "A FireRed boss", "experiment": "bundled:firered-mcp.yaml",
+        "goal": {"milestones": ["M4"]}, "episodes": {"budget": 10, "actions": 200},
+        "battle": {"party_limit": 2, "level_cap": 12,
+                   "pool": {"species": ["CHARMANDER", "RATTATA"], "moves": ["SCRATCH", "EMBER", "HYPER FANG"],
+                            "items": ["CHARCOAL"], "min_levels": {"RATTATA": 10}}}}))
+    out = tmp_path / "data"
+    assert main(["tasks", "data", str(task), "--output", str(out)]) == 0
+    species = {s["name"]: s for s in json.loads((out / "species.json").read_text())}
+    assert set(species) == {"CHARMANDER", "RATTATA"}
+    assert species["CHARMANDER"]["moves"] == ["SCRATCH", "EMBER"] and species["RATTATA"]["min_level"] == 10
+    assert species["RATTATA"]["abilities"] == ["RUN AWAY", "GUTS"]
+    assert species["CHARMANDER"]["base_stats"]["speed"] == 65
+    moves = {m["name"]: m for m in json.loads((out / "moves.json").read_text())}
+    assert set(moves) == {"SCRATCH", "EMBER", "HYPER FANG"} and moves["EMBER"] == {
+        "name": "EMBER", "type": "FIRE", "power": 40, "accuracy": 100, "pp": 25}
+    assert json.loads((out / "items.json").read_text()) == [{"name": "CHARCOAL"}]
+
+
+def test_task_data_refuses_in_one_line_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "data"
+    assert main(["tasks", "data", "leave-house", "--output", str(out)]) == 2
+    assert "no battle rules" in capsys.readouterr().err and not out.exists()
+    out.mkdir()
+    assert main(["tasks", "data", "rival-battle", "--output", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err and list(out.iterdir()) == []
