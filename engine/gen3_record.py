@@ -34,6 +34,7 @@ MAX_IV = 31  # MAX_PER_STAT_IVS (include/constants/pokemon.h)
 MAX_EV = 255  # MAX_PER_STAT_EVS
 MAX_TOTAL_EVS = 510  # MAX_TOTAL_EVS
 MAX_LEVEL = 100
+ITEM_POKE_BALL = 4  # include/constants/items.h; CreateBoxMon gives every new Pokémon this ball (src/pokemon.c)
 MAIL_NONE = 0xFF  # include/constants/items.h; CreateMon sets MON_DATA_MAIL to it (src/pokemon.c)
 
 # src/pokemon.c GetSubstruct: SUBSTRUCT_CASE(n, v1, v2, v3, v4) puts substructure 0 (Growth) at position
@@ -395,6 +396,7 @@ def build(b: Build, template: Gen3Mon | None = None) -> Gen3Mon:
         attacks=Attacks(moves, pp),  # ppBonuses 0: each move's PP is its base PP
         condition=Condition(tuple(b.evs), t.condition.contest),
         misc=replace(t.misc, ivs=tuple(b.ivs), is_egg=0, ability_num=b.ability_num,
-                     met_level=t.misc.met_level or b.level),
+                     met_level=t.misc.met_level or b.level,
+                     pokeball=t.misc.pokeball or ITEM_POKE_BALL),
         status=0, level=b.level, mail=t.mail if template is not None else MAIL_NONE,
         stats=stats)
