@@ -1,4 +1,4 @@
-"""engine.gen3_record and the FireRed adapter's apply_team against Parcel Quest Advance (the GBA cartridge
+"""engine.battle.gen3_record and the FireRed adapter's apply_team against Parcel Quest Advance (the GBA cartridge
 in FireRed's RAM layout), on real mGBA: the codec reads the record the cartridge's own C code wrote, byte
 for byte, and the cartridge's code reads the record our writer wrote (its battle names our species)."""
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.battle import BattleSettings, make_judge
-from engine.gen3_record import decode, encode
-from engine.probe import Probe
-from engine.script import parse_script
-from engine.tracks import charmap
+from engine.battle.battle import BattleSettings, make_judge
+from engine.battle.gen3_record import decode, encode
+from engine.games.probe import Probe
+from engine.games.tracks import charmap
+from engine.loop.script import parse_script
 
 REPO = Path(__file__).resolve().parents[2]
 CART = REPO / "assets" / "gba-cartridge"
@@ -81,12 +81,12 @@ def test_an_agent_applies_encrypted_teams_over_mcp_and_the_folder_verifies_and_r
 
     import yaml
 
-    from engine.backends import BACKENDS
-    from engine.emulator import frame_sha256
-    from sessions.replay import replay_trial
-    from sessions.verify import verify_experiment
-    from tests.sessions.test_mcp_battle import BATTLE_AGENT
-    from tests.sessions.test_mcp_server import OAKWATCH, result_of
+    from engine.emulators.backends import BACKENDS
+    from engine.emulators.emulator import frame_sha256
+    from sessions.audit.replay import replay_trial
+    from sessions.audit.verify import verify_experiment
+    from tests.sessions.execute.test_mcp_battle import BATTLE_AGENT
+    from tests.sessions.execute.test_mcp_server import OAKWATCH, result_of
 
     _, _, emu, _ = _to_the_challenge()
     state = emu.save_state()
@@ -137,7 +137,7 @@ def test_an_agent_applies_encrypted_teams_over_mcp_and_the_folder_verifies_and_r
     # species from the start state's record
     import shutil
 
-    from sessions.replay import Divergence
+    from sessions.audit.replay import Divergence
     stripped = tmp_path / "stripped"
     shutil.copytree(tmp_path / "out", stripped)
     lines = []
