@@ -30,6 +30,7 @@ from engine.battle.episodes import EpisodeRules, Step, episode_records
 from engine.emulators.emulator import Emulator, EmulatorError, Timing, frame_sha256
 from engine.games.controls import start_differences
 from engine.games.gamedef import GameDefinition, Sample
+from engine.games.gameplay import GameplayView
 from engine.games.goals import GOAL_MET, GoalCheck
 from engine.games.ladder import Ladder, deepest, skipped_required
 from engine.games.probe import Probe
@@ -189,6 +190,9 @@ class Trial:
         self.provenance = provenance or {}
         self.probe = Probe(game)
         self._structured = structured_view(game, config.information_track)
+        # The gameplay track's word for what each of the last decision's presses did (engine.games.gameplay).
+        self._outcomes = isinstance(self._structured, GameplayView) and game.tracks.gameplay.outcomes is not None
+        self._action_results: list[dict] = []
         self.budgets = Budgets(config.limits)
         self.routes = RouteTracker.for_game(self.game, config.loop_repeats)
         self._route_resets = self.game.route_resets
@@ -447,7 +451,12 @@ class Trial:
         feedback, self._episode_note = self._episode_note, None  # a new episode is announced once
         invalid = faults = 0
         # Read once per decision, from the settled screen and the last sample: only the allowlist.
-        structured = self._structured(self._sample, self.emulator.read_range) if self._structured else None
+        if isinstance(self._structured, GameplayView):
+            structured = self._structured(self._sample, self.emulator.read_range, self._action_results)
+        elif self._structured is not None:
+            structured = self._structured(self._sample, self.emulator.read_range)
+        else:
+            structured = None
         battle = self._battle.snapshot(self.emulator.read_range) if self._battle is not None else None
         while True:
             if d.attempts and self.budgets.calls_left() == 0:
@@ -618,6 +627,8 @@ class Trial:
         if d.battle is not None and d.response is not None:
             self._battle_writes(d.battle)
         sample = self._sample
+        results: list[dict] = []
+        dialogue = self._structured.dialogue(self.emulator.read_range) if self._outcomes else None
         for index, action in enumerate(planned):
             if (left := self.budgets.actions_left()) is not None and left <= 0:
                 d.end = EndRequest("budget:accepted_actions")
@@ -641,6 +652,11 @@ class Trial:
                 self._emit(FrameCaptured(d.id, step.frame, step.frame_sha256, step.frame_index))
             if step.frame_sha256 == before_sha and sample == before_sample:
                 d.ignored_inputs += 1
+            if self._outcomes:
+                now = self._structured.dialogue(self.emulator.read_range)
+                results.append({"action": action,
+                                "result": self._structured.outcome(action, before_sample, sample, dialogue, now)})
+                dialogue = now
             for award in ladder.update(step.ram_before_last, sample, decision_id=d.id,
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256,
                                        active_seconds=self.active_seconds):
@@ -665,6 +681,8 @@ class Trial:
                 d.rejected_actions += len(planned) - index - 1
                 break
         self._sample = sample
+        if self._outcomes and planned:  # a decision that pressed nothing keeps the last results
+            self._action_results = results
         d.frames = self.emulator.frame_index - frames_before
 
     def _battle_writes(self, plan: Plan) -> None:
@@ -804,7 +822,7 @@ class Trial:
                         "prompt_core_sha256": self._first_prompt_core,
                         "information_track": cfg.information_track,
                         # what that track showed: the definition's allowlist (null on the visual track)
-                        "information_allowlist": (self.game.tracks.structured.allowlist
+                        "information_allowlist": (getattr(self.game.tracks, cfg.information_track).allowlist
                                                   if self._structured else None)},
             **({"episodes": episode_records(self._steps, end.reason, outcome == "success")}
                if self._episodes is not None else {}),

@@ -30,8 +30,10 @@ def screen_png(frame: np.ndarray, scale: int) -> bytes:
     return encode_png(enlarged(frame, scale))
 
 
-def prompt_text(obs: Observation) -> str:
-    """The user turn: what the agent may see besides the screen (the information contract)."""
+def prompt_text(obs: Observation, structured: dict | None = None, track: str = "structured") -> str:
+    """The user turn: what the agent may see besides the screen (the information contract).
+    `structured`: the track's view as sent (default: the observation's own)."""
+    structured = obs.structured if structured is None else structured
     lines = [
         f"Decision {obs.decision_id}. Press at most {obs.max_actions} button(s) this turn, from: "
         f"{', '.join(obs.allowed_actions)}.",
@@ -51,9 +53,9 @@ def prompt_text(obs: Observation) -> str:
         lines += obs.refused_writes
     if obs.retry_feedback:
         lines.append(obs.retry_feedback)
-    if obs.structured is not None:  # the structured track only: the visual track's prompt is unchanged
-        lines.append("The game's state as read for you (structured track):")
-        lines.append(json.dumps(obs.structured, sort_keys=True, ensure_ascii=False))
+    if structured is not None:  # a structured or gameplay track only: the visual track's prompt is unchanged
+        lines.append(f"The game's state as read for you ({track} track):")
+        lines.append(json.dumps(structured, sort_keys=True, ensure_ascii=False))
     lines.append("The current screen is attached. Answer with the JSON object only.")
     return "\n".join(lines)
 
@@ -80,9 +82,13 @@ class ModelPolicy:
         self._schema_bytes = canonical(schema)
         self.gate: CallGate | None = None  # the run's shared limits, set by the runner
         self.context: Conversation | None = None  # bounded context (engine.loop.context), set by the factory
+        self.track = "structured"  # the manifest's agent.information_track, named in the prompt (set by the factory)
 
     def request(self, obs: Observation) -> ModelRequest:
-        text = prompt_text(obs)
+        structured = obs.structured
+        if self.context is not None and structured is not None:  # a segment's party updates as changes
+            structured = self.context.party_view(structured)
+        text = prompt_text(obs, structured, self.track)
         history: tuple[tuple[str, str], ...] = ()
         if self.context is not None:  # bounded context: the segment's turns and the notebook
             text = f"{text}\n{self.context.notebook_text()}"

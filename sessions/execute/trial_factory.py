@@ -77,6 +77,7 @@ def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
         transport=TransportRetry(request.max_attempts, request.backoff_seconds, request.backoff_cap_seconds,
                                  request.timeout_seconds),
         price=prepared.prices.get(condition.id))
+    policy.track = m.agent.information_track
     if m.agent.context is not None:  # bounded context: a fresh conversation for each trial's policy
         from engine.loop.context import ContextRules, Conversation
 

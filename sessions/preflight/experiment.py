@@ -228,9 +228,10 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             if manifest.episodes is not None else []
         if unknown:
             raise PreflightError(f"{at('episodes.failure')}: {', '.join(unknown)} is not a field of {game_path}")
-        if manifest.agent.information_track == "structured" and game.tracks.structured is None:
-            raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
-                                 f"declares no structured track (tracks.structured)")
+        track = manifest.agent.information_track
+        if track != "visual" and getattr(game.tracks, track) is None:
+            raise PreflightError(f"{at('agent.information_track')}: {track}, but game definition {game_path} "
+                                 f"declares no {track} track (tracks.{track})")
         if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle.battle)
             from engine.battle.battle import settings_problem
 

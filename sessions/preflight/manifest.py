@@ -223,7 +223,7 @@ class AgentSection(_Strict):
     memory: MemoryRules = MemoryRules()
     # What the agent is shown besides its own memory (seed 003; engine.games.tracks): `visual`, the screen
     # only, or `structured`, also the game definition's allowlisted fields and the dialogue text.
-    information_track: Literal["visual", "structured"] = "visual"
+    information_track: Literal["visual", "structured", "gameplay"] = "visual"
     # The tools an agent playing through the tool server may call (engine.policies.rulesets; policy mcp, cli).
     ruleset: Annotated[str, Field(max_length=32)] = "human"
 

@@ -94,7 +94,7 @@ class TaskFile(_Strict):
     start_prefix: PathRef | None = None
     goal: Goal
     budgets: TaskBudgets = TaskBudgets()
-    track: Literal["visual", "structured"] = "visual"  # the ruleset: what the agent is shown
+    track: Literal["visual", "structured", "gameplay"] = "visual"  # the ruleset: what the agent is shown
     reference_script: PathRef | None = None  # the scripted policy's moves (a winning trace shows feasibility)
     reference_notes: PathRef | None = None  # its observations and memory operations by decision (script notes)
     episodes: Episodes | None = None
@@ -255,9 +255,10 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
     data = game.model_dump(mode="json")
     data.update(milestones=milestones, final_milestone=final, optimal_presses=None, optimal_presses_for=None)
     hidden = goal_fields(task, game)
-    structured = data.get("tracks", {}).get("structured")
-    if structured and structured.get("fields"):
-        structured["fields"] = [f for f in structured["fields"] if f not in hidden]
+    for key in ("structured", "gameplay"):
+        track = (data.get("tracks") or {}).get(key)
+        if track and track.get("fields"):
+            track["fields"] = [f for f in track["fields"] if f not in hidden]
     data["long_horizon"] = None  # its final rung and rubric belong to the whole game, not the task
     return GameDefinition.model_validate(data)
 
