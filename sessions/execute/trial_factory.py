@@ -78,6 +78,12 @@ def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
                                  request.timeout_seconds),
         price=prepared.prices.get(condition.id))
     policy.track = m.agent.information_track
+    rules = condition.presentation_rules()
+    if not rules.plain:  # earlier screens in each request (engine.policies.presentation)
+        from engine.policies.model import screen_png
+        from engine.policies.presentation import ScreenHistory
+
+        policy.screens = ScreenHistory(rules, lambda frame: screen_png(frame, m.agent.image_scale))
     if m.agent.context is not None:  # bounded context: a fresh conversation for each trial's policy
         from engine.loop.context import ContextRules, Conversation
 

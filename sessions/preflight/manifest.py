@@ -352,6 +352,12 @@ class Condition(_Strict):
     command: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]],
                        Field(min_length=1, max_length=256)] | None = None
     client_version: Text | None = None
+    # policy: model — the presentation (engine.policies.presentation, docs/models.md): the current screen
+    # (the default), with `screenshot_recall` earlier ones, or `before-after`; and the most images the
+    # provider's server takes in one request, where it says (a one-image local model: 1).
+    presentation: Literal["current", "before-after"] | None = None
+    screenshot_recall: Annotated[int, Field(ge=1, le=64)] | None = None
+    max_images: Annotated[int, Field(ge=1, le=1000)] | None = None
 
     @model_validator(mode="after")
     def _policy_needs(self) -> Condition:
@@ -367,7 +373,8 @@ class Condition(_Strict):
         if self.command is not None and not any("{mcp_config}" in a or "{mcp_url}" in a for a in self.command):
             raise ValueError("command: put {mcp_config} where the client takes its MCP config file (or {mcp_url} "
                              "where it takes the server's address)")
-        model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request")
+        model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request",
+                      "presentation", "screenshot_recall", "max_images")
         if self.policy != "model":
             given = [k for k in model_only if getattr(self, k) is not None]
             if given:
@@ -384,14 +391,26 @@ class Condition(_Strict):
                              "(leave it out; the result records that sampling was not pinned)")
         if entry.needs_base_url and self.base_url is None:
             raise ValueError(f"provider {self.provider!r} needs 'base_url' (the server's /v1 address)")
+        if self.screenshot_recall is not None and self.presentation == "before-after":
+            raise ValueError("screenshot_recall goes with presentation current, not before-after (which sends "
+                             "the screen before and after the last actions)")
+        images, cap = self.presentation_rules().images, self.max_images or entry.max_images
+        if cap is not None and images > cap:
+            raise ValueError(f"presentation {self.presentation or 'current'} sends {images} images a request; "
+                             f"{self.provider} here takes {cap} (max_images)")
         return self
+
+    def presentation_rules(self):
+        from engine.policies.presentation import PresentationRules
+
+        return PresentationRules(self.presentation or "current", self.screenshot_recall)
 
     @model_serializer(mode="wrap")
     def _without_unused_cli_fields(self, handler):
         # cli's fields appear only where set: a condition dumps (conditions/<label>.yaml, the manifest's
         # hash) exactly as it did before policy cli existed, so earlier folders still verify.
         data = handler(self)
-        for key in ("command", "client_version"):
+        for key in ("command", "client_version", "presentation", "screenshot_recall", "max_images"):
             if isinstance(data, dict) and data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -467,6 +486,12 @@ class Manifest(_Strict):
     def _consistent(self) -> Manifest:
         if self.agent.max_actions_per_decision < max(c.actions_per_decision for c in self.conditions):
             raise ValueError("conditions: actions_per_decision exceeds agent.max_actions_per_decision")
+        decisions = self.budgets.model_decisions
+        for i, c in enumerate(self.conditions):
+            if c.screenshot_recall is not None and decisions is not None and c.screenshot_recall >= decisions:
+                raise ValueError(f"conditions.{i}.screenshot_recall: {c.screenshot_recall} earlier screenshots, but a "
+                                 f"trial of at most {decisions} decisions (budgets.model_decisions) has at most "
+                                 f"{decisions - 1}")
         return self
 
     def trials_per_label(self) -> int:
