@@ -672,6 +672,59 @@ class Tracks(_Strict):
     gameplay: GameplayTrack | None = None
 
 
+SHORTCUT_NAMES = ("advance_dialogue", "choose_move", "use_item", "switch_to")
+ShortcutName = Literal["advance_dialogue", "choose_move", "use_item", "switch_to"]
+
+
+class ShortcutStep(_Strict):
+    """One step of a shortcut's expansion into controller presses (engine.loop.shortcuts):
+    `press`: one press; `cursor`: press `up` or `down` until the field reads `to` (a number, or
+    `argument`: the argument's index in its list); `repeat`: press it while any of `while_any`'s
+    condition lists holds (each test of one list), at most `most` times."""
+
+    press: Annotated[str, Field(min_length=1, max_length=16)] | None = None
+    cursor: Name | None = None
+    to: Annotated[int, Field(ge=0, le=255)] | Literal["argument"] | None = None
+    up: Annotated[str, Field(min_length=1, max_length=16)] = "UP"
+    down: Annotated[str, Field(min_length=1, max_length=16)] = "DOWN"
+    repeat: Annotated[str, Field(min_length=1, max_length=16)] | None = None
+    while_any: Annotated[list[Annotated[list[Condition], Field(min_length=1, max_length=16)]],
+                         Field(max_length=16)] = []
+    most: Annotated[int, Field(ge=1, le=1000)] = 64
+
+    @model_validator(mode="after")
+    def _one(self) -> ShortcutStep:
+        kinds = [k for k in ("press", "cursor", "repeat") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("a shortcut step is one of press, cursor or repeat")
+        if self.cursor is not None and self.to is None:
+            raise ValueError("a cursor step needs `to` (a number or argument)")
+        if self.repeat is not None and not self.while_any:
+            raise ValueError("a repeat step needs while_any (when to keep pressing)")
+        return self
+
+    def fields(self) -> list[str]:
+        return [*([self.cursor] if self.cursor else []), *(c.field for group in self.while_any for c in group)]
+
+    def buttons(self) -> list[str]:
+        if self.press is not None:
+            return [self.press]
+        return [self.up, self.down] if self.cursor is not None else [self.repeat]
+
+
+class ShortcutDef(_Strict):
+    """A mechanical shortcut as the real presses it stands for: offered only while every `when` test
+    holds; its argument (a move, an item, a party slot) is checked against the gameplay track's party or
+    inventory; then its steps are pressed, each press read back before the next is chosen."""
+
+    when: Annotated[list[Condition], Field(max_length=16)] = []
+    steps: Annotated[list[ShortcutStep], Field(min_length=1, max_length=32)]
+    source: Text | None = None
+
+    def fields(self) -> list[str]:
+        return [*(c.field for c in self.when), *(f for step in self.steps for f in step.fields())]
+
+
 def _names(names) -> str:
     return ", ".join(sorted(names)) or "none"
 
@@ -721,6 +774,9 @@ class GameDefinition(_Strict):
     # encrypted struct Pokemon) or byte fields (engine.battle).
     battle: Annotated[Annotated[BattleAdapter, Tag("bytes")] | Annotated[Gen3BattleAdapter, Tag("gen3")],
                       Discriminator(_record_kind)] | None = None
+    # Mechanical shortcuts (seed 003; engine.loop.shortcuts): the ones this game defines, as the presses they
+    # stand for. A manifest or task may permit only these.
+    shortcuts: Annotated[dict[ShortcutName, ShortcutDef], Field(max_length=len(SHORTCUT_NAMES))] = {}
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
@@ -768,6 +824,7 @@ class GameDefinition(_Strict):
         if not self.milestones[ids.index(self.final_id)].required:
             raise ValueError(f"the final milestone {self.final_id!r} must be required (reaching it ends the trial)")
         self._check_tracks()
+        self._check_shortcuts()
         shas = [r.sha1 for r in self.roms]
         if len(set(shas)) != len(shas):
             raise ValueError("roms: the same sha1 is listed twice")
@@ -907,6 +964,27 @@ class GameDefinition(_Strict):
             if clash is not None:
                 raise ValueError(f"{where}: {name!r} reads the memory of ladder field "
                                  f"{clash!r}, which must stay hidden")
+
+    def _check_shortcuts(self) -> None:
+        """A shortcut reads defined number fields and never one a rung reads (its presses would tell the
+        agent about hidden state); an argument's list comes from the gameplay track."""
+        ladder = self.ladder_fields
+        gameplay = self.tracks.gameplay
+        for name, sc in self.shortcuts.items():
+            for field in sc.fields():
+                if field not in self.fields:
+                    raise ValueError(f"shortcuts.{name}: {field!r} is not a field")
+                if self.is_bytes(field):
+                    raise ValueError(f"shortcuts.{name}: field {field!r} holds bytes; a shortcut reads numbers")
+                clash = field if field in ladder else next(
+                    (lf for lf in sorted(ladder) if self._shares_memory(field, lf)), None)
+                if clash is not None:
+                    raise ValueError(f"shortcuts.{name}: {field!r} reads the memory of ladder field {clash!r}, "
+                                     f"which must stay hidden")
+            needs = {"choose_move": "party", "switch_to": "party", "use_item": "inventory"}.get(name)
+            if needs and (gameplay is None or getattr(gameplay, needs) is None):
+                raise ValueError(f"shortcuts.{name}: its argument is checked against tracks.gameplay.{needs}, "
+                                 f"which this definition lacks")
 
     @property
     def ladder_fields(self) -> frozenset[str]:

@@ -87,6 +87,7 @@ class ModelPolicy:
         self.context: Conversation | None = None  # bounded context (engine.loop.context), set by the factory
         self.track = "structured"  # the manifest's agent.information_track, named in the prompt (set by the factory)
         self.screens: ScreenHistory | None = None  # a presentation with earlier screens (set by the factory)
+        self.shortcuts_note: str | None = None  # the permitted shortcuts, said in every prompt (set by the factory)
 
     def request(self, obs: Observation) -> ModelRequest:
         structured = obs.structured
@@ -98,6 +99,8 @@ class ModelPolicy:
             text = prompt_text(obs, structured, self.track, note)
         else:
             text = prompt_text(obs, structured, self.track)
+        if self.shortcuts_note is not None:
+            text = f"{text}\n{self.shortcuts_note}"
         history: tuple[tuple[str, str], ...] = ()
         if self.context is not None:  # bounded context: the segment's turns and the notebook
             text = f"{text}\n{self.context.notebook_text()}"

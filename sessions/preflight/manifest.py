@@ -236,12 +236,17 @@ class AgentSection(_Strict):
         return v
     # Bounded context (docs/context.md); absent: one turn a request, no notebook, as before.
     context: ContextSection | None = None
+    # Mechanical shortcuts the agent may call (seed 003; engine.loop.shortcuts, docs/tasks.md): each one the
+    # game definition defines, run as the real presses it stands for; none (the default) for
+    # menu-operation tasks, where every press is the agent's.
+    shortcuts: Annotated[list[Literal["advance_dialogue", "choose_move", "use_item", "switch_to"]],
+                         Field(max_length=4)] = []
 
-    @field_validator("allowed_actions")
+    @field_validator("allowed_actions", "shortcuts")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
-            raise ValueError("actions listed twice")
+            raise ValueError("listed twice")
         return v
 
     @model_validator(mode="after")
@@ -518,6 +523,8 @@ class Manifest(_Strict):
             data["game"].pop("goal")
         if data["agent"].get("context", 0) is None:  # no bounded context: the hash it always had
             data["agent"].pop("context")
+        if data["agent"].get("shortcuts") == []:  # no shortcuts: likewise
+            data["agent"].pop("shortcuts")
         return data
 
     def canonical_json(self) -> str:

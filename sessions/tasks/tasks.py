@@ -101,6 +101,10 @@ class TaskFile(_Strict):
     # Seed 004's battle rules (engine.battle.battle): party limit, level cap, pool, difficulty, the default team
     battle: BattleSettings | None = None
     tags: Annotated[list[Annotated[str, Field(max_length=32)]], Field(max_length=16)] = []
+    # The mechanical shortcuts the task permits (engine.loop.shortcuts): none (the default) for a
+    # menu-operation task, where every press is the agent's. Frozen in the manifest, recorded in each result.
+    shortcuts: Annotated[list[Literal["advance_dialogue", "choose_move", "use_item", "switch_to"]],
+                         Field(max_length=4)] = []
 
 
 @dataclass
@@ -207,6 +211,10 @@ def _check_against_game(task: Task) -> None:
         if is_bytes != (t.contains is not None or t.lacks is not None):
             kind = "bytes: test it with contains or lacks" if is_bytes else "a number: contains/lacks are for bytes"
             raise TaskError(f"{where}: field {t.field!r} holds {kind}")
+    lacking = [s for s in f.shortcuts if s not in game.shortcuts]
+    if lacking:
+        raise TaskError(f"{where}: shortcuts: {', '.join(lacking)} is not a shortcut {game.id} defines (it defines: "
+                        f"{', '.join(game.shortcuts) or 'none'})")
     if f.battle is not None and (problem := settings_problem(f.battle, game.battle, game.id)):
         raise TaskError(f"{where}: battle: {problem}")
     if task.base is not None and f.start_states is not None and task.base.emulator.name not in f.start_states:
@@ -259,6 +267,12 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
         track = (data.get("tracks") or {}).get(key)
         if track and track.get("fields"):
             track["fields"] = [f for f in track["fields"] if f not in hidden]
+    gameplay = (data.get("tracks") or {}).get("gameplay")
+    outcomes = gameplay.get("outcomes") if gameplay else None
+    if outcomes and game.position is not None:  # a press's result tells the position, facing and menu
+        read = {outcomes.get("facing"), outcomes.get("menu"), *game.position.model_dump().values()}
+        if read & hidden:
+            gameplay["outcomes"] = None
     data["long_horizon"] = None  # its final rung and rubric belong to the whole game, not the task
     return GameDefinition.model_validate(data)
 
@@ -302,6 +316,7 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     data["created_utc"] = None
     data["variants"] = None
     data["agent"]["information_track"] = f.track
+    data["agent"]["shortcuts"] = list(f.shortcuts)
     budgets = data["budgets"]
     for key, value in f.budgets.model_dump().items():
         if value is not None:
