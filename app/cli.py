@@ -112,8 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     state.add_argument("rom", type=Path)
     state.add_argument("--frames", type=int, required=True, help="frames to run from power-on with no input")
     state.add_argument("--output", type=Path, required=True, help="state file to write (must not exist)")
-    state.add_argument("--emulator", choices=list(BACKENDS), default="pyboy",
-                       help="the emulator backend whose state this is (default: pyboy)")
+    state.add_argument("--emulator", choices=list(BACKENDS),
+                       help="the emulator backend whose state this is (default: pyboy for a Game Boy ROM, "
+                            "mgba for a Game Boy Advance ROM)")
     state_cmd = sub.add_parser("state", help="start states from your own ROM")
     state_sub = state_cmd.add_subparsers(dest="state_command", required=True)
     new = state_sub.add_parser(
@@ -531,7 +532,7 @@ def _attach(folder: Path, read_only: bool = False) -> int:
     return run_attach(folder, read_only=read_only or os.environ.get("OAKWATCH_READONLY") == "1")
 
 
-def _make_state(rom: Path, frames: int, output: Path, emulator: str = "pyboy") -> int:
+def _make_state(rom: Path, frames: int, output: Path, emulator: str | None = None) -> int:
     from engine.emulator import EmulatorError
     from sessions.startstate import write_start_state
 
