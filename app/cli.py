@@ -164,6 +164,8 @@ def _parser() -> argparse.ArgumentParser:
                             "(target <= 1/6 of the serial time) and the console attached to that run")
     bench.add_argument("--mcp-calls", type=int, default=100, metavar="N",
                        help="press_keys calls through `oakwatch mcp` timed against the raw press (0 to skip)")
+    bench.add_argument("--gba-actions", type=int, default=2000, metavar="N",
+                       help="length of the random trial on the open GBA cartridge timed against raw mGBA (0 to skip)")
     bench.add_argument("--report-only", action="store_true",
                        help="exit 0 even when a target is missed (a bench that broke still exits 1)")
     bench.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE as JSON")
@@ -287,7 +289,7 @@ def _main(argv: list[str] | None) -> int:
 
         return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase,
                          args.parallel_models, report_only=args.report_only, json_path=args.json,
-                         mcp_calls=max(0, args.mcp_calls))
+                         mcp_calls=max(0, args.mcp_calls), gba_actions=max(0, args.gba_actions))
     return _fail(f"unknown command {args.command}")
 
 
