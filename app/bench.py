@@ -58,7 +58,8 @@ Phase 4, verify: a random-policy trial of --verify-decisions decisions (one acti
   record would cost kilobytes each).
 
 `--gba-actions N` (on by default) adds app.bench_gba's: per action on the open GBA cartridge against raw
-mGBA + frame hash (target <= 1.3x) and raw mGBA's frames per second. `--console` adds app.bench_console's figures; `--parallel-models` adds app.bench_parallel's (16 model
+mGBA + frame hash (target <= 1.3x) and raw mGBA's frames per second.
+`--console` adds app.bench_console's figures; `--parallel-models` adds app.bench_parallel's (16 model
 trials against a local 200 ms server, 8 workers vs 1, and the attached console over that run).
 The run ends with a tally (app.bench_tally): one line per target, measured, met or not, and a
 count; the exit status is 1 when a target was missed (0 with --report-only) or the bench failed.

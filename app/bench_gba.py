@@ -125,7 +125,8 @@ def gba_figures(actions: int, runs: int, tmp: Path, manifest: Path = GBA_DRY_RUN
     fps = statistics.median(raw_fps(prepared) for _ in range(reps))
     frames = timing.frames_per_action
     print(f"target per action on the GBA cartridge <= {GBA_TARGET:.1f}x raw mGBA + frame hash: measured "
-          f"{ours / n * 1e6:.0f} µs vs {raw / n * 1e6:.0f} µs = {ratio:.2f}x -> {'met' if ratio <= GBA_TARGET else 'NOT met'}")
+          f"{ours / n * 1e6:.0f} µs vs {raw / n * 1e6:.0f} µs = {ratio:.2f}x -> "
+          f"{'met' if ratio <= GBA_TARGET else 'NOT met'}")
     print(f"raw mGBA on the GBA cartridge: {fps:,.0f} frames/s ({fps / 60:.1f}x real time; {frames} frames per "
           f"action: at most {fps / frames:,.0f} actions/s)", flush=True)
     return {"actions": n, "pairs": pairs, "per_action_us": {"oakwatch": ours / n * 1e6, "raw": raw / n * 1e6},
