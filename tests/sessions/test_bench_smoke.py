@@ -98,7 +98,7 @@ def synthetic_bench(monkeypatch, tmp_path):
     figures = _figures(process_ratio=1.74)
     monkeypatch.setattr(bench, "dry_run_figures", lambda *a: figures["dry_run"])
     monkeypatch.setattr(bench, "process_figures", lambda *a: figures["process"])
-    return ["bench", "--memory-actions", "0", "--verify-decisions", "0", "--mcp-calls", "0"]
+    return ["bench", "--memory-actions", "0", "--verify-decisions", "0", "--mcp-calls", "0", "--gba-actions", "0"]
 
 
 def test_the_command_exits_1_on_a_missed_target_and_0_with_report_only(synthetic_bench, tmp_path, capsys):
@@ -116,6 +116,18 @@ def test_a_json_file_that_cannot_be_written_is_refused_before_the_bench_runs(syn
     assert main([*synthetic_bench, "--json", str(tmp_path / "no-such-folder" / "f.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no-such-folder" in err
+
+
+def test_the_gba_row_is_tallied_when_the_phase_ran():
+    report = _figures()
+    assert not [t for t in targets(report) if "GBA" in t.name]  # --gba-actions 0
+    report["gba"] = {"skipped": "no gba-dry-run.yaml"}
+    (row,) = [t for t in targets(report) if "GBA" in t.name]
+    assert row.verdict == "not measured" and exit_status(targets(report)) == 0
+    report["gba"] = {"ratio": 1.42, "target": 1.3, "target_met": False, "raw_fps": 2400.0}
+    (row,) = [t for t in targets(report) if "GBA" in t.name]
+    assert (row.measured, row.target, row.verdict) == ("1.42x raw", "<= 1.30x raw mGBA + hash", "NOT met")
+    assert exit_status(targets(report)) == 1
 
 
 def test_the_tool_server_row_is_tallied_only_when_measured():
