@@ -37,7 +37,8 @@ def game_and_rom(root: Path, title: str | None) -> dict | None:
             f"The ROM played is {ident['conformance_build']}, an open cartridge built from this project's source, "
             f"listed in the game definition as a conformance build: it keeps its state at the addresses the "
             f"definition reads for {game}. These trials exercised the definition's fields, pointers, arrays and "
-            f"ladder on a real ROM in a real emulator; they are not a check on {game} itself: no {game} ROM was run.")
+            f"ladder on a real ROM in a real emulator; they are not a check on that game itself: none of its ROMs "
+            f"was run.")
     elif ident.get("matched"):
         sentences.append(f"The ROM played is identified as {ident['matched']} (SHA-1 {ident.get('sha1')}).")
     elif ident.get("forced"):

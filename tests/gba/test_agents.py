@@ -1,0 +1,26 @@
+"""Agents on the open GBA cartridge: your own harness over MCP (the human ruleset, the SDK's own client)
+plays the bundled MCP experiment to the Pokédex through the FireRed definition; the folder verifies
+and replays. (A random agent: test_firered_layout's state-new smoke test.)"""
+
+from __future__ import annotations
+
+from sessions.replay import replay_trial
+from sessions.verify import verify_experiment
+from tests.gba.conftest import MCP, WALKTHROUGH, needs_mgba
+from tests.sessions.test_mcp_server import play_stdio, result_of
+
+pytestmark = needs_mgba
+
+
+def test_an_mcp_agent_plays_the_gba_cartridge_to_the_dex_under_the_human_ruleset(tmp_path):
+    seen, _ = play_stdio(tmp_path, MCP, "--script", str(WALKTHROUGH))
+    assert seen["tools"] == ["get_screen", "press_keys"]
+    assert all(kinds == ["image"] for c in seen["calls"] if c["tool"] == "get_screen" for kinds in [c["kinds"]])
+    result, trial = result_of(tmp_path / "out")
+    assert (result["outcome"], result["termination_reason"]) == ("success", "final-milestone")
+    assert result["milestones_reached"][-1] == "M8"
+    prov = result["provenance"]
+    assert prov["tool_server"]["ruleset"] == "human"
+    assert prov["rom_identity"]["conformance_build"] == "Parcel Quest Advance (FireRed layout)"
+    assert verify_experiment(tmp_path / "out") == []
+    assert replay_trial(trial)["milestones"][-1] == "M8"
