@@ -27,7 +27,7 @@ from engine.emulator import Timing, frame_sha256
 from sessions import layout
 from sessions.assets import ASSETS
 
-GBA_DRY_RUN = ASSETS / "experiments" / "gba-dry-run.yaml"
+GBA_DRY_RUN = ASSETS / "experiments" / "parcel-quest-advance-dry-run.yaml"
 GBA_TARGET = 1.3
 FPS_FRAMES = 3000
 

@@ -11,6 +11,9 @@ import pytest
 from app import bench
 from app.bench_tally import exit_status, tally_lines, targets
 from app.cli import main
+from sessions.assets import ASSETS
+
+GBA_ROM = ASSETS / "gba-cartridge" / "parcel-quest-advance.gba"
 
 DEFAULT_MEASURED = {"(c) headless dry-run against the naive floor (b)",
                     "(d) replay against raw PyBoy + frame hash (a+)",
@@ -23,14 +26,17 @@ def test_the_bench_runs_its_default_phases(tmp_path, monkeypatch, capsys):
     # One environment variant is enough to show phase 3 runs (the bytecode-cached one doubles its cost).
     monkeypatch.setattr(bench, "_process_variants", lambda tmp: {"as configured": None})
     status = main(["bench", "--runs", "1", "--memory-actions", "0", "--verify-decisions", "0",
-                   "--json", "figures.json"])
+                   "--gba-actions", "60", "--json", "figures.json"])
     out = capsys.readouterr().out
     report = json.loads((tmp_path / "figures.json").read_text())
     assert report["dry_run"]["median_seconds"]["c"] > 0
     assert report["process"]["as configured"]["oakwatch_seconds"]
     found = targets(report)
     # The tally reads the real figures (not only the synthetic ones below): these are measured.
-    assert {t.name for t in found if t.met is not None} == DEFAULT_MEASURED
+    gba = {"per accepted action on the GBA cartridge, wall time"} if GBA_ROM.is_file() else set()
+    assert {t.name for t in found if t.met is not None} == DEFAULT_MEASURED | gba
+    if gba:
+        assert report["gba"]["actions"] == 60 and report["gba"]["raw_fps"] > 60
     tally = tally_lines(found, json_path="figures.json")
     assert out.rstrip("\n").splitlines()[-len(tally) + 1:] == tally[1:]  # the tally is the last thing printed
     assert status == exit_status(found) and "json: " not in out
