@@ -47,8 +47,9 @@ HEADERS = {
                 "# this ROM). `oakwatch run bundled:parcel-quest-advance-dry-run.yaml` reaches M8.\n"),
     "design-a": ("# Seed 000, Design A on the open GBA cartridge (FireRed layout, the FireRed definition): two model\n"
                  "# products under one harness. Runnable once ANTHROPIC_API_KEY and OPENAI_API_KEY are set.\n"),
-    "design-b": ("# Seed 000, Design B on the open GBA cartridge (FireRed layout, the FireRed definition): one model,\n"
-                 "# a recent window of working memory against the persistent store. Runnable once ANTHROPIC_API_KEY is set.\n"),
+    "design-b": ("# Seed 000, Design B on the open GBA cartridge (FireRed layout, the FireRed definition): one\n"
+                 "# model, a recent window of working memory against the persistent store. Runnable once\n"
+                 "# ANTHROPIC_API_KEY is set.\n"),
     "mcp": ("# Your own agent harness on the open GBA cartridge through oakwatch's MCP tool server (docs/mcp.md):\n"
             "# `oakwatch mcp bundled:parcel-quest-advance-mcp.yaml` serves one trial (the human ruleset).\n"),
 }
