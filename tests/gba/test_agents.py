@@ -24,3 +24,17 @@ def test_an_mcp_agent_plays_the_gba_cartridge_to_the_dex_under_the_human_ruleset
     assert prov["rom_identity"]["conformance_build"] == "Parcel Quest Advance (FireRed layout)"
     assert verify_experiment(tmp_path / "out") == []
     assert replay_trial(trial)["milestones"][-1] == "M8"
+
+
+def test_the_gba_design_experiments_pass_preflight_once_keys_are_set(monkeypatch):
+    from sessions.assets import ASSETS
+    from sessions.experiment import prepare
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "x" * 20)
+    monkeypatch.setenv("OPENAI_API_KEY", "y" * 20)
+    for name in ("parcel-quest-advance-design-a.yaml", "parcel-quest-advance-design-b.yaml"):
+        prepared = prepare(ASSETS / "experiments" / name, None)
+        assert {c.policy for c in prepared.manifest.conditions} == {"model"}
+        assert prepared.game.id == "pokemon-firered-leafgreen-en" and prepared.manifest.emulator.name == "mgba"
+        assert prepared.rom_identity.conformance_build == "Parcel Quest Advance (FireRed layout)"
+        assert prepared.controls == {"starter": "unchecked", "text_speed": "checked", "battle_style": "checked"}
