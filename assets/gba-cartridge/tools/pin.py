@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -32,6 +33,9 @@ sys.path.insert(0, str(REPO))
 
 ROM = HERE / "parcel-quest-advance.gba"
 STATE = HERE / "parcel-quest-advance.mgba.state"
+# a mid-game start: the walkthrough played from the canonical start (M8 reached, five balls): the catch
+# benchmark's start (seed 001, `--goal catch`)
+AFTER_DEX = HERE / "parcel-quest-advance-after-dex.mgba.state"
 START = HERE / "start.yaml"
 DEFINITION = REPO / "assets" / "games" / "pokemon-firered-leafgreen-en.yaml"
 EXPERIMENTS = REPO / "assets" / "experiments"
@@ -50,13 +54,17 @@ HEADERS = {
     "design-b": ("# Seed 000, Design B on the open GBA cartridge (FireRed layout, the FireRed definition): one\n"
                  "# model, a recent window of working memory against the persistent store. Runnable once\n"
                  "# ANTHROPIC_API_KEY is set.\n"),
+    "catch": ("# Seed 001's goal benchmark on the open GBA cartridge: catch any critter (the FireRed definition's\n"
+              "# `catch` goal: one more in the party, a new owned-dex flag, gBattleOutcome 7), from the state after the\n"
+              "# walkthrough (M8 reached, five balls). The scripted catch.txt meets it; `oakwatch run --goal catch`\n"
+              "# is the same as game.goal here.\n"),
     "mcp": ("# Your own agent harness on the open GBA cartridge through oakwatch's MCP tool server (docs/mcp.md):\n"
             "# `oakwatch mcp bundled:parcel-quest-advance-mcp.yaml` serves one trial (the human ruleset).\n"),
 }
-SOURCES = {"dry-run": "dry-run.yaml", "design-a": "parcel-quest-design-a.yaml",
+SOURCES = {"dry-run": "dry-run.yaml", "catch": "dry-run.yaml", "design-a": "parcel-quest-design-a.yaml",
            "design-b": "parcel-quest-design-b.yaml", "mcp": "mcp.yaml"}
-PINNED_BY = ("# Pinned by assets/gba-cartridge/tools/pin.py (ROM, start state, first frame): rerun it after a\n"
-             "# rebuild. Start state: power on, 120 frames, no input, on mGBA:\n"
+PINNED_BY = ("# Pinned by assets/gba-cartridge/tools/pin.py (ROM, start states, first frames): rerun it after a\n"
+             "# rebuild. The canonical start is power on + 120 frames with no input, on mGBA:\n"
              "#   oakwatch make-state assets/gba-cartridge/parcel-quest-advance.gba --frames 120 --output FILE\n")
 
 
@@ -84,6 +92,22 @@ def start_state() -> tuple[bytes, str, str]:
     return state, first, backend("mgba").require()
 
 
+def after_dex_state() -> tuple[bytes, str]:
+    """The canonical start, then walkthrough.txt with the manifests' timing: (state, first frame)."""
+    from engine.emulator import Timing
+    from engine.script import parse_script
+    from sessions.gamedefs import load_game_definition
+    from sessions.romid import identify
+    from sessions.statemaker import Setup, play_prefix
+
+    rom = ROM.read_bytes()
+    game = load_game_definition(DEFINITION)
+    setup = Setup(ROM, rom, game, "", identify(rom, game, force=True), "mgba", "", HERE)
+    actions = parse_script((HERE / "walkthrough.txt").read_text(encoding="utf-8"), "walkthrough.txt")
+    state, first, _ = play_prefix(setup, BOOT_FRAMES, actions, Timing(PRESS, SETTLE))
+    return state, first
+
+
 def game_section(rom_sha: str, state_sha: str, first: str, version: str) -> dict:
     return {"title": "Parcel Quest Advance (FireRed layout)",
             "definition": "bundled:pokemon-firered-leafgreen-en.yaml",
@@ -93,17 +117,23 @@ def game_section(rom_sha: str, state_sha: str, first: str, version: str) -> dict
             "language": "English", "starter": "SPROUTLE", "text_speed": "mid", "battle_style": "shift"}
 
 
-def manifest_text(kind: str, game: dict) -> str:
+def manifest_text(kind: str, game: dict, after: dict) -> str:
     data = yaml.safe_load((EXPERIMENTS / SOURCES[kind]).read_text(encoding="utf-8"))
     data["experiment_id"] = f"{NAME}-{kind}"
     data["game"] = game
     data["emulator"] = {"name": "mgba", "frame_width": 240, "frame_height": 160, "press_frames": PRESS,
                         "settle_frames": SETTLE, "speed_multiplier": data["emulator"].get("speed_multiplier", 0),
                         "frame_skip": 0}
-    if kind == "dry-run":
+    if kind in ("dry-run", "catch"):
         condition = data["conditions"][0]
-        condition["script"] = "bundled:gba-cartridge/walkthrough.txt"
+        condition["script"] = f"bundled:gba-cartridge/{'catch' if kind == 'catch' else 'walkthrough'}.txt"
         condition.pop("script_notes", None)
+    if kind == "catch":
+        condition["id"] = "catch"
+        data["game"] = game = json.loads(json.dumps(game))
+        game["goal"] = "catch"
+        game["start_states"]["mgba"].update(after)
+        data["budgets"] = {**data["budgets"], "accepted_actions": 100, "model_decisions": 100}
     return HEADERS[kind] + PINNED_BY + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
@@ -129,10 +159,13 @@ def wanted(commit: str | None = None) -> dict[Path, bytes]:
     rom_sha = sha256(ROM.read_bytes())
     state, first, version = start_state()
     game = game_section(rom_sha, sha256(state), first, version)
-    files = {STATE: state, START: start_text(sha256(state), first, version).encode(),
+    later, later_first = after_dex_state()
+    after = {"state": f"bundled:gba-cartridge/{AFTER_DEX.name}", "sha256": sha256(later),
+             "first_frame_sha256": later_first}
+    files = {STATE: state, AFTER_DEX: later, START: start_text(sha256(state), first, version).encode(),
              DEFINITION: definition_text(rom_sha, source_commit(commit)).encode()}
     for kind in SOURCES:
-        files[EXPERIMENTS / f"{NAME}-{kind}.yaml"] = manifest_text(kind, game).encode()
+        files[EXPERIMENTS / f"{NAME}-{kind}.yaml"] = manifest_text(kind, game, after).encode()
     return files
 
 
