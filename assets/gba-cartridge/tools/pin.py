@@ -54,10 +54,10 @@ HEADERS = {
     "design-b": ("# Seed 000, Design B on the open GBA cartridge (FireRed layout, the FireRed definition): one\n"
                  "# model, a recent window of working memory against the persistent store. Runnable once\n"
                  "# ANTHROPIC_API_KEY is set.\n"),
-    "catch": ("# Seed 001's goal benchmark on the open GBA cartridge: catch any critter (the FireRed definition's\n"
-              "# `catch` goal: one more in the party, a new owned-dex flag, gBattleOutcome 7), from the state after the\n"
-              "# walkthrough (M8 reached, five balls). The scripted catch.txt meets it; `oakwatch run --goal catch`\n"
-              "# is the same as game.goal here.\n"),
+    "catch": ("# Seed 001's goal benchmark on the open GBA cartridge: catch any critter (the FireRed\n"
+              "# definition's `catch` goal: one more in the party, a new owned-dex flag, gBattleOutcome 7), from\n"
+              "# the state after the walkthrough (M8 reached, five balls). The scripted catch.txt meets it;\n"
+              "# `oakwatch run --goal catch` is the same as game.goal here.\n"),
     "mcp": ("# Your own agent harness on the open GBA cartridge through oakwatch's MCP tool server (docs/mcp.md):\n"
             "# `oakwatch mcp bundled:parcel-quest-advance-mcp.yaml` serves one trial (the human ruleset).\n"),
 }
