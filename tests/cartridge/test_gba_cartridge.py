@@ -6,6 +6,7 @@ a re-keyed bag, encrypted party records, the in-battle bit and the battle outcom
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -195,3 +196,102 @@ def test_wild_catch_passes_the_catch_goal():
     species = decode_party_record(bytes(emu.read_range(PARTY + 100, 100)))
     assert species["checksum_ok"] and species["species"] in (16, 19)
     assert met is not None and met["species"] == [species["species"]] and met["counts"] == 2
+
+
+# ---------------------------------------------------------------- the Emerald build
+
+EMERALD_ROM = CART / "parcel-quest-advance-emerald.gba"
+EMERALD = REPO / "assets" / "games" / "pokemon-emerald-en.yaml"
+EM_SB1, EM_SB2, EM_PARTY = 0x02025A00, 0x02024A54, 0x020244EC  # pret/pokeemerald pokeemerald.sym
+
+
+def emerald():
+    from engine.mgba_backend import MGBAEmulator
+
+    game = GameDefinition.model_validate(yaml.safe_load(EMERALD.read_text(encoding="utf-8")))
+    emu = MGBAEmulator(EMERALD_ROM.read_bytes(), name=EMERALD_ROM.name, platform="gba")
+    emu.boot(BOOT)
+    return game, Probe(game), emu
+
+
+def run_ladder(script: str):
+    from engine.ladder import skipped_required
+
+    game, probe, emu = emerald()
+    start = probe(emu.read_range)
+    ladder = Ladder(game, start)
+    seen = [start]
+    play(emu, probe, parse_script((CART / script).read_text(encoding="utf-8")), ladder, seen)
+    return game, ladder, seen, skipped_required(game, ladder.awards, ladder.pre_satisfied), emu
+
+
+@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="gcc-arm-none-eabi is not installed")
+def test_emerald_build_is_reproducible(tmp_path):
+    subprocess.run(["sh", str(CART / "build.sh"), str(tmp_path)], check=True, capture_output=True,
+                   env={**os.environ, "LAYOUT": "emerald"})
+    assert (tmp_path / EMERALD_ROM.name).read_bytes() == EMERALD_ROM.read_bytes()
+
+
+def test_emerald_walkthrough_reaches_every_rung_of_the_unchanged_emerald_definition():
+    game, ladder, seen, skipped, emu = run_ladder("walkthrough-emerald.txt")
+    assert game.is_ready(seen[0]) and not ladder.pre_satisfied
+    assert ladder.reached == [m.id for m in game.milestones] and len(ladder.reached) == 68
+    assert skipped == [] and ladder.reached[-1] == game.long_horizon.final_milestone
+    decisions = [ladder.awards[m].decision_id for m in ladder.reached]
+    assert decisions == sorted(decisions)
+    for s in seen:  # pokeemerald src/load_save.c: both blocks at one 4-aligned offset 0..124
+        assert s["sb1"] - EM_SB1 == s["sb2"] - EM_SB2 and 0 <= s["sb1"] - EM_SB1 <= 124 and s["sb1"] % 4 == 0
+    assert len({s["sb1"] for s in seen}) >= 8
+    assert seen[-1]["party_level"] == 45 <= game.long_horizon.level_full  # full discipline
+    mon = decode_party_record(bytes(emu.read_range(EM_PARTY, 100)))
+    assert mon["checksum_ok"] and mon["species"] == 1 and mon["level"] == 45
+
+
+def test_emerald_branch_that_skips_required_rungs():
+    game, ladder, _, skipped, _ = run_ladder("walkthrough-emerald-skip.txt")
+    assert skipped == ["M19", "M20"]
+    assert "M18" not in ladder.reached and ladder.reached[-1] == "M68"
+
+
+def test_emerald_wild_catch_passes_the_catch_goal():
+    from engine.goals import met_at, room_problems
+
+    game, probe, emu = emerald()
+    play(emu, probe, parse_script((CART / "walkthrough-emerald.txt").read_text(encoding="utf-8")))
+    start = probe(emu.read_range)
+    assert room_problems(game.goals["catch"], start) == []
+    r = play(emu, probe, parse_script((CART / "catch-emerald.txt").read_text(encoding="utf-8")))
+    met = met_at(game.goals["catch"], game, start, r.ram_before_last, r.ram_last)
+    assert met is not None and met["counts"] == 2 and r.ram_last["battle_outcome"] == 7
+    assert decode_party_record(bytes(emu.read_range(EM_PARTY + 100, 100)))["species"] == met["species"][0]
+
+
+def test_start_menu_sets_fireRed_options_the_preflight_reads():
+    """START opens the options; LEFT/RIGHT change the row's value, DOWN the row, B closes: the
+    values land in SaveBlock2's option bits (text speed bits 0-2, battle style bit 9)."""
+    game = firered()
+    probe = Probe(game)
+    emu = emulator()
+    assert probe(emu.read_range)["options"] == 0x0001  # MID, SHIFT (src/new_game.c)
+    r = play(emu, probe, parse_script("START RIGHT DOWN RIGHT B"))
+    assert r.ram_last["options"] == 0x0202  # FAST, SET
+    r = play(emu, probe, parse_script("START LEFT LEFT LEFT B"))
+    assert r.ram_last["options"] == 0x0200  # SLOW (clamped), SET
+    assert r.ram_last["map"] == 0x0104 and (r.ram_last["x"], r.ram_last["y"]) == (10, 7)  # nobody moved
+
+
+def test_every_text_fits_the_box():
+    """Each page the game shows fits its text box: at most 4 lines of 28 characters, with the longest
+    names in place of the placeholders (\\1..\\4 a creature, \\5 a course trainer, \\6 a course stop)."""
+    import re
+
+    widths = {"\\1": 8, "\\2": 8, "\\3": 8, "\\4": 8, "\\5": 14, "\\6": 16}
+    for name in ("main.c", "course_emerald.inc"):
+        source = (CART / "src" / name).read_text(encoding="utf-8")
+        for literal in re.findall(r'"((?:[^"\\]|\\.)*)"', source):
+            if "\\x" in literal or " " not in literal:
+                continue  # raw byte strings and single words (names, labels)
+            for code, width in widths.items():
+                literal = literal.replace(code, "W" * width)
+            lines = literal.replace("\\'", "'").split("\\n")
+            assert len(lines) <= 4 and all(len(line) <= 28 for line in lines), (name, literal)

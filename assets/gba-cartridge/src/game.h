@@ -36,6 +36,9 @@ s16 party_hp(u8 slot);
 s16 party_max_hp(u8 slot);
 void party_set_hp(u8 slot, s16 hp);
 void party_heal(void);
+#if defined(LAYOUT_EMERALD)
+void party_set_level(u8 slot, u8 level);
+#endif
 void dex_set(u16 species, int owned);
 
 /* names of our creatures by species id, as ASCII upper case */

@@ -4,6 +4,23 @@
 #include "game.h"
 #include "gfx.h"
 
+#if defined(LAYOUT_EMERALD)
+/* the Emerald build's course (course_emerald.inc): one more map, drawn from art/course.txt */
+extern const u8 gfx_course[MAP_W * MAP_H];
+#define MAP_COURSE MAP_COUNT
+#define MAP_CELLS(m) ((m) == MAP_COURSE ? gfx_course : gfx_maps[m])
+#define WILD_MAP MAP_COURSE
+static void course_on_load(u8 map, u8 *b);
+static void course_enter(void);
+static void course_talk(void);
+static const char *course_name(void);
+static const char *course_trainer_name(void);
+static u8 course_trainer;
+#else
+#define MAP_CELLS(m) gfx_maps[m]
+#define WILD_MAP MAP_NORTH_PATH
+#endif
+
 /* ------------------------------------------------------------------ world */
 
 enum { FACE_DOWN, FACE_UP, FACE_LEFT, FACE_RIGHT };
@@ -13,6 +30,16 @@ static const u8 map_ids[MAP_COUNT][2] = {
 };
 
 typedef struct { u8 map, x, y, to_map, to_x, to_y, face; } Warp;
+#if defined(LAYOUT_EMERALD)
+static const Warp warps[] = {
+    {0, 16, 4, 1, 15, 4, FACE_LEFT}, {1, 16, 4, 0, 15, 4, FACE_LEFT},
+    {1, 14, 13, 2, 3, 6, FACE_DOWN}, {1, 15, 13, 2, 3, 6, FACE_DOWN},
+    {2, 3, 5, 1, 14, 12, FACE_UP},
+    {2, 9, 0, MAP_COURSE, 10, 9, FACE_UP}, {2, 10, 0, MAP_COURSE, 10, 9, FACE_UP},
+    {MAP_COURSE, 9, 5, MAP_COURSE, 10, 9, FACE_UP}, {MAP_COURSE, 10, 5, MAP_COURSE, 10, 9, FACE_UP},
+    {MAP_COURSE, 11, 5, MAP_COURSE, 10, 9, FACE_UP},
+};
+#else
 static const Warp warps[] = {
     {0, 16, 4, 1, 15, 4, FACE_LEFT}, {1, 16, 4, 0, 15, 4, FACE_LEFT},
     {1, 14, 13, 2, 3, 6, FACE_DOWN}, {1, 15, 13, 2, 3, 6, FACE_DOWN},
@@ -25,25 +52,36 @@ static const Warp warps[] = {
     {5, 16, 11, 6, 10, 8, FACE_UP},
     {6, 10, 9, 5, 16, 12, FACE_DOWN}, {6, 11, 9, 5, 16, 12, FACE_DOWN},
 };
+#endif
 
-enum { A_MOM, A_PROF, A_RIVAL, A_BALL1, A_BALL2, A_BALL3, A_GIRL, A_MAN, A_CLERK, ACTOR_COUNT };
+enum { A_MOM, A_PROF, A_RIVAL, A_BALL1, A_BALL2, A_BALL3, A_GIRL, A_MAN, A_CLERK,
+#if defined(LAYOUT_EMERALD)
+       A_GUIDE,
+#endif
+       ACTOR_COUNT };
 typedef struct { u8 map, x, y; u16 obj; u8 bank; } Actor;
 static const Actor actors[ACTOR_COUNT] = {
     {1, 11, 7, OBJ_MOM, BANK_RED}, {3, 9, 4, OBJ_PROF, BANK_PROF}, {3, 6, 6, OBJ_RIVAL, BANK_RIVAL},
     {3, 10, 5, OBJ_BALL, BANK_RED}, {3, 11, 5, OBJ_BALL, BANK_RED}, {3, 12, 5, OBJ_BALL, BANK_RED},
     {2, 12, 14, OBJ_GIRL, BANK_FLOWER}, {5, 8, 7, OBJ_MAN, BANK_WOOD}, {6, 8, 4, OBJ_CLERK, BANK_BLUE},
+#if defined(LAYOUT_EMERALD)
+    {MAP_COURSE, 11, 8, OBJ_MAN, BANK_WOOD},
+#endif
 };
 
 typedef struct { u8 map, x, y; const char *text; } Sign;
 static const Sign signs[] = {
-    {0, 7, 4, "A show about parcels is on TV.\nHow exciting!"},
+    {0, 7, 4, "A show about parcels is on\nTV. How exciting!"},
     {2, 2, 8, "ACORN TOWN\nWhere every journey begins."},
     {2, 18, 12, "PROF. HAZEL'S CRITTER LAB"},
     {2, 15, 5, "KIT'S HOUSE\nIt's locked."},
-    {4, 3, 11, "NORTH PATH\nNorth: MAPLE CITY  South: ACORN TOWN"},
+    {4, 3, 11, "NORTH PATH\nNorth: MAPLE CITY\nSouth: ACORN TOWN"},
     {5, 3, 9, "MAPLE CITY\nA town of busy traders."},
     {5, 3, 4, "It's locked."},
     {5, 15, 4, "It's locked."},
+#if defined(LAYOUT_EMERALD)
+    {MAP_COURSE, 3, 12, "\6"},
+#endif
 };
 
 /* the species in the left, middle and right ball; VAR_STARTER_MON's value for each (vars.h:
@@ -156,6 +194,10 @@ static int encode(u8 *dst, int cap, const char *s)
         else if (*s == '\2') sub = species_name(rival_species());
         else if (*s == '\3') sub = species_name(ball_species[picked_ball]);
         else if (*s == '\4') sub = species_name(wild_species);
+#if defined(LAYOUT_EMERALD)
+        else if (*s == '\5') sub = course_trainer_name();
+        else if (*s == '\6') sub = course_name();
+#endif
         if (sub) {
             while (*sub && n < cap - 1)
                 dst[n++] = fr_code(*sub++);
@@ -294,7 +336,7 @@ static u8 cell_kind(int x, int y)
 {
     if (x < 0 || y < 0 || x >= MAP_W || y >= MAP_H)
         return KIND_SOLID;
-    return gfx_meta_kind[gfx_maps[cur_map][y * MAP_W + x]];
+    return gfx_meta_kind[MAP_CELLS(cur_map)[y * MAP_W + x]];
 }
 
 static void write_position(void)
@@ -316,8 +358,12 @@ static void load_map(u8 map, u8 x, u8 y, u8 face)
     facing = face;
     saveblocks_move();
     u8 *b = sb1();
+#if defined(LAYOUT_EMERALD)
+    course_on_load(map, b);
+#else
     b[SB1_MAP_GROUP] = map_ids[map][0];
     b[SB1_MAP_NUM] = map_ids[map][1];
+#endif
     b[SB1_WARP_ID] = 0xFF;
     write_position();
     if (map == MAP_ACORN_TOWN)
@@ -326,7 +372,7 @@ static void load_map(u8 map, u8 x, u8 y, u8 face)
         flag_set(FLAG_WORLD_MAP_CITY);
     for (int cy = 0; cy < MAP_H; cy++)
         for (int cx = 0; cx < MAP_W; cx++)
-            draw_cell(cx, cy, gfx_maps[map][cy * MAP_W + cx]);
+            draw_cell(cx, cy, MAP_CELLS(map)[cy * MAP_W + cx]);
     REG_DISPCNT = 0x0100 | 0x0200 | 0x1000 | 0x0040;
     update_camera_and_sprites();
 }
@@ -386,6 +432,9 @@ static void run_script(void)
             break;
         case OP_BATTLE:
             field_message_close();
+#if defined(LAYOUT_EMERALD)
+            course_trainer = c->a;
+#endif
             start_trainer_battle();
             return;
         }
@@ -419,6 +468,7 @@ static void parcel_give(void) { bag_add(SB1_POCKET_KEY, POCKET_KEY_COUNT, ITEM_P
 static void parcel_take(void) { bag_remove(SB1_POCKET_KEY, POCKET_KEY_COUNT, ITEM_PARCEL, 1); }
 static void balls_give(void) { bag_add(SB1_POCKET_BALLS, POCKET_BALLS_COUNT, ITEM_POKE_BALL, 5); }
 
+#if !defined(LAYOUT_EMERALD)
 static u8 rival_species(void)
 {
     int mine = 0;
@@ -426,9 +476,11 @@ static u8 rival_species(void)
         mine++;
     return (u8)ball_species[rival_ball_of[mine]];
 }
+#endif
 
 /* PalletTown OakTrigger: the professor stops the player at the tall grass and leads him to the
  * lab; its last steps set the lab scene 1, VAR_MAP_SCENE_PALLET_TOWN_OAK 1 and warp into the lab */
+#if !defined(LAYOUT_EMERALD)
 static const Cmd s_oak_stop[] = {
     MSG("PROF. HAZEL: Hey! Wait!\nDon't go out there!"),
     MSG("PROF. HAZEL: Wild critters\nhide in the tall grass.\nCome with me to my lab!"),
@@ -440,12 +492,13 @@ static const Cmd s_oak_stop[] = {
     SETVAR(VAR_LAB_SCENE, 2),
     END,
 };
+#endif
 
 static const Cmd s_ball_pick[] = {
     YESNO("It's \3!\nTake \3?"),
     FN(give_starter),
     MSG("You received \1!"),
-    MSG("KIT: Then I'll take \2!"),
+    MSG("KIT: Then I'll take\n\2!"),
     SETVAR(VAR_LAB_SCENE, 3),
     MSG("KIT: Wait! Let's see whose\ncritter is stronger!"),
     BATTLE,
@@ -489,18 +542,23 @@ static const Cmd s_dex_scene[] = {
 static const Cmd s_one[][2] = {
     {MSG("MOM: Good morning! Off for a\nwalk? Take care out there!"), END},
     {MSG("PROF. HAZEL: Go on! Pick a\ncritter from the table."), END},
-    {MSG("PROF. HAZEL: MAPLE CITY is up\nNORTH PATH. Go and explore!"), END},
-    {MSG("PROF. HAZEL: Fill the DEX with\nevery critter you meet!"), END},
+    {MSG("PROF. HAZEL: MAPLE CITY is\nup NORTH PATH. Go and\nexplore!"), END},
+    {MSG("PROF. HAZEL: Fill the DEX\nwith every critter you meet!"), END},
     {MSG("KIT: Yo! Gramps is out. I'm\nwaiting for a critter too!"), END},
     {MSG("A critter ball. Better not\ntouch it yet."), END},
     {MSG("That's PROF. HAZEL's last\ncritter."), END},
     {MSG("NORTH PATH leads to MAPLE\nCITY. It has a shop!"), END},
     {MSG("The shop is the big house\nby the south gate."), END},
-    {MSG("CLERK: Say hi to PROF. HAZEL!"), END},
+    {MSG("CLERK: Say hi to\nPROF. HAZEL!"), END},
     {MSG("KIT: Pick one! Then I'll\npick mine."), END},
 };
 enum { T_MOM, T_PROF_PICK, T_PROF_GO, T_PROF_DONE, T_RIVAL_WAIT, T_BALL_NO, T_BALL_LAST, T_GIRL, T_MAN,
        T_CLERK, T_RIVAL_PICK };
+
+#if defined(LAYOUT_EMERALD)
+static void start_battle(u8 trainer, u16 species, u8 level);
+#include "course_emerald.inc"
+#endif
 
 static void talk_actor(int a)
 {
@@ -531,6 +589,9 @@ static void talk_actor(int a)
     case A_GIRL: start_script(s_one[T_GIRL]); break;
     case A_MAN: start_script(s_one[T_MAN]); break;
     case A_CLERK: start_script(s_one[T_CLERK]); break;
+#if defined(LAYOUT_EMERALD)
+    case A_GUIDE: course_talk(); break;
+#endif
     }
 }
 
@@ -687,8 +748,13 @@ static void start_battle(u8 trainer, u16 species, u8 level)
     draw_picture(3, 6, party_species(0));
     mode = M_BATTLE;
     if (trainer) {
+#if defined(LAYOUT_EMERALD)
+        battle_queue("\5\nwants to battle!");
+        battle_queue("\5\nsent out \2!");
+#else
         battle_queue("KIT wants to battle!");
         battle_queue("KIT sent out \2!");
+#endif
     } else {
         battle_queue("A wild \4 appeared!");
     }
@@ -696,7 +762,9 @@ static void start_battle(u8 trainer, u16 species, u8 level)
     battle_flush(THEN_MENU);
 }
 
+#if !defined(LAYOUT_EMERALD)
 static void start_trainer_battle(void) { start_battle(1, rival_species(), 5); }
+#endif
 
 static void battle_end(void)
 {
@@ -713,19 +781,32 @@ static void battle_end(void)
     }
     load_map(cur_map, px, py, facing); /* back to the field: the blocks move again */
     mode = M_WALK;
+#if defined(LAYOUT_EMERALD)
+    if (pc) /* a scripted battle (the course's wild one too) goes on with its script */
+        run_script();
+#else
     if (battle_trainer)
         run_script();
+#endif
 }
 
 static void battle_fight(void)
 {
+#if defined(LAYOUT_EMERALD)
+    s16 my_hit = 99, foe_hit = 2; /* the course's battles take one FIGHT each */
+#else
     s16 my_hit = (s16)(battle_trainer ? 7 : 6), foe_hit = (s16)(battle_trainer ? 3 : 2);
+#endif
     foe.hp = (s16)(foe.hp > my_hit ? foe.hp - my_hit : 0);
     battle_queue("\1 used TACKLE!");
     if (foe.hp == 0) {
         battle_queue(battle_trainer ? "Foe \2 fainted!" : "Wild \4 fainted!");
         if (battle_trainer)
+#if defined(LAYOUT_EMERALD)
+            battle_queue("You defeated \5!");
+#else
             battle_queue("You defeated KIT!");
+#endif
         *(volatile u8 *)ADDR_BATTLE_OUTCOME = B_OUTCOME_WON;
         battle_flush(THEN_END);
         return;
@@ -745,7 +826,7 @@ static void battle_fight(void)
 static void battle_ball(void)
 {
     if (battle_trainer) {
-        battle_queue("The trainer blocked the BALL!");
+        battle_queue("The trainer blocked the\nBALL!");
         battle_flush(THEN_MENU);
         return;
     }
@@ -881,16 +962,22 @@ static void step(u8 dir)
         return;
     for (unsigned i = 0; i < sizeof warps / sizeof warps[0]; i++)
         if (warps[i].map == cur_map && warps[i].x == px && warps[i].y == py) {
+#if defined(LAYOUT_EMERALD)
+            if (warps[i].to_map == MAP_COURSE)
+                course_enter();
+#endif
             load_map(warps[i].to_map, warps[i].to_x, warps[i].to_y, warps[i].face);
             on_enter_map();
             return;
         }
+#if !defined(LAYOUT_EMERALD)
     if (cur_map == MAP_ACORN_TOWN && py == 1 && var_get(VAR_OAK_SCENE) == 0) {
         start_script(s_oak_stop);
         return;
     }
+#endif
     /* wild encounters: NORTH PATH's tall grass, once the player has a creature */
-    if (cur_map == MAP_NORTH_PATH && kind == KIND_TALL && party_count() && party_hp(0) > 0 && (rand16() & 3) == 0) {
+    if (cur_map == WILD_MAP && kind == KIND_TALL && party_count() && party_hp(0) > 0 && (rand16() & 3) == 0) {
         wild_species = (rand16() & 1) ? SPECIES_WILD1 : SPECIES_WILD2;
         start_battle(0, wild_species, (u8)(2 + (rand16() & 1)));
     }

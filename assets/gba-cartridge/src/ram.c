@@ -64,7 +64,13 @@ static const u32 pockets[3][2] = {
 void saveblocks_move(void)
 {
     u8 *old1 = sb1(), *old2 = sb2();
+#if defined(SAVEBLOCK_OFFSET_USES_TRAINER_ID)
+    /* pokeemerald src/load_save.c: (trainer-id byte sum + Random()) & (SAVEBLOCK_MOVE_RANGE - 4) */
+    const u8 *tid = old2 + SB2_TRAINER_ID;
+    u32 offset = (u32)(tid[0] + tid[1] + tid[2] + tid[3] + rand16()) & (SAVEBLOCK_MOVE_RANGE - 4);
+#else
     u32 offset = rand16() & ((SAVEBLOCK_MOVE_RANGE - 1) & ~3u);
+#endif
     u8 *new1 = (u8 *)(ADDR_SB1 + offset), *new2 = (u8 *)(ADDR_SB2 + offset);
     move_words((u32 *)new2, (const u32 *)old2, SB2_SIZE / 4);
     move_words((u32 *)new1, (const u32 *)old1, SB1_SIZE / 4);
@@ -273,3 +279,24 @@ int party_add(u16 species, u8 level)
     *(volatile u8 *)ADDR_PARTY_COUNT = (u8)(n + 1);
     return n;
 }
+
+#if defined(LAYOUT_EMERALD)
+/* a new level: experience (growth substructure, re-encrypted, checksum kept), level, HP, stats */
+void party_set_level(u8 slot, u8 level)
+{
+    u8 *m = mon(slot);
+    u32 personality = rd32(m), key = personality ^ rd32(m + 4);
+    u8 *w = m + 0x20 + substruct_pos[personality % 24][0] * 12 + 4; /* growth: u32 experience at +4 */
+    u32 old_exp = rd32(w) ^ key, exp = (u32)level * level * level;
+    u16 checksum = rd16(m + 0x1C);
+    checksum = (u16)(checksum - (u16)old_exp - (u16)(old_exp >> 16) + (u16)exp + (u16)(exp >> 16));
+    wr32(w, exp ^ key);
+    wr16(m + 0x1C, checksum);
+    s16 hp = (s16)(10 + 2 * level);
+    m[0x54] = level;
+    wr16(m + 0x56, (u16)hp);
+    wr16(m + 0x58, (u16)hp);
+    for (int s = 0; s < 5; s++)
+        wr16(m + 0x5A + 2 * s, (u16)(5 + level));
+}
+#endif

@@ -2,7 +2,8 @@
 """Play walkthrough.txt on Parcel Quest Advance in mGBA and print, after each line of the script, the
 rung the FireRed definition's ladder has reached (read with the project's own probe).
 
-    uv run python assets/gba-cartridge/tools/walk.py [--rom ROM] [--script FILE] [--verbose]
+    uv run python assets/gba-cartridge/tools/walk.py [--rom ROM] [--script FILE] [--definition YAML] [--verbose]
+    (the Emerald build: --emerald, shorthand for its ROM, walkthrough-emerald.txt and the Emerald definition)
 
 Exit 0 when the final rung (M8) is reached, 1 otherwise. Timing is the GB cartridge's (press 4
 frames, settle 12), boot 120 frames with no input.
@@ -46,9 +47,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rom", type=Path, default=HERE / "parcel-quest-advance.gba")
     ap.add_argument("--script", type=Path, default=HERE / "walkthrough.txt")
+    ap.add_argument("--definition", type=Path, default=DEFINITION)
+    ap.add_argument("--emerald", action="store_true", help="the Emerald build, its walkthrough and definition")
     ap.add_argument("--verbose", action="store_true", help="print the probe sample after every line")
     args = ap.parse_args()
-    game = GameDefinition.model_validate(yaml.safe_load(DEFINITION.read_text(encoding="utf-8")))
+    if args.emerald:
+        args.rom = HERE / "parcel-quest-advance-emerald.gba"
+        args.script = HERE / "walkthrough-emerald.txt"
+        args.definition = REPO / "assets" / "games" / "pokemon-emerald-en.yaml"
+    game = GameDefinition.model_validate(yaml.safe_load(args.definition.read_text(encoding="utf-8")))
     probe = Probe(game)
     emu = MGBAEmulator(args.rom.read_bytes(), name=args.rom.name, platform="gba")
     emu.boot(BOOT_FRAMES)
@@ -56,6 +63,7 @@ def main() -> int:
     ladder = Ladder(game, start)
     print(f"start: ready={game.is_ready(start)} sb1={start['sb1']:#x} sb2={start['sb2']:#x} "
           f"map={start['map']:#06x} options={start['options']:#06x}")
+    from engine.ladder import skipped_required
     presses = 0
     decision = 0
     for line, actions in script_lines(args.script.read_text(encoding="utf-8")):
@@ -71,7 +79,8 @@ def main() -> int:
         if args.verbose:
             print("      ", {k: v for k, v in s.items() if not isinstance(v, list)})
     final = game.final_id
-    print(f"reached {ladder.reached} in {presses} presses; final {final}: {final in ladder.reached}")
+    print(f"reached {ladder.reached} in {presses} presses; final {final}: {final in ladder.reached}; "
+          f"required rungs skipped: {skipped_required(game, ladder.awards, ladder.pre_satisfied)}")
     return 0 if final in ladder.reached else 1
 
 
