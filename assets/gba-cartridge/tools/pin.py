@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Pin Parcel Quest Advance (FireRed layout) everywhere that names it, after build.sh and a commit of
-its source:
+"""Pin Parcel Quest Advance's two builds (FireRed layout, Emerald layout) everywhere that names them,
+after build.sh and a commit of the source:
 
-* its canonical mGBA start state, `parcel-quest-advance.mgba.state` (power on, 120 frames, no
-  input: `oakwatch make-state`), and `start.yaml` beside it;
-* the bundled manifests: the dry-run (the scripted walkthrough), Design A and B, and the MCP
-  experiment (assets/experiments/parcel-quest-advance-*.yaml), built from the Game Boy cartridge's
-  own with the game and emulator sections replaced;
-* the conformance record in the FireRed definition (its `rom_sha256` and the source `commit`): the
-  only lines of that file this touches.
+* each build's canonical mGBA start state (power on, 120 frames, no input: `oakwatch make-state`)
+  and a mid-game one (that start plus the build's walkthrough: the catch benchmark's start), and
+  `start.yaml` beside them;
+* the bundled manifests: for the FireRed build the dry-run (the scripted walkthrough), Design A and
+  B, the MCP experiment and the catch; for the Emerald build its dry-run (the whole 68-rung ladder)
+  and its catch (assets/experiments/parcel-quest-advance-*.yaml), built from the Game Boy
+  cartridge's own with the game and emulator sections replaced;
+* the conformance record in each definition (its `rom_sha256` and the source `commit`): the only
+  lines of those files this touches.
 
     uv run python assets/gba-cartridge/tools/pin.py [--check]
 
-`--check` writes nothing and exits 1 when a pin is stale (tests/gba/test_pins.py runs the same check).
+`--check` writes nothing and exits 1 when a pin is stale (tests/gba/test_firered_layout.py runs it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -31,41 +34,73 @@ HERE = Path(__file__).resolve().parent.parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO))
 
-ROM = HERE / "parcel-quest-advance.gba"
-STATE = HERE / "parcel-quest-advance.mgba.state"
-# a mid-game start: the walkthrough played from the canonical start (M8 reached, five balls): the catch
-# benchmark's start (seed 001, `--goal catch`)
-AFTER_DEX = HERE / "parcel-quest-advance-after-dex.mgba.state"
 START = HERE / "start.yaml"
-DEFINITION = REPO / "assets" / "games" / "pokemon-firered-leafgreen-en.yaml"
+GAMES = REPO / "assets" / "games"
 EXPERIMENTS = REPO / "assets" / "experiments"
 BOOT_FRAMES = 120
 PRESS, SETTLE = 4, 12
-NAME = "parcel-quest-advance"
 SOURCE = ("assets/gba-cartridge/src", "assets/gba-cartridge/build.sh", "assets/gba-cartridge/art",
           "assets/gba-cartridge/tools/gen_gfx.py")
 
-HEADERS = {
-    "dry-run": ("# The bundled GBA dry-run: the scripted walkthrough of the open GBA cartridge, Parcel Quest Advance,\n"
-                "# on mGBA at 240x160, read through the UNCHANGED FireRed definition (its conformance record names\n"
-                "# this ROM). `oakwatch run bundled:parcel-quest-advance-dry-run.yaml` reaches M8.\n"),
-    "design-a": ("# Seed 000, Design A on the open GBA cartridge (FireRed layout, the FireRed definition): two model\n"
-                 "# products under one harness. Runnable once ANTHROPIC_API_KEY and OPENAI_API_KEY are set.\n"),
-    "design-b": ("# Seed 000, Design B on the open GBA cartridge (FireRed layout, the FireRed definition): one\n"
-                 "# model, a recent window of working memory against the persistent store. Runnable once\n"
-                 "# ANTHROPIC_API_KEY is set.\n"),
-    "catch": ("# Seed 001's goal benchmark on the open GBA cartridge: catch any critter (the FireRed\n"
-              "# definition's `catch` goal: one more in the party, a new owned-dex flag, gBattleOutcome 7), from\n"
-              "# the state after the walkthrough (M8 reached, five balls). The scripted catch.txt meets it;\n"
-              "# `oakwatch run --goal catch` is the same as game.goal here.\n"),
-    "mcp": ("# Your own agent harness on the open GBA cartridge through oakwatch's MCP tool server (docs/mcp.md):\n"
-            "# `oakwatch mcp bundled:parcel-quest-advance-mcp.yaml` serves one trial (the human ruleset).\n"),
-}
+
+@dataclass(frozen=True)
+class Build:
+    name: str  # the manifests' prefix, and the ROM's and states' stem
+    build: str  # the conformance record's name
+    definition: str  # the bundled definition's file name
+    walkthrough: str
+    catch: str
+    kinds: tuple[str, ...]  # which manifests
+    after: str  # the mid-game state's suffix
+
+    @property
+    def rom(self) -> Path:
+        return HERE / f"{self.name}.gba"
+
+    @property
+    def state(self) -> Path:
+        return HERE / f"{self.name}.mgba.state"
+
+    @property
+    def after_state(self) -> Path:
+        return HERE / f"{self.name}-{self.after}.mgba.state"
+
+
+FIRERED = Build("parcel-quest-advance", "Parcel Quest Advance (FireRed layout)", "pokemon-firered-leafgreen-en.yaml",
+                "walkthrough.txt", "catch.txt", ("dry-run", "catch", "design-a", "design-b", "mcp"), "after-dex")
+EMERALD = Build("parcel-quest-advance-emerald", "Parcel Quest Advance (Emerald layout)", "pokemon-emerald-en.yaml",
+                "walkthrough-emerald.txt", "catch-emerald.txt", ("dry-run", "catch"), "after-hall-of-fame")
+BUILDS = (FIRERED, EMERALD)
+
 SOURCES = {"dry-run": "dry-run.yaml", "catch": "dry-run.yaml", "design-a": "parcel-quest-design-a.yaml",
            "design-b": "parcel-quest-design-b.yaml", "mcp": "mcp.yaml"}
 PINNED_BY = ("# Pinned by assets/gba-cartridge/tools/pin.py (ROM, start states, first frames): rerun it after a\n"
              "# rebuild. The canonical start is power on + 120 frames with no input, on mGBA:\n"
-             "#   oakwatch make-state assets/gba-cartridge/parcel-quest-advance.gba --frames 120 --output FILE\n")
+             "#   oakwatch make-state assets/gba-cartridge/{rom} --frames 120 --output FILE\n")
+
+
+def header(b: Build, kind: str) -> str:
+    layout = "FireRed" if b is FIRERED else "Emerald"
+    cartridge = f"the open GBA cartridge, Parcel Quest Advance ({layout} layout)"
+    return {
+        "dry-run": (f"# A bundled GBA dry-run: the scripted walkthrough of {cartridge}, on mGBA at\n"
+                    f"# 240x160, read through the UNCHANGED {layout} definition (its conformance record names this\n"
+                    f"# ROM). `oakwatch run bundled:{b.name}-dry-run.yaml` reaches the final rung"
+                    + (" (M8).\n" if b is FIRERED else
+                       " (M68, every rung\n# of the Emerald ladder, the 8 optional ones too) and the report gives "
+                       "its long-horizon score.\n")),
+        "catch": (f"# Seed 001's goal benchmark on {cartridge}: catch any critter (the\n"
+                  f"# {layout} definition's `catch` goal: one more in the party, a new owned-dex flag, "
+                  f"gBattleOutcome 7),\n# from the state after {b.walkthrough}. The scripted {b.catch} meets it; "
+                  f"`oakwatch run --goal catch`\n# is the same as game.goal here.\n"),
+        "design-a": (f"# Seed 000, Design A on {cartridge} (the {layout}\n# definition): two model products "
+                     "under one harness. Runnable once ANTHROPIC_API_KEY and OPENAI_API_KEY are set.\n"),
+        "design-b": (f"# Seed 000, Design B on {cartridge} (the {layout}\n# definition): one model, a recent "
+                     "window of working memory against the persistent store. Runnable once\n"
+                     "# ANTHROPIC_API_KEY is set.\n"),
+        "mcp": (f"# Your own agent harness on {cartridge}, through\n# oakwatch's MCP tool server (docs/mcp.md): "
+                f"`oakwatch mcp bundled:{b.name}-mcp.yaml` serves one trial (the human ruleset).\n"),
+    }[kind]
 
 
 def sha256(data: bytes) -> str:
@@ -73,7 +108,7 @@ def sha256(data: bytes) -> str:
 
 
 def source_commit(given: str | None = None) -> str:
-    """The last commit that changed the cartridge's source (what the ROM is built from)."""
+    """The last commit that changed the cartridge's source (what the ROMs are built from)."""
     if given:
         return given
     done = subprocess.run(["git", "log", "-1", "--format=%H", "--", *SOURCE], cwd=REPO, capture_output=True,
@@ -84,88 +119,101 @@ def source_commit(given: str | None = None) -> str:
     return commit
 
 
-def start_state() -> tuple[bytes, str, str]:
+def start_state(b: Build) -> tuple[bytes, str, str]:
     from engine.backends import backend
     from sessions.startstate import make_start_state
 
-    state, first = make_start_state(ROM.read_bytes(), BOOT_FRAMES, "mgba", "gba")
+    state, first = make_start_state(b.rom.read_bytes(), BOOT_FRAMES, "mgba", "gba")
     return state, first, backend("mgba").require()
 
 
-def after_dex_state() -> tuple[bytes, str]:
-    """The canonical start, then walkthrough.txt with the manifests' timing: (state, first frame)."""
+def after_state(b: Build) -> tuple[bytes, str]:
+    """The canonical start, then the build's walkthrough with the manifests' timing: (state, first frame)."""
     from engine.emulator import Timing
     from engine.script import parse_script
     from sessions.gamedefs import load_game_definition
     from sessions.romid import identify
     from sessions.statemaker import Setup, play_prefix
 
-    rom = ROM.read_bytes()
-    game = load_game_definition(DEFINITION)
-    setup = Setup(ROM, rom, game, "", identify(rom, game, force=True), "mgba", "", HERE)
-    actions = parse_script((HERE / "walkthrough.txt").read_text(encoding="utf-8"), "walkthrough.txt")
+    rom = b.rom.read_bytes()
+    game = load_game_definition(GAMES / b.definition)
+    setup = Setup(b.rom, rom, game, "", identify(rom, game, force=True), "mgba", "", HERE)
+    actions = parse_script((HERE / b.walkthrough).read_text(encoding="utf-8"), b.walkthrough)
     state, first, _ = play_prefix(setup, BOOT_FRAMES, actions, Timing(PRESS, SETTLE))
     return state, first
 
 
-def game_section(rom_sha: str, state_sha: str, first: str, version: str) -> dict:
-    return {"title": "Parcel Quest Advance (FireRed layout)",
-            "definition": "bundled:pokemon-firered-leafgreen-en.yaml",
-            "rom": f"bundled:gba-cartridge/{ROM.name}", "rom_sha256": rom_sha,
-            "start_states": {"mgba": {"state": f"bundled:gba-cartridge/{STATE.name}", "sha256": state_sha,
+def game_section(b: Build, rom_sha: str, state_sha: str, first: str, version: str) -> dict:
+    controls = {"text_speed": "mid", "battle_style": "shift"}  # the new-game options both builds start with
+    return {"title": b.build, "definition": f"bundled:{b.definition}",
+            "rom": f"bundled:gba-cartridge/{b.rom.name}", "rom_sha256": rom_sha,
+            "start_states": {"mgba": {"state": f"bundled:gba-cartridge/{b.state.name}", "sha256": state_sha,
                                       "first_frame_sha256": first, "emulator_version": version}},
-            "language": "English", "starter": "SPROUTLE", "text_speed": "mid", "battle_style": "shift"}
+            "language": "English", "starter": "SPROUTLE", **controls}
 
 
-def manifest_text(kind: str, game: dict, after: dict) -> str:
+def manifest_text(b: Build, kind: str, game: dict, after: dict) -> str:
     data = yaml.safe_load((EXPERIMENTS / SOURCES[kind]).read_text(encoding="utf-8"))
-    data["experiment_id"] = f"{NAME}-{kind}"
-    data["game"] = game
+    data["experiment_id"] = f"{b.name}-{kind}"
+    data["game"] = game = json.loads(json.dumps(game))
     data["emulator"] = {"name": "mgba", "frame_width": 240, "frame_height": 160, "press_frames": PRESS,
                         "settle_frames": SETTLE, "speed_multiplier": data["emulator"].get("speed_multiplier", 0),
                         "frame_skip": 0}
     if kind in ("dry-run", "catch"):
         condition = data["conditions"][0]
-        condition["script"] = f"bundled:gba-cartridge/{'catch' if kind == 'catch' else 'walkthrough'}.txt"
+        condition["script"] = f"bundled:gba-cartridge/{b.catch if kind == 'catch' else b.walkthrough}"
         condition.pop("script_notes", None)
+        if b is EMERALD and kind == "dry-run":
+            data["budgets"] = {**data["budgets"], "accepted_actions": 500, "model_decisions": 500}
     if kind == "catch":
         condition["id"] = "catch"
-        data["game"] = game = json.loads(json.dumps(game))
         game["goal"] = "catch"
         game["start_states"]["mgba"].update(after)
         data["budgets"] = {**data["budgets"], "accepted_actions": 100, "model_decisions": 100}
-    return HEADERS[kind] + PINNED_BY + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return header(b, kind) + PINNED_BY.format(rom=b.rom.name) + yaml.safe_dump(data, sort_keys=False,
+                                                                               allow_unicode=True)
 
 
-def start_text(state_sha: str, first: str, version: str) -> str:
-    return ("# Canonical start of Parcel Quest Advance on mGBA (written by tools/pin.py; the harness and tests\n"
-            "# read it): power on, boot_frames with no input, save.\n"
+def start_text(pins: dict[str, dict]) -> str:
+    return ("# Canonical starts of Parcel Quest Advance on mGBA (written by tools/pin.py; the harness and tests\n"
+            "# read it): power on, boot_frames with no input, save. One entry per build.\n"
             + yaml.safe_dump({"boot_frames": BOOT_FRAMES, "press_frames": PRESS, "settle_frames": SETTLE,
-                              "emulator": "mgba", "emulator_version": version, "state": STATE.name,
-                              "state_sha256": state_sha, "first_frame_sha256": first}, sort_keys=False))
+                              "emulator": "mgba", "builds": pins}, sort_keys=False))
 
 
-def definition_text(rom_sha: str, commit: str) -> str:
-    text = DEFINITION.read_text(encoding="utf-8")
-    text, n = re.subn(r"(build: Parcel Quest Advance \(FireRed layout\)\n(?:.*\n)*?\s+rom_sha256: )[0-9a-f]{64}",
-                      rf"\g<1>{rom_sha}", text, count=1)
+def definition_text(b: Build, rom_sha: str, commit: str) -> str:
+    path = GAMES / b.definition
+    text = path.read_text(encoding="utf-8")
+    build = re.escape(b.build)
+    text, n = re.subn(rf"(build: {build}\n(?:.*\n)*?\s+rom_sha256: )[0-9a-f]{{64}}", rf"\g<1>{rom_sha}", text,
+                      count=1)
     text, m = re.subn(r"(rom_sha256: " + rom_sha + r"\n\s+commit: )[0-9a-f]{7,40}", rf"\g<1>{commit}", text, count=1)
     if n != 1 or m != 1:
-        raise SystemExit(f"pin: {DEFINITION.name} has no conformance record for Parcel Quest Advance to update")
+        raise SystemExit(f"pin: {path.name} has no conformance record for {b.build} to update")
     return text
 
 
 def wanted(commit: str | None = None) -> dict[Path, bytes]:
-    rom_sha = sha256(ROM.read_bytes())
-    state, first, version = start_state()
-    game = game_section(rom_sha, sha256(state), first, version)
-    later, later_first = after_dex_state()
-    after = {"state": f"bundled:gba-cartridge/{AFTER_DEX.name}", "sha256": sha256(later),
-             "first_frame_sha256": later_first}
-    files = {STATE: state, AFTER_DEX: later, START: start_text(sha256(state), first, version).encode(),
-             DEFINITION: definition_text(rom_sha, source_commit(commit)).encode()}
-    for kind in SOURCES:
-        files[EXPERIMENTS / f"{NAME}-{kind}.yaml"] = manifest_text(kind, game, after).encode()
+    commit = source_commit(commit)
+    files: dict[Path, bytes] = {}
+    pins = {}
+    for b in BUILDS:
+        rom_sha = sha256(b.rom.read_bytes())
+        state, first, version = start_state(b)
+        later, later_first = after_state(b)
+        pins[b.name] = {"state": b.state.name, "state_sha256": sha256(state), "first_frame_sha256": first,
+                        "emulator_version": version, "after": {"walkthrough": b.walkthrough,
+                                                               "state": b.after_state.name,
+                                                               "state_sha256": sha256(later),
+                                                               "first_frame_sha256": later_first}}
+        game = game_section(b, rom_sha, sha256(state), first, version)
+        after = {"state": f"bundled:gba-cartridge/{b.after_state.name}", "sha256": sha256(later),
+                 "first_frame_sha256": later_first}
+        files[b.state], files[b.after_state] = state, later
+        files[GAMES / b.definition] = definition_text(b, rom_sha, commit).encode()
+        for kind in b.kinds:
+            files[EXPERIMENTS / f"{b.name}-{kind}.yaml"] = manifest_text(b, kind, game, after).encode()
+    files[START] = start_text(pins).encode()
     return files
 
 
