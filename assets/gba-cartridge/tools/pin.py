@@ -193,6 +193,58 @@ def definition_text(b: Build, rom_sha: str, commit: str) -> str:
     return text
 
 
+TASKS = REPO / "assets" / "tasks"
+
+
+def deliver_parcel_task(version: str) -> dict[Path, bytes]:
+    """A task from a mid-game state: the walkthrough played until the parcel is in the bag (M6), then
+    the rest is the task: deliver it and get the Pokédex (goal M8). Its state is the prefix played from
+    the canonical start state (restore, then the presses), as the GB cartridge's rival-battle task's."""
+    from engine.backends import backend
+    from engine.emulator import Timing, frame_sha256
+    from engine.probe import Probe
+    from engine.script import parse_script
+    from sessions.gamedefs import load_game_definition
+
+    b = FIRERED
+    game = load_game_definition(GAMES / b.definition)
+    probe = Probe(game)
+    m6 = next(m for m in game.milestones if m.id == "M6")
+    actions = parse_script((HERE / b.walkthrough).read_text(encoding="utf-8"), b.walkthrough)
+    machine = backend("mgba").open(b.rom.read_bytes(), str(b.rom), "gba")
+    try:
+        machine.restore(b.state.read_bytes())
+        for n, action in enumerate(actions, start=1):
+            if m6.holds(machine.step(action, Timing(PRESS, SETTLE), probe).ram_last):
+                break
+        state = machine.save_state()
+    finally:
+        machine.close()
+    check = backend("mgba").open(b.rom.read_bytes(), str(b.rom), "gba")
+    try:
+        check.restore(state)
+        first = frame_sha256(check.frame())
+    finally:
+        check.close()
+    name = "parcel-quest-advance-deliver-parcel"
+    prefix, rest = actions[:n], actions[n:]
+    task = {"task_id": name, "title": "Deliver the parcel (Parcel Quest Advance, FireRed layout)",
+            "experiment": f"bundled:{b.name}-dry-run.yaml",
+            "start_states": {"mgba": {"state": f"{name}.mgba.state", "sha256": sha256(state),
+                                      "first_frame_sha256": first, "emulator_version": version}},
+            "start_prefix": f"{name}.prefix.txt", "goal": {"milestones": ["M8"]},
+            "budgets": {"accepted_actions": 200, "model_decisions": 200, "wall_time_minutes": 10},
+            "track": "visual", "reference_script": f"{name}.txt", "tags": ["navigation", "gba-cartridge", "mid-game"]}
+    text = ("# Parcel Quest Advance (FireRed layout, the FireRed definition): from the shop with the parcel in the\n"
+            "# bag (M6 just reached), take it back to the professor and get the Pokédex (M8). Start state: the\n"
+            f"# prefix ({n} presses of walkthrough.txt) played from the canonical start state; written by\n"
+            "# assets/gba-cartridge/tools/pin.py.\n" + yaml.safe_dump(task, sort_keys=False, allow_unicode=True))
+    note = "# written by assets/gba-cartridge/tools/pin.py from walkthrough.txt\n"
+    return {TASKS / f"{name}.mgba.state": state, TASKS / f"{name}.yaml": text.encode(),
+            TASKS / f"{name}.prefix.txt": (note + "\n".join(prefix) + "\n").encode(),
+            TASKS / f"{name}.txt": (note + "\n".join(rest) + "\n").encode()}
+
+
 def wanted(commit: str | None = None) -> dict[Path, bytes]:
     commit = source_commit(commit)
     files: dict[Path, bytes] = {}
@@ -214,6 +266,7 @@ def wanted(commit: str | None = None) -> dict[Path, bytes]:
         for kind in b.kinds:
             files[EXPERIMENTS / f"{b.name}-{kind}.yaml"] = manifest_text(b, kind, game, after).encode()
     files[START] = start_text(pins).encode()
+    files.update(deliver_parcel_task(pins[FIRERED.name]["emulator_version"]))
     return files
 
 
