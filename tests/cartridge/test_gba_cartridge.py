@@ -295,3 +295,52 @@ def test_every_text_fits_the_box():
                 literal = literal.replace(code, "W" * width)
             lines = literal.replace("\\'", "'").split("\\n")
             assert len(lines) <= 4 and all(len(line) <= 28 for line in lines), (name, literal)
+
+
+def test_the_ram_is_a_function_of_the_buttons_not_the_timing(errand):
+    """The random numbers advance only on game events: the walkthrough played with the shortest
+    timing mGBA allows (held 1 frame, settled 2) leaves the same save blocks, party and ladder."""
+    game, ladder, seen, emu = errand
+    from engine.mgba_backend import MGBAEmulator
+
+    fast = MGBAEmulator(ROM.read_bytes(), name=ROM.name, platform="gba")
+    fast.boot(BOOT)
+    probe = Probe(game)
+    for action in parse_script((CART / "walkthrough.txt").read_text(encoding="utf-8")):
+        r = fast.step(action, Timing(press_frames=1, settle_frames=2), probe)
+    end = r.ram_last
+    assert end["sb1"] == seen[-1]["sb1"] and end["qty_key"] == seen[-1]["qty_key"]
+    for address, size in ((end["sb1"], 0x3D68), (end["sb2"], 0xF24), (PARTY, 600)):
+        assert bytes(fast.read_range(address, size)) == bytes(emu.read_range(address, size))
+
+
+def test_catching_a_species_already_owned_fails_the_catch_goal():
+    """From a start that owns species S, a second S caught (outcome 7, one more in the party) is no
+    catch goal: no owned-dex flag was clear at the start and set now."""
+    from engine.goals import met_at
+
+    game = firered()
+    goal = game.goals["catch"]
+    probe = Probe(game)
+    emu = emulator()
+    play(emu, probe, parse_script((CART / "walkthrough.txt").read_text(encoding="utf-8")))
+    play(emu, probe, parse_script((CART / "catch.txt").read_text(encoding="utf-8")))
+    start = probe(emu.read_range)  # the episode starts owning the first catch
+    first = decode_party_record(bytes(emu.read_range(PARTY + 100, 100)))["species"]
+    outcomes = []
+    for _ in range(4):  # four balls left
+        step = 0
+        while not probe(emu.read_range)["in_battle"]:
+            play(emu, probe, ["RIGHT" if step % 2 == 0 else "LEFT"])  # in and out of the tall grass
+            step += 1
+            assert step < 60, "no encounter"
+        slot = probe(emu.read_range)["party_count"]
+        r = play(emu, probe, parse_script("A A RIGHT A A A"))  # BALL, caught, back on the path
+        assert r.ram_last["battle_outcome"] == 7 and r.ram_last["party_count"] == slot + 1
+        species = decode_party_record(bytes(emu.read_range(PARTY + 100 * slot, 100)))["species"]
+        met = met_at(goal, game, start, r.ram_before_last, r.ram_last)
+        outcomes.append((species, met))
+        if species == first:
+            break
+    assert outcomes[-1][0] == first and outcomes[-1][1] is None, outcomes
+    assert all(met is not None and met["species"] == [s] for s, met in outcomes[:-1])
