@@ -214,9 +214,9 @@ def deliver_parcel_task(version: str) -> dict[Path, bytes]:
     machine = backend("mgba").open(b.rom.read_bytes(), str(b.rom), "gba")
     try:
         machine.restore(b.state.read_bytes())
-        n = 0
-        while not n or not m6.holds(sample):
-            sample = machine.step(actions[n], Timing(PRESS, SETTLE), probe).ram_last
+        n, held = 0, False
+        while not held:  # play until the parcel is in the bag
+            held = m6.holds(machine.step(actions[n], Timing(PRESS, SETTLE), probe).ram_last)
             n += 1
         state = machine.save_state()
     finally:
