@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from sessions.gamedefs import load_game_definition
@@ -81,6 +82,8 @@ def test_the_report_says_what_was_and_was_not_checked(gba_dry_run, tmp_path):
 def test_the_pins_are_current():
     """The bundled start state is power-on + 120 frames on mGBA, and every manifest and the
     definition's conformance record name this ROM and state (tools/pin.py --check)."""
+    if subprocess.run(["git", "rev-parse", "--git-dir"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: the conformance record's commit cannot be looked up")
     done = subprocess.run([sys.executable, str(CART / "tools" / "pin.py"), "--check"], capture_output=True,
                           text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -39,8 +39,6 @@ GAMES = REPO / "assets" / "games"
 EXPERIMENTS = REPO / "assets" / "experiments"
 BOOT_FRAMES = 120
 PRESS, SETTLE = 4, 12
-SOURCE = ("assets/gba-cartridge/src", "assets/gba-cartridge/build.sh", "assets/gba-cartridge/art",
-          "assets/gba-cartridge/tools/gen_gfx.py")
 
 
 @dataclass(frozen=True)
@@ -107,15 +105,17 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def source_commit(given: str | None = None) -> str:
-    """The last commit that changed the cartridge's source (what the ROMs are built from)."""
+def source_commit(b: Build, given: str | None = None) -> str:
+    """The last commit that changed the build's ROM file: the source at that commit builds these bytes
+    (tests/cartridge/test_gba_cartridge.py rebuilds and compares), and a change to the source that leaves
+    the ROM as it was (a comment) does not move it."""
     if given:
         return given
-    done = subprocess.run(["git", "log", "-1", "--format=%H", "--", *SOURCE], cwd=REPO, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(["git", "log", "-1", "--format=%H", "--", str(b.rom.relative_to(REPO))], cwd=REPO,
+                          capture_output=True, text=True, check=True)
     commit = done.stdout.strip()
     if not commit:
-        raise SystemExit("pin: the cartridge's source is not committed yet: commit it, then pin")
+        raise SystemExit(f"pin: {b.rom.name} is not committed yet: commit it, then pin")
     return commit
 
 
@@ -247,7 +247,6 @@ def deliver_parcel_task(version: str) -> dict[Path, bytes]:
 
 
 def wanted(commit: str | None = None) -> dict[Path, bytes]:
-    commit = source_commit(commit)
     files: dict[Path, bytes] = {}
     pins = {}
     for b in BUILDS:
@@ -263,7 +262,7 @@ def wanted(commit: str | None = None) -> dict[Path, bytes]:
         after = {"state": f"bundled:gba-cartridge/{b.after_state.name}", "sha256": sha256(later),
                  "first_frame_sha256": later_first}
         files[b.state], files[b.after_state] = state, later
-        files[GAMES / b.definition] = definition_text(b, rom_sha, commit).encode()
+        files[GAMES / b.definition] = definition_text(b, rom_sha, source_commit(b, commit)).encode()
         for kind in b.kinds:
             files[EXPERIMENTS / f"{b.name}-{kind}.yaml"] = manifest_text(b, kind, game, after).encode()
     files[START] = start_text(pins).encode()
@@ -274,7 +273,7 @@ def wanted(commit: str | None = None) -> dict[Path, bytes]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a pin is stale")
-    parser.add_argument("--commit", help="the source commit to record (default: the last that changed the source)")
+    parser.add_argument("--commit", help="the source commit to record (default: the last that changed the ROM)")
     args = parser.parse_args()
     files = wanted(args.commit)
     stale = [path for path, data in files.items() if not path.is_file() or path.read_bytes() != data]
