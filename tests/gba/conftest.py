@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.backends import BACKENDS
-from engine.emulator import Timing
-from engine.probe import Probe
-from engine.script import parse_script
-from sessions.assets import ASSETS
-from sessions.gamedefs import load_game_definition
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing
+from engine.games.probe import Probe
+from engine.loop.script import parse_script
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.gamedefs import load_game_definition
 
 CART = ASSETS / "gba-cartridge"
 ROM = CART / "parcel-quest-advance.gba"

@@ -4,10 +4,10 @@ and replays. (A random agent: test_firered_layout's state-new smoke test.)"""
 
 from __future__ import annotations
 
-from sessions.replay import replay_trial
-from sessions.verify import verify_experiment
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
 from tests.gba.conftest import MCP, WALKTHROUGH, needs_mgba
-from tests.sessions.test_mcp_server import play_stdio, result_of
+from tests.sessions.execute.test_mcp_server import play_stdio, result_of
 
 pytestmark = needs_mgba
 
@@ -27,8 +27,8 @@ def test_an_mcp_agent_plays_the_gba_cartridge_to_the_dex_under_the_human_ruleset
 
 
 def test_the_gba_design_experiments_pass_preflight_once_keys_are_set(monkeypatch):
-    from sessions.assets import ASSETS
-    from sessions.experiment import prepare
+    from sessions.preflight.assets import ASSETS
+    from sessions.preflight.experiment import prepare
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "x" * 20)
     monkeypatch.setenv("OPENAI_API_KEY", "y" * 20)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from sessions.replay import replay_trial
-from sessions.verify import verify_experiment
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
 from tests.gba.conftest import needs_mgba, oakwatch
 
 pytestmark = needs_mgba

@@ -12,9 +12,9 @@ import math
 import pytest
 import yaml
 
-from sessions.assets import ASSETS, resolve
-from sessions.replay import replay_trial
-from sessions.verify import verify_experiment
+from sessions.audit.replay import replay_trial
+from sessions.audit.verify import verify_experiment
+from sessions.preflight.assets import ASSETS, resolve
 from tests.gba.conftest import needs_mgba, oakwatch
 
 pytestmark = needs_mgba

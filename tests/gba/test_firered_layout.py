@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from sessions.gamedefs import load_game_definition
+from sessions.preflight.gamedefs import load_game_definition
 from tests.gba.conftest import CART, FIRERED, ROM, ROOT, STATE, needs_mgba, oakwatch
 
 pytestmark = needs_mgba

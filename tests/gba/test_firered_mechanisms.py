@@ -10,8 +10,8 @@ import struct
 
 import yaml
 
-from sessions.assets import ASSETS
-from sessions.verify import verify_experiment
+from sessions.audit.verify import verify_experiment
+from sessions.preflight.assets import ASSETS
 from tests.conftest import run_experiment
 from tests.gba.conftest import DRY_RUN, FIRERED, needs_mgba
 

@@ -120,8 +120,8 @@ def source_commit(b: Build, given: str | None = None) -> str:
 
 
 def start_state(b: Build) -> tuple[bytes, str, str]:
-    from engine.backends import backend
-    from sessions.startstate import make_start_state
+    from engine.emulators.backends import backend
+    from sessions.preflight.startstate import make_start_state
 
     state, first = make_start_state(b.rom.read_bytes(), BOOT_FRAMES, "mgba", "gba")
     return state, first, backend("mgba").require()
@@ -129,11 +129,11 @@ def start_state(b: Build) -> tuple[bytes, str, str]:
 
 def after_state(b: Build) -> tuple[bytes, str]:
     """The canonical start, then the build's walkthrough with the manifests' timing: (state, first frame)."""
-    from engine.emulator import Timing
-    from engine.script import parse_script
-    from sessions.gamedefs import load_game_definition
-    from sessions.romid import identify
-    from sessions.statemaker import Setup, play_prefix
+    from engine.emulators.emulator import Timing
+    from engine.loop.script import parse_script
+    from sessions.preflight.gamedefs import load_game_definition
+    from sessions.preflight.romid import identify
+    from sessions.preflight.statemaker import Setup, play_prefix
 
     rom = b.rom.read_bytes()
     game = load_game_definition(GAMES / b.definition)
@@ -200,11 +200,11 @@ def deliver_parcel_task(version: str) -> dict[Path, bytes]:
     """A task from a mid-game state: the walkthrough played until the parcel is in the bag (M6), then
     the rest is the task: deliver it and get the Pokédex (goal M8). Its state is the prefix played from
     the canonical start state (restore, then the presses), as the GB cartridge's rival-battle task's."""
-    from engine.backends import backend
-    from engine.emulator import Timing, frame_sha256
-    from engine.probe import Probe
-    from engine.script import parse_script
-    from sessions.gamedefs import load_game_definition
+    from engine.emulators.backends import backend
+    from engine.emulators.emulator import Timing, frame_sha256
+    from engine.games.probe import Probe
+    from engine.loop.script import parse_script
+    from sessions.preflight.gamedefs import load_game_definition
 
     b = FIRERED
     game = load_game_definition(GAMES / b.definition)
