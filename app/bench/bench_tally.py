@@ -105,7 +105,7 @@ def _optional(report: dict, asked: set[str]) -> list[Target]:
         t = _get(report, "mcp") or {}
         out.append(_target("MCP press_keys call over the raw press", f"<= {t.get('target_ms', 2.0):g} ms",
                            t.get("overhead_ms"), "{:.3f} ms", t.get("target_met")))
-    if "gba" in report:  # `--gba-actions N` (on by default): the open GBA cartridge on mGBA (app.bench_gba)
+    if "gba" in report:  # `--gba-actions N` (on by default): the open GBA cartridge on mGBA (app.bench.bench_gba)
         g = _get(report, "gba") or {}
         out.append(_target("per accepted action on the GBA cartridge, wall time",
                            f"<= {g.get('target', 1.3):.2f}x raw mGBA + hash", g.get("ratio"), "{:.2f}x raw",
