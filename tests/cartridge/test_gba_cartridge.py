@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.emulator import Timing
-from engine.gamedef import GameDefinition
-from engine.ladder import Ladder
-from engine.probe import Probe
-from engine.script import parse_script
+from engine.emulators.emulator import Timing
+from engine.games.gamedef import GameDefinition
+from engine.games.ladder import Ladder
+from engine.games.probe import Probe
+from engine.loop.script import parse_script
 
 REPO = Path(__file__).resolve().parents[2]
 CART = REPO / "assets" / "gba-cartridge"
@@ -37,7 +37,7 @@ def firered() -> GameDefinition:
 
 
 def emulator():
-    from engine.mgba_backend import MGBAEmulator
+    from engine.emulators.mgba_backend import MGBAEmulator
 
     emu = MGBAEmulator(ROM.read_bytes(), name=ROM.name, platform="gba")
     emu.boot(BOOT)
@@ -163,7 +163,7 @@ def test_party_record_is_fireRed_encrypted(errand):
 
 
 def test_field_text_is_fireRed_encoded_and_hidden_in_battle():
-    from engine.tracks import decode_string
+    from engine.games.tracks import decode_string
 
     game = firered()
     dialogue = game.tracks.structured.dialogue
@@ -180,7 +180,7 @@ def test_field_text_is_fireRed_encoded_and_hidden_in_battle():
 
 
 def test_wild_catch_passes_the_catch_goal():
-    from engine.goals import met_at, room_problems
+    from engine.games.goals import met_at, room_problems
 
     game = firered()
     goal = game.goals["catch"]
@@ -206,7 +206,7 @@ EM_SB1, EM_SB2, EM_PARTY = 0x02025A00, 0x02024A54, 0x020244EC  # pret/pokeemeral
 
 
 def emerald():
-    from engine.mgba_backend import MGBAEmulator
+    from engine.emulators.mgba_backend import MGBAEmulator
 
     game = GameDefinition.model_validate(yaml.safe_load(EMERALD.read_text(encoding="utf-8")))
     emu = MGBAEmulator(EMERALD_ROM.read_bytes(), name=EMERALD_ROM.name, platform="gba")
@@ -215,7 +215,7 @@ def emerald():
 
 
 def run_ladder(script: str):
-    from engine.ladder import skipped_required
+    from engine.games.ladder import skipped_required
 
     game, probe, emu = emerald()
     start = probe(emu.read_range)
@@ -254,7 +254,7 @@ def test_emerald_branch_that_skips_required_rungs():
 
 
 def test_emerald_wild_catch_passes_the_catch_goal():
-    from engine.goals import met_at, room_problems
+    from engine.games.goals import met_at, room_problems
 
     game, probe, emu = emerald()
     play(emu, probe, parse_script((CART / "walkthrough-emerald.txt").read_text(encoding="utf-8")))
@@ -301,7 +301,7 @@ def test_the_ram_is_a_function_of_the_buttons_not_the_timing(errand):
     """The random numbers advance only on game events: the walkthrough played with the shortest
     timing mGBA allows (held 1 frame, settled 2) leaves the same save blocks, party and ladder."""
     game, ladder, seen, emu = errand
-    from engine.mgba_backend import MGBAEmulator
+    from engine.emulators.mgba_backend import MGBAEmulator
 
     fast = MGBAEmulator(ROM.read_bytes(), name=ROM.name, platform="gba")
     fast.boot(BOOT)
@@ -317,7 +317,7 @@ def test_the_ram_is_a_function_of_the_buttons_not_the_timing(errand):
 def test_catching_a_species_already_owned_fails_the_catch_goal():
     """From a start that owns species S, a second S caught (outcome 7, one more in the party) is no
     catch goal: no owned-dex flag was clear at the start and set now."""
-    from engine.goals import met_at
+    from engine.games.goals import met_at
 
     game = firered()
     goal = game.goals["catch"]

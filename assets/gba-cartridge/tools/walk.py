@@ -21,12 +21,12 @@ HERE = Path(__file__).resolve().parent.parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.emulator import Timing  # noqa: E402
-from engine.gamedef import GameDefinition  # noqa: E402
-from engine.ladder import Ladder  # noqa: E402
-from engine.mgba_backend import MGBAEmulator  # noqa: E402
-from engine.probe import Probe  # noqa: E402
-from engine.script import parse_script  # noqa: E402
+from engine.emulators.emulator import Timing  # noqa: E402
+from engine.emulators.mgba_backend import MGBAEmulator  # noqa: E402
+from engine.games.gamedef import GameDefinition  # noqa: E402
+from engine.games.ladder import Ladder  # noqa: E402
+from engine.games.probe import Probe  # noqa: E402
+from engine.loop.script import parse_script  # noqa: E402
 
 DEFINITION = REPO / "assets" / "games" / "pokemon-firered-leafgreen-en.yaml"
 BOOT_FRAMES = 120
@@ -63,7 +63,7 @@ def main() -> int:
     ladder = Ladder(game, start)
     print(f"start: ready={game.is_ready(start)} sb1={start['sb1']:#x} sb2={start['sb2']:#x} "
           f"map={start['map']:#06x} options={start['options']:#06x}")
-    from engine.ladder import skipped_required
+    from engine.games.ladder import skipped_required
     presses = 0
     decision = 0
     for line, actions in script_lines(args.script.read_text(encoding="utf-8")):
