@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from sessions.assets import ASSETS
 
 from app.bench import bench
 from app.bench.bench_tally import exit_status, tally_lines, targets
 from app.cli import main
+from sessions.preflight.assets import ASSETS
 
 GBA_ROM = ASSETS / "gba-cartridge" / "parcel-quest-advance.gba"
 
