@@ -191,15 +191,35 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
              "observe": observe, "apply_team": apply_team, "lead": lead, "action": action}
     for name in names:
         server.add_tool(tools[name], name=name, structured_output=False)
+        portable(server._tool_manager.get_tool(name).parameters)
     return server
 
 
+def portable(schema):
+    """A tool's input schema as strict validators (the MCP Inspector's strict mode) accept it: an optional
+    argument is simply left out, so no `"default": null` that its own type refuses (the SDK writes one for
+    each optional parameter). `null` is still accepted as absent by every tool."""
+    if isinstance(schema, dict):
+        if "default" in schema and schema["default"] is None:
+            del schema["default"]
+        for value in schema.values():
+            portable(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            portable(value)
+    return schema
+
+
+# level and item are optional rather than `type: [x, null]` (a type list strict validators flag as
+# unportable): left out, or sent as null all the same, they are unknown (a game without them takes none).
 TEAM_SCHEMA = {"type": "array", "minItems": 1, "maxItems": 6, "description": "the team, in party order",
                "items": {"type": "object", "required": ["species"], "additionalProperties": False,
                          "properties": {"species": {"type": "string"},
-                                        "level": {"type": ["integer", "null"], "minimum": 1},
+                                        "level": {"type": "integer", "minimum": 1,
+                                                  "description": "leave out where the game has no levels"},
                                         "moves": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
-                                        "item": {"type": ["string", "null"]}}}}
+                                        "item": {"type": "string",
+                                                 "description": "leave out for none, or where the game has none"}}}}
 
 
 def _session_id(ctx: Context) -> str | None:
