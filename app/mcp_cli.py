@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # as `oakwatch run` (docs/faults.md)
 
 
 def add_parser(sub) -> None:
@@ -79,6 +80,11 @@ def run_command(args) -> int:
     except (PreflightError, ValueError) as exc:
         return _fail(str(exc))
     sock = None
+    if args.transport == "stdio":
+        from sessions.mcp_server import stdio_problem
+
+        if (problem := stdio_problem(0)) is not None:
+            return _fail(problem)
     if args.transport == "http":
         from sessions.mcp_server import bind
 
@@ -95,6 +101,17 @@ def run_command(args) -> int:
     _say(f"trial {session.trial_key} of {prepared.manifest.experiment_id} ({prepared.manifest.agent.ruleset} "
          f"ruleset: {', '.join(session.tools)}) on {where}; evidence: {folder.root}")
     return session.serve(sock)
+
+
+def _transport_fault(exc: BaseException) -> str:
+    """One line for a failure of the serving: the StdioFault's own words, else the exception's kind."""
+    from sessions.mcp_server import StdioFault
+
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, StdioFault):
+        return f"the tool server's transport failed: {exc}"
+    return f"the tool server failed: {type(exc).__name__}: {exc}"[:500]
 
 
 def _host(sock) -> str:
@@ -179,23 +196,36 @@ class ToolSession:
             serving, gone = serve_http(self.server, sock, self.sessions, stop_when=stop), "the HTTP server stopped"
         server = asyncio.ensure_future(serving)
 
-        def interrupt() -> None:  # the trial ends truthfully (signal:SIGINT), the serving stops; each is once-only
-            self.control.stop_run("signal", "SIGINT", "signal:SIGINT")
+        def interrupt(name: str) -> None:  # the trial ends truthfully (signal:NAME), the serving stops; once-only
+            self.control.stop_run("signal", name, f"signal:{name}")
             self.desk.disconnect("the server was interrupted")
             server.cancel()
 
         loop = asyncio.get_running_loop()
-        try:
-            loop.add_signal_handler(signal.SIGINT, interrupt)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-            pass
+        handled = []
+        for sig in STOP_SIGNALS:  # SIGTERM too: the SDK's stdio clients send it 2 s after closing stdin
+            try:
+                loop.add_signal_handler(sig, interrupt, sig.name)
+                handled.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+                pass
         try:
             async with self.playing(gone):
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await server
+                except asyncio.CancelledError:
+                    pass
+                except Exception as exc:  # the wire failed on our side: the trial ends as a harness fault, saying so
+                    from engine.outcomes import EndRequest
+
+                    self.control.end_trial_as(EndRequest("harness-error", _transport_fault(exc), "tool-server"))
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(signal.SIGINT)
+            for sig in handled:
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(sig)
+                # the folder is finished: a later signal changes nothing, the exit status is the run's
+                with contextlib.suppress(ValueError):
+                    signal.signal(sig, signal.SIG_IGN)
 
     def _report(self) -> int:
         from sessions.summary import exit_status

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import sys
 from collections.abc import Callable
 from importlib.metadata import version as dist_version
@@ -228,6 +229,33 @@ def _session_id(ctx: Context) -> str | None:
     return headers.get("mcp-session-id") if headers is not None else None
 
 
+MAX_LINE_BYTES = 64 << 20  # the longest stdio message read (a screen is ~100 kB, a call a few hundred bytes)
+
+
+class StdioFault(Exception):
+    """The stdio wire failed on our side (a message too long to read): the trial ends as a harness fault."""
+
+
+def stdio_problem(fd: int = 0) -> str | None:
+    """Why `fd` cannot carry an MCP client to this server, or None. The event loop watches pipes,
+    sockets and terminals; /dev/null or a regular file it cannot watch (epoll refuses them), and a
+    server on one would wait for a client that is not there."""
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        return f"stdin is not open ({exc.strerror or exc})"
+    mode = st.st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd)):
+        return None
+    if stat.S_ISCHR(mode):
+        null = os.stat(os.devnull)
+        what = "/dev/null" if (st.st_rdev, st.st_ino) == (null.st_rdev, null.st_ino) else "a device"
+    else:
+        what = "a regular file" if stat.S_ISREG(mode) else "not a pipe"
+    return (f"--transport stdio: stdin is {what}, not a client's pipe (an MCP client starts this command and "
+            f"talks on its stdin and stdout; or serve --transport http)")
+
+
 class _PipeLines:
     """stdin as the SDK's stdio_server reads it (an async iterator of text lines), read by the event
     loop itself: the SDK's default reads each line in a worker thread, which costs a thread hop per
@@ -243,10 +271,17 @@ class _PipeLines:
     async def __anext__(self) -> str:
         if self._reader is None:
             loop = asyncio.get_running_loop()
-            self._reader = asyncio.StreamReader(limit=64 << 20)
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self._reader),
-                                         os.fdopen(self._fd, "rb", buffering=0))
-        line = await self._reader.readline()
+            self._reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+            try:
+                await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self._reader),
+                                             os.fdopen(self._fd, "rb", buffering=0))
+            except (OSError, ValueError) as exc:  # a descriptor the loop cannot watch (stdio_problem)
+                raise StdioFault(f"stdin cannot be read by the server ({exc})") from None
+        try:
+            line = await self._reader.readline()
+        except ValueError:  # asyncio.LimitOverrunError, as readline raises it
+            raise StdioFault(f"the client sent a message longer than the {MAX_LINE_BYTES >> 20} MiB the server "
+                             f"reads on stdin") from None
         if not line:
             raise StopAsyncIteration
         return line.decode("utf-8", "replace")
@@ -258,6 +293,7 @@ class _PipeWriter:
     def __init__(self, fd: int):
         self._fd = fd
         self._buffer: list[str] = []
+        self.gone = False
 
     async def write(self, text: str) -> None:
         self._buffer.append(text)
@@ -266,8 +302,11 @@ class _PipeWriter:
         data = "".join(self._buffer).encode("utf-8")
         self._buffer.clear()
         view = memoryview(data)
-        while view:  # a blocking write: the client reads as we write (a screen is ~100 kB)
-            view = view[os.write(self._fd, view):]
+        while view and not self.gone:  # a blocking write: the client reads as we write (a screen is ~100 kB)
+            try:
+                view = view[os.write(self._fd, view):]
+            except (BrokenPipeError, ConnectionResetError):  # the client left: its stdin's end tells the rest
+                self.gone = True
 
 
 async def serve_stdio(server: MCPServer) -> None:
