@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import socket
 import stat
 import sys
@@ -29,6 +31,7 @@ from pydantic import WithJsonSchema
 from engine.policies.model import screen_png
 from engine.policies.tools import ToolDesk, TrialOver, screen_record
 from engine.rulesets import tools_for
+from engine.trial import utc_now
 
 REJECTED_PREFIX = "Your previous response was rejected: "
 
@@ -78,11 +81,16 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         instructions += RESET_INSTRUCTIONS
     server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
                        instructions=instructions)
+    # A session with no id of its own (stdio, in-process): one per server, as its client is.
+    local = f"local-{secrets.token_hex(16)}"
 
-    def seen(ctx: Context) -> None:
+    def seen(ctx: Context) -> str:
+        """Count the call; the SHA-256 of its session, recorded with each decision (verify: one per trial)."""
         desk.calls += 1
+        session = _session_id(ctx)
         if on_session is not None:
-            on_session(_session_id(ctx))
+            on_session(session)
+        return session_hash(session or local)
 
     async def open_turn():
         """The decision waiting for a call (engine.policies.tools.Turn); refused once the trial is over."""
@@ -91,11 +99,11 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
 
-    async def decision(tool: str, arguments: dict, *, refused: str = "refused") -> str:
+    async def decision(tool: str, arguments: dict, session: str, *, refused: str = "refused") -> str:
         """A call that is one decision of the trial: what the loop recorded of it, or the loop's reason as
         a ToolError (charged as an invalid output of that decision, as a model's would be)."""
         try:
-            result = await desk.press(arguments, tool=tool)
+            result = await desk.press(arguments, tool=tool, session=session)
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
         if result["rejected"] is not None:
@@ -123,8 +131,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     async def press_keys(keys: list[str], ctx: Context) -> str:
         """Press buttons in order, each with the fixed timing; returns the decision's number and what
         was pressed (a press may end the trial: then `trial_over` is true and `ending` says why)."""
-        seen(ctx)
-        return await decision("press_keys", {"keys": keys}, refused="rejected")
+        return await decision("press_keys", {"keys": keys}, seen(ctx), refused="rejected")
 
     async def get_observation(ctx: Context) -> str:
         """What the harness tells every agent besides the screen: your recent actions, the buttons
@@ -141,8 +148,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         """End the current episode and start the next from the task's start state (your memory is kept).
         One decision that presses nothing; refused and charged where no episode can follow (a trial
         that is not episodic, or its last episode)."""
-        seen(ctx)
-        return await decision("reset", {})
+        return await decision("reset", {}, seen(ctx))
 
     async def observe(ctx: Context) -> str:
         """A snapshot of the battle as its screen shows it: your party (species, type, moves; the active
@@ -161,23 +167,21 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         """Make your team the party, before lead in an episode: a list of {species, level, moves, item}
         (null where the game has none), checked against the task's party limit, level cap and pool. The
         party is written into the game's memory; one decision."""
-        seen(ctx)
-        return await decision("apply_team", {"team": team})
+        return await decision("apply_team", {"team": team}, seen(ctx))
 
     async def lead(slot: int, ctx: Context) -> str:
         """Choose the party slot (from 0) that starts the battle, before the episode's first action;
         one decision (without it, slot 0 leads)."""
-        seen(ctx)
-        return await decision("lead", {"slot": slot})
+        return await decision("lead", {"slot": slot}, seen(ctx))
 
     async def action(kind: str, ctx: Context, move: str | None = None, slot: int | None = None) -> str:
         """One battle action, pressed for you as the game's buttons: FIGHT with a move the active creature
         knows, SWITCH to a party slot, or SEND a party slot in when the active creature has fainted; one
         decision (its presses may end the episode or the trial: see episode_end and trial_over)."""
-        seen(ctx)
+        session = seen(ctx)
         arguments = {"kind": kind} | ({"move": move} if move is not None else {}) | (
             {"slot": slot} if slot is not None else {})
-        return await decision("action", arguments)
+        return await decision("action", arguments, session)
 
     # (set as objects: this module's annotations are strings, evaluated where the schemas are unknown).
     # As for press_keys, a value outside the schema reaches the loop, to be refused and charged there.
@@ -345,18 +349,41 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-class HttpSessions:
-    """Which streamable-HTTP session plays, and when it ends (the client's DELETE, an idle timeout,
-    a crash: the SDK's session manager discards it)."""
+MAX_REFUSALS_KEPT = 50  # refused requests recorded one by one in the result; beyond, only counted
 
-    def __init__(self, desk: ToolDesk):
+
+class HttpSessions:
+    """One trial, one client: the first streamable-HTTP session that initializes owns the trial; any
+    other is refused (gate), as is any request without the trial's bearer token when it has one. Also
+    when the owner's session ends (the client's DELETE, an idle timeout, a crash: the SDK's session
+    manager discards it), which ends an unfinished trial as agent-disconnected.
+
+    `record`: the trial's provenance.tool_server, where each refusal is written (never the token)."""
+
+    def __init__(self, desk: ToolDesk, *, token: str | None = None, record: dict | None = None,
+                 say: Callable[[str], None] | None = None):
         self.desk = desk
-        self.playing: str | None = None  # the first session that called a tool
+        self.token = token
+        self.record = record if record is not None else {}
+        self.record["auth"] = "bearer" if token is not None else None
+        self.record["refused"] = []
+        self.record["refused_count"] = 0
+        self.say = say
+        self.claimed = False  # an initialize is in flight or has succeeded
+        self.playing: str | None = None  # the session that initialized first: the trial's client
         self.ended = asyncio.Event()  # the playing session ended
 
     def saw(self, session: str | None) -> None:
-        if self.playing is None and session is not None:
-            self.playing = session
+        """A tool call of `session`: nothing to decide, the gate let only the owner's through."""
+
+    def refuse(self, reason: str, session: str | None = None) -> None:
+        record = self.record
+        record["refused_count"] += 1
+        if len(record["refused"]) < MAX_REFUSALS_KEPT:
+            record["refused"].append({"at_utc": utc_now(), "reason": reason,
+                                      "session_sha256": session_hash(session) if session else None})
+        if self.say is not None and record["refused_count"] <= 10:
+            self.say(f"refused a connection: {reason}")
 
     def watch(self, server: MCPServer) -> None:
         manager = server.session_manager
@@ -372,6 +399,62 @@ class HttpSessions:
 
         manager._discard_session = discarded
 
+    def gate(self, app):
+        """The ASGI app in front of the SDK's: the bearer token, then one session per trial."""
+        expected = f"Bearer {self.token}".encode() if self.token is not None else None
+
+        async def gated(scope, receive, send):
+            if scope["type"] != "http":
+                return await app(scope, receive, send)
+            headers = dict(scope.get("headers") or ())
+            if expected is not None and not hmac.compare_digest(headers.get(b"authorization", b""), expected):
+                self.refuse("no bearer token, or not this trial's (Authorization: Bearer ...)")
+                return await _refusal(send, 401, "this trial's tool server needs its bearer token "
+                                                 "(Authorization: Bearer TOKEN)", {b"www-authenticate": b"Bearer"})
+            session = headers.get(b"mcp-session-id", b"").decode("latin-1") or None
+            if session is not None:
+                if session != self.playing:
+                    self.refuse("a request for a session that is not this trial's client", session)
+                    return await _refusal(send, 404, "no such session: this trial has one client, and it is "
+                                                     "another (or has left)")
+                return await app(scope, receive, send)
+            if self.claimed:
+                self.refuse("a second client: this trial already has its client")
+                return await _refusal(send, 403, "this trial already has its client: one trial, one client "
+                                                 "(serve another trial with another oakwatch mcp)")
+            self.claimed = True
+            admitted: list[str] = []
+
+            async def watch(message):
+                if message["type"] == "http.response.start" and message["status"] < 400:
+                    found = dict(message.get("headers") or ()).get(b"mcp-session-id")
+                    if found:
+                        admitted.append(found.decode("latin-1"))
+                        self.playing = admitted[0]  # before the client can see the id
+                await send(message)
+
+            try:
+                await app(scope, receive, watch)
+            finally:
+                if not admitted:
+                    self.claimed = False  # not a session (a bad first request): the next may initialize
+            return None
+
+        return gated
+
+
+async def _refusal(send, status: int, message: str, headers: dict | None = None) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or {}).items()]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def session_hash(session: str) -> str:
+    """What the evidence keeps of a session's id: its SHA-256 (the id itself lets a client in)."""
+    return hashlib.sha256(session.encode()).hexdigest()
+
 
 def after_the_trial(desk: ToolDesk, sessions: HttpSessions) -> Callable[[], bool]:
     """`oakwatch mcp`'s stop rule: the trial is over and the client that played has left (or none did)."""
@@ -386,7 +469,7 @@ async def serve_http(server: MCPServer, sock: socket.socket, sessions: HttpSessi
     host = sock.getsockname()[0]
     app = server.streamable_http_app(host=host, session_idle_timeout=600)
     sessions.watch(server)
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on")
+    config = uvicorn.Config(sessions.gate(app), log_level=log_level, lifespan="on")
     http = uvicorn.Server(config)
 
     async def stopper():

@@ -47,6 +47,7 @@ class Call:
     # or "reset" (ruleset battle: a decision that presses nothing and ends the episode), or a battle call
     # (apply_team, lead, action: engine.battle judges it in the loop)
     tool: str = "press_keys"
+    session: str | None = None  # the SHA-256 of the MCP session that made it (one per trial: verify)
 
 
 @dataclass
@@ -148,7 +149,7 @@ class ToolDesk:
             raise TrialOver(self._over_message())
         return waiting, turn
 
-    async def press(self, arguments: dict, tool: str = "press_keys") -> dict:
+    async def press(self, arguments: dict, tool: str = "press_keys", session: str | None = None) -> dict:
         """Hand one press_keys (or reset) call to the loop and wait for what the loop made of it."""
         while True:
             waiting, turn = await self._wait_turn()
@@ -157,7 +158,7 @@ class ToolDesk:
                     continue  # another call took it: wait for the next
                 turn.taken = True
                 self._turn = Future()
-            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool)
+            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool, session=session)
             try:
                 turn.call.set_result(call)
             except InvalidStateError:  # the loop stopped waiting (the trial was ended meanwhile)
@@ -284,16 +285,18 @@ class ToolCallPolicy:
         latency = round((call.received - turn.opened) * 1000, 3)
         record = {"tool": call.tool, "arguments": call.arguments, "received_utc": call.received_utc,
                   "ruleset": self.ruleset, "screens": turn.screens}
+        # who made the call (kept even where the call's body is not: an oversized one)
+        identity = {"mcp_session_sha256": call.session} if call.session is not None else None
         if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
             return PolicyReply(text=contract_json([], summary="reset tool call"), usage=Usage(), latency_ms=latency,
-                               reply=record, reset=True)
+                               reply=record, reset=True, identity=identity)
         if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
             return PolicyReply(text=contract_json([], summary=f"{call.tool} tool call"), usage=Usage(),
-                               latency_ms=latency, reply=record,
+                               latency_ms=latency, reply=record, identity=identity,
                                battle={"tool": call.tool, "arguments": call.arguments})
         keys = call.arguments.get("keys")
         return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
-                           usage=Usage(), latency_ms=latency, reply=record)
+                           usage=Usage(), latency_ms=latency, reply=record, identity=identity)
 
     async def _wait(self, turn: Turn) -> Call:
         waiting = _awaitable(turn.call)

@@ -76,3 +76,117 @@ def test_sigterm_just_after_the_client_closes_stdin_leaves_a_finished_folder(tmp
     assert result["termination_reason"] in ("agent-disconnected", "signal")
     assert not (out / ".lock").exists()
     assert verify_experiment(out) == []
+
+
+def serve_http(tmp_path, *extra: str, manifest=None) -> tuple[subprocess.Popen, str]:
+    import re
+
+    server = subprocess.Popen([*OAKWATCH, "mcp", str(manifest or mcp_manifest(tmp_path)), "--transport", "http",
+                               "--port", "0", "--output", str(tmp_path / "out"), *extra],
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    line = server.stderr.readline()
+    found = re.search(r"on (http://\S+/mcp)", line)
+    assert found, line
+    return server, found.group(1)
+
+
+def _client(url: str, token: str | None):
+    """An SDK client session over streamable HTTP (its context stack)."""
+    import contextlib
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    @contextlib.asynccontextmanager
+    async def session():
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+        async with create_mcp_http_client(headers=headers) as http, \
+                streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            yield s
+
+    return session()
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
+    return [exc]
+
+
+def test_one_trial_one_client_and_its_bearer_token(tmp_path):
+    """Issue 31.1: on main a second client's presses became decisions of the same trial, unattributed.
+    The first session that initializes owns the trial; a second SDK client, and a client without the
+    token, are refused with a JSON-RPC error and recorded; every decision names its session by hash;
+    the token is in no file of the evidence and never printed."""
+    import json
+
+    import anyio
+
+    token_file = tmp_path / "token"
+    server, url = serve_http(tmp_path, "--token-file", str(token_file))
+    token = token_file.read_text().strip()
+    assert len(token) >= 40 and (token_file.stat().st_mode & 0o777) == 0o600
+    refusals: dict = {}
+
+    async def main():
+        async with _client(url, token) as first:
+            assert not (await first.call_tool("press_keys", {"keys": ["RIGHT"]})).is_error
+            for name, key in (("second", token), ("no-token", None), ("wrong-token", token[::-1])):
+                try:
+                    async with _client(url, key) as other:
+                        refusals[name] = await other.call_tool("press_keys", {"keys": ["LEFT"]})
+                except Exception as exc:  # the SDK raises the server's JSON-RPC error
+                    refusals[name] = exc
+            assert not (await first.call_tool("press_keys", {"keys": ["RIGHT"]})).is_error
+
+    try:
+        anyio.run(main)
+        assert server.wait(timeout=60) == 2  # the client left mid-trial: agent-disconnected
+        err = server.stderr.read()
+    finally:
+        server.kill()
+    messages = {name: " ".join(map(str, _leaves(exc))) for name, exc in refusals.items()}
+    assert all(isinstance(exc, BaseException) for exc in refusals.values()), refusals
+    assert "this trial already has its client: one trial, one client" in messages["second"], messages
+    assert "needs its bearer token" in messages["no-token"] and "needs its bearer token" in messages["wrong-token"]
+    out = tmp_path / "out"
+    result, trial = result_of(out)
+    record = result["provenance"]["tool_server"]
+    assert record["auth"] == "bearer" and record["refused_count"] == 3
+    reasons = [r["reason"] for r in record["refused"]]
+    assert reasons.count("no bearer token, or not this trial's (Authorization: Bearer ...)") == 2
+    assert "a second client: this trial already has its client" in reasons
+    assert result["last_decision"] == 2  # the refused clients made no decision
+    from tests.conftest import read_jsonl
+
+    made_by = {a["identity"]["mcp_session_sha256"] for r in read_jsonl(trial / "responses.jsonl")
+               for a in r["attempts"]}
+    assert len(made_by) == 1 and len(next(iter(made_by))) == 64
+    assert verify_experiment(out) == []
+    for path in out.rglob("*"):  # the token: never evidence, never printed
+        assert not path.is_file() or token.encode() not in path.read_bytes(), path
+    assert token not in err and "refused a connection: a second client" in err
+    # verify: a decision made by another session fails the trial
+    lines = (trial / "responses.jsonl").read_text().splitlines()
+    other = json.loads(lines[1])
+    other["attempts"][0]["identity"]["mcp_session_sha256"] = "0" * 64
+    lines[1] = json.dumps(other)
+    (trial / "responses.jsonl").write_text("\n".join(lines) + "\n")
+    assert any("made by another MCP session than decision 1's (one trial, one client)" in p
+               for p in verify_experiment(out))
+
+
+def test_token_file_refusals(tmp_path):
+    done = subprocess.run([*OAKWATCH, "mcp", str(mcp_manifest(tmp_path)), "--token-file", str(tmp_path / "t"),
+                           "--output", str(tmp_path / "out")], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          stdin=subprocess.PIPE)
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        "oakwatch: error: --token-file: a bearer token is for --transport http (a stdio client is the one that "
+        "started the server)"]
+    done = subprocess.run([*OAKWATCH, "mcp", str(mcp_manifest(tmp_path)), "--transport", "http", "--port", "0",
+                           "--token-file", str(tmp_path / "out" / "t"), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2 and "not inside the evidence folder" in done.stderr
+    assert not (tmp_path / "out").exists()
