@@ -192,7 +192,8 @@ class ToolSession:
         self.record["tools"] = self.tools
         self.runner = ExperimentRunner(
             prepared, folder, sinks=[self.desk], control=self.control, positions=[position],
-            policy_factories={"mcp": lambda c, n: ToolCallPolicy(self.desk, ruleset, self.record, wall_seconds)})
+            policy_factories={"mcp": lambda c, n: ToolCallPolicy(self.desk, ruleset, self.record, wall_seconds,
+                                                                   m.agent.max_reply_bytes)})
         self.summary = None
 
     async def _play(self) -> None:

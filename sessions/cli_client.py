@@ -46,7 +46,8 @@ class CliPolicy(ToolCallPolicy):
         self.record: dict = {"ruleset": ruleset, "tools": None, "transport": "http", "sdk": f"mcp {sdk_version()}",
                              "client": None}
         wall = m.budgets.wall_time_minutes
-        super().__init__(ToolDesk(), ruleset, self.record, wall * 60 if wall is not None else None)
+        super().__init__(ToolDesk(), ruleset, self.record, wall * 60 if wall is not None else None,
+                         m.agent.max_reply_bytes)
         # one client per trial, and only with this trial's bearer token (never written, printed or logged)
         token = secrets.token_urlsafe(32)
         self.sessions = HttpSessions(self.desk, token=token, record=self.record)

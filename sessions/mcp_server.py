@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import socket
 import stat
@@ -34,6 +35,7 @@ from engine.rulesets import tools_for
 from engine.trial import utc_now
 
 REJECTED_PREFIX = "Your previous response was rejected: "
+OVERSIZE_FEEDBACK = re.compile(r"it was longer than the ([\d,]+) bytes a reply may have")  # engine.trial's
 
 INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen to see the screen, then "
                 "press_keys with one or more buttons to press in order ({allowed}; at most {most} per call). "
@@ -108,6 +110,9 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
             raise ToolError(str(exc)) from None
         if result["rejected"] is not None:
             why = result["rejected"].removeprefix(REJECTED_PREFIX)
+            if (cap := OVERSIZE_FEEDBACK.match(why)) is not None:  # the loop's words to a model, put for a call
+                why = (f"oversized call: its arguments, as stored, pass the {cap.group(1)} bytes a call may have "
+                       f"(agent.max_reply_bytes); kept as their size and SHA-256 only")
             ended = f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""
             raise ToolError(f"{tool} {refused}, charged as an invalid output of decision {result['decision_id']}: "
                             f"{why}{ended}")
@@ -412,12 +417,18 @@ class HttpSessions:
                 return await _refusal(send, 401, "this trial's tool server needs its bearer token "
                                                  "(Authorization: Bearer TOKEN)", {b"www-authenticate": b"Bearer"})
             session = headers.get(b"mcp-session-id", b"").decode("latin-1") or None
+
+            async def noted(message):  # what the SDK refuses before any tool sees it is recorded too
+                if message["type"] == "http.response.start" and message["status"] == 413:
+                    self.refuse("a request body over the SDK's limit (HTTP 413)", session)
+                await send(message)
+
             if session is not None:
                 if session != self.playing:
                     self.refuse("a request for a session that is not this trial's client", session)
                     return await _refusal(send, 404, "no such session: this trial has one client, and it is "
                                                      "another (or has left)")
-                return await app(scope, receive, send)
+                return await app(scope, receive, noted)
             if self.claimed:
                 self.refuse("a second client: this trial already has its client")
                 return await _refusal(send, 403, "this trial already has its client: one trial, one client "
@@ -431,7 +442,7 @@ class HttpSessions:
                     if found:
                         admitted.append(found.decode("latin-1"))
                         self.playing = admitted[0]  # before the client can see the id
-                await send(message)
+                await noted(message)
 
             try:
                 await app(scope, receive, watch)

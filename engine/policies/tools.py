@@ -22,13 +22,15 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
+import pydantic_core
+
 from engine.battle import BATTLE_TOOLS
 from engine.control import RunControl
 from engine.events import DecisionRecorded, TrialEnded
 from engine.outcomes import EndRequest
 from engine.policies.base import contract_json
 from engine.policy import Observation, PolicyExhausted, PolicyReply
-from engine.records import Usage
+from engine.records import ReplyOversize, Usage
 from engine.trial import utc_now
 
 
@@ -256,9 +258,13 @@ class ToolCallPolicy:
     paid = True
     transport = None
 
-    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None):
+    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None,
+                 max_reply_bytes: int | None = None):
         self.desk = desk
         self.ruleset = ruleset
+        # the manifest's agent.max_reply_bytes: a call whose stored record would pass it is kept as its size
+        # and digest only (an invalid output), as a provider's reply over the cap is
+        self.max_reply_bytes = max_reply_bytes
         # The wall-time budget, kept while waiting too: the loop checks it only between decisions, and
         # an agent that never calls would otherwise hold the trial for good. Counted from the policy's
         # start (made as the trial starts), less the operator's holds.
@@ -288,15 +294,18 @@ class ToolCallPolicy:
         # who made the call (kept even where the call's body is not: an oversized one)
         identity = {"mcp_session_sha256": call.session} if call.session is not None else None
         if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
-            return PolicyReply(text=contract_json([], summary="reset tool call"), usage=Usage(), latency_ms=latency,
-                               reply=record, reset=True, identity=identity)
-        if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
-            return PolicyReply(text=contract_json([], summary=f"{call.tool} tool call"), usage=Usage(),
-                               latency_ms=latency, reply=record, identity=identity,
-                               battle={"tool": call.tool, "arguments": call.arguments})
-        keys = call.arguments.get("keys")
-        return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
-                           usage=Usage(), latency_ms=latency, reply=record, identity=identity)
+            text, kind = contract_json([], summary="reset tool call"), {"reset": True}
+        elif call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
+            text = contract_json([], summary=f"{call.tool} tool call")
+            kind = {"battle": {"tool": call.tool, "arguments": call.arguments}}
+        else:
+            keys = call.arguments.get("keys")
+            text, kind = contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
+        if self.max_reply_bytes is not None and (over := oversize(call.arguments, record, text,
+                                                                  self.max_reply_bytes)) is not None:
+            # as a provider's reply over the cap: an invalid output, charged, its size and digest kept
+            return PolicyReply(text="", usage=Usage(), latency_ms=latency, identity=identity, oversize=over)
+        return PolicyReply(text=text, usage=Usage(), latency_ms=latency, reply=record, identity=identity, **kind)
 
     async def _wait(self, turn: Turn) -> Call:
         waiting = _awaitable(turn.call)
@@ -315,6 +324,22 @@ class ToolCallPolicy:
 
     def close(self) -> None:
         pass
+
+
+def oversize(arguments, record: dict, text: str, cap: int) -> ReplyOversize | None:
+    """The call as verify measures what a decision stores (the reply record and the response text, each
+    as JSON), against the cap; None when both fit. Its size and digest are of the arguments as received,
+    re-serialised as JSON (the transport's own bytes are the SDK's)."""
+    received = pydantic_core.to_json(arguments)
+    stored = max(len(pydantic_core.to_json(record)), len(pydantic_core.to_json(text)))
+    if stored <= cap and len(received) <= cap:
+        return None
+    digest = hashlib.sha256(received).hexdigest()
+    if len(received) > cap:
+        return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest,
+                             size_bytes=len(received), size_source="received")
+    return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest, size_bytes=stored,
+                         size_source="stored")
 
 
 def screen_record(turn: Turn, png: bytes) -> dict:

@@ -190,3 +190,69 @@ def test_token_file_refusals(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2 and "not inside the evidence folder" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _oversized_attempt(trial) -> dict:
+    from tests.conftest import read_jsonl
+
+    (attempt,) = [a for r in read_jsonl(trial / "responses.jsonl") for a in r["attempts"] if a.get("oversize")]
+    return attempt
+
+
+def test_a_huge_argument_over_stdio_is_kept_as_its_size_and_digest(tmp_path):
+    """Issue 34.8: on main a 10 MB call was stored verbatim and verify then failed the folder. It is an
+    invalid output of its decision, charged, answered with the reason, recorded by size and SHA-256."""
+    import hashlib
+
+    import pydantic_core
+
+    wire = serve_stdio(tmp_path, mcp_manifest(tmp_path, budgets={"accepted_actions": 3}))
+    wire.initialize()
+    arguments = {"keys": ["A" * (10 << 20)]}
+    answer = wire.call("press_keys", arguments)
+    text = answer["result"]["content"][0]["text"]
+    assert answer["result"]["isError"] and "charged as an invalid output of decision 1: oversized call" in text
+    for _ in range(3):
+        wire.call("press_keys", {"keys": ["RIGHT"]})
+    status, err = wire.close()
+    assert status == 1 and "Traceback" not in err, err  # the budget ended it: a valid game-failure
+    result, trial = result_of(tmp_path / "out")
+    assert result["telemetry"]["invalid_outputs"] == 1
+    attempt = _oversized_attempt(trial)
+    received = pydantic_core.to_json(arguments)
+    assert attempt["oversize"]["received_bytes"] == len(received) > 10 << 20
+    assert attempt["oversize"]["received_sha256"] == hashlib.sha256(received).hexdigest()
+    assert attempt["raw"] is None and attempt["reply"] is None and attempt["identity"]["mcp_session_sha256"]
+    assert (trial / "responses.jsonl").stat().st_size < 1 << 20
+    assert verify_experiment(tmp_path / "out") == []
+
+
+def test_a_huge_argument_over_http_too_and_a_body_past_the_sdks_limit_is_recorded(tmp_path):
+    """3 MB over HTTP (under the SDK's 4 MiB body limit): as over stdio. 5 MB: the SDK refuses the
+    request (HTTP 413) before any tool sees it; the refusal is recorded in the result."""
+    import anyio
+
+    server, url = serve_http(tmp_path, manifest=mcp_manifest(tmp_path, budgets={"accepted_actions": 2}))
+    got: dict = {}
+
+    async def main():
+        async with _client(url, None) as client:
+            got["3MB"] = await client.call_tool("press_keys", {"keys": ["A" * (3 << 20)]})
+            try:
+                got["5MB"] = await client.call_tool("press_keys", {"keys": ["A" * (5 << 20)]})
+            except Exception as exc:
+                got["5MB"] = exc
+            for _ in range(2):
+                await client.call_tool("press_keys", {"keys": ["RIGHT"]})
+
+    try:
+        anyio.run(main)
+        assert server.wait(timeout=60) == 1
+    finally:
+        server.kill()
+    assert got["3MB"].is_error and "oversized call" in got["3MB"].content[0].text
+    result, trial = result_of(tmp_path / "out")
+    assert _oversized_attempt(trial)["oversize"]["received_bytes"] > 3 << 20
+    record = result["provenance"]["tool_server"]
+    assert [r["reason"] for r in record["refused"]] == ["a request body over the SDK's limit (HTTP 413)"]
+    assert verify_experiment(tmp_path / "out") == []
