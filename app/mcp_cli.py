@@ -181,6 +181,7 @@ class ToolSession:
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
                                    on_session=self.sessions.saw if self.sessions else None,
+                                   record=self.record,
                                    battle=(rules := battle_settings(prepared)) and rules.model_dump(mode="json"))
         import anyio
 

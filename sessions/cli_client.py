@@ -54,7 +54,7 @@ class CliPolicy(ToolCallPolicy):
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
-                                   on_session=self.sessions.saw,
+                                   on_session=self.sessions.saw, record=self.record,
                                    battle=m.battle.model_dump(mode="json") if m.battle is not None else None)
         self._stop = threading.Event()
         self._sock = bind("127.0.0.1", 0)

@@ -64,9 +64,11 @@ def sdk_version() -> str:
 
 def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tuple[str, ...], max_actions: int,
                  press_frames: int, settle_frames: int,
-                 on_session: Callable[[str | None], None] | None = None, battle: dict | None = None) -> MCPServer:
-    """The server for one trial. `on_session(id)`: told the session of each tool call (HTTP), so the
-    session that plays is the one whose end counts as the agent disconnecting. `battle`: the battle
+                 on_session: Callable[[str | None], None] | None = None, battle: dict | None = None,
+                 record: dict | None = None) -> MCPServer:
+    """The server for one trial. `on_session(id)`: told the session of each tool call (HTTP). `record`:
+    the trial's provenance.tool_server, where a call the SDK refuses before any tool runs (an unknown
+    tool, a required argument missing) is written as a refusal (note_refusal). `battle`: the battle
     ruleset's rules (engine.battle BattleSettings, as JSON), named in its instructions."""
     names = tools_for(ruleset)
     if "apply_team" in names:
@@ -202,7 +204,46 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     for name in names:
         server.add_tool(tools[name], name=name, structured_output=False)
         portable(server._tool_manager.get_tool(name).parameters)
+    if record is not None:
+        _record_sdk_refusals(server, record, set(names), lambda ctx: session_hash(_session_id(ctx) or local))
     return server
+
+
+def _record_sdk_refusals(server: MCPServer, record: dict, names: set[str], session_of) -> None:
+    """A call that never reaches a tool (an unknown tool, a required argument missing) is refused by the
+    SDK with an error naming it; it is no decision, but it is recorded (MCPServer looks call_tool up on
+    the instance for every tools/call)."""
+    from pydantic import ValidationError
+
+    record.setdefault("auth", None)
+    record.setdefault("refused", [])
+    record.setdefault("refused_count", 0)
+    original = server.call_tool
+
+    async def call_tool(name, arguments, context=None):
+        try:
+            return await original(name, arguments, context)
+        except ToolError as exc:
+            if name not in names:
+                note_refusal(record, f"a call to {str(name)[:64]!r}, a tool this ruleset lacks",
+                             session_of(context) if context is not None else None)
+            elif isinstance(exc.__cause__, ValidationError):
+                fields = sorted({".".join(map(str, e["loc"])) for e in exc.__cause__.errors()})
+                note_refusal(record, f"a {name} call the SDK refused: {', '.join(fields)[:200]} missing or malformed",
+                             session_of(context) if context is not None else None)
+            raise
+
+    server.call_tool = call_tool
+
+
+def note_refusal(record: dict, reason: str, session_sha256: str | None = None) -> int:
+    """Write one refusal into the trial's record: the first MAX_REFUSALS_KEPT one by one, all counted.
+    Returns the count."""
+    record["refused_count"] = record.get("refused_count", 0) + 1
+    kept = record.setdefault("refused", [])
+    if len(kept) < MAX_REFUSALS_KEPT:
+        kept.append({"at_utc": utc_now(), "reason": reason, "session_sha256": session_sha256})
+    return record["refused_count"]
 
 
 def portable(schema):
@@ -371,8 +412,8 @@ class HttpSessions:
         self.token = token
         self.record = record if record is not None else {}
         self.record["auth"] = "bearer" if token is not None else None
-        self.record["refused"] = []
-        self.record["refused_count"] = 0
+        self.record.setdefault("refused", [])
+        self.record.setdefault("refused_count", 0)
         self.say = say
         self.claimed = False  # an initialize is in flight or has succeeded
         self.playing: str | None = None  # the session that initialized first: the trial's client
@@ -382,12 +423,8 @@ class HttpSessions:
         """A tool call of `session`: nothing to decide, the gate let only the owner's through."""
 
     def refuse(self, reason: str, session: str | None = None) -> None:
-        record = self.record
-        record["refused_count"] += 1
-        if len(record["refused"]) < MAX_REFUSALS_KEPT:
-            record["refused"].append({"at_utc": utc_now(), "reason": reason,
-                                      "session_sha256": session_hash(session) if session else None})
-        if self.say is not None and record["refused_count"] <= 10:
+        count = note_refusal(self.record, reason, session_hash(session) if session else None)
+        if self.say is not None and count <= 10:
             self.say(f"refused a connection: {reason}")
 
     def watch(self, server: MCPServer) -> None:

@@ -20,6 +20,8 @@ class Wire:
                                         cwd=cwd)
         self._buffer = b""
         self._next = 0
+        self._kept: dict = {}  # answers read while waiting for another one, by id
+        self.notes: list[dict] = []  # messages that answer nothing (notifications, errors with id null)
 
     # -- sending -----------------------------------------------------------------------------------
     def send_bytes(self, data: bytes) -> None:
@@ -47,12 +49,15 @@ class Wire:
 
     # -- receiving ---------------------------------------------------------------------------------
     def answer(self, request_id, timeout: float = 60) -> dict:
-        """The response to `request_id` (other messages, notifications, are skipped)."""
+        """The response to `request_id` (others read meanwhile are kept for their own turn)."""
         deadline = time.monotonic() + timeout
-        while True:
+        while request_id not in self._kept:
             message = self.message(deadline - time.monotonic())
-            if message.get("id") == request_id and ("result" in message or "error" in message):
-                return message
+            if ("result" in message or "error" in message) and message.get("id") is not None:
+                self._kept[message["id"]] = message
+            else:
+                self.notes.append(message)
+        return self._kept.pop(request_id)
 
     def message(self, timeout: float) -> dict:
         while b"\n" not in self._buffer:
