@@ -128,6 +128,7 @@ class ToolSession:
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
+                                   instruction=m.agent.instruction,
                                    on_session=self.sessions.saw if self.sessions else None,
                                    battle=(rules := battle_settings(prepared)) and rules.model_dump(mode="json"))
         import anyio

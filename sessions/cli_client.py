@@ -48,6 +48,7 @@ class CliPolicy(ToolCallPolicy):
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
+                                   instruction=m.agent.instruction,
                                    on_session=self.sessions.saw,
                                    battle=m.battle.model_dump(mode="json") if m.battle is not None else None)
         self._stop = threading.Event()

@@ -20,6 +20,7 @@ from engine.actions import ACTIONS, Action
 from engine.backends import BACKENDS
 from engine.battle import BattleSettings
 from engine.gamedef import Condition as GameTest
+from engine.gamedef import Instruction
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
 from sessions.assets import BUNDLED_PREFIX, bundled_problem
 from sessions.yamlfile import load_yaml_model, parse_yaml_model
@@ -236,6 +237,10 @@ class AgentSection(_Strict):
         return v
     # Bounded context (docs/context.md); absent: one turn a request, no notebook, as before.
     context: ContextSection | None = None
+    # What every agent is told to do, the same bytes in every condition (the system prompt's objective,
+    # the MCP server's instructions). Absent: the chosen goal's, else the game definition's; the frozen
+    # manifest always records the one the run used (sessions.experiment.instruction_for).
+    instruction: Instruction | None = None
 
     @field_validator("allowed_actions")
     @classmethod
@@ -493,6 +498,8 @@ class Manifest(_Strict):
             data["game"].pop("goal")
         if data["agent"].get("context", 0) is None:  # no bounded context: the hash it always had
             data["agent"].pop("context")
+        if data["agent"].get("instruction", 0) is None:  # folders frozen before instructions keep their hash
+            data["agent"].pop("instruction")
         return data
 
     def canonical_json(self) -> str:

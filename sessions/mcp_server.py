@@ -25,6 +25,7 @@ from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
 
+from engine.gamedef import TASK_LINE
 from engine.policies.model import screen_png
 from engine.policies.tools import ToolDesk, TrialOver, screen_record
 from engine.rulesets import tools_for
@@ -57,11 +58,13 @@ def sdk_version() -> str:
 
 
 def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tuple[str, ...], max_actions: int,
-                 press_frames: int, settle_frames: int,
+                 press_frames: int, settle_frames: int, instruction: str | None,
                  on_session: Callable[[str | None], None] | None = None, battle: dict | None = None) -> MCPServer:
-    """The server for one trial. `on_session(id)`: told the session of each tool call (HTTP), so the
-    session that plays is the one whose end counts as the agent disconnecting. `battle`: the battle
-    ruleset's rules (engine.battle BattleSettings, as JSON), named in its instructions."""
+    """The server for one trial. `instruction`: what the agent is asked to do (the frozen manifest's
+    agent.instruction, the same bytes a model's system prompt holds), first in the server's instructions
+    (None: a folder frozen before instructions, told nothing). `on_session(id)`: told the session of each
+    tool call (HTTP), so the session that plays is the one whose end counts as the agent disconnecting.
+    `battle`: the battle ruleset's rules (engine.battle BattleSettings, as JSON), named in its instructions."""
     names = tools_for(ruleset)
     if "apply_team" in names:
         b = battle or {}
@@ -75,6 +78,8 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                                            settle=settle_frames)
     if "reset" in names:
         instructions += RESET_INSTRUCTIONS
+    if instruction is not None:
+        instructions = TASK_LINE.format(instruction=instruction) + instructions
     server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
                        instructions=instructions)
 

@@ -39,8 +39,9 @@ def walkthrough(path: Path | None = None) -> list[str]:
     return parse_script(path.read_text(encoding="utf-8"), path.name)
 
 
-async def play(session, args) -> dict:
-    seen: dict = {"tools": sorted(t.name for t in (await session.list_tools()).tools), "calls": [], "errors": []}
+async def play(session, args, instructions: str | None = None) -> dict:
+    seen: dict = {"tools": sorted(t.name for t in (await session.list_tools()).tools), "calls": [], "errors": [],
+                  "instructions": instructions}
 
     async def call(name: str, arguments: dict | None = None):
         result = await session.call_tool(name, arguments or {}, read_timeout_seconds=TIMEOUT_S)
@@ -93,8 +94,8 @@ async def run_stdio(command: list[str], args) -> dict:
 
     params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(Path.cwd()))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        return await play(session, args)
+        started = await session.initialize()
+        return await play(session, args, started.instructions)
 
 
 async def run_http(url: str, args) -> dict:
@@ -102,8 +103,8 @@ async def run_http(url: str, args) -> dict:
     from mcp.client.streamable_http import streamable_http_client
 
     async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
-        await session.initialize()
-        return await play(session, args)
+        started = await session.initialize()
+        return await play(session, args, started.instructions)
 
 
 def from_config(path: Path) -> tuple[str | None, list[str] | None]:

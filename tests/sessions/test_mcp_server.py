@@ -53,6 +53,11 @@ def test_an_agent_plays_to_the_dex_over_stdio_and_the_folder_verifies_and_replay
     out = tmp_path / "out"
     assert seen["tools"] == ["get_screen", "press_keys"]  # the human ruleset: exactly its two tools
     assert seen["ending"] == "final-milestone"
+    # The MCP initialize result tells the agent what to do, first: the frozen manifest's instruction, in the
+    # same line a model's system prompt opens with.
+    told = yaml.safe_load((out / "manifest.yaml").read_text())["agent"]["instruction"]
+    assert told == "Play the game's story until the professor gives you the Dex."
+    assert seen["instructions"].startswith(f"Your task in this game: {told}\n\nYou are playing a Game Boy game")
     result, trial = result_of(out)
     assert (result["outcome"], result["termination_reason"]) == ("success", "final-milestone")
     assert result["milestones_reached"][-1] == "M8"
@@ -160,6 +165,7 @@ def test_the_standard_ruleset_adds_the_observation_and_never_a_ladder_field(tmp_
                             budgets={"accepted_actions": 8})
     seen, _ = play_stdio(tmp_path, manifest)
     assert seen["tools"] == ["get_observation", "get_screen", "press_keys"]
+    assert seen["instructions"].startswith("Your task in this game: Play the game's story until the professor")
     result, _ = result_of(tmp_path / "out")
     assert result["provenance"]["tool_server"]["tools"] == seen["tools"]
     assert verify_experiment(tmp_path / "out") == []
