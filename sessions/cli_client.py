@@ -4,7 +4,7 @@ For each trial the policy starts the MCP server (sessions.mcp_server) on streama
 127.0.0.1 on a free port, writes an MCP config file naming it (Claude Code's `--mcp-config` format,
 `{"mcpServers": {"oakwatch": {"type": "http", "url": ...}}}`), and runs the condition's frozen
 command line with `{mcp_config}` replaced by that file's path and `{mcp_url}` by the server's address
-(docs/mcp.md has Claude Code's and
+and `{instruction}` by the frozen agent.instruction (docs/mcp.md has Claude Code's and
 Codex CLI's). The client plays through press_keys like any agent on the server; when the trial ends
 its calls are refused, it is given CLIENT_EXIT_S to finish (then terminated), and what it printed
 is parsed for its own usage report: Claude Code's `--output-format json` object (total_cost_usd,
@@ -66,8 +66,9 @@ class CliPolicy(ToolCallPolicy):
         config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url}}}
         self.config_path = work / "mcp-config.json"
         self.config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        told = m.agent.instruction or ""  # `{instruction}`: the prompt says what the system prompt would
         argv = [arg.replace("{mcp_config}", str(self.config_path)).replace("{mcp_url}", self.url)
-                for arg in condition.command]
+                .replace("{instruction}", told) for arg in condition.command]
         self._out = open(work / "stdout", "w+b")  # noqa: SIM115 - read back at the end, closed in aclose
         self._err = open(work / "stderr", "w+b")  # noqa: SIM115
         self.record["client"] = {"command": list(condition.command), "version": condition.client_version,

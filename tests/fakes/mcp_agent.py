@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mcp_config is not None:
         url, command = from_config(args.mcp_config)
     seen = anyio.run(run_stdio, command, args) if command else anyio.run(run_http, url, args)
+    seen["prompt"] = args.prompt
     if args.report is not None:
         args.report.write_text(json.dumps(seen, indent=2), encoding="utf-8")
     if args.output_format == "json":

@@ -131,3 +131,18 @@ def test_a_manifest_without_an_instruction_hashes_as_before_instructions_existed
     told = manifest.model_copy(deep=True)
     told.agent.instruction = LADDER
     assert told.sha256() != manifest.sha256() and f'"instruction":"{LADDER}"' in told.canonical_json()
+
+
+def test_a_cli_client_is_told_in_its_prompt_and_by_the_server(tmp_path):
+    """`{instruction}` in a `policy: cli` command becomes the frozen instruction; the server says it too."""
+    from tests.sessions.test_cli_policy import fake_claude, run
+    from tests.sessions.test_mcp_server import mcp_manifest
+
+    report = tmp_path / "seen.json"
+    exe = fake_claude(tmp_path, "--report", str(report))
+    cmd = [str(exe), "-p", "{instruction} Use the oakwatch tools.", "--mcp-config", "{mcp_config}",
+           "--output-format", "json"]
+    run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=cmd, budgets={"accepted_actions": 4}))
+    seen = json.loads(report.read_text())
+    assert seen["prompt"] == f"{LADDER} Use the oakwatch tools."
+    assert seen["instructions"].startswith(TASK_LINE.format(instruction=LADDER))
