@@ -7,9 +7,10 @@ early): every record on disk is whole up to the last decision, and `oakwatch rec
 the folder. The same signal again within SAME_REQUEST_S of the first is not a second request but
 the first delivered twice: `timeout CMD` signals its whole process group and `uv run` forwards the
 signal to its child as well, so `timeout 60 uv run oakwatch run ...` sends oakwatch two SIGTERMs at
-once, which must end the run as one would. Once the run has released a whole folder (summary and sums written, `.lock` gone),
-a signal changes nothing: the process exits with the run's own status, and from `restore()` on
-the signals are ignored, so no timing lets one end the process by the signal instead.
+once, which must end the run as one would.
+
+Once the run has released a whole folder (summary and sums written, `.lock` gone), a signal changes
+nothing: the process exits with the run's own status, and from `restore()` on the signals are ignored, so no timing lets one end the process by the signal instead.
 
 A Python signal handler runs only when the main thread runs Python; while it is stuck inside the
 emulator's core it never does. The C-level handler still writes to a wakeup pipe, which a small
