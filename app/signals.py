@@ -10,7 +10,8 @@ signal to its child as well, so `timeout 60 uv run oakwatch run ...` sends oakwa
 once, which must end the run as one would.
 
 Once the run has released a whole folder (summary and sums written, `.lock` gone), a signal changes
-nothing: the process exits with the run's own status, and from `restore()` on the signals are ignored, so no timing lets one end the process by the signal instead.
+nothing: the process exits with the run's own status, and from `restore()` on the signals are ignored,
+so no timing lets one end the process by the signal instead.
 
 A Python signal handler runs only when the main thread runs Python; while it is stuck inside the
 emulator's core it never does. The C-level handler still writes to a wakeup pipe, which a small
