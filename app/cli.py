@@ -513,6 +513,9 @@ def _review(folder: Path, annotator: str | None) -> int:
     problem = annotator_problem(annotator)
     if problem:
         return _fail(problem)
+    if annotator is not None and (folder / "unblinded").exists():  # labels are taken only while it is blind
+        return _fail(f"{folder} is unblinded (unblinded/ exists): it takes no more labels; review it without "
+                     f"--annotator (read-only), or label a blinded copy (`oakwatch export --for-annotators`)")
     if not sys.stdout.isatty():
         return _fail("review is a console: run it in a terminal")
     return run_review(folder, annotator)

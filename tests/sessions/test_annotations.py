@@ -588,6 +588,9 @@ def test_a_label_after_unblind_is_refused_in_one_line_and_nothing_is_written(run
         adjudicate(run, ["alice-1"], "reject", "late")
     assert main(["annotate", "route", str(run), "--annotator", "bob", "--trial", walk, "--decision", "1",
                  "--room", "house"]) == 2
+    capsys.readouterr()
+    assert main(["review", str(run), "--annotator", "bob"]) == 2  # before any console opens
+    assert "unblinded" in capsys.readouterr().err
     assert snapshot(run) == before and verify_experiment(run) == []
     with pytest.raises(TagRefused, match="unblinded"):  # a live tag from an attached console
         late_tagger(run)({"trial_key": walk, "decision_id": decision, "type": "note", "severity": "minor",
