@@ -137,6 +137,14 @@ def test_a_client_that_leaves_mid_trial_ends_it_as_agent_disconnected(tmp_path):
     assert result["last_decision"] == 3  # the three decisions it made are the evidence
     assert trial.parent.name.startswith("void-")  # invalid: its block is void, rerun with --resume
     assert verify_experiment(out) == []
+    # The docs' replay command names trials/*-01 (the shell leaves the glob as it is: nothing matches);
+    # replay says where the attempt went, and replays it there.
+    done = subprocess.run([*OAKWATCH, "replay", str(out / "trials" / "*-01")], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "that attempt was voided" in done.stderr and f"give {trial} (invalid-provider: agent-disconnected)" \
+        in done.stderr, done.stderr
+    assert subprocess.run([*OAKWATCH, "replay", str(trial)], cwd=ROOT, timeout=120).returncode == 0
 
 
 def test_a_stdio_client_that_leaves_mid_trial_ends_it_too(tmp_path):
