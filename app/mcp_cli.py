@@ -21,6 +21,9 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
+# Not the demo server's (app.demo_server.DEFAULT_PORT): a harness served over HTTP and the demo model
+# server run side by side on their defaults.
+DEFAULT_HTTP_PORT = 8766
 
 
 def add_parser(sub) -> None:
@@ -29,7 +32,8 @@ def add_parser(sub) -> None:
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                      help="stdio (default: the client starts this command) or streamable HTTP")
     mcp.add_argument("--host", default="127.0.0.1", help="with --transport http: address (default 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8765, help="with --transport http: port (default 8765; 0: any)")
+    mcp.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT,
+                     help=f"with --transport http: port (default {DEFAULT_HTTP_PORT}; 0: any)")
     mcp.add_argument("--trial", metavar="KEY", help="the trial to play, e.g. A-01 (default: the first schedule "
                                                     "position of a policy mcp condition)")
     mcp.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>-<tag>)")

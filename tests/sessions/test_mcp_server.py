@@ -432,3 +432,13 @@ def test_sigint_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path):
     assert (result["termination_reason"], result["termination_detail"]) == ("signal", "SIGINT")
     assert result["last_decision"] in (0, None)
     assert verify_experiment(out) == []
+
+
+def test_the_mcp_http_server_and_the_demo_server_default_to_different_ports():
+    """Both are run side by side (a harness over HTTP against the demo model server): one default each."""
+    from app.cli import _parser
+
+    demo = _parser().parse_args(["demo-server"]).port
+    mcp = _parser().parse_args(["mcp", "bundled:mcp.yaml", "--transport", "http"]).port
+    assert demo == 8765 and mcp != demo
+    assert f"127.0.0.1:{mcp}`" in (ROOT / "docs" / "mcp.md").read_text()  # as the docs say
