@@ -467,7 +467,12 @@ def _recover(folder: Path) -> int:
     from sessions.experiment_folder import FolderBusy
     from sessions.folder_kind import evidence_problem
     from sessions.recover import RecoverRefused, recover
+    from sessions.task_batch import is_batch
 
+    if is_batch(folder):  # a task batch (docs/tasks.md): each run folder, then the ledger
+        from app.tasks_cli import recover_main
+
+        return recover_main(folder)
     problem = evidence_problem(folder)
     if problem is not None:
         return _fail(problem)
