@@ -1,6 +1,6 @@
 """Every trial of an experiment at once: status, deepest rung, actions, cost and a progress sparkline.
 
-Rows come from app.attach_data (its `Row`, read here through RowLike); the table is updated cell
+Rows come from app.review.attach_data (its `Row`, read here through RowLike); the table is updated cell
 by cell so the cursor stays on the trial it was on, each column widening to its longest text.
 Every column is shown whole or not at all: a figure cut at the pane's edge would read as another
 value (`$0.0123` as `$`, `$0`). Where the full table is wider than the pane (80 columns), the status

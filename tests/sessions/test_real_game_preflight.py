@@ -21,10 +21,10 @@ import yaml
 from pydantic import ValidationError
 
 from app.cli import main
-from engine.backends import BACKENDS
-from engine.gamedef import GameDefinition, RamField
-from sessions.assets import ASSETS
-from sessions.romcheck import _short
+from engine.emulators.backends import BACKENDS
+from engine.games.gamedef import GameDefinition, RamField
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.romcheck import _short
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "tests" / "fakes" / "mcp_agent.py"
@@ -112,7 +112,7 @@ def _hold_the_choices(manifest: Path, definition: str) -> dict:
     """Write the manifest's text speed and battle style where the definition reads them into the
     stand-in's start state (its own code never sets them), and pin the new state's hashes: the
     preflight's start-state check then has real values to accept."""
-    from engine.emulator import frame_sha256
+    from engine.emulators.emulator import frame_sha256
 
     game, data = _game(definition), yaml.safe_load(manifest.read_text())
     data["game"].update(CHOICES)
