@@ -327,6 +327,7 @@ def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
             raise BatchError(f"{planned.path}: not the task file the batch started with (it changed)")
         tasks.append(task)
     choice = PolicyChoice(**ledger.policy)
+    changed = ledger.stopped is not None or ledger.finished_utc is None or bool(tasks)
     ledger.stopped = None
     for row in ledger.tasks:
         if row.status != "run":
@@ -338,6 +339,7 @@ def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
         if not positions:
             folder.leave_as_found()
             continue
+        changed = True
         say(f"  {row.task_id}: rerunning schedule position(s) {', '.join(map(str, positions))}")
         ExperimentRunner(prepared, folder, positions=positions, resumed=True).run()
         _settle(row, batch, ledger, choice)
@@ -349,8 +351,11 @@ def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
 
             shutil.rmtree(leftover)
         _run_task(task, choice, batch, ledger, say)
-    ledger.finished_utc = _now()
-    _write_ledger(batch, ledger)
+    if changed:  # a finished batch with nothing to rerun is left as it was
+        ledger.finished_utc = _now()
+        _write_ledger(batch, ledger)
+    else:
+        say("  nothing to resume: every task ran and every schedule position holds a valid trial")
     return ledger
 
 

@@ -88,3 +88,6 @@ def test_kill_9_mid_batch_then_verify_fails_recover_and_resume_finish_it(tmp_pat
     done = oakwatch("verify", batch)
     assert done.returncode == 0 and "stopped early" not in done.stdout, done.stdout + done.stderr
     assert oakwatch("report", batch).returncode == 0
+    before = (batch / "batch.json").read_bytes()
+    assert "nothing to resume" in oakwatch("tasks", "run", "--resume", batch).stdout
+    assert (batch / "batch.json").read_bytes() == before

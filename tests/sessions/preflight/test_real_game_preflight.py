@@ -26,7 +26,7 @@ from engine.games.gamedef import GameDefinition, RamField
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.romcheck import _short
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 AGENT = ROOT / "tests" / "fakes" / "mcp_agent.py"
 DEFINITIONS = sorted((ASSETS / "games").glob("*.yaml"))
 needs_mgba = pytest.mark.skipif(BACKENDS["mgba"].version() is None, reason=BACKENDS["mgba"].missing_message())
