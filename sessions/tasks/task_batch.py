@@ -27,7 +27,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sessions.tasks.tasks import PolicyChoice, Task, TaskError, TaskFile, write_task_inputs
+from sessions.tasks.tasks import PolicyChoice, Task, TaskError, TaskFile, compiled_rules, write_task_inputs
 
 LEDGER = "batch.json"
 TASK_FILES = "task-files"
@@ -167,7 +167,7 @@ def run_batch(tasks: list[Task], choice: PolicyChoice, batch: Path, *, trials: i
 def _row(task: Task) -> TaskRow:
     return TaskRow(task_id=task.id, title=task.file.title, task_sha256=task.sha256, status="run", folder=None,
                    episode_budget=task.file.episodes.budget if task.file.episodes else None,
-                   battle=task.file.battle.model_dump(mode="json") if task.file.battle is not None else None)
+                   battle=compiled_rules(task))
 
 
 def _run_task(task: Task, choice: PolicyChoice, batch: Path, ledger: Ledger, say: Callable[[str], None]) -> None:
@@ -257,6 +257,8 @@ def recover_batch(batch: Path) -> list[str]:
     """Finish every run folder under runs/ (sessions.recover), list in the ledger each task whose folder it
     lacks, and mark a batch that did not finish as stopped. Returns what was done, a line each. Raises
     FolderBusy, RecoverRefused or EvidenceError from a folder's recover, BatchError for the ledger."""
+    import hashlib
+
     import yaml
 
     from sessions.audit.recover import recover
@@ -280,11 +282,11 @@ def recover_batch(batch: Path) -> list[str]:
             f = TaskFile.model_validate(yaml.safe_load(data))
         except (OSError, ValueError, yaml.YAMLError) as exc:
             raise BatchError(f"{copy}: cannot read the task file the batch ran ({exc})") from None
-        import hashlib
-
-        row = TaskRow(task_id=f.task_id, title=f.title, task_sha256=hashlib.sha256(data).hexdigest(), status="run",
+        sha = hashlib.sha256(data).hexdigest()
+        row = TaskRow(task_id=f.task_id, title=f.title, task_sha256=sha, status="run",
                       folder=f"{RUNS}/{folder.name}", episode_budget=f.episodes.budget if f.episodes else None,
-                      battle=f.battle.model_dump(mode="json") if f.battle is not None else None)
+                      battle={**f.battle.model_dump(mode="json"), "task_sha256": sha} if f.battle is not None
+                      else None)  # as compiled_rules names them
         ledger.tasks.append(row)
         order = [p.task_id for p in ledger.planned or []]
         ledger.tasks.sort(key=lambda r: order.index(r.task_id) if r.task_id in order else len(order))
