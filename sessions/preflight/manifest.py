@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from engine.battle.battle import BattleSettings
 from engine.emulators.backends import BACKENDS
 from engine.games.gamedef import Condition as GameTest
+from engine.games.gamedef import Instruction
 from engine.loop import memory as engine_memory
 from engine.loop.actions import ACTIONS, Action
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
@@ -241,6 +242,10 @@ class AgentSection(_Strict):
     # menu-operation tasks, where every press is the agent's.
     shortcuts: Annotated[list[Literal["advance_dialogue", "choose_move", "use_item", "switch_to"]],
                          Field(max_length=4)] = []
+    # What every agent is told to do, the same bytes in every condition (the system prompt's objective,
+    # the MCP server's instructions). Absent: the chosen goal's, else the game definition's; the frozen
+    # manifest always records the one the run used (sessions.experiment.instruction_for).
+    instruction: Instruction | None = None
 
     @field_validator("allowed_actions", "shortcuts")
     @classmethod
@@ -525,6 +530,8 @@ class Manifest(_Strict):
             data["agent"].pop("context")
         if data["agent"].get("shortcuts") == []:  # no shortcuts: likewise
             data["agent"].pop("shortcuts")
+        if data["agent"].get("instruction", 0) is None:  # folders frozen before instructions keep their hash
+            data["agent"].pop("instruction")
         return data
 
     def canonical_json(self) -> str:
