@@ -154,3 +154,32 @@ def test_party_updates_within_a_segment_are_changes_and_each_segment_starts_whol
     assert conv.party_view(hurt) == {"x": 1, "party_changes": []}  # nothing changed
     swapped = {"x": 1, "party": [{**full["party"][0], "species": "DRIPLET"}]}
     assert conv.party_view(swapped) == swapped  # another member: the full state again
+
+
+def test_reds_party_reads_pret_pokereds_party_struct_from_synthetic_memory():
+    """No commercial ROM: Red's party written into a RAM image as pret/pokered's party_struct lays it out
+    (macros/ram.asm; 2-byte numbers high byte first), read back through the definition."""
+    from engine.games.gameplay import read_party
+
+    game = load_game_definition(ASSETS / "games" / "pokemon-red-blue-en.yaml")
+    memory: dict[int, int] = {}
+
+    def put(address, data):
+        memory.update({address + i: b for i, b in enumerate(data)})
+
+    put(0xD164, [0xB0, 0x24, 0xFF])  # wPartySpecies: CHARMANDER, PIDGEY, end
+    record = [0] * 44
+    record[0], record[1:3], record[4] = 0xB0, [0x01, 0x2C], 0x08  # species, HP 300 (high byte first), PSN
+    record[8:12], record[29:33] = [0x0A, 0x2D, 0, 0], [0xE3, 0x28, 0, 0]  # SCRATCH, GROWL; PP 35 (+3 PP Ups), 40
+    record[33], record[34:36] = 12, [0x01, 0x40]  # level 12, max HP 320
+    put(0xD16B, record)
+    second = [0] * 44
+    second[0], second[1:3], second[8], second[29], second[33], second[34:36] = 0x24, [0, 0], 0x21, 35, 3, [0, 15]
+    put(0xD16B + 44, second)
+    party = read_party(game.tracks.gameplay.party, lambda a, n: [memory.get(a + i, 0) for i in range(n)])
+    assert party == [
+        {"slot": 1, "species": "CHARMANDER", "hp": 300, "max_hp": 320, "level": 12, "status": "PSN",
+         "moves": [{"name": "SCRATCH", "pp": 35}, {"name": "GROWL", "pp": 40}]},
+        {"slot": 2, "species": "PIDGEY", "hp": 0, "max_hp": 15, "level": 3, "status": "OK",
+         "moves": [{"name": "TACKLE", "pp": 35}]}]
+    assert "party_count" not in game.tracks.gameplay.allowlist
