@@ -31,8 +31,10 @@ def answer(actions: list[str] | None = None, shortcut: dict | None = None) -> di
     return reply
 
 
-def _manifest(tmp_path: Path, server, shortcuts: list[str], decisions: int = 40) -> Path:
+def _manifest(tmp_path: Path, server, shortcuts: list[str], decisions: int = 40, context: dict | None = None) -> Path:
     data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
+    if context is not None:
+        data["agent"]["context"] = context
     data["agent"].update(shortcuts=shortcuts, information_track="gameplay", max_actions_per_decision=3)
     data["budgets"].update(model_decisions=decisions)
     data["trials"]["per_condition"] = 1
@@ -59,7 +61,8 @@ def test_shortcuts_press_real_input_that_replays_to_the_same_frames(tmp_path):
         server.script(*[ok(r) for r in replies])
         out = tmp_path / "out"
         prepared = prepare(_manifest(tmp_path, server, ["advance_dialogue", "choose_move"],
-                                     decisions=len(replies) - 1), out)
+                                     decisions=len(replies) - 1,
+                                     context={"segment_turns": 4, "notebook_chars": 100}), out)
         runner = ExperimentRunner(prepared, create_folder(prepared, out))
         runner.run()
         sent = [json.loads(r.body) for r in server.state.requests]
@@ -90,6 +93,24 @@ def test_shortcuts_press_real_input_that_replays_to_the_same_frames(tmp_path):
     assert result.milestones_reached[:4] == ["M1", "M2", "M3", "M4"]  # the battle was won through choose_move
     assert verify_experiment(out) == []
     replay_trial(trial)  # every frame of every press again, from the input log alone
+    # the gameplay track reached the prompt: the full party at each segment's first request, changes after
+    turns = [_gameplay_view(body) for body in sent]
+    assert all(view is not None and "terrain" in view and "action_results" in view for view in turns)
+    for n, view in enumerate(turns):
+        if n % 4 == 0:  # a segment's first request (segments of 4 answered calls, a rejected one included)
+            assert "party" in view and "party_changes" not in view
+    hurt = [c for view in turns for c in view.get("party_changes", []) if "hp" in c]
+    assert hurt and all(set(c) <= {"slot", "hp", "status", "moves"} for c in hurt)  # the battle's HP, as changes
+
+
+def _gameplay_view(body: dict) -> dict | None:
+    content = body["messages"][-1]["content"]
+    text = "\n".join(part["text"] for part in content if part["type"] == "text")
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line == "The game's state as read for you (gameplay track):":
+            return json.loads(lines[i + 1])
+    return None
 
 
 def test_a_shortcut_the_game_does_not_define_is_refused_before_anything_is_written(tmp_path):
