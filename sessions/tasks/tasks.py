@@ -221,6 +221,11 @@ def _check_against_game(task: Task) -> None:
     if lacking:
         raise TaskError(f"{where}: shortcuts: {', '.join(lacking)} is not a shortcut {game.id} defines (it defines: "
                         f"{', '.join(game.shortcuts) or 'none'})")
+    hidden = goal_fields(f, game) if f.goal.milestones is None or all(m in ids for m in f.goal.milestones) else set()
+    for name in f.shortcuts:
+        if read := sorted(set(game.shortcuts[name].fields()) & hidden):
+            raise TaskError(f"{where}: shortcuts: {name} reads {', '.join(read)}, which the goal reads and the agent "
+                            f"may not learn")
     if f.battle is not None and (problem := settings_problem(f.battle, game.battle, game.id)):
         raise TaskError(f"{where}: battle: {problem}")
     if task.base is not None and f.start_states is not None and task.base.emulator.name not in f.start_states:

@@ -133,3 +133,20 @@ def test_a_task_permitting_a_shortcut_its_game_lacks_is_one_line(tmp_path):
         load_task(path)
     assert "shortcuts: switch_to is not a shortcut parcel-quest defines" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_task_freezes_its_shortcuts_and_track_in_the_manifest_it_compiles_to(tmp_path):
+    from sessions.tasks.tasks import PolicyChoice, derived_game, load_task, task_manifest
+
+    text = (ASSETS / "tasks" / "reach-lab.yaml").read_text(encoding="utf-8")
+    text = text.replace("experiment: bundled:", "experiment: " + str(ASSETS / "experiments") + "/")
+    text = text.replace("track: visual", "track: gameplay")
+    path = tmp_path / "task.yaml"
+    path.write_text(text + "\nshortcuts: [advance_dialogue]\n")
+    task = load_task(path)
+    manifest = task_manifest(task, PolicyChoice("scripted"), "bundled:parcel-quest.yaml", 1, None, None)
+    assert manifest.agent.shortcuts == ["advance_dialogue"] and manifest.agent.information_track == "gameplay"
+    assert "shortcuts" in manifest.canonical_json()
+    # the goal reads map_id (the position): the derived track keeps its parts but not the press results
+    gameplay = derived_game(task.file, task.game).tracks.gameplay
+    assert gameplay.outcomes is None and gameplay.terrain is not None and "map_id" not in gameplay.fields
