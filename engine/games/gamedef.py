@@ -612,7 +612,7 @@ class StatusBit(_Strict):
 class PartyMoves(_Strict):
     """Each member's moves: move ids at `offsets` of its record (0: no move) named by `names`, with
     their PP at `pp_offsets` (masked), or, for a game whose moves follow from the species
-    (`by_species: true`), the species table's `moves`."""
+    (`by_species: true`), the species table's `moves`; a gen3 party reads its records' own (neither)."""
 
     by_species: bool = False
     offsets: Annotated[list[Annotated[int, Field(ge=0, le=4095)]], Field(max_length=8)] = []
@@ -622,8 +622,8 @@ class PartyMoves(_Strict):
 
     @model_validator(mode="after")
     def _how(self) -> PartyMoves:
-        if self.by_species == bool(self.offsets):
-            raise ValueError("party.moves: give offsets (move ids in the record) or by_species: true, exactly one")
+        if self.by_species and self.offsets:
+            raise ValueError("party.moves: give offsets (move ids in the record) or by_species: true, not both")
         if self.pp_offsets and len(self.pp_offsets) != len(self.offsets):
             raise ValueError("party.moves: pp_offsets must pair with offsets")
         return self
@@ -634,11 +634,15 @@ class Party(_Strict):
     byte), each member's record, and where in it HP, status, level and moves are."""
 
     slots: Annotated[int, Field(ge=1, le=6)]
-    species_list: Address  # one species id a slot; the list ends at the first byte in `end`
+    # `bytes`: numbers at offsets of plain records (below); `gen3`: FireRed's encrypted 100-byte struct
+    # Pokemon, decoded by engine.battle.gen3_record (species, moves and PP from its substructures, status,
+    # level and HP from its tail); a slot is in use while its species is not 0, the list ends at the first not
+    encoding: Literal["bytes", "gen3"] = "bytes"
+    species_list: Address | None = None  # bytes: one species id a slot; the list ends at the first `end` byte
     end: Annotated[list[Annotated[int, Field(ge=0, le=0xFF)]], Field(min_length=1, max_length=4)] = [0]
     records: Address  # slot i's record starts at records + i * stride
     stride: Annotated[int, Field(ge=1, le=4096)]
-    hp: Word
+    hp: Word | None = None
     max_hp: Word | None = None
     level: Word | None = None
     status: Word | None = None
@@ -647,10 +651,22 @@ class Party(_Strict):
     species: Annotated[list[Named], Field(max_length=1024)] = []
     source: Text | None = None
 
+    @model_validator(mode="after")
+    def _encoding(self) -> Party:
+        if self.encoding == "gen3" and self.stride != 100:
+            raise ValueError("party: a gen3 record is 100 bytes (stride 100)")
+        if self.encoding == "bytes" and (self.species_list is None or self.hp is None):
+            raise ValueError("party: plain records need species_list and hp")
+        if self.encoding == "bytes" and self.moves and not (self.moves.offsets or self.moves.by_species):
+            raise ValueError("party.moves: give offsets (move ids in the record) or by_species: true")
+        return self
+
     def words(self) -> list[Word]:
         return [w for w in (self.hp, self.max_hp, self.level, self.status) if w is not None]
 
     def memory(self) -> list[tuple[int, int]]:
+        if self.encoding == "gen3":
+            return [(self.records, self.stride * self.slots)]
         out = [(self.species_list, self.slots)]
         offsets = [w.offset + w.width for w in self.words() if w.offset is not None]
         offsets += [o + 1 for o in (*(self.moves.offsets if self.moves else ()),

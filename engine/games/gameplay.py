@@ -36,8 +36,41 @@ def read_terrain(track: GameplayTrack, read_range: ReadRange) -> dict:
     return {"rows": rows, "legend": {**{c.glyph: c.name for c in t.classes}, t.unknown: "other"}}
 
 
+def _status(party: Party, raw: int) -> str:
+    names = [s.name for s in party.status_names if raw & s.mask]
+    return "/".join(names) if names else ("OK" if raw == 0 else f"#{raw}")
+
+
+def read_gen3_party(party: Party, read_range: ReadRange) -> list[dict]:
+    """FireRed's party: each 100-byte record decrypted (engine.battle.gen3_record); a record whose checksum
+    fails (the game's bad egg) reads as such, never as a Pokémon."""
+    from engine.battle.gen3_record import decode
+
+    species_names = name_table(party.species)
+    move_names = name_table(party.moves.names) if party.moves else {}
+    members = []
+    for slot in range(party.slots):
+        decoded = decode(bytes(read_range(party.records + slot * party.stride, party.stride)))
+        mon = decoded.mon
+        if not decoded.checksum_ok:
+            members.append({"slot": slot + 1, "species": "BAD EGG"})
+            continue
+        if mon.growth.species == 0:  # an empty slot (all zeros): the party ends
+            break
+        member: dict = {"slot": slot + 1, "species": species_names.get(mon.growth.species, f"#{mon.growth.species}"),
+                        "hp": mon.stats.hp, "max_hp": mon.stats.max_hp, "level": mon.level,
+                        "status": _status(party, mon.status)}
+        if party.moves is not None:
+            member["moves"] = [{"name": move_names.get(m, f"#{m}"), "pp": pp}
+                               for m, pp in zip(mon.attacks.moves, mon.attacks.pp, strict=True) if m]
+        members.append(member)
+    return members
+
+
 def read_party(party: Party, read_range: ReadRange) -> list[dict]:
     """The members in use, in slot order: species, HP (and max), level, status, moves (with PP)."""
+    if party.encoding == "gen3":
+        return read_gen3_party(party, read_range)
     species_names = name_table(party.species)
     by_species = {e.id: e.moves for e in party.species}
     move_names = name_table(party.moves.names) if party.moves else {}
@@ -56,9 +89,7 @@ def read_party(party: Party, read_range: ReadRange) -> list[dict]:
         if party.level is not None:
             member["level"] = _word(party.level, read_range, record)
         if party.status is not None:
-            raw = _word(party.status, read_range, record)
-            names = [s.name for s in party.status_names if raw & s.mask]
-            member["status"] = "/".join(names) if names else ("OK" if raw == 0 else f"#{raw}")
+            member["status"] = _status(party, _word(party.status, read_range, record))
         m = party.moves
         if m is not None and m.by_species:
             member["moves"] = [{"name": name} for name in by_species.get(sid, [])]

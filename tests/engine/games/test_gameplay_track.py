@@ -183,3 +183,32 @@ def test_reds_party_reads_pret_pokereds_party_struct_from_synthetic_memory():
         {"slot": 2, "species": "PIDGEY", "hp": 0, "max_hp": 15, "level": 3, "status": "OK",
          "moves": [{"name": "TACKLE", "pp": 35}]}]
     assert "party_count" not in game.tracks.gameplay.allowlist
+
+
+def test_firereds_party_is_decrypted_from_its_100_byte_records():
+    """No commercial ROM: two struct Pokemon encoded as the game keeps them (engine.battle.gen3_record,
+    pret/pokefirered include/pokemon.h), read back through FireRed's gameplay party."""
+    from engine.battle.gen3_record import Attacks, Gen3Mon, Growth, Stats, encode
+    from engine.games.gameplay import read_party
+
+    game = load_game_definition(ASSETS / "games" / "pokemon-firered-leafgreen-en.yaml")
+    party = game.tracks.gameplay.party
+    mons = [Gen3Mon(personality=0x1234_5677, ot_id=0xBEEF_0001, growth=Growth(species=4),
+                    attacks=Attacks(moves=(10, 45, 0, 0), pp=(35, 40, 0, 0)), status=0x08, level=7,
+                    stats=Stats(hp=19, max_hp=24)),
+            Gen3Mon(personality=0x0000_0011, ot_id=0xBEEF_0001, growth=Growth(species=16),
+                    attacks=Attacks(moves=(33, 0, 0, 0), pp=(35, 0, 0, 0)), level=3, stats=Stats(hp=13, max_hp=13))]
+    memory = bytearray(100 * 6)
+    for i, mon in enumerate(mons):
+        memory[i * 100:(i + 1) * 100] = encode(mon)
+
+    def read(address, length):
+        return list(memory[address - party.records:address - party.records + length])
+
+    assert read_party(party, read) == [
+        {"slot": 1, "species": "CHARMANDER", "hp": 19, "max_hp": 24, "level": 7, "status": "PSN",
+         "moves": [{"name": "SCRATCH", "pp": 35}, {"name": "GROWL", "pp": 40}]},
+        {"slot": 2, "species": "PIDGEY", "hp": 13, "max_hp": 13, "level": 3, "status": "OK",
+         "moves": [{"name": "TACKLE", "pp": 35}]}]
+    memory[0x20] ^= 0xFF  # one encrypted byte of the first record: its checksum fails, as the game's bad egg
+    assert read_party(party, read)[0] == {"slot": 1, "species": "BAD EGG"}
