@@ -25,6 +25,7 @@ from pathlib import Path
 
 from engine.policies.tools import ToolCallPolicy, ToolDesk
 from sessions.manifest import Condition, Manifest
+from sessions.tool_conditions import key_values, scrub
 
 CLIENT_EXIT_S = 60.0  # how long a client has, once the trial is over, to print its result and exit
 SERVER_START_S = 30.0
@@ -60,6 +61,7 @@ class CliPolicy(ToolCallPolicy):
         self._thread.start()
         if not self._ready.wait(SERVER_START_S) or self._server_error is not None:
             raise RuntimeError(f"the tool server did not start: {self._server_error}")
+        self._secrets = key_values()  # the keys the client may hold, cut out of anything it prints
         self._dir = tempfile.TemporaryDirectory(prefix="oakwatch-cli-")
         work = Path(self._dir.name)
         config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url}}}
@@ -110,7 +112,10 @@ class CliPolicy(ToolCallPolicy):
         client = self.record["client"]
         client["exit_status"] = self.process.returncode
         self._out.seek(0)
-        client.update(client_report(self._out.read(OUTPUT_CAP).decode("utf-8", "replace")))
+        # What the client printed is its own: scrubbed of every key before any of it is kept.
+        printed = scrub(self._out.read(OUTPUT_CAP).decode("utf-8", "replace"), self._secrets)
+        client.update(scrubbed(client_report(printed), self._secrets))
+        client["version"] = scrubbed(client["version"], self._secrets)
         self._stop.set()
         await asyncio.to_thread(self._thread.join, 10)
 
@@ -122,6 +127,17 @@ class CliPolicy(ToolCallPolicy):
         for f in (self._out, self._err):
             f.close()
         self._dir.cleanup()
+
+
+def scrubbed(value, secrets: tuple[str, ...]):
+    """`value` with every string in it scrubbed of keys (sessions.tool_conditions.scrub)."""
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, dict):
+        return {scrubbed(k, secrets): scrubbed(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrubbed(v, secrets) for v in value]
+    return value
 
 
 def client_report(text: str) -> dict:

@@ -4,16 +4,37 @@ Refused before anything is written: an mcp condition outside `oakwatch mcp`; the
 the structured track (seed 002: the human ruleset receives no game state); a cost or token budget
 (what each call cost is unknown to the server: every decision would end the trial as
 usage-unknown); a cli client that cannot be started, or whose `--version` is not the one pinned.
+
+Whatever a cli client prints (its version line here, its report and output in sessions.cli_client)
+passes through `scrub` before it is kept: a client holds API keys and may print them.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 
+from engine.providers.base import redact
 from sessions.manifest import Condition, Manifest
 
 VERSION_TIMEOUT_S = 20
+# A variable whose name holds one of these is a key variable (as sessions.report's package export).
+KEY_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def key_values(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The values of the environment's key variables (longest first: a key containing another)."""
+    env = os.environ if env is None else env
+    found = {v for k, v in env.items() if any(w in k.upper() for w in KEY_WORDS) and len(v) >= 8}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def scrub(text: str, secrets: tuple[str, ...] | None = None) -> str:
+    """A client's text with every key removed: each key variable's value and its ends (as a provider's
+    error is redacted, engine.providers.base.redact), and anything shaped like a key."""
+    return redact(text, key_values() if secrets is None else secrets)
 
 
 class ToolConditionError(ValueError):
@@ -63,4 +84,4 @@ def client_version(c: Condition, index: int | None = None) -> str:
     lines = (done.stdout or done.stderr).strip().splitlines()
     if done.returncode != 0 or not lines:
         raise ToolConditionError(f"`{c.command[0]} --version` exited {done.returncode} without a version", where)
-    return lines[0].strip()[:200]
+    return scrub(lines[0].strip())[:200]

@@ -138,3 +138,39 @@ def test_manifests_from_before_the_tool_server_keep_their_hash_and_condition_fil
     dumped = m.conditions[0].model_dump(mode="json")
     assert "command" not in dumped and "client_version" not in dumped
     assert "ruleset" not in m.canonical_json()
+
+
+LEAKY = Path(__file__).resolve().parents[1] / "fakes" / "leaky_client.py"
+
+
+def leaky_client(tmp_path: Path) -> Path:
+    exe = tmp_path / "bin" / "claude"
+    exe.parent.mkdir(exist_ok=True)
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {LEAKY} \"$@\"\n")
+    exe.chmod(0o755)
+    return exe
+
+
+@pytest.mark.parametrize("shape", ["claude", "codex"])
+def test_a_client_that_prints_its_keys_everywhere_leaves_none_in_the_evidence(tmp_path, monkeypatch, shape):
+    import secrets
+
+    anthropic = "sk-ant-api03-" + secrets.token_urlsafe(30)
+    plain = secrets.token_hex(24)  # no key shape at all: only its value says it is one
+    monkeypatch.setenv("ANTHROPIC_API_KEY", anthropic)
+    monkeypatch.setenv("OPENAI_API_KEY", plain)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # whatever the client writes under its home stays here
+    exe = leaky_client(tmp_path)
+    cmd = [str(exe), "--shape", shape, "--mcp-config", "{mcp_config}"]
+    out, _ = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=cmd))
+    result, _ = result_of(out)
+    assert (result["outcome"], result["termination_reason"]) == ("invalid-provider", "agent-disconnected")
+    client = result["provenance"]["tool_server"]["client"]
+    assert client["exit_status"] == 1
+    assert "[redacted]" in client["version"] and "[redacted]" in client["session_id"]
+    leaks = [anthropic, plain, anthropic[:8], anthropic[-8:], plain[:8], plain[-8:]]
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        found = [leak for leak in leaks if leak.encode() in data]
+        assert not found, f"{path.relative_to(out)} holds a key ({len(found)} part(s))"
+    assert verify_experiment(out) == []
