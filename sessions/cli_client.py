@@ -30,6 +30,7 @@ from sessions.tool_conditions import key_values, scrub
 CLIENT_EXIT_S = 60.0  # how long a client has, once the trial is over, to print its result and exit
 SERVER_START_S = 30.0
 OUTPUT_CAP = 1 << 20  # the most of the client's output read for its usage report
+TAIL_LINES, TAIL_LINE_CHARS, TAIL_BYTES = 20, 400, 64 << 10  # a failing client's last lines, kept
 SERVER_NAME = "oakwatch"
 
 
@@ -73,7 +74,7 @@ class CliPolicy(ToolCallPolicy):
         self._err = open(work / "stderr", "w+b")  # noqa: SIM115
         self.record["client"] = {"command": list(condition.command), "version": condition.client_version,
                                  "mcp_config": config, "exit_status": None, "usage": None, "total_cost_usd": None,
-                                 "num_turns": None, "session_id": None}
+                                 "num_turns": None, "session_id": None, "last_lines": None}
         # The client gets the environment (its own API key lives there, never in a file of ours).
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
                                         cwd=work, env=dict(os.environ))
@@ -116,6 +117,9 @@ class CliPolicy(ToolCallPolicy):
         printed = scrub(self._out.read(OUTPUT_CAP).decode("utf-8", "replace"), self._secrets)
         client.update(scrubbed(client_report(printed), self._secrets))
         client["version"] = scrubbed(client["version"], self._secrets)
+        if client["exit_status"] != 0:  # why it failed, in its own words, beside its exit status
+            client["last_lines"] = {name: last_lines(f, self._secrets) for name, f in (("stdout", self._out),
+                                                                                      ("stderr", self._err))}
         self._stop.set()
         await asyncio.to_thread(self._thread.join, 10)
 
@@ -127,6 +131,15 @@ class CliPolicy(ToolCallPolicy):
         for f in (self._out, self._err):
             f.close()
         self._dir.cleanup()
+
+
+def last_lines(f, secrets: tuple[str, ...]) -> list[str]:
+    """The last lines a client printed on one stream, scrubbed of keys, each cut to TAIL_LINE_CHARS."""
+    f.flush()
+    f.seek(0, os.SEEK_END)
+    f.seek(max(0, f.tell() - TAIL_BYTES))
+    text = scrub(f.read().decode("utf-8", "replace"), secrets)
+    return [line[:TAIL_LINE_CHARS] for line in text.splitlines()[-TAIL_LINES:]]
 
 
 def scrubbed(value, secrets: tuple[str, ...]):

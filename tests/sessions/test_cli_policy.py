@@ -84,6 +84,7 @@ def test_a_client_that_exits_mid_trial_ends_it_as_agent_disconnected(tmp_path):
     assert (result["outcome"], result["termination_reason"]) == ("invalid-provider", "agent-disconnected")
     assert result["last_decision"] == 2
     assert result["provenance"]["tool_server"]["client"]["exit_status"] == 0
+    assert result["provenance"]["tool_server"]["client"]["last_lines"] is None  # kept for a failing client only
     assert verify_experiment(out) == []
 
 
@@ -168,6 +169,9 @@ def test_a_client_that_prints_its_keys_everywhere_leaves_none_in_the_evidence(tm
     client = result["provenance"]["tool_server"]["client"]
     assert client["exit_status"] == 1
     assert "[redacted]" in client["version"] and "[redacted]" in client["session_id"]
+    # Why it failed, in its own (scrubbed) words, beside its exit status.
+    assert client["last_lines"]["stderr"] == ["error: authentication failed for key [redacted] [redacted]"]
+    assert len(client["last_lines"]["stdout"]) == (1 if shape == "claude" else 6)
     leaks = [anthropic, plain, anthropic[:8], anthropic[-8:], plain[:8], plain[-8:]]
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         data = path.read_bytes()
