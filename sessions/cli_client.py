@@ -18,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
 from pathlib import Path
 
 from engine.policies.tools import ToolCallPolicy, ToolDesk
+from sessions.cli_sandbox import client_env, isolation_kind, wrapped
 from sessions.manifest import Condition, Manifest
-from sessions.tool_conditions import key_values, scrub
+from sessions.tool_conditions import client_tools, key_values, scrub
 
 CLIENT_EXIT_S = 60.0  # how long a client has, once the trial is over, to print its result and exit
 SERVER_START_S = 30.0
@@ -64,20 +66,36 @@ class CliPolicy(ToolCallPolicy):
             raise RuntimeError(f"the tool server did not start: {self._server_error}")
         self._secrets = key_values()  # the keys the client may hold, cut out of anything it prints
         self._dir = tempfile.TemporaryDirectory(prefix="oakwatch-cli-")
-        work = Path(self._dir.name)
+        top = Path(self._dir.name)
+        work, config_dir = top / "work", top / "config"  # work: the client's cwd and HOME, empty at its start
+        work.mkdir()
+        config_dir.mkdir()
         config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url}}}
-        self.config_path = work / "mcp-config.json"
+        self.config_path = config_dir / "mcp-config.json"
         self.config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        self.work = work
         argv = [arg.replace("{mcp_config}", str(self.config_path)).replace("{mcp_url}", self.url)
                 for arg in condition.command]
-        self._out = open(work / "stdout", "w+b")  # noqa: SIM115 - read back at the end, closed in aclose
-        self._err = open(work / "stderr", "w+b")  # noqa: SIM115
+        self._out = open(top / "stdout", "w+b")  # noqa: SIM115 - read back at the end, closed in aclose
+        self._err = open(top / "stderr", "w+b")  # noqa: SIM115
+        # Only PATH, HOME (the empty folder) and what the condition names: its own API key lives there,
+        # never in a file of ours. Out of reach of the repository, the assets and the evidence.
+        env = client_env(condition.env or [], work)
+        reads = [Path(r) for r in condition.client_reads or []]
+        exe = shutil.which(condition.command[0], path=env["PATH"])
+        if exe is not None:  # the client's own executable (a link and what it names), read-only
+            reads += sorted({Path(exe).absolute(), Path(os.path.realpath(exe))} - set(reads))
+        kind = isolation_kind()
+        tools = client_tools(condition.command)
         self.record["client"] = {"command": list(condition.command), "version": condition.client_version,
                                  "mcp_config": config, "exit_status": None, "usage": None, "total_cost_usd": None,
-                                 "num_turns": None, "session_id": None, "last_lines": None}
-        # The client gets the environment (its own API key lives there, never in a file of ours).
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
-                                        cwd=work, env=dict(os.environ))
+                                 "num_turns": None, "session_id": None, "last_lines": None,
+                                 "tools": tools | {"allowed_by_manifest": bool(condition.allow_file_and_shell_tools)},
+                                 "isolation": {"kind": kind, "working_folder": "empty", "env": sorted(env),
+                                               "reads": [str(r) for r in reads]}}
+        self.process = subprocess.Popen(wrapped(argv, kind=kind, work=work, config_dir=config_dir, reads=reads),
+                                        stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, cwd=work,
+                                        env=env)
         threading.Thread(target=self._watch_client, name="oakwatch-cli-client", daemon=True).start()
 
     def _serve(self) -> None:

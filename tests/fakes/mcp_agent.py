@@ -13,7 +13,9 @@ script's buttons (the bundled walkthrough by default), a few per call, looking a
 Options: --chunk N (buttons per call), --presses N (stop, and disconnect, after N calls),
 --bad-first (one invalid call first), --bad-args (one
 with arguments of the wrong type), --after-end N (calls made once the trial has ended),
---report FILE (what it saw, as JSON), --no-usage (print no usage fields), --version.
+--report FILE (what it saw, as JSON), --no-usage (print no usage fields), --version, --peek FILE
+(try to read a file first, as an agent after the answers would; what happened goes on stderr and
+into the result), --script FILE.json (the presses as a JSON list: then it needs no oakwatch code).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ TIMEOUT_S = 120
 
 
 def walkthrough(path: Path | None = None) -> list[str]:
+    if path is not None and path.suffix == ".json":  # a plain list of presses (no oakwatch code needed)
+        return json.loads(path.read_text(encoding="utf-8"))
     sys.path.insert(0, str(ROOT))
     from engine.script import parse_script
 
@@ -106,6 +110,17 @@ async def run_http(url: str, args) -> dict:
         return await play(session, args)
 
 
+def peek(path: Path) -> str:
+    """What a coding agent taking answers from its surroundings would see of `path` (also on stderr)."""
+    try:
+        size = len(path.read_bytes())
+        seen = f"read {path}: {size} bytes"
+    except OSError as exc:
+        seen = f"could not read {path}: {exc.strerror}"
+    print(seen, file=sys.stderr)
+    return seen
+
+
 def from_config(path: Path) -> tuple[str | None, list[str] | None]:
     """The one server of an MCP config file (Claude Code's format): an HTTP url or a command."""
     servers = json.loads(path.read_text(encoding="utf-8"))["mcpServers"]
@@ -134,11 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0)  # then play the presses from this one on
     parser.add_argument("--report", type=Path)
     parser.add_argument("--no-usage", action="store_true")
+    # Claude Code's tool flags: taken and ignored (oakwatch reads them from the command line)
+    for flag in ("--tools", "--allowedTools", "--disallowedTools"):
+        parser.add_argument(flag)
+    parser.add_argument("--peek", type=Path, action="append", default=[])  # files it tries to read first
     parser.add_argument("command", nargs="*")
     args = parser.parse_args(argv)
     if args.version:
         print(VERSION)
         return 0
+    peeked = [peek(path) for path in args.peek]
     url, command = args.url, args.command if args.stdio else None
     if args.mcp_config is not None:
         url, command = from_config(args.mcp_config)
@@ -149,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         out = {"type": "result", "subtype": "success", "is_error": False, "num_turns": len(seen["calls"]),
                "result": f"played {seen['press_calls']} press_keys calls; ending {seen['ending']}",
                "session_id": str(uuid.uuid4())}
+        if peeked:
+            out["result"] += "; " + "; ".join(peeked)
         if not args.no_usage:
             out |= {"total_cost_usd": 0.0123, "usage": {"input_tokens": 1200, "output_tokens": 345,
                                                          "cache_read_input_tokens": 100}}

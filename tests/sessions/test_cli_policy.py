@@ -6,6 +6,7 @@ oakwatch wrote, plays through the real SDK client over streamable HTTP and print
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -20,19 +21,74 @@ from sessions.manifest import load_manifest
 from sessions.replay import replay_trial
 from sessions.runner import ExperimentRunner
 from sessions.verify import verify_experiment
+from tests.fakes.mcp_agent import walkthrough
 from tests.sessions.test_mcp_server import AGENT, mcp_manifest, result_of
 
+LEAKY = Path(__file__).resolve().parents[1] / "fakes" / "leaky_client.py"
 
-def fake_claude(tmp_path: Path, *extra: str) -> Path:
-    exe = tmp_path / "bin" / "claude"
-    exe.parent.mkdir()
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {AGENT} \"$@\" {' '.join(extra)}\n")
+
+@pytest.fixture(scope="session")
+def client_install(tmp_path_factory) -> Path:
+    """The fake coding agents installed as a real client is: outside oakwatch's tree (the client runs
+    out of its reach), with the MCP SDK's client and what it needs copied beside them, and the
+    walkthrough's presses as a plain list (the fake then needs no oakwatch code)."""
+    import importlib.metadata as md
+    import shutil
+
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+
+    root = tmp_path_factory.mktemp("client-install")
+    site = root / "site"
+    seen: set[str] = set()
+    todo = ["mcp"]
+    while todo:
+        name = todo.pop()
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            continue
+        if dist.metadata["Name"].lower() in seen:
+            continue
+        seen.add(dist.metadata["Name"].lower())
+        for req in map(Requirement, dist.requires or []):
+            if req.marker is None or Marker(str(req.marker)).evaluate({"extra": ""}):
+                todo.append(req.name)
+        for f in dist.files or []:
+            if f.parts[0] != ".." and Path(f.locate()).is_file():
+                (site / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f.locate(), site / f)
+    for fake in (AGENT, LEAKY):
+        shutil.copy2(fake, root / fake.name)
+    (root / "walkthrough.json").write_text(json.dumps(walkthrough()))
+    return root
+
+
+def client_exe(tmp_path: Path, install: Path, *extra: str, script: str = "mcp_agent.py") -> Path:
+    """An executable named like Claude Code's that starts a fake from `install` (beside, not under,
+    the manifest's folder: the client may not reach that)."""
+    exe = tmp_path / "client-bin" / "claude"
+    exe.parent.mkdir(exist_ok=True)
+    if script == "mcp_agent.py":
+        extra = ("--script", str(install / "walkthrough.json"), *extra)
+    python = os.path.realpath(sys.executable)
+    exe.write_text(f"#!/bin/sh\nPYTHONPATH={install / 'site'} exec {python} {install / script} \"$@\" "
+                   f"{' '.join(extra)}\n")
     exe.chmod(0o755)
     return exe
 
 
+def cli_manifest(tmp_path: Path, install: Path, cmd: list[str], **changes) -> Path:
+    """A manifest in its own folder whose cli condition may read the client's installation and Python."""
+    exp = tmp_path / "exp"
+    exp.mkdir(exist_ok=True)
+    condition = {"client_reads": [str(install), sys.base_prefix]} | changes
+    return mcp_manifest(exp, policy="cli", command=cmd, **condition)
+
+
 def command(exe: Path) -> list[str]:
-    return [str(exe), "-p", "Play the game to the end.", "--mcp-config", "{mcp_config}", "--output-format", "json"]
+    return [str(exe), "-p", "Play the game to the end.", "--mcp-config", "{mcp_config}", "--output-format", "json",
+            "--tools", ""]
 
 
 def run(tmp_path: Path, manifest: Path):
@@ -42,9 +98,9 @@ def run(tmp_path: Path, manifest: Path):
     return out, runner.run()
 
 
-def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_path):
-    exe = fake_claude(tmp_path)
-    out, summary = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=command(exe)))
+def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_path, client_install):
+    exe = client_exe(tmp_path, client_install)
+    out, summary = run(tmp_path, cli_manifest(tmp_path, client_install, command(exe)))
     result, trial = result_of(out)
     assert (result["outcome"], result["termination_reason"]) == ("success", "final-milestone")
     assert result["milestones_reached"][-1] == "M8"
@@ -65,11 +121,11 @@ def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_pa
     assert replay_trial(trial)["milestones"][-1] == "M8"
 
 
-def test_a_client_that_reports_no_usage_leaves_it_null(tmp_path):
+def test_a_client_that_reports_no_usage_leaves_it_null(tmp_path, client_install):
     # given the server's address in its command line ({mcp_url}, as Codex takes it) instead of a config file
-    exe = fake_claude(tmp_path, "--no-usage")
-    cmd = [str(exe), "--url", "{mcp_url}", "--output-format", "json"]
-    out, _ = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=cmd, budgets={"accepted_actions": 8}))
+    exe = client_exe(tmp_path, client_install, "--no-usage")
+    cmd = [str(exe), "--url", "{mcp_url}", "--output-format", "json", "--tools", ""]
+    out, _ = run(tmp_path, cli_manifest(tmp_path, client_install, cmd, budgets={"accepted_actions": 8}))
     result, _ = result_of(out)
     assert result["termination_reason"] == "budget:accepted_actions"
     client = result["provenance"]["tool_server"]["client"]
@@ -77,9 +133,9 @@ def test_a_client_that_reports_no_usage_leaves_it_null(tmp_path):
     assert verify_experiment(out) == []
 
 
-def test_a_client_that_exits_mid_trial_ends_it_as_agent_disconnected(tmp_path):
-    exe = fake_claude(tmp_path, "--presses", "2")
-    out, _ = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=command(exe)))
+def test_a_client_that_exits_mid_trial_ends_it_as_agent_disconnected(tmp_path, client_install):
+    exe = client_exe(tmp_path, client_install, "--presses", "2")
+    out, _ = run(tmp_path, cli_manifest(tmp_path, client_install, command(exe)))
     result, _ = result_of(out)
     assert (result["outcome"], result["termination_reason"]) == ("invalid-provider", "agent-disconnected")
     assert result["last_decision"] == 2
@@ -88,16 +144,21 @@ def test_a_client_that_exits_mid_trial_ends_it_as_agent_disconnected(tmp_path):
     assert verify_experiment(out) == []
 
 
-def test_a_pinned_client_version_that_differs_is_refused(tmp_path):
-    exe = fake_claude(tmp_path)
-    manifest = mcp_manifest(tmp_path, policy="cli", command=command(exe), client_version="1.0.0")
+def test_a_pinned_client_version_that_differs_is_refused(tmp_path, client_install):
+    exe = client_exe(tmp_path, client_install)
+    manifest = cli_manifest(tmp_path, client_install, command(exe), client_version="1.0.0")
     with pytest.raises(PreflightError, match=r"pins client version '1.0.0', but .* says '2.1.999"):
         prepare(manifest, tmp_path / "out")
 
 
 @pytest.mark.parametrize(("cmd", "message"), [
-    (["/nonexistent/claude", "--mcp-config", "{mcp_config}"], "not found"),
+    (["/nonexistent/claude", "--mcp-config", "{mcp_config}", "--tools", ""], "not found"),
     (["claude", "-p", "play"], "put {mcp_config} where"),
+    (["/nonexistent/claude", "--mcp-config", "{mcp_config}", "--allowedTools", "mcp__oakwatch__press_keys"],
+     "claude-code's own file and shell tools are open to it (Agent, Bash, BashOutput, Edit, Glob, Grep"),
+    (["/nonexistent/codex", "exec", "--json", "-c", "mcp_servers.oakwatch.url=\"{mcp_url}\"", "play"],
+     "codex's own file and shell tools are open to it (shell): codex exec always has its shell"),
+    (["/nonexistent/my-agent", "--url", "{mcp_url}"], "oakwatch cannot tell which tools this client has"),
 ])
 def test_a_client_command_that_cannot_work_is_refused(tmp_path, cmd, message):
     with pytest.raises(PreflightError, match=re.escape(message)):
@@ -141,19 +202,9 @@ def test_manifests_from_before_the_tool_server_keep_their_hash_and_condition_fil
     assert "ruleset" not in m.canonical_json()
 
 
-LEAKY = Path(__file__).resolve().parents[1] / "fakes" / "leaky_client.py"
-
-
-def leaky_client(tmp_path: Path) -> Path:
-    exe = tmp_path / "bin" / "claude"
-    exe.parent.mkdir(exist_ok=True)
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {LEAKY} \"$@\"\n")
-    exe.chmod(0o755)
-    return exe
-
-
 @pytest.mark.parametrize("shape", ["claude", "codex"])
-def test_a_client_that_prints_its_keys_everywhere_leaves_none_in_the_evidence(tmp_path, monkeypatch, shape):
+def test_a_client_that_prints_its_keys_everywhere_leaves_none_in_the_evidence(tmp_path, monkeypatch, shape,
+                                                                              client_install):
     import secrets
 
     anthropic = "sk-ant-api03-" + secrets.token_urlsafe(30)
@@ -161,9 +212,9 @@ def test_a_client_that_prints_its_keys_everywhere_leaves_none_in_the_evidence(tm
     monkeypatch.setenv("ANTHROPIC_API_KEY", anthropic)
     monkeypatch.setenv("OPENAI_API_KEY", plain)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # whatever the client writes under its home stays here
-    exe = leaky_client(tmp_path)
-    cmd = [str(exe), "--shape", shape, "--mcp-config", "{mcp_config}"]
-    out, _ = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=cmd))
+    exe = client_exe(tmp_path, client_install, script="leaky_client.py")
+    cmd = [str(exe), "--shape", shape, "--mcp-config", "{mcp_config}", "--tools", ""]
+    out, _ = run(tmp_path, cli_manifest(tmp_path, client_install, cmd, env=["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]))
     result, _ = result_of(out)
     assert (result["outcome"], result["termination_reason"]) == ("invalid-provider", "agent-disconnected")
     client = result["provenance"]["tool_server"]["client"]
