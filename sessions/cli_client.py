@@ -16,6 +16,7 @@ that exits, or whose session ends, before the trial is over ends it as agent-dis
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ import threading
 from pathlib import Path
 
 from engine.policies.tools import ToolCallPolicy, ToolDesk
+from sessions import layout
 from sessions.cli_sandbox import client_env, isolation_kind, wrapped
 from sessions.manifest import Condition, Manifest
 from sessions.tool_conditions import client_tools, key_values, scrub
@@ -33,13 +35,18 @@ CLIENT_EXIT_S = 60.0  # how long a client has, once the trial is over, to print 
 SERVER_START_S = 30.0
 OUTPUT_CAP = 1 << 20  # the most of the client's output read for its usage report
 TAIL_LINES, TAIL_LINE_CHARS, TAIL_BYTES = 20, 400, 64 << 10  # a failing client's last lines, kept
+SESSION_LOGS = (".claude/projects", ".codex/sessions")  # where Claude Code and Codex log a session
+MAX_LOGS = 6
+SCRUB_SLACK = 4096
 SERVER_NAME = "oakwatch"
 
 
 class CliPolicy(ToolCallPolicy):
     name = "cli"
 
-    def __init__(self, condition: Condition, manifest: Manifest):
+    def __init__(self, condition: Condition, manifest: Manifest, secrets: tuple[str, ...] = ()):
+        """`secrets`: the run's API keys (the manifest's key variables), cut out of what the client prints
+        along with every key variable of the environment."""
         from sessions.mcp_server import HttpSessions, bind, build_server, sdk_version
 
         m = manifest
@@ -64,7 +71,10 @@ class CliPolicy(ToolCallPolicy):
         self._thread.start()
         if not self._ready.wait(SERVER_START_S) or self._server_error is not None:
             raise RuntimeError(f"the tool server did not start: {self._server_error}")
-        self._secrets = key_values()  # the keys the client may hold, cut out of anything it prints
+        # the keys the client may hold, cut out of anything it prints (longest first)
+        self._secrets = tuple(sorted(set(key_values()) | {k for k in secrets if len(k) >= 8}, key=len, reverse=True))
+        self._cap = m.agent.max_reply_bytes  # each stream of its transcript is kept up to this, as a reply is
+        self.evidence_files: dict[str, bytes] = {}  # its transcript, for the trial's folder (sessions.recorder)
         self._dir = tempfile.TemporaryDirectory(prefix="oakwatch-cli-")
         top = Path(self._dir.name)
         work, config_dir = top / "work", top / "config"  # work: the client's cwd and HOME, empty at its start
@@ -89,7 +99,7 @@ class CliPolicy(ToolCallPolicy):
         tools = client_tools(condition.command)
         self.record["client"] = {"command": list(condition.command), "version": condition.client_version,
                                  "mcp_config": config, "exit_status": None, "usage": None, "total_cost_usd": None,
-                                 "num_turns": None, "session_id": None, "last_lines": None,
+                                 "num_turns": None, "session_id": None, "last_lines": None, "transcript": None,
                                  "tools": tools | {"allowed_by_manifest": bool(condition.allow_file_and_shell_tools)},
                                  "isolation": {"kind": kind, "working_folder": "empty", "env": sorted(env),
                                                "reads": [str(r) for r in reads]}}
@@ -138,6 +148,12 @@ class CliPolicy(ToolCallPolicy):
         if client["exit_status"] != 0:  # why it failed, in its own words, beside its exit status
             client["last_lines"] = {name: last_lines(f, self._secrets) for name, f in (("stdout", self._out),
                                                                                       ("stderr", self._err))}
+        # Its own transcript (what it printed, the session logs it wrote under its HOME), before the
+        # temporary folder goes: kept in the trial's evidence, its hash in the result.
+        data, sources = transcript({"stdout": self._out, "stderr": self._err}, self.work, self._cap, self._secrets)
+        self.evidence_files = {layout.CLIENT_TRANSCRIPT: data}
+        client["transcript"] = {"file": layout.CLIENT_TRANSCRIPT, "sha256": hashlib.sha256(data).hexdigest(),
+                                "bytes": len(data), "sources": sources}
         self._stop.set()
         await asyncio.to_thread(self._thread.join, 10)
 
@@ -149,6 +165,37 @@ class CliPolicy(ToolCallPolicy):
         for f in (self._out, self._err):
             f.close()
         self._dir.cleanup()
+
+
+def transcript(streams: dict, home: Path, cap: int, secrets: tuple[str, ...]) -> tuple[bytes, list[str]]:
+    """The client's transcript as JSON lines, one per source: its output streams, then the session logs
+    Claude Code and Codex write under their HOME (SESSION_LOGS; at most MAX_LOGS). Each line: `source`,
+    `bytes` (as the client wrote it), `text` (scrubbed of keys, its first `cap` bytes), `kept_bytes` and
+    `truncated`."""
+    entries = [_entry(name, f, cap, secrets) for name, f in streams.items()]
+    real_home = home.resolve()
+    logs = sorted(p for d in SESSION_LOGS for p in (home / d).rglob("*.jsonl")
+                  if p.is_file() and not p.is_symlink() and p.resolve().is_relative_to(real_home))
+    for path in logs[:MAX_LOGS]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as f:
+            entries.append(_entry(path.relative_to(home).as_posix(), f, cap, secrets))
+    data = b"".join(json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in entries)
+    return data, [e["source"] for e in entries]
+
+
+def _entry(source: str, f, cap: int, secrets: tuple[str, ...]) -> dict:
+    f.flush()
+    size = os.fstat(f.fileno()).st_size
+    f.seek(0)
+    raw = f.read(cap + SCRUB_SLACK)  # a key cut at the cap is scrubbed whole, then the text is cut
+    text = scrub(raw.decode("utf-8", "replace"), secrets).encode()
+    kept = text[:cap].decode("utf-8", "ignore")
+    return {"source": source, "bytes": size, "kept_bytes": len(kept.encode()),
+            "truncated": size > len(raw) or len(text) > cap, "text": kept}
 
 
 def last_lines(f, secrets: tuple[str, ...]) -> list[str]:

@@ -766,7 +766,7 @@ PATH_KEYS = frozenset({"rom", "state", "definition", "script", "script_notes", "
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 PUBLIC_TRIAL_FILES = (layout.TRIAL, layout.RESULT, layout.TRACE, layout.INPUTS, layout.MEMORY,
                       layout.TRIAL_ANNOTATIONS, layout.PROVIDER_FAILURE)
-RAW_TRIAL_FILES = (layout.RESPONSES, layout.FRAMES)
+RAW_TRIAL_FILES = (layout.RESPONSES, layout.FRAMES, layout.CLIENT_TRANSCRIPT)  # the transcript may name the model
 
 
 class ExportError(ValueError):

@@ -25,6 +25,7 @@ from sessions.durable import EvidenceError
 from sessions.experiment import Prepared
 from sessions.experiment_folder import ExperimentFolder
 from sessions.reader import read_results, read_run_log
+from sessions.recorder import policy_files
 from sessions.records import Summary
 from sessions.summary import summarise
 from sessions.trial_factory import MODEL_POLICIES, PolicyFactory, make_trial, parse_key, policy_seed, trial_config
@@ -242,7 +243,7 @@ class ExperimentRunner:
                 result = trial.interrupted("the run was interrupted")
             self.current_trial = None
             with self._abandoned:
-                sealed = recorder.seal(result, trial.provider_failure if trial else None)
+                sealed = recorder.seal(result, trial.provider_failure if trial else None, files=policy_files(trial))
                 self.folder.seal_trial(recorder, sealed)
             self.results.append(sealed)
             self._display(TrialEnded(sealed))

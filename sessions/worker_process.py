@@ -205,7 +205,7 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
     """One trial, start to seal, in this process."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the driver stops us; a terminal's Ctrl-C reaches us too
-    from sessions.recorder import TrialRecorder
+    from sessions.recorder import TrialRecorder, policy_files
     from sessions.trial_factory import make_trial
     from sessions.watchdog import Watchdog
 
@@ -250,7 +250,7 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
         forward.close()
         with run.sealing:
             try:
-                sealed = recorder.seal(result, trial.provider_failure)
+                sealed = recorder.seal(result, trial.provider_failure, files=policy_files(trial))
             except EvidenceError as exc:
                 link.send(("evidence-error", str(exc), exc.cause))
                 return

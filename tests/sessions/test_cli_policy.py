@@ -5,6 +5,7 @@ oakwatch wrote, plays through the real SDK client over streamable HTTP and print
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -119,6 +120,15 @@ def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_pa
     assert frozen.conditions[0].client_version == client["version"]
     assert verify_experiment(out) == [] and summary.all_succeeded
     assert replay_trial(trial)["milestones"][-1] == "M8"
+    # Its own transcript is kept in the trial's evidence, its hash in the result; verify covers it.
+    kept = (trial / "client-transcript.jsonl").read_bytes()
+    assert client["transcript"]["sha256"] == hashlib.sha256(kept).hexdigest()
+    stdout, stderr = (json.loads(line) for line in kept.splitlines())
+    assert (stdout["source"], stderr["source"]) == ("stdout", "stderr")
+    assert json.loads(stdout["text"])["num_turns"] == client["num_turns"] and not stdout["truncated"]
+    (trial / "client-transcript.jsonl").write_bytes(kept.replace(b"played", b"player"))
+    assert any("client-transcript.jsonl: does not hash to the SHA-256 result.json records" in p
+               for p in verify_experiment(out))
 
 
 def test_a_client_that_reports_no_usage_leaves_it_null(tmp_path, client_install):
@@ -220,6 +230,9 @@ def test_a_client_that_prints_its_keys_everywhere_leaves_none_in_the_evidence(tm
     client = result["provenance"]["tool_server"]["client"]
     assert client["exit_status"] == 1
     assert "[redacted]" in client["version"] and "[redacted]" in client["session_id"]
+    # Its session log (under its HOME, the empty folder) is in the transcript: scrubbed like the rest.
+    log = ".claude/projects/-work/leak.jsonl" if shape == "claude" else ".codex/sessions/2026/01/01/rollout-leak.jsonl"
+    assert client["transcript"]["sources"] == ["stdout", "stderr", log]
     # Why it failed, in its own (scrubbed) words, beside its exit status.
     assert client["last_lines"]["stderr"] == ["error: authentication failed for key [redacted] [redacted]"]
     assert len(client["last_lines"]["stdout"]) == (1 if shape == "claude" else 6)
@@ -229,3 +242,41 @@ def test_a_client_that_prints_its_keys_everywhere_leaves_none_in_the_evidence(tm
         found = [leak for leak in leaks if leak.encode() in data]
         assert not found, f"{path.relative_to(out)} holds a key ({len(found)} part(s))"
     assert verify_experiment(out) == []
+
+
+def test_a_client_cannot_read_the_answers_and_its_attempt_is_recorded(tmp_path, client_install):
+    from sessions.assets import ASSETS
+    from sessions.cli_sandbox import isolation_kind
+
+    if isolation_kind() != "bwrap":
+        pytest.skip("bwrap (Debian's bubblewrap) is not installed here, or cannot make a user namespace")
+    definition, rom = ASSETS / "games" / "parcel-quest.yaml", ASSETS / "cartridge" / "parcel-quest.gb"
+    assert definition.is_file() and rom.is_file()  # there to be read, by anything outside the sandbox
+    out = tmp_path / "out"
+    exe = client_exe(tmp_path, client_install, "--presses", "3", "--peek", str(definition), "--peek", str(rom),
+                     "--peek", str(out / "manifest.yaml"), "--peek", str(Path(__file__)))
+    run(tmp_path, cli_manifest(tmp_path, client_install, command(exe)))
+    result, trial = result_of(out)
+    client = result["provenance"]["tool_server"]["client"]
+    assert client["isolation"]["kind"] == "bwrap" and client["isolation"]["env"] == ["HOME", "PATH"]
+    stderr = json.loads((trial / "client-transcript.jsonl").read_bytes().splitlines()[1])
+    assert stderr["source"] == "stderr"
+    for path in (definition, rom, out / "manifest.yaml", Path(__file__)):
+        assert f"could not read {path}: No such file or directory" in stderr["text"]
+    assert result["last_decision"] == 3  # and it played all the same, through the tool server
+    assert verify_experiment(out) == []
+
+
+def test_a_transcript_is_capped_and_a_key_across_the_cap_is_scrubbed_whole(tmp_path):
+    from sessions.cli_client import transcript
+
+    key = "k3y-" + "q" * 40
+    out, err = (tmp_path / "stdout").open("w+b"), (tmp_path / "stderr").open("w+b")
+    out.write(b"x" * 1010 + key.encode() + b"y" * 4000)
+    err.write(b"fine\n")
+    data, sources = transcript({"stdout": out, "stderr": err}, tmp_path, 1024, (key,))
+    first, second = (json.loads(line) for line in data.splitlines())
+    assert sources == ["stdout", "stderr"]
+    assert first["bytes"] == 5054 and first["truncated"] and first["kept_bytes"] <= 1024
+    assert first["text"].startswith("x" * 1010 + "[redac") and "k3y" not in first["text"]
+    assert second == {"source": "stderr", "bytes": 5, "kept_bytes": 5, "truncated": False, "text": "fine\n"}
