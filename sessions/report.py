@@ -55,7 +55,7 @@ TRIAL_COLUMNS = [
     "material_memory_error_rate", "memory_recovery_cost", "storage_quality", "use_quality", "cost_per_milestone",
     "cost_per_point", "actions_per_milestone", "progress_efficiency", "path_efficiency", "path_optimal_presses",
     "path_actions", "zero_progress", "state_source",
-    "long_horizon_overall", "folder"]
+    "long_horizon_overall", "folder", "client_cost_usd", "client_tokens"]
 
 
 def _fmt(value, digits: int = 3) -> str:
@@ -365,7 +365,16 @@ def _condition_rows(summary: dict) -> list[dict]:
             out.append({"condition": label, "condition_id": c["condition_id"], "metric": metric, "n": s["n"],
                         "median": s["median"], "min": s["min"], "max": s["max"], "unknown": s["unknown"],
                         "excluded": s["excluded"], "note": ""})
+        for metric, s in (c.get("client_totals") or {}).items():
+            out.append({"condition": label, "condition_id": c["condition_id"], "metric": metric, "n": s["n"],
+                        "median": s["median"], "min": s["min"], "max": s["max"], "unknown": s["unknown"],
+                        "excluded": s["excluded"], "note": CLIENT_NOTE})
     return out
+
+
+CLIENT_NOTE = "the client's own total, as it reported it (not counted by oakwatch)"
+CLIENT_ROWS = [("cost: the client's own total, median USD", "client_cost_usd"),
+               ("tokens: the client's own total, median", "client_tokens")]
 
 
 SIDE_BY_SIDE = [("progress: median points", "points"), ("progress: median milestones", "milestones"),
@@ -407,6 +416,17 @@ def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
             row.append(f"{_fmt(s['median'])} ({_fmt(s['min'])} to {_fmt(s['max'])})" +
                        (f", {s['excluded']} excluded" if s["excluded"] else ""))
         body.append(row)
+    if any(summary["conditions"][lab].get("client_totals") for lab in labels):
+        # A cli client's report of its own usage: oakwatch's cost stays unknown for these trials.
+        for name, metric in CLIENT_ROWS:
+            row = [name]
+            for lab in labels:
+                totals = summary["conditions"][lab].get("client_totals")
+                s = totals[metric] if totals else None
+                show = money if metric == "client_cost_usd" else _fmt
+                row.append("no client" if s is None else "unknown" if s["median"] is None else
+                           f"{show(s['median'])} ({show(s['min'])} to {show(s['max'])})")
+            body.append(row)
     return head, body
 
 
@@ -445,7 +465,8 @@ def trial_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
             "Memory errors", "Repeat overhead", "End reason", "Valid"]
     body = [[r["condition"] + (f" ({r['condition_id']})" if r["condition_id"] else ""),
              f"{r['trial']}" + (f" (attempt {r['attempt']})" if r["attempt"] > 1 else ""),
-             r["deepest"] or "none", f"{r['points']}/{r['total_points']}", money(r["cost_usd"]),
+             r["deepest"] or "none", f"{r['points']}/{r['total_points']}", money(r["cost_usd"])
+             + (f" (client's own: {money(r['client']['client_cost_usd'])})" if r.get("client") else ""),
              str(r["accepted_actions"]), str(r["model_decisions"]),
              "not annotated" if r["memory_errors"] is None else
              f"{r['memory_errors']} ({r['material_errors']} material+)", _fmt(r["repeat_overhead"]),

@@ -120,6 +120,15 @@ def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_pa
     assert frozen.conditions[0].client_version == client["version"]
     assert verify_experiment(out) == [] and summary.all_succeeded
     assert replay_trial(trial)["milestones"][-1] == "M8"
+    # The client's own totals reach the report's condition table and trial table, labelled as its own.
+    from sessions.report import build_report
+
+    build_report(out, replay=False)
+    md = (out / "reports" / "report.md").read_text()
+    assert "| cost: the client's own total, median USD | $0.0123 ($0.0123 to $0.0123) |" in md
+    assert "| tokens: the client's own total, median | 1645 (1645 to 1645) |" in md  # 1200 + 345 + 100 cached
+    assert "unknown (client's own: $0.0123)" in md  # oakwatch's own per-decision cost stays unknown
+    assert "client_cost_usd" in (out / "reports" / "trials.csv").read_text()
     # Its own transcript is kept in the trial's evidence, its hash in the result; verify covers it.
     kept = (trial / "client-transcript.jsonl").read_bytes()
     assert client["transcript"]["sha256"] == hashlib.sha256(kept).hexdigest()
