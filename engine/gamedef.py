@@ -172,7 +172,10 @@ class RamField(_Strict):
         if len(derived) > 1:
             raise ValueError(f"a field is one of flag, var, item or highest, not {' and '.join(derived)}")
         if derived:
-            mixed = sorted({"address", "base", "kind", "length"} & self.model_fields_set)
+            # Judged by value, not by which keys were given: a full dump of a derived field carries
+            # every default (address None, kind u8, length 1), and must validate again (round-trip).
+            mixed = sorted(k for k in ("address", "base", "kind", "length")
+                           if getattr(self, k) != type(self).model_fields[k].default)
             if mixed:
                 raise ValueError(f"a {derived[0]} field takes an array and an index; it cannot also have "
                                  f"{', '.join(mixed)}")
