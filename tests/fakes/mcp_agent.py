@@ -15,13 +15,15 @@ Options: --chunk N (buttons per call), --presses N (stop, and disconnect, after 
 with arguments of the wrong type), --after-end N (calls made once the trial has ended),
 --report FILE (what it saw, as JSON), --no-usage (print no usage fields), --version, --peek FILE
 (try to read a file first, as an agent after the answers would; what happened goes on stderr and
-into the result), --script FILE.json (the presses as a JSON list: then it needs no oakwatch code).
+into the result), --script FILE.json (the presses as a JSON list: then it needs no oakwatch code), --show-env (its
+environment's names and its working folder's contents, on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -153,12 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("--tools", "--allowedTools", "--disallowedTools"):
         parser.add_argument(flag)
     parser.add_argument("--peek", type=Path, action="append", default=[])  # files it tries to read first
+    parser.add_argument("--show-env", action="store_true")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args(argv)
     if args.version:
         print(VERSION)
         return 0
     peeked = [peek(path) for path in args.peek]
+    if args.show_env:  # what it was given: its environment's names, and what its working folder held
+        print(f"env: {' '.join(sorted(os.environ))}; cwd holds: {' '.join(sorted(os.listdir('.'))) or 'nothing'}",
+              file=sys.stderr)
     url, command = args.url, args.command if args.stdio else None
     if args.mcp_config is not None:
         url, command = from_config(args.mcp_config)

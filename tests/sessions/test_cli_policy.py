@@ -289,3 +289,39 @@ def test_a_transcript_is_capped_and_a_key_across_the_cap_is_scrubbed_whole(tmp_p
     assert first["bytes"] == 5054 and first["truncated"] and first["kept_bytes"] <= 1024
     assert first["text"].startswith("x" * 1010 + "[redac") and "k3y" not in first["text"]
     assert second == {"source": "stderr", "bytes": 5, "kept_bytes": 5, "truncated": False, "text": "fine\n"}
+
+
+def test_without_bwrap_the_client_still_gets_an_empty_folder_and_only_the_named_environment(
+        tmp_path, client_install, monkeypatch):
+    monkeypatch.setattr("sessions.cli_client.isolation_kind", lambda: "none")  # as on a system without bwrap
+    monkeypatch.setenv("OAKWATCH_TEST_NAMED", "given")
+    monkeypatch.setenv("OAKWATCH_TEST_UNNAMED", "kept back")
+    exe = client_exe(tmp_path, client_install, "--presses", "2", "--show-env")
+    out, _ = run(tmp_path, cli_manifest(tmp_path, client_install, command(exe), env=["OAKWATCH_TEST_NAMED"]))
+    result, trial = result_of(out)
+    isolation = result["provenance"]["tool_server"]["client"]["isolation"]
+    assert isolation["kind"] == "none" and isolation["env"] == ["HOME", "OAKWATCH_TEST_NAMED", "PATH"]
+    stderr = json.loads((trial / "client-transcript.jsonl").read_bytes().splitlines()[1])["text"]
+    # less what the fake's own launcher sets (PYTHONPATH; the shell's PWD; Python's LC_CTYPE coercion)
+    names = set(re.search(r"env: ([^;]*);", stderr).group(1).split()) - {"PYTHONPATH", "PWD", "SHLVL", "_",
+                                                                            "LC_CTYPE"}
+    assert names == {"HOME", "OAKWATCH_TEST_NAMED", "PATH"}
+    assert "cwd holds: nothing" in stderr
+    assert verify_experiment(out) == []
+
+
+def test_what_would_put_the_answers_in_the_clients_reach_is_refused(tmp_path, client_install):
+    from sessions.assets import ASSETS
+
+    exe = client_exe(tmp_path, client_install)
+    exp = tmp_path / "exp"
+    for reads, what in [([str(exp)], "the manifest's folder"), (["/"], "oakwatch's own files"),
+                        ([str(ASSETS / "games")], "(?:oakwatch's own files|the bundled assets)"),
+                        ([str(client_install), ".."], "the manifest's folder")]:
+        manifest = cli_manifest(tmp_path, client_install, command(exe), client_reads=reads)
+        with pytest.raises(PreflightError, match=rf"client_reads\.\d+: .* would put {what} .* in the client's reach"):
+            prepare(manifest, tmp_path / "out")
+    inside = [str(AGENT), "--mcp-config", "{mcp_config}", "--tools", ""]  # a client inside oakwatch's tree
+    with pytest.raises(PreflightError, match=r"command: the client .* lies in oakwatch's own files"):
+        prepare(cli_manifest(tmp_path, client_install, inside, allow_file_and_shell_tools=True), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
