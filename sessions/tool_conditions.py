@@ -77,6 +77,8 @@ def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_
         from sessions.cli_sandbox import overlap
 
         for j, path in enumerate(client_reads(c, base or Path.cwd())):
+            if not path.exists():  # bwrap would refuse to start the client
+                raise ToolConditionError(f"{path} does not exist", f"conditions.{index}.client_reads.{j}")
             if (hit := overlap(path, protected or [])) is not None:
                 raise ToolConditionError(f"{path} would put {hit} in the client's reach", f"conditions.{index}."
                                          f"client_reads.{j}")

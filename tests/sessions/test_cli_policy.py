@@ -321,6 +321,9 @@ def test_what_would_put_the_answers_in_the_clients_reach_is_refused(tmp_path, cl
         manifest = cli_manifest(tmp_path, client_install, command(exe), client_reads=reads)
         with pytest.raises(PreflightError, match=rf"client_reads\.\d+: .* would put {what} .* in the client's reach"):
             prepare(manifest, tmp_path / "out")
+    with pytest.raises(PreflightError, match=r"client_reads\.1: .*/nowhere does not exist"):
+        prepare(cli_manifest(tmp_path, client_install, command(exe), client_reads=[str(client_install), "nowhere"]),
+                tmp_path / "out")
     inside = [str(AGENT), "--mcp-config", "{mcp_config}", "--tools", ""]  # a client inside oakwatch's tree
     with pytest.raises(PreflightError, match=r"command: the client .* lies in oakwatch's own files"):
         prepare(cli_manifest(tmp_path, client_install, inside, allow_file_and_shell_tools=True), tmp_path / "out")
