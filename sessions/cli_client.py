@@ -35,6 +35,7 @@ CLIENT_EXIT_S = 60.0  # how long a client has, once the trial is over, to print 
 SERVER_START_S = 30.0
 OUTPUT_CAP = 1 << 20  # the most of the client's output read for its usage report
 TAIL_LINES, TAIL_LINE_CHARS, TAIL_BYTES = 20, 400, 64 << 10  # a failing client's last lines, kept
+SESSION_ID_CHARS = 200
 SESSION_LOGS = (".claude/projects", ".codex/sessions")  # where Claude Code and Codex log a session
 MAX_LOGS = 6
 SCRUB_SLACK = 4096
@@ -142,8 +143,11 @@ class CliPolicy(ToolCallPolicy):
         client["exit_status"] = self.process.returncode
         self._out.seek(0)
         # What the client printed is its own: scrubbed of every key before any of it is kept.
-        printed = scrub(self._out.read(OUTPUT_CAP).decode("utf-8", "replace"), self._secrets)
-        client.update(scrubbed(client_report(printed), self._secrets))
+        # Parsed first (a scrubbed number would no longer parse), then every string scrubbed whole, then cut.
+        report = scrubbed(client_report(self._out.read(OUTPUT_CAP).decode("utf-8", "replace")), self._secrets)
+        if report["session_id"] is not None:
+            report["session_id"] = report["session_id"][:SESSION_ID_CHARS]
+        client.update(report)
         client["version"] = scrubbed(client["version"], self._secrets)
         if client["exit_status"] != 0:  # why it failed, in its own words, beside its exit status
             client["last_lines"] = {name: last_lines(f, self._secrets) for name, f in (("stdout", self._out),
@@ -240,14 +244,14 @@ def client_report(text: str) -> dict:
             report["usage"] = _tokens(usage) if isinstance(usage, dict) else None
             report["total_cost_usd"] = _number(item.get("total_cost_usd"))
             report["num_turns"] = item.get("num_turns") if isinstance(item.get("num_turns"), int) else None
-            report["session_id"] = str(item["session_id"])[:200] if item.get("session_id") else None
+            report["session_id"] = str(item["session_id"]) if item.get("session_id") else None
         elif item.get("type") == "turn.completed" and isinstance(item.get("usage"), dict):  # Codex, per turn
             turn = _tokens(item["usage"])
             total = report["usage"] or {}
             report["usage"] = {k: _add(total.get(k), v) if total else v for k, v in turn.items()}
             report["num_turns"] = (report["num_turns"] or 0) + 1
         elif item.get("type") == "thread.started" and item.get("thread_id"):
-            report["session_id"] = str(item["thread_id"])[:200]
+            report["session_id"] = str(item["thread_id"])
     return report
 
 
