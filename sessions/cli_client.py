@@ -104,7 +104,9 @@ class CliPolicy(ToolCallPolicy):
                                  "tools": tools | {"allowed_by_manifest": bool(condition.allow_file_and_shell_tools)},
                                  "isolation": {"kind": kind, "working_folder": "empty", "env": sorted(env),
                                                "reads": [str(r) for r in reads]}}
-        self.process = subprocess.Popen(wrapped(argv, kind=kind, work=work, config_dir=config_dir, reads=reads),
+        (top / "root").mkdir()  # unshare's: where its file system is built, inside its own namespace
+        self.process = subprocess.Popen(wrapped(argv, kind=kind, work=work, config_dir=config_dir, reads=reads,
+                                                root=top / "root"),
                                         stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, cwd=work,
                                         env=env)
         threading.Thread(target=self._watch_client, name="oakwatch-cli-client", daemon=True).start()

@@ -253,12 +253,14 @@ def test_a_client_that_prints_its_keys_everywhere_leaves_none_in_the_evidence(tm
     assert verify_experiment(out) == []
 
 
-def test_a_client_cannot_read_the_answers_and_its_attempt_is_recorded(tmp_path, client_install):
+@pytest.mark.parametrize("kind", ["bwrap", "unshare"])
+def test_a_client_cannot_read_the_answers_and_its_attempt_is_recorded(tmp_path, client_install, monkeypatch, kind):
     from sessions.assets import ASSETS
-    from sessions.cli_sandbox import isolation_kind
+    from sessions.cli_sandbox import bwrap_path, unshare_paths
 
-    if isolation_kind() != "bwrap":
-        pytest.skip("bwrap (Debian's bubblewrap) is not installed here, or cannot make a user namespace")
+    if (bwrap_path() if kind == "bwrap" else unshare_paths()) is None:
+        pytest.skip(f"{kind} is not installed here (bwrap: Debian's bubblewrap), or cannot make a user namespace")
+    monkeypatch.setattr("sessions.cli_client.isolation_kind", lambda: kind)  # unshare: as where bwrap is missing
     definition, rom = ASSETS / "games" / "parcel-quest.yaml", ASSETS / "cartridge" / "parcel-quest.gb"
     assert definition.is_file() and rom.is_file()  # there to be read, by anything outside the sandbox
     out = tmp_path / "out"
@@ -267,7 +269,7 @@ def test_a_client_cannot_read_the_answers_and_its_attempt_is_recorded(tmp_path, 
     run(tmp_path, cli_manifest(tmp_path, client_install, command(exe)))
     result, trial = result_of(out)
     client = result["provenance"]["tool_server"]["client"]
-    assert client["isolation"]["kind"] == "bwrap" and client["isolation"]["env"] == ["HOME", "PATH"]
+    assert client["isolation"]["kind"] == kind and client["isolation"]["env"] == ["HOME", "PATH"]
     stderr = json.loads((trial / "client-transcript.jsonl").read_bytes().splitlines()[1])
     assert stderr["source"] == "stderr"
     for path in (definition, rom, out / "manifest.yaml", Path(__file__)):
