@@ -11,6 +11,12 @@ is parsed for its own usage report: Claude Code's `--output-format json` object 
 usage, num_turns, session_id) or Codex's `--json` event lines (turn.completed usage). That goes into
 the result (provenance.tool_server.client.usage); what it did not report is null, never 0. A client
 that exits, or whose session ends, before the trial is over ends it as agent-disconnected.
+
+The client runs out of reach of the answers (sessions.cli_sandbox: an empty folder, the named
+environment, a namespace holding only the system and its own installation), and its own tool
+settings are recorded (sessions.tool_conditions.client_tools). Nothing it prints is kept unscrubbed
+(sessions.tool_conditions.scrub): its report, a failing client's last lines, and its transcript (its
+output and session logs, kept in the trial's folder, hashed in the result, sessions.recorder).
 """
 
 from __future__ import annotations
