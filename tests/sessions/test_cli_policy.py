@@ -113,6 +113,13 @@ def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_pa
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", client["mcp_config"]["mcpServers"]["oakwatch"]["url"])
     assert client["total_cost_usd"] == 0.0123 and client["usage"]["input_tokens"] == 1200
     assert client["usage"]["output_tokens"] == 345 and client["num_turns"] > 40 and client["session_id"]
+    # Where it ran and which of its own tools it had are recorded.
+    from sessions.cli_sandbox import isolation_kind
+
+    assert client["isolation"]["kind"] == isolation_kind() and client["isolation"]["working_folder"] == "empty"
+    assert client["tools"] | {"allowed_by_manifest": None} == {
+        "kind": "claude-code", "tools": [], "allowed_tools": None, "disallowed_tools": None, "permission_mode": None,
+        "skip_permissions": False, "add_dirs": None, "file_and_shell": [], "allowed_by_manifest": None}
     # The per-decision figures stay unknown (the client reports one total), never 0.
     assert result["telemetry"]["cost_usd"] is None
     # The client's version is frozen with the run.
@@ -330,3 +337,30 @@ def test_what_would_put_the_answers_in_the_clients_reach_is_refused(tmp_path, cl
     with pytest.raises(PreflightError, match=r"command: the client .* lies in oakwatch's own files"):
         prepare(cli_manifest(tmp_path, client_install, inside, allow_file_and_shell_tools=True), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["claude", "-p", "x", "--allowedTools", "mcp__oakwatch__get_screen,mcp__oakwatch__press_keys"],
+     {"allowed_tools": ["mcp__oakwatch__get_screen", "mcp__oakwatch__press_keys"], "open": 14}),
+    (["/opt/bin/claude", "--tools=", "--allowedTools", "mcp__a", "mcp__b", "-p", "x"],
+     {"tools": [], "allowed_tools": ["mcp__a", "mcp__b"], "open": 0}),
+    (["claude", "--tools", "Read,Bash(git:*)", "--disallowedTools", "Read", "--permission-mode", "acceptEdits"],
+     {"tools": ["Read", "Bash(git:*)"], "disallowed_tools": ["Read"], "permission_mode": "acceptEdits",
+      "file_and_shell": ["Bash(git:*)"]}),
+    (["claude", "--tools", "", "--add-dir", "/data", "--mcp-config", "{mcp_config}", "other.json"],
+     {"add_dirs": ["/data"], "file_and_shell": ["--add-dir", "MCP config other.json"]}),
+    (["codex", "exec", "--json", "-c", 'mcp_servers.oakwatch.url="{mcp_url}"', "P"],
+     {"kind": "codex", "sandbox": "read-only", "file_and_shell": ["shell"]}),
+    (["codex", "exec", "--full-auto", "-c", "mcp_servers.fs.command=npx", "-a", "never", "P"],
+     {"sandbox": "workspace-write", "approval": "never", "file_and_shell": ["shell", "file writes", "MCP server fs"]}),
+    (["codex", "exec", "-c", "sandbox_mode='danger-full-access'", "P"], {"sandbox": "danger-full-access"}),
+    (["codex", "exec", "--yolo", "-s", "read-only", "P"], {"sandbox": "danger-full-access", "bypass": True}),
+    (["my-agent", "--url", "{mcp_url}"], {"kind": "unknown", "file_and_shell": ["unknown"]}),
+])
+def test_a_clients_own_tool_settings_are_read_from_its_command_line(command, expected):
+    from sessions.tool_conditions import client_tools
+
+    tools = client_tools(command)
+    opened = expected.pop("open", None)
+    assert {k: tools[k] for k in expected} == expected
+    assert opened is None or len(tools["file_and_shell"]) == opened
