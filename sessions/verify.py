@@ -467,15 +467,19 @@ def _check_provider_failure(reader: TrialReader, r: TrialResult, rel: str, repor
 
 def _check_client_transcript(reader: TrialReader, r: TrialResult, rel: str, report: Report, cap: int | None) -> None:
     """A cli client's transcript (sessions.cli_client) sits beside the result that records its hash, and
-    only there; each source's kept text is within agent.max_reply_bytes."""
+    only there (or beside a result `recover` wrote); each source's kept text is within agent.max_reply_bytes."""
     where = f"{rel}/{layout.CLIENT_TRANSCRIPT}"
     path = reader.folder / layout.CLIENT_TRANSCRIPT
     server = r.provenance.get("tool_server")
     client = server.get("client") if isinstance(server, dict) else None
     recorded = client.get("transcript") if isinstance(client, dict) else None
     if recorded is None:
-        if path.exists():
+        # A run that died between the transcript and the result: `recover` wrote the result, and keeps
+        # the client's account (SHA256SUMS covers it), but nothing recorded its hash before.
+        if path.exists() and not r.recovered:
             report.add(f"{where}: present, but {layout.RESULT} records no client transcript")
+        if path.is_file() and r.recovered:
+            _check_transcript_lines(path.read_bytes(), where, report, cap)
         return
     if not isinstance(recorded, dict) or recorded.get("file") != layout.CLIENT_TRANSCRIPT:
         report.add(f"{rel}/{layout.RESULT}: provenance.tool_server.client.transcript is malformed")
@@ -486,6 +490,10 @@ def _check_client_transcript(reader: TrialReader, r: TrialResult, rel: str, repo
     data = path.read_bytes()
     if hashlib.sha256(data).hexdigest() != recorded.get("sha256") or len(data) != recorded.get("bytes"):
         report.add(f"{where}: does not hash to the SHA-256 {layout.RESULT} records for it")
+    _check_transcript_lines(data, where, report, cap)
+
+
+def _check_transcript_lines(data: bytes, where: str, report: Report, cap: int | None) -> None:
     for n, line in enumerate(data.splitlines(), 1):
         try:
             entry = json.loads(line)

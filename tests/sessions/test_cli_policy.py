@@ -145,6 +145,13 @@ def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_pa
     (trial / "client-transcript.jsonl").write_bytes(kept.replace(b"played", b"player"))
     assert any("client-transcript.jsonl: does not hash to the SHA-256 result.json records" in p
                for p in verify_experiment(out))
+    cap = load_manifest(out / "manifest.yaml").agent.max_reply_bytes
+    over = json.dumps({"source": "stdout", "text": "x" * (cap + 1)}).encode() + b"\nnot json\n"
+    (trial / "client-transcript.jsonl").write_bytes(over)
+    problems = verify_experiment(out)
+    assert any(f"client-transcript.jsonl:1: keeps {cap + 1:,} bytes of stdout, over the manifest's "
+               "agent.max_reply_bytes" in p for p in problems)
+    assert any("client-transcript.jsonl:2: not a transcript line" in p for p in problems)
 
 
 def test_a_client_that_reports_no_usage_leaves_it_null(tmp_path, client_install):
@@ -364,3 +371,42 @@ def test_a_clients_own_tool_settings_are_read_from_its_command_line(command, exp
     opened = expected.pop("open", None)
     assert {k: tools[k] for k in expected} == expected
     assert opened is None or len(tools["file_and_shell"]) == opened
+
+
+# The run killed (SIGKILL from inside) the moment it would write a trial's result.json: the client's
+# transcript, written just before it, is there; its result never is.
+DIE_BEFORE_RESULT = r"""
+import os, signal, sys
+from pathlib import Path
+import sessions.recorder as recorder
+real = recorder.write_atomic
+def dying(path, data, *args, **kwargs):
+    if Path(path).name == "result.json":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(path, data, *args, **kwargs)
+recorder.write_atomic = dying
+from sessions.experiment import create_folder, prepare
+from sessions.runner import ExperimentRunner
+prepared = prepare(Path(sys.argv[1]), Path(sys.argv[2]))
+ExperimentRunner(prepared, create_folder(prepared, Path(sys.argv[2]))).run()
+"""
+
+
+def test_a_run_killed_after_the_transcript_and_before_the_result_recovers_and_verifies(tmp_path, client_install):
+    import signal
+    import subprocess
+
+    from sessions.recover import recover
+
+    exe = client_exe(tmp_path, client_install)
+    out = tmp_path / "out"
+    manifest = cli_manifest(tmp_path, client_install, command(exe), budgets={"accepted_actions": 8})  # a valid end
+    done = subprocess.run([sys.executable, "-c", DIE_BEFORE_RESULT, str(manifest), str(out)],
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    (trial,) = out.glob("trials/*")
+    assert (trial / "client-transcript.jsonl").is_file() and not (trial / "result.json").exists()
+    recover(out)
+    result, trial = result_of(out)
+    assert result["recovered"] and (trial / "client-transcript.jsonl").is_file()  # kept: the client's own account
+    assert verify_experiment(out) == []
