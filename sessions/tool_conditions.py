@@ -93,14 +93,20 @@ def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_
 
 
 def client_version(c: Condition, index: int | None = None) -> str:
-    """The client's own `--version` line (its first line of output)."""
+    """The client's own `--version` line (its first line of output, scrubbed of keys), asked as the trial
+    will run it: in an empty folder (its HOME too) with only PATH and the variables the condition names."""
+    import tempfile
+
+    from sessions.cli_sandbox import client_env
+
     where = f"conditions.{index}.command" if index is not None else None
     exe = shutil.which(c.command[0])
     if exe is None:
         raise ToolConditionError(f"client {c.command[0]!r} not found (not on PATH, or not executable)", where)
     try:
-        done = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+        with tempfile.TemporaryDirectory(prefix="oakwatch-cli-version-") as empty:
+            done = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
+                                  stdin=subprocess.DEVNULL, cwd=empty, env=client_env(c.env or [], Path(empty)))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolConditionError(f"`{c.command[0]} --version` failed: {exc}", where) from None
     lines = (done.stdout or done.stderr).strip().splitlines()
