@@ -22,6 +22,9 @@ from pathlib import Path
 
 EXIT_BAD_INPUT = 2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # as `oakwatch run` (docs/faults.md)
+# Not the demo server's (app.demo_server.DEFAULT_PORT): a harness served over HTTP and the demo model
+# server run side by side on their defaults.
+DEFAULT_HTTP_PORT = 8766
 
 
 def add_parser(sub) -> None:
@@ -30,7 +33,8 @@ def add_parser(sub) -> None:
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                      help="stdio (default: the client starts this command) or streamable HTTP")
     mcp.add_argument("--host", default="127.0.0.1", help="with --transport http: address (default 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8765, help="with --transport http: port (default 8765; 0: any)")
+    mcp.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT,
+                     help=f"with --transport http: port (default {DEFAULT_HTTP_PORT}; 0: any)")
     mcp.add_argument("--trial", metavar="KEY", help="the trial to play, e.g. A-01 (default: the first schedule "
                                                     "position of a policy mcp condition)")
     mcp.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>-<tag>)")
@@ -180,6 +184,7 @@ class ToolSession:
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
+                                   instruction=m.agent.instruction,
                                    on_session=self.sessions.saw if self.sessions else None,
                                    record=self.record,
                                    battle=(rules := battle_settings(prepared)) and rules.model_dump(mode="json"))

@@ -4,7 +4,7 @@ For each trial the policy starts the MCP server (sessions.execute.mcp_server) on
 127.0.0.1 on a free port, writes an MCP config file naming it (Claude Code's `--mcp-config` format,
 `{"mcpServers": {"oakwatch": {"type": "http", "url": ...}}}`), and runs the condition's frozen
 command line with `{mcp_config}` replaced by that file's path and `{mcp_url}` by the server's address
-(docs/mcp.md has Claude Code's and
+and `{instruction}` by the frozen agent.instruction (docs/mcp.md has Claude Code's and
 Codex CLI's). The client plays through press_keys like any agent on the server; when the trial ends
 its calls are refused, it is given CLIENT_EXIT_S to finish (then terminated), and what it printed
 is parsed for its own usage report: Claude Code's `--output-format json` object (total_cost_usd,
@@ -54,6 +54,7 @@ class CliPolicy(ToolCallPolicy):
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
+                                   instruction=m.agent.instruction,
                                    on_session=self.sessions.saw, record=self.record,
                                    battle=m.battle.model_dump(mode="json") if m.battle is not None else None)
         self._stop = threading.Event()
@@ -76,8 +77,9 @@ class CliPolicy(ToolCallPolicy):
             f.write(json.dumps(config, indent=2) + "\n")
         shown = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url,
                                               "headers": {"Authorization": f"Bearer {TOKEN_SHOWN}"}}}}
+        told = m.agent.instruction or ""  # `{instruction}`: the prompt says what the system prompt would
         argv = [arg.replace("{mcp_config}", str(self.config_path)).replace("{mcp_url}", self.url)
-                for arg in condition.command]
+                .replace("{instruction}", told) for arg in condition.command]
         self._out = open(work / "stdout", "w+b")  # noqa: SIM115 - read back at the end, closed in aclose
         self._err = open(work / "stderr", "w+b")  # noqa: SIM115
         self.record["client"] = {"command": list(condition.command), "version": condition.client_version,

@@ -29,6 +29,7 @@ from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
 
+from engine.games.gamedef import TASK_LINE
 from engine.loop.trial import utc_now
 from engine.policies.model import screen_png
 from engine.policies.rulesets import tools_for
@@ -63,13 +64,16 @@ def sdk_version() -> str:
 
 
 def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tuple[str, ...], max_actions: int,
-                 press_frames: int, settle_frames: int,
+                 press_frames: int, settle_frames: int, instruction: str | None,
                  on_session: Callable[[str | None], None] | None = None, battle: dict | None = None,
                  record: dict | None = None) -> MCPServer:
-    """The server for one trial. `on_session(id)`: told the session of each tool call (HTTP). `record`:
-    the trial's provenance.tool_server, where a call the SDK refuses before any tool runs (an unknown
-    tool, a required argument missing) is written as a refusal (note_refusal). `battle`: the battle
-    ruleset's rules (engine.battle.battle BattleSettings, as JSON), named in its instructions."""
+    """The server for one trial. `instruction`: what the agent is asked to do (the frozen manifest's
+    agent.instruction, the same bytes a model's system prompt holds), first in the server's instructions
+    (None: a folder frozen before instructions, told nothing). `on_session(id)`: told the session of each
+    tool call (HTTP). `record`: the trial's provenance.tool_server, where a call the SDK refuses before
+    any tool runs (an unknown tool, a required argument missing) is written as a refusal (note_refusal).
+    `battle`: the battle ruleset's rules (engine.battle.battle BattleSettings, as JSON), named in its
+    instructions."""
     names = tools_for(ruleset)
     if "apply_team" in names:
         b = battle or {}
@@ -83,6 +87,8 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                                            settle=settle_frames)
     if "reset" in names:
         instructions += RESET_INSTRUCTIONS
+    if instruction is not None:
+        instructions = TASK_LINE.format(instruction=instruction) + instructions
     server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
                        instructions=instructions)
     # A session with no id of its own (stdio, in-process): one per server, as its client is.

@@ -41,8 +41,9 @@ def walkthrough(path: Path | None = None) -> list[str]:
     return parse_script(path.read_text(encoding="utf-8"), path.name)
 
 
-async def play(session, args) -> dict:
-    seen: dict = {"tools": sorted(t.name for t in (await session.list_tools()).tools), "calls": [], "errors": []}
+async def play(session, args, instructions: str | None = None) -> dict:
+    seen: dict = {"tools": sorted(t.name for t in (await session.list_tools()).tools), "calls": [], "errors": [],
+                  "instructions": instructions}
 
     async def call(name: str, arguments: dict | None = None):
         result = await session.call_tool(name, arguments or {}, read_timeout_seconds=TIMEOUT_S)
@@ -95,8 +96,8 @@ async def run_stdio(command: list[str], args) -> dict:
 
     params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(Path.cwd()))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        return await play(session, args)
+        started = await session.initialize()
+        return await play(session, args, started.instructions)
 
 
 async def run_http(url: str, args, headers: dict | None = None) -> dict:
@@ -107,8 +108,8 @@ async def run_http(url: str, args, headers: dict | None = None) -> dict:
     async with create_mcp_http_client(headers=headers) as http, \
             streamable_http_client(url, http_client=http) as streams, \
             ClientSession(streams[0], streams[1]) as session:
-        await session.initialize()
-        return await play(session, args)
+        started = await session.initialize()
+        return await play(session, args, started.instructions)
 
 
 def from_config(path: Path) -> tuple[str | None, list[str] | None, dict | None]:
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mcp_config is not None:
         url, command, headers = from_config(args.mcp_config)
     seen = anyio.run(run_stdio, command, args) if command else anyio.run(run_http, url, args, headers)
+    seen["prompt"] = args.prompt
     if args.report is not None:
         args.report.write_text(json.dumps(seen, indent=2), encoding="utf-8")
     if args.output_format == "json":

@@ -81,6 +81,7 @@ def test_an_agent_applies_teams_fights_resets_and_wins_and_the_folder_verifies_a
     seen = play(tmp_path, manifest, plan)
     assert seen["tools"] == BATTLE_TOOLS  # exactly the battle ruleset's tools
     assert "party limit 1, level cap 5 and pool: species SPROUTLE, EMBERPUP; no items; only" in seen["instructions"]
+    assert seen["instructions"].startswith("Your task in this game: Win the battle against your rival.\n\n")
     calls = seen["calls"]
     first = calls[0]["result"]
     # the start state is KIT's challenge, the battle not started: no HP on screen yet
