@@ -1,7 +1,7 @@
 """An agent that plays through tool calls (oakwatch's MCP server: policy mcp and cli).
 
-The tool desk is where two threads meet: the trial loop (engine.trial, in the runner's thread) and
-the tool server (sessions.mcp_server, on its own event loop). When the loop asks its policy for a
+The tool desk is where two threads meet: the trial loop (engine.loop.trial, in the runner's thread) and
+the tool server (sessions.execute.mcp_server, on its own event loop). When the loop asks its policy for a
 decision, ToolCallPolicy opens a *turn* on the desk holding the decision's Observation; a
 `press_keys` call takes the turn and becomes that decision's response, so the contract, retries,
 budgets, trace, operator pause/step/tag/end, verify and replay all apply to it unchanged. The
@@ -22,14 +22,16 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
-from engine.battle import BATTLE_TOOLS
-from engine.control import RunControl
-from engine.events import DecisionRecorded, TrialEnded
-from engine.outcomes import EndRequest
+import pydantic_core
+
+from engine.battle.battle import BATTLE_TOOLS
+from engine.loop.control import RunControl
+from engine.loop.events import DecisionRecorded, TrialEnded
+from engine.loop.outcomes import EndRequest
+from engine.loop.records import ReplyOversize, Usage
+from engine.loop.trial import utc_now
 from engine.policies.base import contract_json
-from engine.policy import Observation, PolicyExhausted, PolicyReply
-from engine.records import Usage
-from engine.trial import utc_now
+from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
 
 
 class TrialOver(Exception):
@@ -45,8 +47,9 @@ class Call:
     received_utc: str
     result: Future = field(default_factory=Future)  # -> dict (the decision's outcome) or TrialOver
     # or "reset" (ruleset battle: a decision that presses nothing and ends the episode), or a battle call
-    # (apply_team, lead, action: engine.battle judges it in the loop)
+    # (apply_team, lead, action: engine.battle.battle judges it in the loop)
     tool: str = "press_keys"
+    session: str | None = None  # the SHA-256 of the MCP session that made it (one per trial: verify)
 
 
 @dataclass
@@ -114,7 +117,7 @@ class ToolDesk:
         self.gone: str | None = None  # the client disconnected: why
         self.calls = 0  # tool calls received (every tool, refused ones included)
         self.finished = threading.Event()  # set when the trial's result is sealed
-        self.result = None  # engine.records.TrialResult, once sealed
+        self.result = None  # engine.loop.records.TrialResult, once sealed
 
     # -- the loop's side (ToolCallPolicy) -------------------------------------------------------
     def open_turn(self, obs: Observation) -> Turn:
@@ -148,7 +151,7 @@ class ToolDesk:
             raise TrialOver(self._over_message())
         return waiting, turn
 
-    async def press(self, arguments: dict, tool: str = "press_keys") -> dict:
+    async def press(self, arguments: dict, tool: str = "press_keys", session: str | None = None) -> dict:
         """Hand one press_keys (or reset) call to the loop and wait for what the loop made of it."""
         while True:
             waiting, turn = await self._wait_turn()
@@ -157,7 +160,7 @@ class ToolDesk:
                     continue  # another call took it: wait for the next
                 turn.taken = True
                 self._turn = Future()
-            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool)
+            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool, session=session)
             try:
                 turn.call.set_result(call)
             except InvalidStateError:  # the loop stopped waiting (the trial was ended meanwhile)
@@ -193,7 +196,7 @@ class ToolDesk:
                     # an episodic trial's: the episode played, and why it ended with this decision
                     **({"episode": trace.episode, "episode_end": trace.episode_end}
                        if trace.episode is not None else {}),
-                    # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle)
+                    # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle.battle)
                     **({"battle": {k: trace.battle[k] for k in ("writes", "team", "lead")}}
                        if trace.battle is not None else {})})
         elif isinstance(event, TrialEnded):
@@ -255,15 +258,19 @@ class ToolCallPolicy:
     paid = True
     transport = None
 
-    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None):
+    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None,
+                 max_reply_bytes: int | None = None):
         self.desk = desk
         self.ruleset = ruleset
+        # the manifest's agent.max_reply_bytes: a call whose stored record would pass it is kept as its size
+        # and digest only (an invalid output), as a provider's reply over the cap is
+        self.max_reply_bytes = max_reply_bytes
         # The wall-time budget, kept while waiting too: the loop checks it only between decisions, and
         # an agent that never calls would otherwise hold the trial for good. Counted from the policy's
         # start (made as the trial starts), less the operator's holds.
         self.wall_seconds = wall_seconds
         self._started = time.monotonic()
-        # into the trial's result (engine.trial): the server's exposed tools, transport, client
+        # into the trial's result (engine.loop.trial): the server's exposed tools, transport, client
         self.provenance = {"tool_server": record} if record is not None else None
 
     async def decide(self, observation: Observation) -> PolicyReply:
@@ -284,16 +291,21 @@ class ToolCallPolicy:
         latency = round((call.received - turn.opened) * 1000, 3)
         record = {"tool": call.tool, "arguments": call.arguments, "received_utc": call.received_utc,
                   "ruleset": self.ruleset, "screens": turn.screens}
+        # who made the call (kept even where the call's body is not: an oversized one)
+        identity = {"mcp_session_sha256": call.session} if call.session is not None else None
         if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
-            return PolicyReply(text=contract_json([], summary="reset tool call"), usage=Usage(), latency_ms=latency,
-                               reply=record, reset=True)
-        if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
-            return PolicyReply(text=contract_json([], summary=f"{call.tool} tool call"), usage=Usage(),
-                               latency_ms=latency, reply=record,
-                               battle={"tool": call.tool, "arguments": call.arguments})
-        keys = call.arguments.get("keys")
-        return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
-                           usage=Usage(), latency_ms=latency, reply=record)
+            text, kind = contract_json([], summary="reset tool call"), {"reset": True}
+        elif call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
+            text = contract_json([], summary=f"{call.tool} tool call")
+            kind = {"battle": {"tool": call.tool, "arguments": call.arguments}}
+        else:
+            keys = call.arguments.get("keys")
+            text, kind = contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
+        if self.max_reply_bytes is not None and (over := oversize(call.arguments, record, text,
+                                                                  self.max_reply_bytes)) is not None:
+            # as a provider's reply over the cap: an invalid output, charged, its size and digest kept
+            return PolicyReply(text="", usage=Usage(), latency_ms=latency, identity=identity, oversize=over)
+        return PolicyReply(text=text, usage=Usage(), latency_ms=latency, reply=record, identity=identity, **kind)
 
     async def _wait(self, turn: Turn) -> Call:
         waiting = _awaitable(turn.call)
@@ -312,6 +324,22 @@ class ToolCallPolicy:
 
     def close(self) -> None:
         pass
+
+
+def oversize(arguments, record: dict, text: str, cap: int) -> ReplyOversize | None:
+    """The call as verify measures what a decision stores (the reply record and the response text, each
+    as JSON), against the cap; None when both fit. Its size and digest are of the arguments as received,
+    re-serialised as JSON (the transport's own bytes are the SDK's)."""
+    received = pydantic_core.to_json(arguments)
+    stored = max(len(pydantic_core.to_json(record)), len(pydantic_core.to_json(text)))
+    if stored <= cap and len(received) <= cap:
+        return None
+    digest = hashlib.sha256(received).hexdigest()
+    if len(received) > cap:
+        return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest,
+                             size_bytes=len(received), size_source="received")
+    return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest, size_bytes=stored,
+                         size_source="stored")
 
 
 def screen_record(turn: Turn, png: bytes) -> dict:
