@@ -26,10 +26,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
 
 from engine.policies.model import screen_png
-from engine.policies.tools import ToolDesk, TrialOver, screen_record
+from engine.policies.tools import ToolDesk, TrialOver, refusal_text, screen_record
 from engine.rulesets import tools_for
-
-REJECTED_PREFIX = "Your previous response was rejected: "
 
 INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen to see the screen, then "
                 "press_keys with one or more buttons to press in order ({allowed}; at most {most} per call). "
@@ -90,7 +88,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
 
-    async def decision(tool: str, arguments: dict, *, refused: str = "refused") -> str:
+    async def decision(tool: str, arguments: dict) -> str:
         """A call that is one decision of the trial: what the loop recorded of it, or the loop's reason as
         a ToolError (charged as an invalid output of that decision, as a model's would be)."""
         try:
@@ -98,10 +96,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
         if result["rejected"] is not None:
-            why = result["rejected"].removeprefix(REJECTED_PREFIX)
-            ended = f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""
-            raise ToolError(f"{tool} {refused}, charged as an invalid output of decision {result['decision_id']}: "
-                            f"{why}{ended}")
+            raise ToolError(refusal_text(tool, result))
         return json.dumps(result)
 
     async def get_screen(ctx: Context) -> Image:
@@ -123,7 +118,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         """Press buttons in order, each with the fixed timing; returns the decision's number and what
         was pressed (a press may end the trial: then `trial_over` is true and `ending` says why)."""
         seen(ctx)
-        return await decision("press_keys", {"keys": keys}, refused="rejected")
+        return await decision("press_keys", {"keys": keys})
 
     async def get_observation(ctx: Context) -> str:
         """What the harness tells every agent besides the screen: your recent actions, the buttons
