@@ -22,14 +22,14 @@ def _fail(message: str) -> int:
 def _version() -> str:
     from importlib.metadata import version
 
-    from engine.backends import BACKENDS
+    from engine.emulators.backends import BACKENDS
 
     emulators = ", ".join(f"{b.name} {b.version() or 'not installed'}" for b in BACKENDS.values())
     return f"oakwatch {version('oakwatch')} ({emulators}, textual {version('textual')})"
 
 
 def _parser() -> argparse.ArgumentParser:
-    from engine.backends import BACKENDS  # here, not at import: a Ctrl-C while numpy loads is main's to catch
+    from engine.emulators.backends import BACKENDS  # here, not at import: a Ctrl-C while numpy loads is main's to catch
     from engine.providers import PROVIDERS
 
     parser = argparse.ArgumentParser(
@@ -134,22 +134,22 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("--emulator", choices=list(BACKENDS), help="default: pyboy for GB games, mgba for GBA")
     new.add_argument("--boot-frames", type=int, default=0, help="frames to run from power-on before the prefix")
     new.add_argument("--force", action="store_true", help="a ROM the definition does not list (recorded)")
-    from app.annotate_cli import add_parsers as annotate_parsers
+    from app.commands.annotate_cli import add_parsers as annotate_parsers
 
     annotate_parsers(sub)  # annotate, unblind, export
-    from app.report_cli import add_parsers as report_parsers
+    from app.commands.report_cli import add_parsers as report_parsers
 
     report_parsers(sub)  # report; --include-raw and --seed on export
-    from app.cartridge_cli import add_parsers as cartridge_parsers
+    from app.commands.cartridge_cli import add_parsers as cartridge_parsers
 
     cartridge_parsers(sub)  # cartridge variant
-    from app.tasks_cli import add_parsers as tasks_parsers
+    from app.commands.tasks_cli import add_parsers as tasks_parsers
 
     tasks_parsers(sub)  # tasks list|run (docs/tasks.md)
-    from app.demo_server import add_parser as demo_parser
+    from app.servers.demo_server import add_parser as demo_parser
 
     demo_parser(sub)  # demo-server
-    from app.mcp_cli import add_parser as mcp_parser
+    from app.commands.mcp_cli import add_parser as mcp_parser
 
     mcp_parser(sub)  # mcp: serve one trial to your own agent (docs/mcp.md)
     bench = sub.add_parser("bench", help="measure the harness against the raw emulator")
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from engine.backends import BACKENDS
-    from sessions.assets import BUNDLED_PREFIX, resolve
+    from engine.emulators.backends import BACKENDS
+    from sessions.preflight.assets import BUNDLED_PREFIX, resolve
 
     args = _parser().parse_args(argv)
     if args.command is None:
@@ -194,7 +194,7 @@ def _main(argv: list[str] | None) -> int:
         if args.ray_address is not None and args.executor != "ray":
             return _fail("--ray-address goes with --executor ray")
         if args.executor == "ray":
-            from sessions.ray_pool import RayUnavailable, ray_module
+            from sessions.execute.ray_pool import RayUnavailable, ray_module
 
             try:
                 ray_module()
@@ -225,7 +225,7 @@ def _main(argv: list[str] | None) -> int:
             base_url = args.base_url  # the manifest's own model conditions, pointed elsewhere
         if model is not None or base_url is not None or args.emulator is not None or args.force \
                 or args.goal is not None:
-            from app.model_run import ModelRunError, built_manifest
+            from app.commands.model_run import ModelRunError, built_manifest
 
             if args.emulator is not None and BACKENDS[args.emulator].version() is None:
                 return _fail(BACKENDS[args.emulator].missing_message())
@@ -248,7 +248,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "review":
         return _review(args.folder, args.annotator)
     if args.command == "serve":
-        from app.serve import serve
+        from app.servers.serve import serve
 
         return serve(args.folder, host=args.host, port=args.port, operator=args.operator)
     if args.command == "attach":
@@ -256,36 +256,36 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "make-state":
         return _make_state(args.rom, args.frames, args.output, args.emulator)
     if args.command == "state":
-        from app.state_new import state_new
+        from app.commands.state_new import state_new
 
         return state_new(args.rom, args.game, args.output, inputs=args.inputs, emulator=args.emulator,
                          boot_frames=args.boot_frames, force=args.force, experiment=args.experiment)
     if args.command == "report":
-        from app.report_cli import report_main
+        from app.commands.report_cli import report_main
 
         return report_main(args)
     if args.command in ("annotate", "unblind", "export"):
-        from app import annotate_cli
+        from app.commands import annotate_cli
 
         return annotate_cli.run(args)
     if args.command == "cartridge":
-        from app import cartridge_cli
+        from app.commands import cartridge_cli
 
         return cartridge_cli.run(args)
     if args.command == "mcp":
-        from app.mcp_cli import run_command as mcp_command
+        from app.commands.mcp_cli import run_command as mcp_command
 
         return mcp_command(args)
     if args.command == "tasks":
-        from app import tasks_cli
+        from app.commands import tasks_cli
 
         return tasks_cli.run(args)
     if args.command == "demo-server":
-        from app.demo_server import run_command
+        from app.servers.demo_server import run_command
 
         return run_command(args.host, args.port, args.replies, args.seed, args.latency_ms)
     if args.command == "bench":
-        from app.bench import run_bench
+        from app.bench.bench import run_bench
 
         return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase,
                          args.parallel_models, report_only=args.report_only, json_path=args.json,
@@ -300,7 +300,7 @@ def _pacing(prepared, speed: str | None) -> float | None:
 
 
 def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: str | None, origin=None) -> int:
-    from sessions.experiment import PreflightError, create_folder, default_output, prepare
+    from sessions.preflight.experiment import PreflightError, create_folder, default_output, prepare
 
     try:
         prepared = prepare(manifest, output, allow_human=not headless, origin=origin)
@@ -311,7 +311,7 @@ def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: s
 
 
 def _resume(root: Path, *, headless: bool, speed: str | None) -> int:
-    from sessions.experiment import PreflightError, prepare_resume
+    from sessions.preflight.experiment import PreflightError, prepare_resume
 
     try:
         prepared, folder, positions = prepare_resume(root, allow_human=not headless)
@@ -332,8 +332,8 @@ def _start_holding(prepared, folder, **how) -> int:
     except KeyboardInterrupt:
         if folder.finished:  # (the handlers are restored only after the folder is finished)
             raise
-        from sessions.runner import ExperimentRunner
-        from sessions.summary import exit_status
+        from sessions.analysis.summary import exit_status
+        from sessions.execute.runner import ExperimentRunner
 
         print("oakwatch: SIGINT: ending the run before its first trial", file=sys.stderr)
         positions = how["positions"]
@@ -348,7 +348,7 @@ def _start(prepared, folder, *, headless: bool, speed: str | None, positions: li
             return _run_watched(prepared, folder, positions)
         # Headless goes at full speed unless --speed says otherwise (the manifest's pacing is the console's).
         return _run_headless(prepared, folder, positions, pacing=_pacing(prepared, speed) if speed else None)
-    from app.console import run_console
+    from app.console.console import run_console
 
     return run_console(prepared, folder, speed=_pacing(prepared, speed), positions=positions)
 
@@ -358,19 +358,19 @@ _EXECUTOR: tuple[str, str | None] = ("local", None)  # `run --executor`, `--ray-
 
 
 def _run_watched(prepared, folder, positions: list[int] | None) -> int:
-    from app.run_watch import run_watched
-    from sessions.runner import ExperimentRunner
+    from app.console.run_watch import run_watched
+    from sessions.execute.runner import ExperimentRunner
 
     return run_watched(ExperimentRunner(prepared, folder, positions=positions, resumed=positions is not None,
                                         workers=_WORKERS, executor=_EXECUTOR[0], ray_address=_EXECUTOR[1]))
 
 
 def _run_headless(prepared, folder, positions: list[int] | None, pacing: float | None = None) -> int:
-    from app.headless import HeadlessPrinter, print_line, summary_table
-    from app.signals import SignalStop
-    from engine.control import RunControl
-    from sessions.runner import ExperimentRunner
-    from sessions.summary import exit_status
+    from app.commands.signals import SignalStop
+    from app.console.headless import HeadlessPrinter, print_line, summary_table
+    from engine.loop.control import RunControl
+    from sessions.analysis.summary import exit_status
+    from sessions.execute.runner import ExperimentRunner
 
     printer = HeadlessPrinter(schedule=len(positions) if positions is not None else len(prepared.schedule))
     signals = SignalStop(lambda name: runner.control.stop_run("signal", name, f"signal:{name}"), folder.root)
@@ -405,21 +405,21 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     import re
 
     from engine.text import printable
-    from sessions import roots
-    from sessions.folder_kind import evidence_problem
-    from sessions.verify import audit
+    from sessions.audit.verify import audit
+    from sessions.evidence import roots
+    from sessions.evidence.folder_kind import evidence_problem
 
     expected = expect_root.strip().lower() if expect_root is not None else None
     if expected is not None and not re.fullmatch(r"[0-9a-f]{64}", expected):
         return _fail(f"--expect-root {printable(expect_root)}: not a root hash (64 hex digits, as --print-root "
                      f"prints it)")
-    from sessions.task_batch import is_batch
+    from sessions.tasks.task_batch import is_batch
 
     if is_batch(folder):  # a task batch (docs/tasks.md): every run folder's audit and the ledger
-        from app.tasks_cli import verify_main
+        from app.commands.tasks_cli import verify_main
 
         return verify_main(folder, deep, print_root or expected is not None)
-    from sessions.package import is_package
+    from sessions.audit.package import is_package
 
     if is_package(folder):  # the publishable package (docs/report.md): what it holds, not the evidence audit
         return _verify_package(folder, deep, print_root or expected is not None)
@@ -428,7 +428,7 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
         return _fail(problem)
     report = audit(folder, deep=deep)
     problems = report.interrupted + report.problems
-    # The root covers the evidence and every layer (sessions.roots); a mismatch names each part
+    # The root covers the evidence and every layer (sessions.evidence.roots); a mismatch names each part
     # changed, added or removed since the published root was printed.
     problems += roots.compare(folder, expected) if expected is not None else []
     if problems:
@@ -450,7 +450,7 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
 
 
 def _verify_package(folder: Path, deep: bool, root: bool) -> int:
-    from sessions.package import verify_package
+    from sessions.audit.package import verify_package
 
     if deep or root:
         return _fail("--deep, --print-root and --expect-root audit an evidence folder; a package is checked by "
@@ -468,9 +468,9 @@ def _verify_package(folder: Path, deep: bool, root: bool) -> int:
 
 
 def _replay(trial: Path, rom: Path | None, state: Path | None = None) -> int:
-    from sessions.experiment import PreflightError
-    from sessions.reader import FormatProblem
-    from sessions.replay import Divergence, replay_trial
+    from sessions.audit.replay import Divergence, replay_trial
+    from sessions.evidence.reader import FormatProblem
+    from sessions.preflight.experiment import PreflightError
 
     try:
         report = replay_trial(trial, rom, state=state)
@@ -488,10 +488,10 @@ def _replay(trial: Path, rom: Path | None, state: Path | None = None) -> int:
 
 
 def _recover(folder: Path) -> int:
-    from sessions.durable import EvidenceError
-    from sessions.experiment_folder import FolderBusy
-    from sessions.folder_kind import evidence_problem
-    from sessions.recover import RecoverRefused, recover
+    from sessions.audit.recover import RecoverRefused, recover
+    from sessions.evidence.durable import EvidenceError
+    from sessions.evidence.experiment_folder import FolderBusy
+    from sessions.evidence.folder_kind import evidence_problem
 
     problem = evidence_problem(folder)
     if problem is not None:
@@ -520,7 +520,7 @@ def _recover(folder: Path) -> int:
 
 
 def _frames(trial: Path, decisions: str | None, output: Path) -> int:
-    from sessions.frames_export import ExportError, export_frames
+    from sessions.analysis.frames_export import ExportError, export_frames
 
     try:
         written = export_frames(trial, decisions, output)
@@ -531,7 +531,7 @@ def _frames(trial: Path, decisions: str | None, output: Path) -> int:
 
 
 def _review(folder: Path, annotator: str | None) -> int:
-    from app.review import annotator_problem, run_review
+    from app.review.review import annotator_problem, run_review
 
     if not (folder / "trials").is_dir():
         return _fail(f"{folder}: not an evidence folder (no trials/)")
@@ -546,8 +546,8 @@ def _review(folder: Path, annotator: str | None) -> int:
 def _attach(folder: Path, read_only: bool = False) -> int:
     import os
 
-    from app.attach import run_attach
-    from app.attach_data import is_evidence_folder
+    from app.review.attach import run_attach
+    from app.review.attach_data import is_evidence_folder
 
     if not is_evidence_folder(folder):
         return _fail(f"{folder}: not an evidence folder (no trials/ or schedule.json)")
@@ -557,8 +557,8 @@ def _attach(folder: Path, read_only: bool = False) -> int:
 
 
 def _make_state(rom: Path, frames: int, output: Path, emulator: str = "pyboy") -> int:
-    from engine.emulator import EmulatorError
-    from sessions.startstate import write_start_state
+    from engine.emulators.emulator import EmulatorError
+    from sessions.preflight.startstate import write_start_state
 
     if not rom.is_file():
         return _fail(f"ROM not found: {rom}")

@@ -28,7 +28,7 @@ class TagDialog(ModalScreen[dict | None]):
     The trial and decision are the ones in view when the dialog opened; `check` (if given) returns
     why a tag would be refused, so a bad reference is fixed here rather than lost. A tag is the
     operator's layer of labels: kind memory-error, source operator, role primary (see
-    sessions.annotation_layer)."""
+    sessions.annotations.annotation_layer)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -100,7 +100,7 @@ class TagDialog(ModalScreen[dict | None]):
             self.query_one("#tag-error", Label).update("type 'other' needs a note saying what")
             self.query_one("#tag-note", Input).focus()
             return
-        # The operator's layer, in the annotators' format (engine.records.Annotation).
+        # The operator's layer, in the annotators' format (engine.loop.records.Annotation).
         tag = {"kind": "memory-error", "source": "operator", "role": "primary", "type": kind, "severity": severity,
                "refers_to": refers, "note": note}
         problem = self.check(tag) if self.check is not None else None

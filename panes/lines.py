@@ -12,7 +12,7 @@ usd, count = money, tokens  # the names earlier callers import: the same single 
 
 
 def milestone_line(award: dict) -> str:
-    """An award record (engine.records.MilestoneAward as a dict)."""
+    """An award record (engine.loop.records.MilestoneAward as a dict)."""
     return (f"{award['id']} {award['name']} +{award['points']} at decision {award['decision_id']}, "
             f"frame {award['frame_index']} {award['frame_sha256'][:12]}")
 

@@ -1,6 +1,6 @@
 """Every trial of an experiment at once: status, deepest rung, actions, cost and a progress sparkline.
 
-Rows come from app.attach_data (its `Row`, read here through RowLike); the table is updated cell
+Rows come from app.review.attach_data (its `Row`, read here through RowLike); the table is updated cell
 by cell so the cursor stays on the trial it was on, each column widening to its longest text.
 The status of an ended trial is its outcome in the end line's words, of a held one paused or
 stepping; the cost is engine.figures' rendering. Enter on a row posts DataTable.RowSelected

@@ -4,7 +4,7 @@ pacing. Only the blinded label is shown: never a condition id or a model name.
 And the run's summary once it is over: the table the headless printer ends with (one row a
 trial: outcome, deepest rung, points, actions, decisions, cost, end reason) and its "runs:"
 line, fitted to the width there is. In the live console it takes rows of its own above the
-trace where the layout has them (panes.trial_layout), else it opens on a screen of its own
+trace where the layout has them (panes.trial.trial_layout), else it opens on a screen of its own
 (SummaryScreen) that escape closes and `r` reopens."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class StatusBar(Static):
 
 
 def summary_lines(table: str, width: int) -> list[str]:
-    """The summary (app.headless.summary_table's text: a header, a row of dashes, a row a trial, a
+    """The summary (app.console.headless.summary_table's text: a header, a row of dashes, a row a trial, a
     blank line, the "runs:" line) in `width` cells. Where the table is wider, each trial's last
     column (its end reason, which starts where the last run of dashes does) goes on a line of its
     own under it; the lines after the table wrap."""
@@ -141,7 +141,7 @@ def summary_lines(table: str, width: int) -> list[str]:
 
 
 class SummaryPane(Static):
-    """The run's summary (app.headless.summary_table), drawn at the pane's width."""
+    """The run's summary (app.console.headless.summary_table), drawn at the pane's width."""
 
     DEFAULT_CSS = """
     SummaryPane { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sessions.assets import DEFAULT_MANIFEST
-from sessions.experiment import create_folder, prepare
-from sessions.runner import ExperimentRunner
+from sessions.execute.runner import ExperimentRunner
+from sessions.preflight.assets import DEFAULT_MANIFEST
+from sessions.preflight.experiment import create_folder, prepare
 
 
 def pytest_configure(config):
@@ -25,7 +25,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 @pytest.fixture(autouse=True)
 def stop_signals_as_they_were():
     """A test that calls `main([...])` in-process ends the way the command does: its stop signals
-    ignored from then on (app.signals restore). Put them back, or every oakwatch a later test starts
+    ignored from then on (app.commands.signals restore). Put them back, or every oakwatch a later test starts
     inherits SIGINT ignored and a signal test's Ctrl-C is lost."""
     before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     yield

@@ -13,7 +13,7 @@ import queue
 from collections.abc import Callable
 
 from engine.policies.base import contract_json
-from engine.policy import Observation, PolicyExhausted, PolicyReply
+from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
 
 KEY_QUEUE_SIZE = 8  # presses beyond this while the loop is busy are dropped, not stockpiled
 

@@ -2,7 +2,7 @@
 
 It owns what every provider shares: the prompt (built from the Observation alone, so nothing
 the hidden-state probe reads can reach a request but, on the structured track, the game
-definition's allowlist of it: engine.tracks), the screen as a lossless PNG enlarged by the
+definition's allowlist of it: engine.games.tracks), the screen as a lossless PNG enlarged by the
 manifest's whole factor, the request's hashes, the call and its latency, and the cost (the
 provider's where it reports one, else derived from the dated price schedule and labelled so,
 else unknown). Retries are the trial loop's: a content fault comes back as text the contract
@@ -17,12 +17,12 @@ import time
 
 import numpy as np
 
-from engine.context import Conversation
-from engine.png import encode_png, enlarged
-from engine.policy import Observation, PolicyReply, ProviderFailure, TransportRetry
-from engine.pricing import Price, derived_cost
+from engine.emulators.png import encode_png, enlarged
+from engine.loop.context import Conversation
+from engine.loop.pricing import Price, derived_cost
+from engine.loop.records import Usage
+from engine.policies.policy import Observation, PolicyReply, ProviderFailure, TransportRetry
 from engine.providers.base import CallGate, ModelReply, ModelRequest, ProviderAdapter, Sampling
-from engine.records import Usage
 
 
 def screen_png(frame: np.ndarray, scale: int) -> bytes:
@@ -79,7 +79,7 @@ class ModelPolicy:
         self.price = price
         self._schema_bytes = canonical(schema)
         self.gate: CallGate | None = None  # the run's shared limits, set by the runner
-        self.context: Conversation | None = None  # bounded context (engine.context), set by the factory
+        self.context: Conversation | None = None  # bounded context (engine.loop.context), set by the factory
 
     def request(self, obs: Observation) -> ModelRequest:
         text = prompt_text(obs)

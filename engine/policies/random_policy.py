@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from engine.policies.base import contract_json
-from engine.policy import Observation, PolicyReply
+from engine.policies.policy import Observation, PolicyReply
 
 
 class RandomPolicy:

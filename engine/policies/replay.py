@@ -7,8 +7,8 @@ as that same oversized answer). Needs no model and makes no paid call.
 
 from __future__ import annotations
 
-from engine.policy import Observation, PolicyExhausted, PolicyReply
-from engine.records import ReplyOversize
+from engine.loop.records import ReplyOversize
+from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
 
 
 class ReplayPolicy:

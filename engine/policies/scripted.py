@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from engine.policies.base import contract_json
-from engine.policy import Observation, PolicyExhausted, PolicyReply
+from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
 
 
 class ScriptedPolicy:

@@ -1,7 +1,7 @@
 """An agent that plays through tool calls (oakwatch's MCP server: policy mcp and cli).
 
-The tool desk is where two threads meet: the trial loop (engine.trial, in the runner's thread) and
-the tool server (sessions.mcp_server, on its own event loop). When the loop asks its policy for a
+The tool desk is where two threads meet: the trial loop (engine.loop.trial, in the runner's thread) and
+the tool server (sessions.execute.mcp_server, on its own event loop). When the loop asks its policy for a
 decision, ToolCallPolicy opens a *turn* on the desk holding the decision's Observation; a
 `press_keys` call takes the turn and becomes that decision's response, so the contract, retries,
 budgets, trace, operator pause/step/tag/end, verify and replay all apply to it unchanged. The
@@ -22,14 +22,14 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
-from engine.battle import BATTLE_TOOLS
-from engine.control import RunControl
-from engine.events import DecisionRecorded, TrialEnded
-from engine.outcomes import EndRequest
+from engine.battle.battle import BATTLE_TOOLS
+from engine.loop.control import RunControl
+from engine.loop.events import DecisionRecorded, TrialEnded
+from engine.loop.outcomes import EndRequest
+from engine.loop.records import TraceLine, Usage
+from engine.loop.trial import utc_now
 from engine.policies.base import contract_json
-from engine.policy import Observation, PolicyExhausted, PolicyReply
-from engine.records import TraceLine, Usage
-from engine.trial import utc_now
+from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
 
 
 class TrialOver(Exception):
@@ -45,7 +45,7 @@ class Call:
     received_utc: str
     result: Future = field(default_factory=Future)  # -> dict (the decision's outcome) or TrialOver
     # or "reset" (ruleset battle: a decision that presses nothing and ends the episode), or a battle call
-    # (apply_team, lead, action: engine.battle judges it in the loop)
+    # (apply_team, lead, action: engine.battle.battle judges it in the loop)
     tool: str = "press_keys"
 
 
@@ -114,7 +114,7 @@ class ToolDesk:
         self.gone: str | None = None  # the client disconnected: why
         self.calls = 0  # tool calls received (every tool, refused ones included)
         self.finished = threading.Event()  # set when the trial's result is sealed
-        self.result = None  # engine.records.TrialResult, once sealed
+        self.result = None  # engine.loop.records.TrialResult, once sealed
 
     # -- the loop's side (ToolCallPolicy) -------------------------------------------------------
     def open_turn(self, obs: Observation) -> Turn:
@@ -277,7 +277,7 @@ class ToolCallPolicy:
         # start (made as the trial starts), less the operator's holds.
         self.wall_seconds = wall_seconds
         self._started = time.monotonic()
-        # into the trial's result (engine.trial): the server's exposed tools, transport, client
+        # into the trial's result (engine.loop.trial): the server's exposed tools, transport, client
         self.provenance = {"tool_server": record} if record is not None else None
 
     async def decide(self, observation: Observation) -> PolicyReply:

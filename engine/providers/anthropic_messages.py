@@ -38,6 +38,7 @@ from typing import Any
 import anthropic
 import httpx2
 
+from engine.loop.records import Usage
 from engine.providers.base import (
     AdapterErrors,
     ModelReply,
@@ -49,7 +50,6 @@ from engine.providers.base import (
     retry_after,
 )
 from engine.providers.reply_cap import DEFAULT_MAX_REPLY_BYTES, capped_client, oversize_in
-from engine.records import Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"  # given explicitly: ANTHROPIC_BASE_URL is never read
 TOOL_NAME = "respond"

@@ -35,8 +35,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engine.policy import ProviderFailure
-from engine.records import ReplyOversize, Usage
+from engine.loop.records import ReplyOversize, Usage
+from engine.policies.policy import ProviderFailure
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class ModelRequest:
     image_png: bytes  # the screen, lossless, upscaled by the manifest's integer factor
     schema: dict  # the response's JSON Schema (the contract stays the judge of what comes back)
     sampling: Sampling
-    # Bounded context (engine.context): the segment's earlier turns, (user text, reply text) each,
+    # Bounded context (engine.loop.context): the segment's earlier turns, (user text, reply text) each,
     # sent before this turn as text messages; empty (the default): one turn, the body as before.
     history: tuple[tuple[str, str], ...] = ()
 
@@ -93,7 +93,7 @@ class ProviderError(ProviderFailure):
 
 
 class CallGate(Protocol):
-    """The hook around every model call (sessions.limits implements it): `before_call` may wait
+    """The hook around every model call (sessions.execute.limits implements it): `before_call` may wait
     (a shared rate limiter, counted apart from the agent's time) or refuse the call by raising
     (the experiment's cost ceiling); `after_call` reports what the call cost."""
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import openai
 
+from engine.loop.records import Usage
 from engine.providers.base import (
     AdapterErrors,
     ModelReply,
@@ -48,7 +49,6 @@ from engine.providers.base import (
     retry_after,
 )
 from engine.providers.reply_cap import DEFAULT_MAX_REPLY_BYTES, capped_client, oversize_in
-from engine.records import Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # given explicitly: OPENAI_BASE_URL is never read
 NO_KEY = "no-key"  # what an OpenAI-compatible server that needs no key is sent (it ignores it)

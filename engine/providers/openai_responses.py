@@ -22,9 +22,9 @@ from typing import Any
 
 import openai
 
+from engine.loop.records import Usage
 from engine.providers.base import ModelReply, ModelRequest, as_int, as_str, get
 from engine.providers.openai_chat import REFUSAL_PREFIX, SCHEMA_NAME, OpenAIAdapter, image_data_url, strict_schema
-from engine.records import Usage
 
 
 class OpenAIResponses(OpenAIAdapter):

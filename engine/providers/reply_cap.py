@@ -32,8 +32,8 @@ from typing import Any
 import httpx2
 import pydantic_core
 
+from engine.loop.records import ReplyOversize
 from engine.providers import DEFAULT_MAX_REPLY_BYTES
-from engine.records import ReplyOversize
 
 __all__ = ["DEFAULT_MAX_REPLY_BYTES", "ReplyTooLarge", "capped_client", "check_stored", "oversize_in"]
 _ZLIB_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 32 + zlib.MAX_WBITS}

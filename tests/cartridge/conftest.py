@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pyboy import PyBoy
 
-from engine.script import parse_script
+from engine.loop.script import parse_script
 
 CART = Path(__file__).resolve().parents[2] / "assets" / "cartridge"
 ROM = CART / "parcel-quest.gb"

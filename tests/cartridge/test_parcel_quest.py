@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from engine import cartridge_tables as ct
+from engine.games import cartridge_tables as ct
 
 from .conftest import (
     BAG,
@@ -320,7 +320,7 @@ def _mgba_core():
         import mgba.log
     except ImportError as exc:  # pragma: no cover - depends on the platform
         pytest.skip(f"mGBA python binding not available: {exc}")
-    from engine.mgba_backend import ready_python_callbacks
+    from engine.emulators.mgba_backend import ready_python_callbacks
 
     mgba.log.silence()
     ready_python_callbacks()  # see there: else the first frame can hang in cffi's start-up lock

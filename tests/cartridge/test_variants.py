@@ -13,14 +13,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import cartridge_tables as ct
-from engine.backends import BACKENDS
-from engine.emulator import Timing
-from engine.romheader import gb_header_checksum
-from engine.script import parse_script
-from sessions.gamedefs import load_game_definition
-from sessions.variant_solver import RUNGS, Unsolvable, battle, lfsr, rng_after, solve
-from sessions.variants import VariantError, make_variant
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing
+from engine.emulators.romheader import gb_header_checksum
+from engine.games import cartridge_tables as ct
+from engine.loop.script import parse_script
+from sessions.preflight.gamedefs import load_game_definition
+from sessions.variants.variant_solver import RUNGS, Unsolvable, battle, lfsr, rng_after, solve
+from sessions.variants.variants import VariantError, make_variant
 
 from .conftest import BOOT, PRESS, ROM, SETTLE
 
@@ -148,7 +148,7 @@ def test_an_unreachable_lab_is_refused():
 
 
 def test_a_seed_that_never_solves_is_refused(monkeypatch):
-    import sessions.variants as variants
+    import sessions.variants.variants as variants
 
     def unsolvable(*args, **kwargs):
         raise Unsolvable("no path from the start to M8")

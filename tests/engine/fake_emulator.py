@@ -1,8 +1,8 @@
 """A fake emulator, game definition and test policies for fast unit tests of the trial loop.
 
 The fake is a tiny deterministic grid world kept in a bytearray "RAM", driven through the same
-`engine.emulator.Emulator` protocol and the same frame arithmetic as
-`engine.pyboy_backend.PyBoyEmulator.step`: a button goes down at `press_frame`, is held for
+`engine.emulators.emulator.Emulator` protocol and the same frame arithmetic as
+`engine.emulators.pyboy_backend.PyBoyEmulator.step`: a button goes down at `press_frame`, is held for
 `press_frames`, the world settles for `settle_frames`, the probe runs one frame before the capture
 frame and again at it. NOOP presses nothing (press_frame -1) but takes the same frames.
 
@@ -35,11 +35,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.emulator import EmulatorError, ProbeFn, StepResult, Timing, frame_sha256
-from engine.events import DecisionRecorded, Event, SinkFailure
-from engine.gamedef import GameDefinition
+from engine.emulators.emulator import EmulatorError, ProbeFn, StepResult, Timing, frame_sha256
+from engine.games.gamedef import GameDefinition
+from engine.loop.events import DecisionRecorded, Event, SinkFailure
 from engine.policies.base import contract_json
-from engine.policy import Observation, PolicyExhausted, PolicyReply, Usage
+from engine.policies.policy import Observation, PolicyExhausted, PolicyReply, Usage
 
 BASE = 0xC000  # the fake RAM sits here in the address space
 MAGIC, MAP, X, Y, FLAGS, COINS, BELL_TIMER = range(7)  # offsets into RAM
@@ -108,7 +108,7 @@ def render(ram: bytes | bytearray) -> np.ndarray:
 
 
 class FakeEmulator:
-    """The `engine.emulator.Emulator` protocol over the grid world. `fail_at_step` (1-based) makes
+    """The `engine.emulators.emulator.Emulator` protocol over the grid world. `fail_at_step` (1-based) makes
     that step raise EmulatorError before it changes anything."""
 
     name = "fake"

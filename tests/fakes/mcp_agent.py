@@ -33,7 +33,7 @@ TIMEOUT_S = 120
 
 def walkthrough(path: Path | None = None) -> list[str]:
     sys.path.insert(0, str(ROOT))
-    from engine.script import parse_script
+    from engine.loop.script import parse_script
 
     path = path or ROOT / "assets" / "cartridge" / "walkthrough.txt"
     return parse_script(path.read_text(encoding="utf-8"), path.name)

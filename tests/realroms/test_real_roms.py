@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import BACKENDS
-from engine.emulator import Timing
-from engine.ladder import Ladder
-from engine.probe import Probe
-from engine.romheader import read_header
-from engine.script import parse_script
-from sessions.assets import ASSETS
-from sessions.gamedefs import load_game_definition
-from sessions.romid import identify
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing
+from engine.emulators.romheader import read_header
+from engine.games.ladder import Ladder
+from engine.games.probe import Probe
+from engine.loop.script import parse_script
+from sessions.preflight.assets import ASSETS
+from sessions.preflight.gamedefs import load_game_definition
+from sessions.preflight.romid import identify
 
 GAMES = {  # env suffix -> (definition, backend, timing)
     "RED": ("pokemon-red-blue-en", "pyboy", Timing(4, 12)),

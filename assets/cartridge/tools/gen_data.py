@@ -3,7 +3,7 @@
 
 Run from anywhere:  uv run python assets/cartridge/tools/gen_data.py [OUTDIR]
 data.c holds the tile graphics; tables.s the data tables at their fixed ROM address (maps from
-maps.txt, everything else from world.yaml), encoded by engine/cartridge_tables.py, the same code
+maps.txt, everything else from world.yaml), encoded by engine/games/cartridge_tables.py, the same code
 that writes variants. The generated files are committed, so building the ROM needs only SDCC.
 Output is deterministic (no timestamps, no paths).
 """
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT.parent.parent))  # the repository, for engine.cartridge_tables
+sys.path.insert(0, str(ROOT.parent.parent))  # the repository, for engine.games.cartridge_tables
 
-from engine import cartridge_tables as ct  # noqa: E402
+from engine.games import cartridge_tables as ct  # noqa: E402
 
 SHADES = {".": 0, ":": 1, "o": 2, "#": 3}
 MAP_W, MAP_H = 20, 18

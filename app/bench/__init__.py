@@ -1,0 +1,2 @@
+"""Bench: `oakwatch bench`, every performance target next to what this run measured.
+"""

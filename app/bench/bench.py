@@ -1,0 +1,765 @@
+"""`oakwatch bench`: every performance target of the issue, next to what this run measured.
+
+Phase 1, the bundled dry-run (its scripted inputs, 16 frames each), median over --runs, each
+timed from restoring the start state:
+  (a)  raw PyBoy: the same frames and button presses, nothing else;
+  (a+) (a) plus the harness's frame capture and SHA-256 of every captured frame;
+  (b)  (a+) plus one lossless PNG encode per decision, inline in one thread, no file written:
+       the naive floor, so it encodes the way anyone would, with Pillow (PNG, compress level
+       1, as the floor has been defined since the first bench); oakwatch's own faster encoder
+       (`engine.emulators.png.encode_png`) is part of what (c) is measured for;
+  (b') (b) also writing each PNG to its own file;
+  (c)  oakwatch's headless dry-run through the runner's own slot path (genesis, recorder,
+       trial loop, contract, probe, ladder, frame store, seal, SHA256SUMS), to the last
+       evidence of the trial on disk: the clock stops when the runner announces the sealed
+       trial (TrialEnded), after `recorder.seal` has waited for the frame store thread;
+  (d)  oakwatch's replay of (c)'s trial (`sessions.audit.replay.replay_records`).
+  Constructing the emulator (and closing it) is setup, untimed everywhere; so are preparing
+  the manifest, creating the folder and the trial's recorder, and the run's summary.
+  Creating a small file costs what the disk makes it cost right now (virtual disks vary by
+  an order of magnitude over minutes): it is measured before and after the runs.
+  Targets: while a file costs < 100 µs (before and after), (c) <= (b) / 1.5; while it is
+  slower, (c) <= (b). And replay (d) at least 0.9x the speed of (a+). (c) does (a+)'s work
+  in its own loop, so when (b) / 1.5 < (a+) the bench says the first target is out of reach.
+
+Phase 2, per accepted action: a random-policy trial of --memory-actions actions (one per
+  decision, no loop ending), through the same timed slot path as (c), against the raw
+  baseline: exactly the trial's accepted inputs read back from its inputs.jsonl, replayed
+  with the same press/settle timing straight on PyBoy with the harness's frame capture and
+  SHA-256 (as (a+)). Wall time (perf_counter) and CPU time (time.process_time, every thread
+  of this process, plus RUSAGE_CHILDREN deltas should any helper process exist). Median over
+  min(--runs, 3) alternating pairs. Target: oakwatch <= 1.5x the baseline per action, in wall
+  time and in CPU time.
+  Memory: RSS (/proc/self/statm) sampled every 500 actions of the same trials; the figure is
+  the peak after the first 1,000 actions minus the RSS at 1,000 (the worst pair). Target
+  <= 50 MB.
+
+Phase 3, the whole process: `oakwatch run --headless --output DIR` on the dry-run (the
+  installed console script, run by this Python) against a plain script that imports PyBoy,
+  loads the ROM (window "null", sound off), restores the start state, plays the same inputs
+  with the manifest's timing and SHA-256s every captured frame. Process wall time, from
+  spawn to exit, median over --runs alternating pairs after one unmeasured pair. Where the
+  environment forbids .pyc files (PYTHONDONTWRITEBYTECODE: every start compiles every module
+  it imports, which costs oakwatch's many modules far more than the plain script's few), the
+  pairs are also run with bytecode cached in a private folder (PYTHONPYCACHEPREFIX under the
+  bench's temp folder; the venv is not touched), the state an installed program normally
+  runs in; both figures are printed. Target: oakwatch <= 1.5x the plain script.
+
+Phase 4, verify: a random-policy trial of --verify-decisions decisions (one action each,
+  budget = that many accepted actions, `unrecoverable_loop_repeats: null`) is generated once,
+  and a 10x smaller one. `sessions.audit.verify.audit` (not deep) runs on each in a fresh
+  subprocess, which reports the audit's wall time (imports excluded; the process's whole wall
+  time is printed beside it), its peak RSS (VmHWM: the child's own high-water mark; its
+  ru_maxrss would include this bench's RSS, which Linux carries across vfork and exec) and
+  the problems found. (When --memory-actions is a tenth of --verify-decisions, phase 2's
+  first trial is the small one.) Targets: the big audit in <= 3 s, zero problems (any problem
+  fails the bench, exit status 1), and flat memory: peak RSS of the big audit at most 16 MB
+  above the small one's (under ~190 bytes per extra decision; holding every decision's
+  record would cost kilobytes each).
+
+`--console` adds app.bench.bench_console's figures; `--parallel-models` adds app.bench.bench_parallel's (16 model
+trials against a local 200 ms server, 8 workers vs 1, and the attached console over that run).
+The run ends with a tally (app.bench.bench_tally): one line per target, measured, met or not, and a
+count; the exit status is 1 when a target was missed (0 with --report-only) or the bench failed.
+`--json FILE` writes every figure to FILE. Evidence goes under ./runs/.bench-*, removed at the end.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from engine.emulators.backends import BACKENDS
+from engine.emulators.emulator import Timing, frame_sha256
+from engine.emulators.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
+from engine.loop.events import DecisionRecorded, TrialEnded
+from engine.loop.trial import Trial
+from sessions.audit.replay import load_trial, replay_records
+from sessions.evidence import layout
+from sessions.execute.runner import ExperimentRunner
+from sessions.execute.trial_factory import make_policy
+from sessions.preflight.assets import DEFAULT_MANIFEST, resolve
+from sessions.preflight.experiment import create_folder, prepare
+
+PROJECT = Path(__file__).resolve().parents[2]
+FAST_FILE_US = 100.0  # below this per small file, the disk counts as fast
+MEMORY_GROWTH_MB = 50.0
+VERIFY_SECONDS = 3.0
+VERIFY_FLAT_MB = 16.0
+
+
+def _now() -> tuple[float, float]:
+    """(wall, CPU) seconds: CPU of every thread of this process and of any child it waited for."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter(), time.process_time() + children.ru_utime + children.ru_stime
+
+
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _now()
+    return wall - start[0], cpu - start[1]
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+# -- the raw emulator -----------------------------------------------------------------------------
+
+def _naive_png(rgb) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(rgb).save(out, format="PNG", compress_level=1)
+    return out.getvalue()
+
+
+def _raw(rom: Path, state: bytes, actions: list[str], timing: Timing, hashing: bool, png: bool,
+         write_to: Path | None = None) -> tuple[float, float]:
+    """(wall, CPU) seconds of PyBoy playing `actions` straight, from restoring the state."""
+    if write_to is not None:
+        write_to.mkdir(parents=True)
+    emu = PyBoyEmulator(rom)
+    pb = emu._pyboy  # the raw emulator, deliberately without our step()
+    press, settle = timing.press_frames, timing.settle_frames
+    written = 0
+    try:
+        start = _now()
+        emu.restore(state)
+        for action in actions:
+            if action != "NOOP":
+                pb.button_press(BUTTONS[action])
+                pb.tick(press, False, False)
+                pb.button_release(BUTTONS[action])
+            else:
+                pb.tick(press, False, False)
+            pb.tick(settle - 1, False, False)
+            pb.tick(1, True, False)
+            if hashing or png:
+                rgb = _rgb(pb.screen.ndarray)  # the harness's own frame capture and hash
+                frame_sha256(rgb)
+                if png:
+                    data = _naive_png(rgb)
+                    if write_to is not None:
+                        (write_to / f"{written:06d}.png").write_bytes(data)
+                        written += 1
+        return _since(start)
+    finally:
+        emu.close()
+
+
+# -- oakwatch, timed through the runner's own slot path -------------------------------------------
+
+class _Clock:
+    """Started as the trial starts; stopped when the runner announces the sealed trial."""
+
+    def __init__(self):
+        self.start: tuple[float, float] | None = None
+        self.elapsed: tuple[float, float] | None = None
+
+    def begin(self) -> None:
+        self.start = _now()
+
+    def handle(self, event) -> None:
+        if isinstance(event, TrialEnded) and self.start is not None and self.elapsed is None:
+            self.elapsed = _since(self.start)
+
+
+class _TimedRunner(ExperimentRunner):
+    """ExperimentRunner whose trial plays on an emulator made beforehand, with the clock
+    started at `trial.run()` (whose first act is restoring the start state)."""
+
+    def __init__(self, prepared, folder, emulator, clock: _Clock, sinks=()):
+        super().__init__(prepared, folder, sinks=[*sinks, clock])
+        self._emulator = emulator
+        self._clock = clock
+
+    def build_trial(self, config, recorder, gate=None) -> Trial:
+        built = super().build_trial(config, recorder, gate)
+        condition = self.prepared.condition(config.label)
+        trial = Trial(config, lambda: self._emulator,
+                      lambda: make_policy(self.prepared, condition, config.trial_number),
+                      built.start_state, built.game, built.sinks, built.control, built.provenance)
+        run, clock = trial.run, self._clock
+
+        async def timed_run():
+            clock.begin()
+            return await run()
+
+        trial.run = timed_run
+        return trial
+
+
+def _harness_trial(manifest: Path, out: Path, sinks=()) -> tuple[tuple[float, float], Path, object]:
+    """(wall, CPU) of one trial from restoring the start state to its sealed evidence on disk,
+    its folder, and its sealed result. The experiment holds exactly one trial."""
+    prepared = prepare(manifest, out)
+    folder = create_folder(prepared, out)
+    emu = prepared.open_emulator()  # setup, untimed (the manifest's backend, as a run opens it)
+    close = emu.close
+    emu.close = lambda: None  # and closing it is teardown, untimed (closed below)
+    clock = _Clock()
+    runner = _TimedRunner(prepared, folder, emu, clock, sinks)
+    try:
+        runner.run()  # also writes the summary and closes the folder (after the clock stopped)
+    finally:
+        close()
+    result = runner.results[0]
+    if clock.elapsed is None:
+        raise RuntimeError(f"{out}: the trial never ended")
+    return clock.elapsed, out / layout.trial_dir(result.trial_key), result
+
+
+def _replay(trial: Path) -> float:
+    loaded = load_trial(trial)
+    emu = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path), loaded.game.platform)
+    try:
+        t0 = time.perf_counter()
+        replay_records(emu, loaded)
+        return time.perf_counter() - t0
+    finally:
+        emu.close()
+
+
+def _file_create_us(folder: Path, count: int = 200) -> float:
+    """What creating one small file costs on this disk right now (it varies on virtual disks)."""
+    folder.mkdir()
+    t0 = time.perf_counter()
+    for i in range(count):
+        (folder / f"{i:06d}.png").write_bytes(b"x" * 1600)
+    return (time.perf_counter() - t0) / count * 1e6
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _MemorySampler:
+    def __init__(self, every: int):
+        self.every = every
+        self.samples: list[tuple[int, float]] = []
+        self.actions = 0
+
+    def handle(self, event) -> None:
+        # Counted from decisions (one action each here): asking for every frame would change the run.
+        if isinstance(event, DecisionRecorded):
+            self.actions += event.trace.accepted_actions
+            if self.actions % self.every == 0:
+                self.samples.append((self.actions, _rss_mb()))
+
+
+class _Progress:
+    """A line every `every` actions, so a long generation shows it is alive."""
+
+    def __init__(self, what: str, total: int, every: int):
+        self.what, self.total, self.every = what, total, every
+        self.actions = 0
+        self.t0 = time.perf_counter()
+
+    def handle(self, event) -> None:
+        if isinstance(event, DecisionRecorded):
+            self.actions += event.trace.accepted_actions
+            if self.actions % self.every == 0:
+                print(f"    {self.what}: {self.actions:,}/{self.total:,} actions "
+                      f"({time.perf_counter() - self.t0:.0f} s)", flush=True)
+
+
+def _random_manifest(tmp: Path, name: str, actions: int) -> Path:
+    """The dry-run with one random condition: one action per decision, `actions` accepted actions."""
+    import yaml
+
+    base = yaml.safe_load(DEFAULT_MANIFEST.read_text(encoding="utf-8"))
+    base["experiment_id"] = name
+    base["conditions"] = [{"id": "random", "policy": "random", "seed": 1, "memory_policy": "persistent",
+                           "actions_per_decision": 1}]
+    base["budgets"] = {"accepted_actions": actions, "model_decisions": None, "wall_time_minutes": None,
+                       "unrecoverable_loop_repeats": None}
+    base["trials"] = {"per_condition": 1}
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(base), encoding="utf-8")
+    return path
+
+
+# -- phase 1: the dry-run -----------------------------------------------------------------------
+
+def dry_run_figures(prepared, runs: int, tmp: Path) -> dict:
+    actions = next(iter(prepared.scripts.values()))
+    m = prepared.manifest
+    timing = Timing(m.emulator.press_frames, m.emulator.settle_frames)
+    rom, state = prepared.rom_path, prepared.start_state
+    print(f"phase 1/4: the dry-run, {len(actions)} actions × {timing.frames_per_action} frames on {rom.name}, "
+          f"median of {runs} runs", flush=True)
+    times: dict[str, list[float]] = {k: [] for k in ("a", "a+", "b", "b'", "c", "d")}
+    create_before = _file_create_us(tmp / "create-probe-before")
+    for i in range(runs):
+        times["a"].append(_raw(rom, state, actions, timing, hashing=False, png=False)[0])
+        times["a+"].append(_raw(rom, state, actions, timing, hashing=True, png=False)[0])
+        times["b"].append(_raw(rom, state, actions, timing, hashing=True, png=True)[0])
+        times["b'"].append(_raw(rom, state, actions, timing, hashing=True, png=True,
+                                write_to=tmp / f"floor-{i}")[0])
+        (wall, _cpu), trial, result = _harness_trial(DEFAULT_MANIFEST, tmp / f"run-{i}")
+        if result.outcome != "success":
+            raise BenchFailure(f"the dry-run did not succeed ({result.termination_reason}: {result.error})")
+        times["c"].append(wall)
+        times["d"].append(_replay(trial))
+        print(f"  run {i + 1}/{runs} done", flush=True)
+    create_after = _file_create_us(tmp / "create-probe-after")
+    med = {k: statistics.median(v) for k, v in times.items()}
+    labels = {"a": "(a)  raw PyBoy", "a+": "(a+) raw PyBoy + frame SHA-256",
+              "b": "(b)  naive floor: + inline PNG encode",
+              "b'": "(b') naive floor + writing each PNG file",
+              "c": "(c)  oakwatch headless dry-run",
+              "d": "(d)  oakwatch replay"}
+    print(f"  {'measure':42} {'seconds':>8} {'actions/s':>10} {'speed vs (a)':>13}")
+    for k, label in labels.items():
+        print(f"  {label:42} {med[k]:8.3f} {len(actions) / med[k]:10.0f} {med['a'] / med[k]:12.2f}x")
+    fast = max(create_before, create_after) < FAST_FILE_US
+    divisor = 1.5 if fast else 1.0
+    regime = (f"fast disk (a small file cost {create_before:.0f} µs before, {create_after:.0f} µs after: "
+              f"both < {FAST_FILE_US:.0f} µs)" if fast else
+              f"slow disk (a small file cost {create_before:.0f} µs before, {create_after:.0f} µs after: "
+              f"not both < {FAST_FILE_US:.0f} µs)")
+    bound = med["b"] / divisor
+    c_ok = med["c"] <= bound
+    d_vs_a_plus = med["a+"] / med["d"]
+    c_vs_b, c_vs_b_prime = med["b"] / med["c"], med["b'"] / med["c"]
+    print(f"  regime: {regime}")
+    print(f"target (c) <= (b){' / 1.5' if fast else ''} = {bound:.3f} s: measured (c) {med['c']:.3f} s, "
+          f"{c_vs_b:.2f}x the speed of (b) (needs {divisor:.1f}x) -> {_verdict(c_ok)}; "
+          f"against (b'): {c_vs_b_prime:.2f}x")
+    attainable = bound >= med["a+"]
+    if not attainable:
+        print(f"  note: (b){' / 1.5' if fast else ''} = {bound:.3f} s is below (a+) = {med['a+']:.3f} s, the "
+              f"emulation, capture and hashing (c) does in its own loop; no harness can meet the target here "
+              f"(it needs the inline PNG encode, (b) - (a+) = {med['b'] - med['a+']:.3f} s, to cost at least "
+              f"{divisor - 1:.1f}x (a+))")
+    print(f"target (d) >= 0.9x (a+): measured {d_vs_a_plus:.2f}x -> {_verdict(d_vs_a_plus >= 0.9)}")
+    return {"actions": len(actions), "runs": runs, "median_seconds": med,
+            "file_create_us": [round(create_before, 1), round(create_after, 1)],
+            "regime": "fast" if fast else "slow", "c_target_seconds": bound, "c_vs_b": c_vs_b,
+            "c_vs_b_prime": c_vs_b_prime, "c_target_met": c_ok, "c_target_attainable": attainable,
+            "d_vs_a_plus": d_vs_a_plus, "d_target_met": d_vs_a_plus >= 0.9}
+
+
+# -- phase 2: per accepted action, and memory ---------------------------------------------------
+
+def per_action_figures(prepared, actions: int, runs: int, tmp: Path) -> tuple[dict, Path]:
+    m = prepared.manifest
+    timing = Timing(m.emulator.press_frames, m.emulator.settle_frames)
+    reps = max(1, min(runs, 3))
+    print(f"phase 2/4: per accepted action: a {actions:,}-action random-policy trial vs raw PyBoy + frame "
+          f"SHA-256 on the same inputs, median of {reps} pairs", flush=True)
+    manifest = _random_manifest(tmp, "per-action", actions)
+    pairs = []
+    first_trial: Path | None = None
+    for i in range(reps):
+        sampler = _MemorySampler(500)
+        (wall, cpu), trial, result = _harness_trial(manifest, tmp / f"per-action-{i}",
+                                                    [sampler, _Progress("oakwatch", actions, max(actions // 4, 1))])
+        first_trial = first_trial or trial
+        with (trial / layout.INPUTS).open("rb") as f:
+            inputs = [json.loads(line)["action"] for line in f]
+        raw_wall, raw_cpu = _raw(prepared.rom_path, prepared.start_state, inputs, timing, hashing=True, png=False)
+        n = len(inputs)
+        later = [mb for k, mb in sampler.samples if k >= 1000]
+        memory = None
+        if later:
+            memory = {"rss_after_1000_mb": round(later[0], 1), "rss_peak_mb": round(max(later), 1),
+                      "growth_mb": round(max(later) - later[0], 1)}
+        pairs.append({"accepted_actions": n, "outcome": result.termination_reason,
+                      "oakwatch_wall_s": wall, "oakwatch_cpu_s": cpu, "raw_wall_s": raw_wall, "raw_cpu_s": raw_cpu,
+                      "memory": memory})
+        print(f"  pair {i + 1}/{reps}: {n:,} actions ({result.termination_reason}); oakwatch {wall:.2f} s wall, "
+              f"{cpu:.2f} s CPU; raw {raw_wall:.2f} s wall, {raw_cpu:.2f} s CPU", flush=True)
+    n = pairs[0]["accepted_actions"]
+    med = {k: statistics.median(p[k] for p in pairs)
+           for k in ("oakwatch_wall_s", "oakwatch_cpu_s", "raw_wall_s", "raw_cpu_s")}
+    wall_ratio = med["oakwatch_wall_s"] / med["raw_wall_s"]
+    cpu_ratio = med["oakwatch_cpu_s"] / med["raw_cpu_s"]
+    us = {k: v / n * 1e6 for k, v in med.items()}
+    print(f"target per action, wall <= 1.5x raw + frame hash: measured {us['oakwatch_wall_s']:.0f} µs vs "
+          f"{us['raw_wall_s']:.0f} µs = {wall_ratio:.2f}x -> {_verdict(wall_ratio <= 1.5)}")
+    print(f"target per action, CPU  <= 1.5x raw + frame hash: measured {us['oakwatch_cpu_s']:.0f} µs vs "
+          f"{us['raw_cpu_s']:.0f} µs = {cpu_ratio:.2f}x -> {_verdict(cpu_ratio <= 1.5)}")
+    figures = {"actions": n, "pairs": pairs, "median_seconds": med, "per_action_us": us,
+               "wall_ratio": wall_ratio, "cpu_ratio": cpu_ratio,
+               "wall_target_met": wall_ratio <= 1.5, "cpu_target_met": cpu_ratio <= 1.5}
+    memories = [p["memory"] for p in pairs if p["memory"] is not None]
+    if memories:
+        worst = max(memories, key=lambda mem: mem["growth_mb"])
+        print(f"target memory growth <= {MEMORY_GROWTH_MB:.0f} MB: measured RSS {worst['rss_after_1000_mb']} MB after "
+              f"1,000 actions, peak {worst['rss_peak_mb']} MB after, growth {worst['growth_mb']} MB over {n:,} "
+              f"actions -> {_verdict(worst['growth_mb'] <= MEMORY_GROWTH_MB)}")
+        figures["memory"] = {**worst, "target_met": worst["growth_mb"] <= MEMORY_GROWTH_MB}
+    else:
+        print("target memory growth: not measured (fewer than 1,000 actions)")
+    return figures, first_trial.parent.parent
+
+
+# -- phase 3: the whole process -----------------------------------------------------------------
+
+PLAIN_SCRIPT = '''"""The plain script oakwatch's whole run is compared with (written by `oakwatch bench`)."""
+import hashlib
+import io
+
+import numpy as np
+from pyboy import PyBoy
+
+ROM, STATE, PRESS, SETTLE = {rom!r}, {state!r}, {press!r}, {settle!r}
+BUTTONS = {buttons!r}
+ACTIONS = {actions!r}
+
+with open(STATE, "rb") as f:
+    state = f.read()
+pb = PyBoy(ROM, window="null", sound_emulated=False, ram_file=io.BytesIO(), log_level="ERROR")
+pb.set_emulation_speed(0)
+pb.load_state(io.BytesIO(state))
+for action in ACTIONS:
+    if action != "NOOP":
+        pb.button_press(BUTTONS[action])
+        pb.tick(PRESS, False, False)
+        pb.button_release(BUTTONS[action])
+    else:
+        pb.tick(PRESS, False, False)
+    pb.tick(SETTLE - 1, False, False)
+    pb.tick(1, True, False)
+    hashlib.sha256(np.ascontiguousarray(pb.screen.ndarray[:, :, :3]).data).hexdigest()
+pb.stop(save=False)
+print(len(ACTIONS))
+'''
+
+
+def _oakwatch_command() -> list[str]:
+    script = Path(sys.executable).parent / "oakwatch"  # the installed console script
+    return [sys.executable, str(script)] if script.is_file() else [sys.executable, "-m", "app.cli"]
+
+
+def _timed_process(argv: list[str], env: dict[str, str] | None = None) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, cwd=PROJECT, capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise BenchFailure(f"{' '.join(argv)} exited with status {done.returncode}:\n{done.stderr[-2000:]}")
+    return elapsed
+
+
+def _process_variants(tmp: Path) -> dict[str, dict[str, str] | None]:
+    """The environment as it is and, where it forbids .pyc files (PYTHONDONTWRITEBYTECODE, so every
+    start compiles every module it imports), also with bytecode cached in a private folder (what
+    an installed program normally runs with), the venv left untouched."""
+    variants: dict[str, dict[str, str] | None] = {"as configured": None}
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        variants["bytecode cached"] = env
+    return variants
+
+
+def process_figures(prepared, runs: int, tmp: Path) -> dict:
+    m = prepared.manifest
+    actions = next(iter(prepared.scripts.values()))
+    script = tmp / "plain.py"
+    script.write_text(PLAIN_SCRIPT.format(
+        rom=str(prepared.rom_path), state=str(resolve(m.game.start_states["pyboy"].state, prepared.base)),
+        press=m.emulator.press_frames, settle=m.emulator.settle_frames, buttons=BUTTONS, actions=actions),
+        encoding="utf-8")
+    oakwatch = _oakwatch_command()
+    variants = _process_variants(tmp)
+    print(f"phase 3/4: the whole process: `oakwatch run --headless` vs a plain PyBoy script ({len(actions)} "
+          f"inputs, SHA-256 per frame), median of {runs} pairs after one unmeasured pair"
+          f"{', ' + ' and '.join(variants) if len(variants) > 1 else ''}", flush=True)
+    samples = {name: {"plain": [], "oakwatch": []} for name in variants}
+    for i in range(runs + 1):
+        for v, (name, env) in enumerate(variants.items()):
+            p = _timed_process([sys.executable, str(script)], env)
+            o = _timed_process([*oakwatch, "run", "--headless", "--output", str(tmp / f"process-{v}-{i}")], env)
+            if i:
+                samples[name]["plain"].append(p)
+                samples[name]["oakwatch"].append(o)
+    figures: dict = {"runs": runs, "command": [Path(a).name for a in oakwatch]}
+    for name, got in samples.items():
+        med_plain, med_ours = statistics.median(got["plain"]), statistics.median(got["oakwatch"])
+        ratio = med_ours / med_plain
+        print(f"target whole `oakwatch run --headless` <= 1.5x the plain script ({name}): measured "
+              f"{med_ours:.3f} s vs {med_plain:.3f} s = {ratio:.2f}x -> {_verdict(ratio <= 1.5)}")
+        figures[name] = {"oakwatch_seconds": got["oakwatch"], "plain_seconds": got["plain"],
+                         "median_oakwatch_seconds": med_ours, "median_plain_seconds": med_plain,
+                         "ratio": ratio, "target_met": ratio <= 1.5}
+    return figures
+
+
+# -- phase 4: verify ----------------------------------------------------------------------------
+
+# The child's peak RSS is its VmHWM: ru_maxrss is no good here, because Linux carries the
+# parent's high-water mark into a child spawned with vfork (what subprocess does), so every
+# child would report at least this bench's own RSS.
+VERIFY_CHILD = """
+import json, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from sessions.audit.verify import audit
+t1 = time.perf_counter()
+report = audit(Path(sys.argv[1]))
+t2 = time.perf_counter()
+with open("/proc/self/status") as f:
+    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(json.dumps({"import_seconds": t1 - t0, "audit_seconds": t2 - t1, "peak_rss_kb": hwm,
+                  "problems": report.interrupted + report.problems}))
+"""
+
+
+def _generate(tmp: Path, name: str, decisions: int) -> Path:
+    manifest = _random_manifest(tmp, name, decisions)
+    out = tmp / name
+    prepared = prepare(manifest, out)
+    folder = create_folder(prepared, out)
+    progress = _Progress(f"generating {name}", decisions, max(decisions // 5, 1))
+    runner = ExperimentRunner(prepared, folder, sinks=[progress])
+    runner.run()
+    result = runner.results[0]
+    if result.outcome not in ("success", "game-failure"):
+        raise BenchFailure(f"{out}: the generated trial is invalid ({result.termination_reason}: {result.error})")
+    return out
+
+
+def _verify_child(folder: Path) -> dict:
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", VERIFY_CHILD, str(folder)], cwd=PROJECT, capture_output=True,
+                          text=True)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise BenchFailure(f"verify of {folder} crashed (status {done.returncode}):\n{done.stderr[-2000:]}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures["process_seconds"] = elapsed
+    figures["peak_rss_mb"] = figures.pop("peak_rss_kb") / 1024
+    return figures
+
+
+def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict:
+    small_n = max(decisions // 10, 1)
+    print(f"phase 4/4: verify: generating a {decisions:,}-decision random trial"
+          f"{'' if small_folder else f' and a {small_n:,}-decision one'}", flush=True)
+    big = _generate(tmp, "verify-big", decisions)
+    small = small_folder or _generate(tmp, "verify-small", small_n)
+    print("  auditing each in a subprocess …", flush=True)
+    big_fig, small_fig = _verify_child(big), _verify_child(small)
+    for what, fig in (("big", big_fig), ("small", small_fig)):
+        if fig["problems"]:
+            print(f"verify found {len(fig['problems'])} problem(s) in the {what} trial:", file=sys.stderr)
+            for problem in fig["problems"][:20]:
+                print(f"  FAIL {problem}", file=sys.stderr)
+    growth = big_fig["peak_rss_mb"] - small_fig["peak_rss_mb"]
+    per_decision = growth * 2**20 / (decisions - small_n) if decisions > small_n else 0.0
+    time_ok = big_fig["audit_seconds"] <= VERIFY_SECONDS
+    flat_ok = growth <= VERIFY_FLAT_MB
+    clean = not big_fig["problems"] and not small_fig["problems"]
+    print(f"target verify of {decisions:,} decisions <= {VERIFY_SECONDS:.0f} s: measured audit "
+          f"{big_fig['audit_seconds']:.2f} s (whole process {big_fig['process_seconds']:.2f} s, imports "
+          f"{big_fig['import_seconds']:.2f} s) -> {_verdict(time_ok)}")
+    print(f"target verify memory flat (peak RSS growth <= {VERIFY_FLAT_MB:.0f} MB from {small_n:,} to "
+          f"{decisions:,} decisions): measured {small_fig['peak_rss_mb']:.1f} MB -> {big_fig['peak_rss_mb']:.1f} MB, "
+          f"{growth:+.1f} MB = {per_decision:+.1f} bytes per decision -> {_verdict(flat_ok)}")
+    print(f"target verify finds zero problems: measured {len(big_fig['problems'])} in the big trial, "
+          f"{len(small_fig['problems'])} in the small -> {_verdict(clean)}")
+    return {"decisions": decisions, "small_decisions": small_n, "big": big_fig, "small": small_fig,
+            "rss_growth_mb": growth, "rss_growth_bytes_per_decision": per_decision,
+            "time_target_met": time_ok, "flat_target_met": flat_ok, "zero_problems": clean}
+
+
+class BenchFailure(RuntimeError):
+    """Something the bench measures broke (not a missed target): the bench fails."""
+
+
+WORKERS_TARGET = 1.85  # issue 19.6 (was 1.8, issue 11): 2 workers vs 1 on 2 cores, random trials of 10,000 actions
+
+# One raw PyBoy process of the raw pair: `_raw`'s loop (no harness), timed inside the child so process
+# start-up is left out; it waits for the file `go` so two children play at the same time.
+RAW_CHILD = """
+import json, random, sys, time
+from pathlib import Path
+from app.bench.bench import _raw
+from engine.emulators.emulator import Timing
+rom, state, actions, press, settle, go = sys.argv[1:7]
+rnd = random.Random(int(actions))
+acts = [rnd.choice(["UP", "DOWN", "LEFT", "RIGHT", "A", "B"]) for _ in range(int(actions))]
+while not Path(go).exists():
+    time.sleep(0.005)
+wall, cpu = _raw(Path(rom), Path(state).read_bytes(), acts, Timing(int(press), int(settle)), hashing=False, png=False)
+print(json.dumps({"wall": wall, "cpu": cpu}))
+"""
+
+
+def raw_pair_figures(prepared, tmp: Path, actions: int) -> dict:
+    """Two raw PyBoy processes playing at once against one alone (actions per second): the ceiling
+    the workers' speed-up is read against, measured in the same run."""
+    state = tmp / "raw-pair.state"
+    state.write_bytes(prepared.start_state)
+    m = prepared.manifest
+
+    def play(n: int) -> list[float]:
+        go = tmp / f"raw-pair-go-{n}"
+        args = [sys.executable, "-c", RAW_CHILD, str(prepared.rom_path), str(state), str(actions),
+                str(m.emulator.press_frames), str(m.emulator.settle_frames), str(go)]
+        procs = [subprocess.Popen(args, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(n)]
+        time.sleep(3.0)  # every child imported PyBoy and is waiting
+        go.touch()
+        walls = []
+        for proc in procs:
+            out, err = proc.communicate()
+            if proc.returncode != 0:
+                raise BenchFailure(f"a raw PyBoy process failed (status {proc.returncode}):\n{err[-2000:]}")
+            walls.append(json.loads(out.strip().splitlines()[-1])["wall"])
+        return walls
+
+    alone = play(1)[0]
+    pair = play(2)
+    one_rate, pair_rate = actions / alone, 2 * actions / max(pair)
+    return {"actions_each": actions, "seconds_alone": round(alone, 2), "seconds_pair": [round(w, 2) for w in pair],
+            "actions_per_second_1": round(one_rate, 1), "actions_per_second_2": round(pair_rate, 1),
+            "speedup": round(pair_rate / one_rate, 2)}
+
+
+def workers_figures(tmp: Path, trials: int = 8, actions: int = 10_000, workers: int = 2) -> dict:
+    """Throughput (accepted actions per second of the whole run, trial start-up and sealing
+    included) of `trials` random-policy trials of `actions` actions on the cartridge, run one at a
+    time and then with `workers` processes, and the ratio, next to the 1.8x target."""
+    from sessions.execute.runner import ExperimentRunner
+    from sessions.preflight.experiment import create_folder
+    from sessions.preflight.manifest import load_manifest
+
+    data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
+    data["budgets"] = {"accepted_actions": actions, "model_decisions": None, "wall_time_minutes": None,
+                       "unrecoverable_loop_repeats": None}
+    data["conditions"] = [{"id": "rnd-a", "policy": "random", "seed": 3},
+                          {"id": "rnd-b", "policy": "random", "seed": 4}]
+    data["trials"] = {"per_condition": max(1, trials // 2), "blinding_seed": 1}
+    manifest = tmp / "workers-manifest.yaml"
+    manifest.write_text(yaml.safe_dump(data))
+    load_manifest(manifest)
+    figures: dict = {"trials": 2 * max(1, trials // 2), "actions_per_trial": actions, "workers": workers}
+    for n in (1, workers):
+        prepared = prepare(manifest, None)
+        folder = create_folder(prepared, tmp / f"workers-{n}")
+        print(f"workers: {figures['trials']} trials of {actions} actions with {n} worker(s) …", flush=True)
+        t0 = time.perf_counter()
+        ExperimentRunner(prepared, folder, workers=n).run()
+        seconds = time.perf_counter() - t0
+        done = sum(json.loads(p.read_text())["telemetry"]["accepted_actions"]
+                   for p in (tmp / f"workers-{n}").glob("trials/*/result.json"))
+        figures[f"seconds_{n}"] = round(seconds, 2)
+        figures[f"actions_per_second_{n}"] = round(done / seconds, 1)
+    ratio = figures[f"actions_per_second_{workers}"] / figures["actions_per_second_1"]
+    figures["speedup"] = round(ratio, 2)
+    figures["target"] = WORKERS_TARGET
+    figures["meets_target"] = ratio >= WORKERS_TARGET
+    print(f"workers: 1 worker {figures['actions_per_second_1']:,.0f} actions/s ({figures['seconds_1']} s), "
+          f"{workers} workers {figures[f'actions_per_second_{workers}']:,.0f} actions/s "
+          f"({figures[f'seconds_{workers}']} s): {ratio:.2f}x (target >= {WORKERS_TARGET}x, "
+          f"{os.cpu_count()} cores) {'ok' if ratio >= WORKERS_TARGET else 'BELOW TARGET'}", flush=True)
+    print(f"workers: the raw pair (two bare PyBoy processes, {actions:,} random actions each) …", flush=True)
+    raw = raw_pair_figures(prepared, tmp, actions)
+    figures["raw_pair"] = raw
+    print(f"workers: raw PyBoy 1 process {raw['actions_per_second_1']:,.0f} actions/s, 2 at once "
+          f"{raw['actions_per_second_2']:,.0f} actions/s: {raw['speedup']:.2f}x, beside oakwatch's {ratio:.2f}x "
+          f"({ratio / raw['speedup']:.0%} of the raw pair's)", flush=True)
+    figures["share_of_raw_pair"] = round(ratio / raw["speedup"], 3)
+    return figures
+
+
+def json_path_problem(path: Path | None) -> str | None:
+    """Why `--json FILE` cannot be written (checked before the bench spends minutes), or None."""
+    if path is None:
+        return None
+    if path.is_dir():
+        return f"--json {path}: is a folder (give a file to write the figures to)"
+    if not path.parent.is_dir():
+        return f"--json {path}: the folder {path.parent} does not exist"
+    return None
+
+
+def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
+              workers_phase: bool = False, parallel_models: bool = False, *, report_only: bool = False,
+              json_path: Path | None = None, mcp_calls: int = 0) -> int:
+    from app.bench.bench_tally import exit_status, tally_lines, targets
+
+    problem = json_path_problem(json_path)
+    if problem:
+        print(f"oakwatch: error: {problem}", file=sys.stderr)
+        return 2
+    runs = max(1, runs)
+    prepared = prepare(DEFAULT_MANIFEST, None)
+    report: dict = {}
+    started = time.perf_counter()
+    # Evidence goes where real runs put it (./runs), not the system temp folder: on some machines
+    # creating files there is over ten times slower, which would measure the disk, not oakwatch.
+    runs_dir = Path("runs")
+    made_runs_dir = not runs_dir.exists()
+    runs_dir.mkdir(exist_ok=True)
+    failed = False
+    try:
+        with tempfile.TemporaryDirectory(prefix=".bench-", dir=runs_dir) as tmp_name:
+            tmp = Path(tmp_name).resolve()
+            print(f"oakwatch bench: evidence written under {tmp.parent} (removed at the end)", flush=True)
+            report["dry_run"] = dry_run_figures(prepared, runs, tmp)
+            soak_folder = None
+            if memory_actions:
+                report["per_action"], soak_folder = per_action_figures(prepared, memory_actions, runs, tmp)
+            else:
+                print("phase 2/4: skipped (--memory-actions 0)")
+            report["process"] = process_figures(prepared, runs, tmp)
+            if verify_decisions:
+                reuse = soak_folder if memory_actions == max(verify_decisions // 10, 1) else None
+                report["verify"] = verify_figures(verify_decisions, tmp, reuse)
+                failed = not report["verify"]["zero_problems"]
+            else:
+                print("phase 4/4: skipped (--verify-decisions 0)")
+            if mcp_calls:
+                from app.bench.bench_mcp import mcp_figures
+
+                report["mcp"] = mcp_figures(prepared, mcp_calls, tmp, _raw)
+            if workers_phase:
+                report["workers"] = workers_figures(tmp)
+            if parallel_models:
+                from app.bench.bench_parallel import attach_figures, model_workers_figures
+
+                report["parallel_models"] = model_workers_figures(tmp / "parallel-models")
+                report["attach"] = attach_figures(tmp / "attach")
+            if console:
+                from app.bench.bench_console import bench_console
+
+                print("console: measuring (--console) …", flush=True)
+                figures = bench_console(runs)
+                report["console"] = figures
+                for key, value in figures.items():
+                    print(f"console {key}: {value}")
+    except BenchFailure as exc:
+        print(f"oakwatch bench: FAILED: {exc}", file=sys.stderr)
+        failed = True
+    finally:
+        if made_runs_dir:
+            try:
+                runs_dir.rmdir()
+            except OSError:
+                pass
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, default=str) + "\n", encoding="utf-8")
+    asked = {name for name, on in (("workers", workers_phase), ("parallel_models", parallel_models),
+                                   ("console", console)) if on}
+    found = targets(report, asked)
+    sys.stderr.flush()  # the tally is the last thing on the terminal
+    print("\n".join(tally_lines(found, failed=failed, report_only=report_only,
+                                 json_path=str(json_path) if json_path else None)), flush=True)
+    return exit_status(found, failed=failed, report_only=report_only)

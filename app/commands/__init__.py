@@ -1,0 +1,2 @@
+"""Commands: the modules behind `oakwatch`'s subcommands (app.cli parses and dispatches).
+"""

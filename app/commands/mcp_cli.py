@@ -1,0 +1,210 @@
+"""`oakwatch mcp MANIFEST [--transport stdio|http] [--port P] [--trial KEY] [--output DIR]`.
+
+An MCP server for your own agent harness: it plays one trial of the manifest (the first schedule
+position of a `policy: mcp` condition, or --trial KEY) through the tools of the manifest's ruleset and
+writes the usual evidence folder (docs/mcp.md). The trial runs with the usual runner (budgets, trace,
+control socket for `oakwatch attach`) on the server's own event loop: a tool call and the decision it
+becomes pass no thread between them, which would cost two wake-ups (and their waits for the GIL) per
+call. The loop holds no blocking wait of the trial's: an operator's pause and the pacing wait in a
+worker thread (engine.loop.control's checkpoint_async, pace_async), so the server answers meanwhile.
+
+Exit status as `oakwatch run`: 0 the trial succeeded, 1 a valid game-failure, 2 an invalid trial
+(the agent disconnected, an operator abort) or bad input (one line, nothing written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def add_parser(sub) -> None:
+    mcp = sub.add_parser("mcp", help="serve one trial to your own agent over MCP (stdio or streamable HTTP)")
+    mcp.add_argument("manifest", type=Path, help="experiment manifest with a `policy: mcp` condition (or bundled:NAME)")
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                     help="stdio (default: the client starts this command) or streamable HTTP")
+    mcp.add_argument("--host", default="127.0.0.1", help="with --transport http: address (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8765, help="with --transport http: port (default 8765; 0: any)")
+    mcp.add_argument("--trial", metavar="KEY", help="the trial to play, e.g. A-01 (default: the first schedule "
+                                                    "position of a policy mcp condition)")
+    mcp.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>-<tag>)")
+
+
+def _fail(message: str) -> int:
+    print(f"oakwatch: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _say(message: str) -> None:
+    print(f"oakwatch mcp: {message}", file=sys.stderr, flush=True)  # stdout may be the MCP wire
+
+
+def pick_position(prepared, trial: str | None) -> int:
+    """The schedule position to play; ValueError with the reason when there is none."""
+    from sessions.execute.trial_factory import trial_config
+
+    keys = [trial_config(prepared, p).trial_key for p in range(len(prepared.schedule))]
+    if trial is not None:
+        if trial not in keys:
+            raise ValueError(f"--trial {trial}: not a trial of this schedule ({', '.join(keys[:8])})")
+        position = keys.index(trial)
+        policy = prepared.condition(prepared.schedule[position][0]).policy
+        if policy != "mcp":
+            raise ValueError(f"--trial {trial}: its condition is policy {policy!r}; oakwatch mcp plays policy "
+                             f"'mcp' conditions")
+        return position
+    for position, (label, _) in enumerate(prepared.schedule):
+        if prepared.condition(label).policy == "mcp":
+            return position
+    raise ValueError("the manifest has no condition with policy 'mcp' (add one: docs/mcp.md)")
+
+
+def run_command(args) -> int:
+    from sessions.preflight.assets import BUNDLED_PREFIX, resolve
+    from sessions.preflight.experiment import PreflightError, create_folder, default_output, prepare
+
+    if args.transport == "http" and not 0 <= args.port <= 65535:
+        return _fail(f"--port {args.port}: give a port from 0 to 65535")
+    manifest = args.manifest
+    try:
+        if str(manifest).startswith(BUNDLED_PREFIX):
+            manifest = resolve(str(manifest), Path.cwd())
+        prepared = prepare(manifest, args.output, allow_mcp=True)
+        position = pick_position(prepared, args.trial)
+    except (PreflightError, ValueError) as exc:
+        return _fail(str(exc))
+    sock = None
+    if args.transport == "http":
+        from sessions.execute.mcp_server import bind
+
+        try:
+            sock = bind(args.host, args.port)
+        except OSError as exc:
+            return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})")
+    try:
+        folder = create_folder(prepared, args.output or default_output(prepared.manifest.experiment_id))
+    except PreflightError as exc:
+        return _fail(str(exc))
+    session = ToolSession(prepared, folder, position, transport=args.transport)
+    where = "stdio" if sock is None else f"http://{_host(sock)}/mcp"
+    _say(f"trial {session.trial_key} of {prepared.manifest.experiment_id} ({prepared.manifest.agent.ruleset} "
+         f"ruleset: {', '.join(session.tools)}) on {where}; evidence: {folder.root}")
+    return session.serve(sock)
+
+
+def _host(sock) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class ToolSession:
+    """One trial served: the runner and the server on one event loop (see the module doc)."""
+
+    def __init__(self, prepared, folder, position: int, *, transport: str):
+        from engine.loop.control import RunControl
+        from engine.policies.rulesets import tools_for
+        from engine.policies.tools import ToolCallPolicy, ToolDesk
+        from sessions.execute.mcp_server import build_server, sdk_version
+        from sessions.execute.runner import ExperimentRunner
+        from sessions.execute.trial_factory import battle_settings, trial_config
+
+        m = prepared.manifest
+        self.trial_key = trial_config(prepared, position).trial_key
+        self.control = RunControl()
+        self.desk = ToolDesk(self.control)
+        self.sessions = None
+        if transport == "http":
+            from sessions.execute.mcp_server import HttpSessions
+
+            self.sessions = HttpSessions(self.desk)
+        ruleset = m.agent.ruleset
+        wall = m.budgets.wall_time_minutes
+        wall_seconds = wall * 60 if wall is not None else None
+        self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
+                                   allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
+                                   press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
+                                   on_session=self.sessions.saw if self.sessions else None,
+                                   battle=(rules := battle_settings(prepared)) and rules.model_dump(mode="json"))
+        import anyio
+
+        from sessions.execute.mcp_server import exposed_tools
+
+        self.tools = anyio.run(exposed_tools, self.server)
+        if sorted(tools_for(ruleset)) != self.tools:  # never serve a list verify would refuse
+            raise RuntimeError(f"the server exposes {self.tools}, not the {ruleset} ruleset's tools")
+        self.record = {"ruleset": ruleset, "tools": self.tools, "transport": transport,
+                       "sdk": f"mcp {sdk_version()}", "client": None}
+        self.runner = ExperimentRunner(
+            prepared, folder, sinks=[self.desk], control=self.control, positions=[position],
+            policy_factories={"mcp": lambda c, n: ToolCallPolicy(self.desk, ruleset, self.record, wall_seconds)})
+        self.summary = None
+
+    async def _play(self) -> None:
+        try:
+            self.summary = await self.runner.run_async()
+        finally:
+            self.desk.trial_over(self.runner.stop_reason or "run-stopped")  # no-op once the trial sealed
+
+    @contextlib.asynccontextmanager
+    async def playing(self, gone: str = "the client left"):
+        """The trial plays on the running loop while the body serves it. Leaving, the client is gone
+        (`gone`: an unfinished trial ends as agent-disconnected) and the trial is awaited to its record."""
+        trial = asyncio.ensure_future(self._play())
+        try:
+            yield trial
+        finally:
+            self.desk.disconnect(gone)
+            await trial
+
+    def serve(self, sock) -> int:
+        import anyio
+
+        anyio.run(self._serve, sock)
+        return self._report()
+
+    async def _serve(self, sock) -> None:
+        if sock is None:
+            from sessions.execute.mcp_server import serve_stdio
+
+            serving, gone = serve_stdio(self.server), "the client closed stdin"  # ends when stdin closes
+        else:
+            from sessions.execute.mcp_server import after_the_trial, serve_http
+
+            stop = after_the_trial(self.desk, self.sessions)
+            serving, gone = serve_http(self.server, sock, self.sessions, stop_when=stop), "the HTTP server stopped"
+        server = asyncio.ensure_future(serving)
+
+        def interrupt() -> None:  # the trial ends truthfully (signal:SIGINT), the serving stops; each is once-only
+            self.control.stop_run("signal", "SIGINT", "signal:SIGINT")
+            self.desk.disconnect("the server was interrupted")
+            server.cancel()
+
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, interrupt)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            pass
+        try:
+            async with self.playing(gone):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await server
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def _report(self) -> int:
+        from sessions.analysis.summary import exit_status
+
+        result = self.desk.result
+        if result is not None:
+            _say(f"trial {result.trial_key} ended: {result.outcome} ({result.termination_reason}); "
+                 f"evidence: {self.runner.folder.root} (check with: oakwatch verify {self.runner.folder.root})")
+        if self.summary is None:
+            _say(f"error: the run could not write its final records ({self.runner.fatal})")
+            return EXIT_BAD_INPUT
+        return exit_status(self.summary)

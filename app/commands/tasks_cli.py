@@ -1,0 +1,164 @@
+"""`oakwatch tasks list|run`: the task catalog (seed 003) and a batch of its tasks.
+
+Exit status: 0 every task ran and every trial succeeded; 1 a task failed, was not run (the batch's
+ceiling) or a trial was invalid; 2 bad input (a bad task file, bad options), nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _fail(message: str) -> int:
+    print(f"oakwatch: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def add_parsers(sub) -> None:
+    from engine.providers import PROVIDERS
+
+    tasks = sub.add_parser("tasks", help="the task catalog: list its tasks, run a batch of them")
+    tsub = tasks.add_subparsers(dest="tasks_command", required=True)
+    listing = tsub.add_parser("list", help="every task file of the catalog, checked (templates marked)")
+    listing.add_argument("--dir", type=Path, help="a folder of task files (default: the bundled assets/tasks)")
+    run = tsub.add_parser("run", help="run tasks as a batch: an experiment folder per task, a ledger, a ceiling")
+    run.add_argument("tasks", nargs="*", metavar="TASK",
+                     help="task ids of the catalog, or task files (default: every runnable task of the catalog)")
+    run.add_argument("--dir", type=Path, help="a folder of task files (default: the bundled assets/tasks)")
+    run.add_argument("--output", type=Path, required=True, help="new batch folder")
+    run.add_argument("--policy", choices=["scripted", "random", "model"], default="scripted",
+                     help="who plays: each task's reference script (default), a seeded random policy, or a model "
+                          "(--provider, --model)")
+    run.add_argument("--seed", type=int, default=0, help="with --policy random: the generator seed (default 0)")
+    run.add_argument("--provider", choices=list(PROVIDERS), help="with --policy model")
+    run.add_argument("--model", help="with --policy model: the exact model id")
+    run.add_argument("--base-url", help="with --policy model: the API's address")
+    run.add_argument("--api", help="with --policy model: the API (default: the provider's first)")
+    run.add_argument("--trials", type=int, default=1, help="trials per task (default 1)")
+    run.add_argument("--max-tokens", type=int, metavar="N", help="the batch's token ceiling (input + output)")
+    run.add_argument("--max-cost-usd", type=float, metavar="USD", help="the batch's cost ceiling")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sessions.tasks.tasks import TASKS_DIR, TaskError, catalog
+
+    folder = args.dir or TASKS_DIR
+    if args.tasks_command == "list":
+        try:
+            tasks = catalog(folder)
+        except TaskError as exc:
+            return _fail(str(exc))
+        for t in tasks:
+            f = t.file
+            goal = ("rungs " + " ".join(f.goal.milestones)) if f.goal.milestones else "probe " + ", ".join(
+                p.model_dump_json(exclude_none=True) for p in f.goal.probe)
+            episodes = f" episodes<={f.episodes.budget}" if f.episodes else ""
+            if f.battle is not None:  # seed 004's battle rules, in brief
+                cap = f.battle.level_cap if f.battle.level_cap is not None else "none"
+                episodes += f" party<={f.battle.party_limit} level-cap={cap}"
+            state = "template" if t.template else "ready"
+            game = t.game.id if t.game else "?"
+            print(f"{f.task_id:24} {state:8} {game:30} {f.track:10} {goal}{episodes}  {f.title}")
+        return EXIT_OK
+    return _run(args, folder)
+
+
+def _run(args: argparse.Namespace, folder: Path) -> int:
+    from sessions.tasks.task_batch import Ceiling, run_batch
+    from sessions.tasks.tasks import PolicyChoice, TaskError, catalog, load_task
+
+    if not 1 <= args.trials <= 1000:
+        return _fail(f"--trials {args.trials}: give a number from 1 to 1000")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        return _fail("--max-tokens must be at least 1")
+    if args.max_cost_usd is not None and not args.max_cost_usd > 0:
+        return _fail("--max-cost-usd must be above 0")
+    model_opts = [o for o in ("provider", "model", "base_url", "api") if getattr(args, o) is not None]
+    if args.policy == "model" and (args.provider is None or args.model is None):
+        return _fail("--policy model needs --provider and --model")
+    if args.policy != "model" and model_opts:
+        return _fail(f"--{model_opts[0].replace('_', '-')} goes with --policy model")
+    if args.output.exists():
+        return _fail(f"output folder already exists: {args.output} (choose a new one)")
+    try:
+        if args.tasks:
+            known = {t.id: t for t in catalog(folder)} if any(not _is_file(n) for n in args.tasks) else {}
+            tasks = []
+            for name in args.tasks:
+                if _is_file(name):
+                    tasks.append(load_task(Path(name)))
+                elif name in known:
+                    tasks.append(known[name])
+                else:
+                    return _fail(f"no task {name!r} in {folder} (`oakwatch tasks list` lists them)")
+        else:
+            tasks = [t for t in catalog(folder) if t.template is None]
+    except TaskError as exc:
+        return _fail(str(exc))
+    for t in tasks:
+        if t.template is not None:
+            return _fail(f"{t.path}: {t.template}")
+        if args.policy == "scripted" and t.file.reference_script is None:
+            return _fail(f"{t.path}: no reference_script, so --policy scripted cannot play it")
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        return _fail("a task is named twice")
+    choice = PolicyChoice(args.policy, seed=args.seed, provider=args.provider, model=args.model,
+                          base_url=args.base_url, api=args.api)
+    print(f"oakwatch tasks: {len(tasks)} task(s) → {args.output}")
+    ledger = run_batch(tasks, choice, args.output, trials=args.trials,
+                       ceiling=Ceiling(tokens=args.max_tokens, cost_usd=args.max_cost_usd))
+    print(f"batch: {args.output} (check with: oakwatch verify {args.output}; report: oakwatch report {args.output})")
+    ok = all(r.status == "run" and r.trials and all(x.success for x in r.trials) for r in ledger.tasks)
+    return EXIT_OK if ok else EXIT_PROBLEMS
+
+
+def _is_file(name: str) -> bool:
+    return name.endswith((".yaml", ".yml")) or "/" in name
+
+
+def verify_main(batch: Path, deep: bool, root_options: bool) -> int:
+    """`oakwatch verify BATCH`: each task's run folder audited as any evidence folder, and the ledger
+    against the folders' results. Root hashes are per experiment folder: give one to --print-root."""
+    from sessions.tasks.task_batch import verify_batch
+
+    if root_options:
+        return _fail(f"{batch} is a task batch: --print-root and --expect-root take one of its run folders "
+                     f"({batch}/runs/TASK)")
+    problems = verify_batch(batch, deep=deep)
+    if problems:
+        for p in problems:
+            print(f"FAIL {p}", file=sys.stderr)
+        print(f"oakwatch verify: {len(problems)} problem(s) in {batch}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    print(f"oakwatch verify: {batch} OK (every task's run folder verifies; the ledger matches their results)")
+    return EXIT_OK
+
+
+def report_main(batch: Path, output: Path | None) -> int:
+    """`oakwatch report BATCH`: tasks.md and tasks.json (per-task success, the ability average, each
+    episodic task's success-within-E curve and change log), in BATCH/reports/ or OUT."""
+    import json
+
+    from sessions.tasks.task_batch import batch_report, report_markdown
+
+    try:
+        doc = batch_report(batch)
+    except ValueError as exc:
+        return _fail(str(exc))
+    out = output or batch / "reports"
+    if out.exists() and not out.is_dir():
+        return _fail(f"{out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "tasks.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (out / "tasks.md").write_text(report_markdown(doc))
+    except OSError as exc:
+        return _fail(f"cannot write the report ({exc.strerror or exc})")
+    print(report_markdown(doc), end="")
+    print(f"oakwatch report: {out / 'tasks.md'} and tasks.json written")
+    return EXIT_OK

@@ -1,0 +1,2 @@
+"""Review: the console over an evidence folder, finished (review) or growing elsewhere (attach).
+"""

@@ -1,0 +1,2 @@
+"""Servers: the demo model's chat server and `oakwatch serve`'s web page.
+"""

@@ -1,0 +1,2 @@
+"""Battle (seed 004): a game's battle adapter, the judge of each battle call, and episodes.
+"""

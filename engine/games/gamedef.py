@@ -1,0 +1,752 @@
+"""Declarative game definitions: the RAM a probe reads and the milestone ladder.
+
+A definition is data (YAML under assets/games/); this module is its schema and the
+condition evaluator. Conditions are structured, never evaluated as code.
+
+What a probe can read (format v2; the agreed spec is repeated here in brief):
+
+  pointers:  name -> {address, source}: a little-endian pointer (32-bit on gba, 16-bit on gb/gbc)
+             read afresh at every sample; its value is in the sample under its own name.
+  arrays:    name -> one of
+             {kind: flags, [base], address, bytes}        flag i = bit i%8 of byte address + i//8
+             {kind: vars, [base], address, start, count}  var v = u16le at address + 2*(v - start)
+             {kind: items, [base], address, slots, stride, id: u8|u16le, quantity: u8|u16le,
+              [terminator], [key]}                        (id, quantity) pairs, one per `stride` bytes
+             {kind: records, [base], address, slots, stride, [count]}  `slots` records of `stride`
+                                                          bytes (a party); `count` a field: how many are in use
+  fields:    name -> {address, [base], kind, [length]}    a value in memory (kind u8, u16le, u32le,
+             s8, s16le, s32le or bytes; with `base` the address is an offset from that pointer's value)
+             name -> {flag|var|item: ARRAY, index: N}     a value derived from an array
+             name -> {highest: RECORDS, index: OFFSET}    the highest u8 at OFFSET in the records in use
+                                                          (the party's highest level; 0 with none)
+
+A milestone is `required` (the default) or optional (`required: false`); see engine.games.ladder for
+what that changes.
+
+controls:    starter | text_speed | battle_style -> {field, [mask], values: {NAME: N}}: where the
+             start state holds a control the manifest fixes (seed 000), so the preflight can check it
+             (engine.games.controls). The value is (field & mask) >> (the mask's lowest set bit).
+start_fields: fields that must read the same after every trial's restore as in the preflight's probe
+             (default: the position, progress and control fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from engine.battle.battle import BattleAdapter
+
+Sample = dict[str, "int | list[int]"]
+
+
+Name = Annotated[str, Field(min_length=1, max_length=64)]
+Text = Annotated[str, Field(max_length=500)]
+Address = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
+Value = Annotated[int, Field(ge=-(2**31), le=0xFFFFFFFF)]  # what a probed field can hold (s32le .. u32le)
+ADDRESS_SPACE = {"gb": 0x10000, "gbc": 0x10000, "gba": 0x1_0000_0000}
+POINTER_WIDTH = {"gb": 2, "gbc": 2, "gba": 4}
+WIDTHS = {"u8": 1, "s8": 1, "u16le": 2, "s16le": 2, "u32le": 4, "s32le": 4}
+Presses = Annotated[int, Field(ge=1, le=10_000_000)]
+SIGNED = frozenset({"s8", "s16le", "s32le"})
+
+
+class _Strict(BaseModel):
+    # strict: `true` is not a number and "12" is not 12
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class Pointer(_Strict):
+    address: Address
+    source: Text | None = None
+
+
+class FlagArray(_Strict):
+    kind: Literal["flags"]
+    base: Name | None = None  # a pointer name: then `address` is an offset from its value
+    address: Address
+    bytes: Annotated[int, Field(ge=1, le=65536)]
+    source: Text | None = None
+
+    @property
+    def size(self) -> int:
+        return self.bytes
+
+
+class VarArray(_Strict):
+    kind: Literal["vars"]
+    base: Name | None = None
+    address: Address
+    start: Annotated[int, Field(ge=0, le=0xFFFF)] = 0
+    count: Annotated[int, Field(ge=1, le=65536)]
+    source: Text | None = None
+
+    @property
+    def size(self) -> int:
+        return 2 * self.count
+
+
+class ItemArray(_Strict):
+    kind: Literal["items"]
+    base: Name | None = None
+    address: Address
+    slots: Annotated[int, Field(ge=1, le=4096)]
+    stride: Annotated[int, Field(ge=2, le=256)]
+    id: Literal["u8", "u16le"] = "u8"
+    quantity: Literal["u8", "u16le"] = "u8"  # right after the id
+    terminator: Annotated[int, Field(ge=0, le=0xFFFF)] | None = None  # an id that ends the list
+    key: Name | None = None  # a numeric field XORed (masked to the quantity's width) into each quantity
+    source: Text | None = None
+
+    @property
+    def size(self) -> int:
+        return self.slots * self.stride
+
+    @model_validator(mode="after")
+    def _fits(self) -> ItemArray:
+        if WIDTHS[self.id] + WIDTHS[self.quantity] > self.stride:
+            raise ValueError(f"stride {self.stride} is smaller than an id ({self.id}) and a quantity "
+                             f"({self.quantity})")
+        if self.terminator is not None and self.terminator > (0xFF if self.id == "u8" else 0xFFFF):
+            raise ValueError(f"terminator 0x{self.terminator:X} does not fit an id of kind {self.id}")
+        return self
+
+
+class RecordArray(_Strict):
+    """Fixed-size records (a party's Pokémon structs); only the first `count` (a field) are in use."""
+
+    kind: Literal["records"]
+    base: Name | None = None
+    address: Address
+    slots: Annotated[int, Field(ge=1, le=256)]
+    stride: Annotated[int, Field(ge=1, le=4096)]
+    count: Name | None = None  # a number field holding how many records are in use; absent: all
+    source: Text | None = None
+
+    @property
+    def size(self) -> int:
+        return self.slots * self.stride
+
+
+Array = Annotated[FlagArray | VarArray | ItemArray | RecordArray, Field(discriminator="kind")]
+DERIVED = ("flag", "var", "item", "highest")
+ARRAY_KIND = {"flag": "flags", "var": "vars", "item": "items", "highest": "records"}
+
+
+class RamField(_Strict):
+    """A value in memory (address, with base: an offset from a pointer) or one derived from an
+    array (flag, var or item, with index)."""
+
+    address: Address | None = None
+    base: Name | None = None
+    kind: Literal["u8", "u16le", "u32le", "s8", "s16le", "s32le", "bytes"] = "u8"
+    length: Annotated[int, Field(ge=1, le=256)] = 1
+    flag: Name | None = None  # a flags array: the value is 0 or 1
+    var: Name | None = None  # a vars array: the u16 value
+    item: Name | None = None  # an items array: the quantity held (decrypted), 0 when absent
+    highest: Name | None = None  # a records array: the highest u8 at `index` among the records in use
+    index: Annotated[int, Field(ge=0, le=0xFFFF)] | None = None  # flag number, var number, item id or offset
+    source: Text | None = None  # where the address comes from (disassembly symbol, our RAM.md)
+
+    @property
+    def width(self) -> int:
+        return WIDTHS.get(self.kind, self.length)
+
+    @property
+    def derived_from(self) -> tuple[str, str] | None:
+        """(flag|var|item|highest, array name) for a derived field, None for one read at an address."""
+        for how in DERIVED:
+            if (array := getattr(self, how)) is not None:
+                return how, array
+        return None
+
+    @property
+    def is_bytes(self) -> bool:
+        return self.kind == "bytes" and self.derived_from is None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RamField:
+        derived = [k for k in DERIVED if getattr(self, k) is not None]
+        if len(derived) > 1:
+            raise ValueError(f"a field is one of flag, var, item or highest, not {' and '.join(derived)}")
+        if derived:
+            # Judged by value, not by which keys were given: a full dump of a derived field carries
+            # every default (address None, kind u8, length 1), and must validate again (round-trip).
+            mixed = sorted(k for k in ("address", "base", "kind", "length")
+                           if getattr(self, k) != type(self).model_fields[k].default)
+            if mixed:
+                raise ValueError(f"a {derived[0]} field takes an array and an index; it cannot also have "
+                                 f"{', '.join(mixed)}")
+            if self.index is None:
+                raise ValueError(f"a {derived[0]} field needs an index")
+            return self
+        if self.address is None:
+            raise ValueError("a field needs an address (a value in memory) or one of flag, var, item, highest "
+                             "(with index)")
+        if self.index is not None:
+            raise ValueError("index applies only to flag, var, item and highest fields")
+        if self.kind != "bytes" and self.length != 1:
+            raise ValueError("length applies only to kind 'bytes'")
+        return self
+
+
+class Condition(_Strict):
+    """One test on one probed field; every key given must hold."""
+
+    field: Name
+    eq: Value | None = None
+    ne: Value | None = None
+    ge: Value | None = None
+    le: Value | None = None
+    bit_set: Annotated[int, Field(ge=0, le=31)] | None = None
+    bit_clear: Annotated[int, Field(ge=0, le=31)] | None = None
+    contains: Annotated[int, Field(ge=0, le=255)] | None = None  # a byte of a `bytes` field
+    lacks: Annotated[int, Field(ge=0, le=255)] | None = None
+
+    @model_validator(mode="after")
+    def _has_test(self) -> Condition:
+        tests = self.model_dump(exclude={"field"}, exclude_none=True)
+        if not tests:
+            raise ValueError(f"condition on {self.field!r} names no test (eq, ne, ge, le, bit_set, ...)")
+        return self
+
+    def compile(self) -> Callable[[Sample], bool]:
+        """The same test as `holds`, as one closure with the dispatch decided once."""
+        f = self.field
+        tests: list[Callable[[int], bool]] = []
+        if self.contains is not None or self.lacks is not None:
+            contains, lacks = self.contains, self.lacks
+            return lambda s: (contains is None or contains in s[f]) and (lacks is None or lacks not in s[f])
+        if self.eq is not None:
+            tests.append(lambda v, x=self.eq: v == x)
+        if self.ne is not None:
+            tests.append(lambda v, x=self.ne: v != x)
+        if self.ge is not None:
+            tests.append(lambda v, x=self.ge: v >= x)
+        if self.le is not None:
+            tests.append(lambda v, x=self.le: v <= x)
+        if self.bit_set is not None:
+            tests.append(lambda v, m=1 << self.bit_set: bool(v & m))
+        if self.bit_clear is not None:
+            tests.append(lambda v, m=1 << self.bit_clear: not v & m)
+        if len(tests) == 1:
+            (test,) = tests
+            return lambda s: test(s[f])
+        return lambda s: all(t(s[f]) for t in tests)
+
+    def holds(self, sample: Sample) -> bool:
+        value = sample[self.field]
+        if isinstance(value, list):
+            if self.contains is not None and self.contains not in value:
+                return False
+            if self.lacks is not None and self.lacks in value:
+                return False
+            return True
+        if self.eq is not None and value != self.eq:
+            return False
+        if self.ne is not None and value == self.ne:
+            return False
+        if self.ge is not None and value < self.ge:
+            return False
+        if self.le is not None and value > self.le:
+            return False
+        if self.bit_set is not None and not (value >> self.bit_set) & 1:
+            return False
+        if self.bit_clear is not None and (value >> self.bit_clear) & 1:
+            return False
+        return True
+
+
+class MilestoneDef(_Strict):
+    id: Name
+    name: Annotated[str, Field(max_length=200)]
+    points: Annotated[int, Field(ge=0, le=1_000_000)]
+    required: bool = True  # false: an optional rung (success does not need it; see engine.games.ladder)
+    all: Annotated[list[Condition], Field(min_length=1, max_length=64)]
+
+    def holds(self, sample: Sample) -> bool:
+        return all(c.holds(sample) for c in self.all)
+
+    def compile(self) -> Callable[[Sample], bool]:
+        tests = [c.compile() for c in self.all]
+        if len(tests) == 1:
+            return tests[0]
+        return lambda s: all(t(s) for t in tests)
+
+
+class GoalDef(_Strict):
+    """A goal a run may choose instead of the ladder's final rung (engine.games.goals: the rules)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    counts: Annotated[list[Name], Field(min_length=1, max_length=16)]  # numeric: their sum must rise
+    owned: Name  # a bytes field: the owned bitfield; a flag newly set names the species
+    # how `owned` names species: bits of a bitfield (bit i of byte j: 8j+i+1, Pokédex flags), or the
+    # ids it lists (a species list such as a party's; 0 is an empty slot)
+    owned_kind: Literal["bitfield", "ids"] = "bitfield"
+    all: Annotated[list[Condition], Field(max_length=64)] = []  # must hold too
+    room: Annotated[list[Condition], Field(max_length=64)] = []  # must hold at the start
+    source: Text | None = None
+
+
+CONTROL_NAMES = ("starter", "text_speed", "battle_style")  # the manifest's game.<name>
+ControlName = Literal["starter", "text_speed", "battle_style"]
+
+
+class ControlDef(_Strict):
+    """Where the start state keeps a control the manifest fixes, and how its values are encoded."""
+
+    field: Name
+    mask: Annotated[int, Field(ge=1, le=0xFFFFFFFF)] | None = None  # the bits holding it (a bitfield)
+    values: Annotated[dict[Annotated[str, Field(min_length=1, max_length=64)], Value],
+                      Field(min_length=1, max_length=256)]
+    source: Text | None = None
+
+    def decode(self, raw: int) -> int:
+        if self.mask is None:
+            return raw
+        return (raw & self.mask) >> ((self.mask & -self.mask).bit_length() - 1)
+
+    def value_for(self, name: str) -> int | None:
+        """The encoding of a manifest value (names compare without case), None when unknown."""
+        return next((v for k, v in self.values.items() if k.casefold() == name.casefold()), None)
+
+    def name_of(self, value: int) -> str | None:
+        return next((k for k, v in self.values.items() if v == value), None)
+
+
+class Position(_Strict):
+    map: Name
+    x: Name
+    y: Name
+
+
+class RomIdentity(_Strict):
+    """One ROM dump a definition is for, as its header and public dump databases identify it."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]  # a human label
+    title: Annotated[str, Field(max_length=16)]  # the header title as stored, trailing NULs trimmed
+    code: Annotated[str, Field(min_length=1, max_length=4)] | None = None  # GBA game code (or a CGB code)
+    revision: Annotated[int, Field(ge=0, le=255)]  # GB 0x14C mask ROM version; GBA 0xBC software version
+    header_checksum: Annotated[int, Field(ge=0, le=255)]  # GB 0x14D; GBA complement check 0xBD
+    sha1: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]  # of the whole file
+    source: Annotated[str, Field(min_length=1, max_length=500)]  # where the SHA-1 comes from
+
+
+class RequiredBacktrack(_Strict):
+    """A return the task requires (seed 000: Viridian back to Pallet): transitions whose maps before and
+    after all lie in {from_map, to_map, *via} are never repetition while the ladder is inside the window
+    (`after` reached, `until` not yet; either may be omitted)."""
+
+    from_map: Value
+    to_map: Value
+    via: Annotated[list[Value], Field(max_length=256)] = []
+    after: Name | None = None
+    until: Name | None = None
+
+    @property
+    def maps(self) -> frozenset[int]:
+        return frozenset({self.from_map, self.to_map, *self.via})
+
+    def applies(self, reached) -> bool:
+        return (self.after is None or self.after in reached) and (self.until is None or self.until not in reached)
+
+
+class LongHorizon(_Strict):
+    """Seed 002's long-horizon scorer, with its constants from the definition (sessions.scoring):
+    progress = 70 m / required_milestones, speed = 40 log2(1 + reference_hours / t),
+    discipline = 10 clamp((level_zero - L) / (level_zero - level_full), 0, 1), and F = 1 only when
+    `final_milestone` is reached within budget_hours of active play."""
+
+    required_milestones: Annotated[int, Field(ge=1, le=100_000)] | None = None  # default: the required rungs
+    reference_hours: Annotated[float, Field(gt=0, le=100_000)] = 20.0
+    budget_hours: Annotated[float, Field(gt=0, le=100_000)] = 40.0
+    level_field: Name | None = None  # the highest party level, probed (discipline is null without it)
+    level_full: Annotated[int, Field(ge=0, le=1_000_000)] = 60  # at or below: all 10 discipline points
+    level_zero: Annotated[int, Field(ge=1, le=1_000_000)] = 100  # at or above: none
+    final_milestone: Name | None = None  # default: the ladder's final rung
+
+    @model_validator(mode="after")
+    def _levels(self) -> LongHorizon:
+        if self.level_zero <= self.level_full:
+            raise ValueError("long_horizon: level_zero must be above level_full")
+        return self
+
+
+class Glyphs(_Strict):
+    """A run of the game's character map: tile `first` shows chars[0], first + 1 chars[1], ... (a
+    string, one character a tile, or a list, for tiles that show more than one: Red's 'd, 's, ...)"""
+
+    first: Annotated[int, Field(ge=0, le=0xFFFF)]
+    chars: Annotated[str, Field(min_length=1, max_length=256)] | Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=8)]], Field(min_length=1, max_length=256)]
+
+
+class ShownTile(_Strict):
+    column: Annotated[int, Field(ge=0, le=255)]
+    row: Annotated[int, Field(ge=0, le=255)]
+    tile: Annotated[int, Field(ge=0, le=0xFFFF)]
+
+
+class Dialogue(_Strict):
+    """Where on-screen dialogue text is, and how to read it: the dialogue window's text rows in the
+    background tilemap (VRAM, or a game's own copy of the screen's tiles in RAM), each tile index
+    turned into a character by the game's character map."""
+
+    kind: Literal["tilemap"] = "tilemap"
+    tilemap: Address  # the background map's first byte (gb: 0x9800)
+    stride: Annotated[int, Field(ge=1, le=1024)] = 32  # tile indices per tilemap row
+    rows: Annotated[list[Annotated[int, Field(ge=0, le=255)]], Field(min_length=1, max_length=32)]
+    first_column: Annotated[int, Field(ge=0, le=255)]
+    last_column: Annotated[int, Field(ge=0, le=255)]
+    # the window is on screen only while this tile is at that place (its frame's corner): else the
+    # dialogue is null
+    shown_tile: ShownTile | None = None
+    charmap: Annotated[list[Glyphs], Field(min_length=1, max_length=64)]
+    unmapped: Annotated[str, Field(max_length=1)] = "?"  # what a tile outside the charmap reads as
+
+    @model_validator(mode="after")
+    def _fits(self) -> Dialogue:
+        if self.last_column < self.first_column:
+            raise ValueError("dialogue: last_column comes before first_column")
+        if max(self.last_column, self.shown_tile.column if self.shown_tile else 0) >= self.stride:
+            raise ValueError("dialogue: a column lies beyond the tilemap's stride")
+        return self
+
+
+class ShownByte(_Strict):
+    """A byte that says whether the dialogue box is on screen: it is while the byte is not `hidden`."""
+
+    address: Address
+    hidden: Annotated[int, Field(ge=0, le=255)] = 0
+
+
+class ControlArgs(_Strict):
+    """A control byte of the game's text that takes `count` argument bytes (all dropped)."""
+
+    byte: Annotated[int, Field(ge=0, le=255)]
+    count: Annotated[int, Field(ge=0, le=16)]
+
+
+class ExtControl(_Strict):
+    """An escape byte followed by a code and arguments: `lengths[code]` bytes (the code included)
+    are dropped after it (pret/pokefirered src/string_util.c GetExtCtrlCodeLength); a code beyond
+    the table drops nothing but itself."""
+
+    byte: Annotated[int, Field(ge=0, le=255)]
+    lengths: Annotated[list[Annotated[int, Field(ge=0, le=16)]], Field(max_length=256)]
+
+
+class StringDialogue(_Strict):
+    """Dialogue text read from the game's string buffer (`kind: string`): bytes from `address` up to
+    the terminator (at most `length`), through the character map; line-break bytes become new lines
+    and control bytes with their arguments are dropped. Null while `shown` says no box is on screen."""
+
+    kind: Literal["string"]
+    address: Address
+    length: Annotated[int, Field(ge=1, le=4096)]
+    terminator: Annotated[int, Field(ge=0, le=255)]
+    line_breaks: Annotated[list[Annotated[int, Field(ge=0, le=255)]], Field(max_length=16)] = []
+    controls: Annotated[list[ControlArgs], Field(max_length=64)] = []
+    ext_control: ExtControl | None = None
+    shown: ShownByte | None = None
+    charmap: Annotated[list[Glyphs], Field(min_length=1, max_length=64)]
+    unmapped: Annotated[str, Field(max_length=1)] = "?"
+
+    def memory(self) -> list[tuple[int, int]]:
+        """(address, size) of what it reads."""
+        return [(self.address, self.length), *([(self.shown.address, 1)] if self.shown else [])]
+
+
+def _dialogue_kind(value) -> str:
+    return (value.get("kind", "tilemap") if isinstance(value, dict) else getattr(value, "kind", "tilemap"))
+
+
+AnyDialogue = Annotated[Annotated[Dialogue, Tag("tilemap")] | Annotated[StringDialogue, Tag("string")],
+                        Discriminator(_dialogue_kind)]
+
+
+class StructuredTrack(_Strict):
+    """The structured information track (seed 003): besides the screen, the agent is shown these probe
+    fields (an allowlist; never one a milestone rung reads) and, if given, the decoded dialogue text."""
+
+    fields: Annotated[list[Name], Field(max_length=64)] = []
+    dialogue: AnyDialogue | None = None  # kind tilemap (the default) or string
+
+    @property
+    def allowlist(self) -> list[str]:
+        """What a structured-track observation holds: the fields, then `dialogue` when declared."""
+        return [*self.fields, *(["dialogue"] if self.dialogue is not None else [])]
+
+
+class Tracks(_Strict):
+    structured: StructuredTrack | None = None
+
+
+def _names(names) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+class GameDefinition(_Strict):
+    id: Name
+    title: Annotated[str, Field(max_length=200)]
+    platform: Literal["gb", "gbc", "gba"]
+    rom_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    verified: bool = False  # true only once an opt-in real-ROM test has passed on this definition
+    roms: Annotated[list[RomIdentity], Field(max_length=64)] = []
+    pointers: Annotated[dict[Name, Pointer], Field(max_length=64)] = {}
+    arrays: Annotated[dict[Name, Array], Field(max_length=256)] = {}
+    fields: Annotated[dict[Name, RamField], Field(min_length=1, max_length=1024)]
+    # probe results mean nothing until these hold (e.g. an init magic byte, a pointer into RAM)
+    ready: Annotated[list[Condition], Field(max_length=64)] = []
+    position: Position | None = None  # for route tracking
+    # a change in any of these resets route-repetition tracking
+    progress_fields: Annotated[list[Name], Field(max_length=1024)] = []
+    milestones: Annotated[list[MilestoneDef], Field(min_length=1, max_length=256)]
+    final_milestone: Name | None = None  # defaults to the last rung
+    # Optional, for the metrics (sessions.analysis.metrics, docs/metrics.md): returns the task requires are
+    # never repeated-route penalties; a change in a recovery-event field (a justified recovery, e.g.
+    # a blackout's return to the last heal point) resets repetition counting like a progress field.
+    required_backtracking: Annotated[list[RequiredBacktrack], Field(max_length=256)] = []
+    recovery_events: Annotated[list[Name], Field(max_length=1024)] = []
+    battle_field: Name | None = None  # nonzero while a battle is on: battle actions are counted apart
+    # The party's highest level, probed (a `highest` field over the party records): the long-horizon
+    # scorer's L (its discipline term) when long_horizon names no level_field of its own.
+    level_field: Name | None = None
+    long_horizon: LongHorizon | None = None  # seed 002's scorer; absent: that scorer reports null
+    controls: Annotated[dict[ControlName, ControlDef], Field(max_length=len(CONTROL_NAMES))] = {}
+    start_fields: Annotated[list[Name], Field(max_length=1024)] = []  # default: see stable_at_start
+    # Fewest presses from the start state to each rung under the manifest's input timing (a solver's
+    # plan, e.g. `oakwatch cartridge variant`): the yardstick of path efficiency. Absent: null.
+    optimal_presses: Annotated[dict[Name, Presses], Field(max_length=256)] | None = None
+    # The ROM those presses were solved on: another ROM played with this definition (a patched dump, a
+    # variant) gets no yardstick (null), never a wrong one. Absent: any ROM.
+    optimal_presses_for: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    # The information tracks beyond the screen (engine.games.tracks): what a structured-track agent may see.
+    tracks: Tracks = Tracks()
+    # Goals a run may choose (`game.goal`; engine.games.goals), e.g. catch: any Pokémon caught.
+    goals: Annotated[dict[Name, GoalDef], Field(max_length=16)] = {}
+    # Seed 004's battle adapter (engine.battle.battle): the party in RAM, the species table, the battle screen's
+    # facts and each battle action as presses. Absent: the battle ruleset cannot serve this game.
+    battle: BattleAdapter | None = None
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> GameDefinition:
+        self._check_memory()
+        self._check_goals()
+        known = set(self.fields) | set(self.pointers)
+        refs = [c.field for c in self.ready] + list(self.progress_fields) + list(self.recovery_events)
+        refs += [self.battle_field] if self.battle_field else []
+        refs += [self.level_field] if self.level_field else []
+        refs += [c.field for c in self.controls.values()] + list(self.start_fields)
+        if self.long_horizon and self.long_horizon.level_field:
+            refs.append(self.long_horizon.level_field)
+        refs += [c.field for m in self.milestones for c in m.all]
+        if self.position:
+            refs += [self.position.map, self.position.x, self.position.y]
+        missing = sorted(set(refs) - known)
+        if missing:
+            raise ValueError(f"conditions refer to undefined fields: {', '.join(missing)}")
+        # A test that does not fit its field's kind would fail mid-trial (`in` on a number), so refuse it here.
+        for c in [*self.ready, *(c for m in self.milestones for c in m.all)]:
+            is_bytes = self.is_bytes(c.field)
+            if is_bytes and c.model_dump(include={"eq", "ne", "ge", "le", "bit_set", "bit_clear"}, exclude_none=True):
+                raise ValueError(f"field {c.field!r} holds bytes: test it with contains or lacks")
+            if not is_bytes and (c.contains is not None or c.lacks is not None):
+                raise ValueError(f"field {c.field!r} holds a number: contains and lacks apply to kind 'bytes'")
+        for name, c in self.controls.items():
+            if self.is_bytes(c.field):
+                raise ValueError(f"controls.{name}: field {c.field!r} holds bytes, a control needs a number")
+        if self.position and any(self.is_bytes(f) for f in self.position.model_dump().values()):
+            raise ValueError("position fields must hold numbers, not bytes")
+        ids = [m.id for m in self.milestones]
+        if len(set(ids)) != len(ids):
+            raise ValueError("milestone ids must be unique")
+        named = [("required_backtracking", b.after) for b in self.required_backtracking]
+        named += [("required_backtracking", b.until) for b in self.required_backtracking]
+        named += [("long_horizon", self.long_horizon.final_milestone)] if self.long_horizon else []
+        for where, mid in named:
+            if mid is not None and mid not in ids:
+                raise ValueError(f"{where}: {mid!r} is not a milestone id")
+        unknown = sorted(set(self.optimal_presses or {}) - set(ids))
+        if unknown:
+            raise ValueError(f"optimal_presses: {', '.join(unknown)} is not a milestone id")
+        if self.final_milestone is not None and self.final_milestone not in ids:
+            raise ValueError(f"final_milestone {self.final_milestone!r} is not a milestone id")
+        if not self.milestones[ids.index(self.final_id)].required:
+            raise ValueError(f"the final milestone {self.final_id!r} must be required (reaching it ends the trial)")
+        self._check_tracks()
+        shas = [r.sha1 for r in self.roms]
+        if len(set(shas)) != len(shas):
+            raise ValueError("roms: the same sha1 is listed twice")
+        return self
+
+    def _check_goals(self) -> None:
+        for gid, goal in self.goals.items():
+            tests = [*goal.all, *goal.room]
+            names = [*goal.counts, goal.owned, *(c.field for c in tests)]
+            missing = sorted(set(names) - set(self.fields))
+            if missing:
+                raise ValueError(f"goals.{gid}: {', '.join(missing)} is not a field")
+            if not self.is_bytes(goal.owned):
+                raise ValueError(f"goals.{gid}: owned field {goal.owned!r} must hold bytes (the owned bitfield)")
+            for name in [*goal.counts, *(c.field for c in tests)]:
+                if self.is_bytes(name):
+                    raise ValueError(f"goals.{gid}: field {name!r} holds bytes; counts and conditions need numbers")
+
+    def _check_memory(self) -> None:
+        """Every pointer, array and field names what exists and lies inside the platform's address space."""
+        space, plat = ADDRESS_SPACE[self.platform], self.platform
+        clash = sorted(set(self.pointers) & set(self.fields))
+        if clash:
+            raise ValueError(f"pointer values appear in the sample under their own names, so a field cannot "
+                             f"share one: {', '.join(clash)}")
+        width = POINTER_WIDTH[plat]
+        outside = sorted(n for n, p in self.pointers.items() if p.address + width > space)
+        if outside:
+            raise ValueError(f"pointers outside the {plat} address space (0x0-0x{space - 1:X}): {', '.join(outside)}")
+
+        def placed(what: str, base: str | None, address: int, size: int) -> None:
+            if base is not None and base not in self.pointers:
+                raise ValueError(f"{what} is based on unknown pointer {base!r} (pointers: {_names(self.pointers)})")
+            # Absolute: the whole range must be in the space. Based: only the offset can be checked
+            # (the pointer's value is known at sample time), and an offset beyond the space never fits.
+            if address + size > space:
+                where = "offset" if base is not None else "address"
+                raise ValueError(f"{what} lies outside the {plat} address space (0x0-0x{space - 1:X}): "
+                                 f"{where} 0x{address:X} + {size} bytes")
+
+        for name, a in self.arrays.items():
+            placed(f"array {name!r}", a.base, a.address, a.size)
+        for name, f in self.fields.items():
+            derived = f.derived_from
+            if derived is None:
+                placed(f"field {name!r}", f.base, f.address, f.width)
+                continue
+            how, array_name = derived
+            array = self.arrays.get(array_name)
+            if array is None:
+                raise ValueError(f"field {name!r} names unknown array {array_name!r} (arrays: {_names(self.arrays)})")
+            want = ARRAY_KIND[how]
+            if array.kind != want:
+                raise ValueError(f"field {name!r}: {how} needs an array of kind {want}, and {array_name!r} is "
+                                 f"of kind {array.kind}")
+            i = f.index
+            if isinstance(array, FlagArray) and i >= array.bytes * 8:
+                raise ValueError(f"field {name!r}: flag 0x{i:X} is outside array {array_name!r} "
+                                 f"(flags 0x0-0x{array.bytes * 8 - 1:X}, {array.bytes} bytes)")
+            if isinstance(array, VarArray) and not array.start <= i < array.start + array.count:
+                raise ValueError(f"field {name!r}: var 0x{i:X} is outside array {array_name!r} "
+                                 f"(vars 0x{array.start:X}-0x{array.start + array.count - 1:X})")
+            if isinstance(array, RecordArray) and i >= array.stride:
+                raise ValueError(f"field {name!r}: offset {i} is outside array {array_name!r}'s "
+                                 f"{array.stride}-byte records")
+            if isinstance(array, ItemArray):
+                if array.id == "u8" and i > 0xFF:
+                    raise ValueError(f"field {name!r}: item id 0x{i:X} does not fit array {array_name!r}'s "
+                                     f"u8 ids")
+                if array.terminator is not None and i == array.terminator:
+                    raise ValueError(f"field {name!r}: item id 0x{i:X} is array {array_name!r}'s terminator")
+        for name, a in self.arrays.items():
+            ref = a.key if isinstance(a, ItemArray) else a.count if isinstance(a, RecordArray) else None
+            if ref is None:
+                continue
+            what = "key" if isinstance(a, ItemArray) else "count"
+            key = self.fields.get(ref)
+            if key is None:
+                raise ValueError(f"array {name!r}: {what} {ref!r} is not a field (fields: {_names(self.fields)})")
+            if key.derived_from is not None or key.kind == "bytes":
+                raise ValueError(f"array {name!r}: {what} {ref!r} must be a number read at an address "
+                                 f"(u8 .. s32le), not {key.derived_from[0] if key.derived_from else 'bytes'}")
+
+    def _check_tracks(self) -> None:
+        """A track shows only defined fields, and none that decides a rung: not a ladder field, not
+        one reading the same memory, not one derived from the same array (the evaluator's hidden
+        completion flags stay hidden)."""
+        track = self.tracks.structured
+        if track is None:
+            return
+        unknown = sorted(set(track.fields) - set(self.fields))
+        if unknown:
+            raise ValueError(f"tracks.structured.fields: {', '.join(unknown)} is not a field")
+        d = track.dialogue
+        space = ADDRESS_SPACE[self.platform]
+        if isinstance(d, Dialogue) and d.tilemap + d.stride * (max(d.rows) + 1) > space:
+            raise ValueError(f"tracks.structured.dialogue lies outside the {self.platform} address space")
+        ladder = self.ladder_fields
+        if isinstance(d, StringDialogue):
+            for address, size in d.memory():
+                if address + size > space:
+                    raise ValueError(f"tracks.structured.dialogue lies outside the {self.platform} address space")
+                clash = next((lf for lf in sorted(ladder) if (m := self._memory_of(lf)) and m[0] is None
+                              and m[1] < address + size and address < m[1] + m[2]), None)
+                if clash is not None:
+                    raise ValueError(f"tracks.structured.dialogue reads the memory of ladder field {clash!r}, "
+                                     f"which must stay hidden")
+        for name in track.fields:
+            if name in ladder:
+                raise ValueError(f"tracks.structured.fields: {name!r} is read by a milestone rung and must "
+                                 f"stay hidden (ladder fields: {_names(ladder)})")
+            clash = next((lf for lf in sorted(ladder) if self._shares_memory(name, lf)), None)
+            if clash is not None:
+                raise ValueError(f"tracks.structured.fields: {name!r} reads the memory of ladder field "
+                                 f"{clash!r}, which must stay hidden")
+
+    @property
+    def ladder_fields(self) -> frozenset[str]:
+        """Every field a milestone rung reads."""
+        return frozenset(c.field for m in self.milestones for c in m.all)
+
+    def _memory_of(self, name: str) -> tuple[str | None, int, int] | None:
+        """(base pointer, address, size) a field reads: its own bytes, or its whole array's."""
+        f = self.fields.get(name)
+        if f is None:
+            return None
+        if f.derived_from:
+            a = self.arrays[f.derived_from[1]]
+            return a.base, a.address, a.size
+        return f.base, f.address, f.width
+
+    def _shares_memory(self, a: str, b: str) -> bool:
+        ma, mb = self._memory_of(a), self._memory_of(b)
+        if ma is None or mb is None:
+            return False
+        return ma[0] == mb[0] and ma[1] < mb[1] + mb[2] and mb[1] < ma[1] + ma[2]
+
+    def is_bytes(self, name: str) -> bool:
+        """Whether a sample name (a field or a pointer) holds a list of bytes rather than a number."""
+        f = self.fields.get(name)
+        return f is not None and f.is_bytes
+
+    @property
+    def party_level_field(self) -> str | None:
+        """The field the long-horizon scorer reads L from: long_horizon.level_field, else level_field."""
+        own = self.long_horizon.level_field if self.long_horizon else None
+        return own or self.level_field
+
+    @property
+    def final_id(self) -> str:
+        return self.final_milestone or self.milestones[-1].id
+
+    @property
+    def total_points(self) -> int:
+        return sum(m.points for m in self.milestones)
+
+    @property
+    def stable_at_start(self) -> list[str]:
+        """Fields every restore of the start state must reproduce: `start_fields`, or else the
+        position, progress and control fields."""
+        if self.start_fields:
+            return list(dict.fromkeys(self.start_fields))
+        names = list(self.position.model_dump().values()) if self.position else []
+        names += [*self.progress_fields, *(c.field for c in self.controls.values())]
+        return list(dict.fromkeys(names))
+
+    @property
+    def route_resets(self) -> list[str]:
+        """Fields whose change ends route repetition: progress, and justified recovery events."""
+        return [*self.progress_fields, *self.recovery_events]
+
+    def is_ready(self, sample: Sample) -> bool:
+        return all(c.holds(sample) for c in self.ready)

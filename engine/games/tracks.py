@@ -1,0 +1,106 @@
+"""Information tracks (seed 003): what an agent is shown besides the screen.
+
+`visual`: the screen only (an Observation's `structured` is None, the prompt is what it always was).
+`structured`: also the game definition's allowlisted probe fields (engine.games.gamedef.StructuredTrack;
+the loader refuses a field any milestone rung reads) and the dialogue box's text, decoded through the
+game's character map from the tilemap (`kind: tilemap`: the cartridge, Red's wTileMap) or from the
+game's string buffer (`kind: string`: FireRed's gStringVar4). Nothing else of a probe sample is copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from engine.games.gamedef import Dialogue, GameDefinition, Sample, StringDialogue, StructuredTrack
+
+Track = Literal["visual", "structured"]
+TRACKS: tuple[Track, ...] = ("visual", "structured")
+ReadRange = Callable[[int, int], Sequence[int]]
+
+
+def charmap(dialogue: Dialogue | StringDialogue) -> dict[int, str]:
+    table: dict[int, str] = {}
+    for run in dialogue.charmap:
+        for i, ch in enumerate(run.chars):
+            table[run.first + i] = ch
+    return table
+
+
+def decode_dialogue(dialogue: Dialogue, read_range: ReadRange, table: dict[int, str] | None = None) -> str | None:
+    """The dialogue window's text, one line per text row (trailing blanks and empty last lines cut),
+    or None while the window is not on screen."""
+    table = table if table is not None else charmap(dialogue)
+    shown = dialogue.shown_tile
+    if shown is not None:
+        at = dialogue.tilemap + shown.row * dialogue.stride + shown.column
+        if read_range(at, 1)[0] != shown.tile:
+            return None
+    width = dialogue.last_column - dialogue.first_column + 1
+    lines = []
+    for row in dialogue.rows:
+        tiles = read_range(dialogue.tilemap + row * dialogue.stride + dialogue.first_column, width)
+        lines.append("".join(table.get(t, dialogue.unmapped) for t in tiles).rstrip())
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
+
+
+def decode_string(dialogue: StringDialogue, read_range: ReadRange, table: dict[int, str] | None = None) -> str | None:
+    """The string buffer's text up to its terminator: line-break bytes as new lines, control bytes and
+    their arguments dropped, trailing blanks of each line and empty last lines cut; None while the
+    `shown` byte says no box is on screen."""
+    table = table if table is not None else charmap(dialogue)
+    if dialogue.shown is not None and read_range(dialogue.shown.address, 1)[0] == dialogue.shown.hidden:
+        return None
+    data = read_range(dialogue.address, dialogue.length)
+    breaks = set(dialogue.line_breaks)
+    args = {c.byte: c.count for c in dialogue.controls}
+    ext = dialogue.ext_control
+    out: list[str] = []
+    i = 0
+    while i < len(data) and data[i] != dialogue.terminator:
+        b = data[i]
+        if ext is not None and b == ext.byte:
+            code = data[i + 1] if i + 1 < len(data) else 0
+            i += 1 + (ext.lengths[code] if code < len(ext.lengths) else 0)  # as the game's StripExtCtrlCodes
+            continue
+        if b in args:
+            i += 1 + args[b]
+            continue
+        out.append("\n" if b in breaks else table.get(b, dialogue.unmapped))
+        i += 1
+    lines = [line.rstrip() for line in "".join(out).split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
+
+
+class StructuredView:
+    """Builds the structured track's dict for one decision: only allowlisted names, in a fixed order."""
+
+    def __init__(self, track: StructuredTrack):
+        self.fields = tuple(track.fields)
+        self.dialogue = track.dialogue
+        self._table = charmap(track.dialogue) if track.dialogue else None
+        self._decode = decode_string if isinstance(track.dialogue, StringDialogue) else decode_dialogue
+
+    def __call__(self, sample: Sample, read_range: ReadRange) -> dict:
+        view: dict = {name: _plain(sample.get(name)) for name in self.fields}
+        if self.dialogue is not None:
+            view["dialogue"] = self._decode(self.dialogue, read_range, self._table)
+        return view
+
+
+def _plain(value):
+    return list(value) if isinstance(value, list | tuple) else value
+
+
+def structured_view(game: GameDefinition, track: Track) -> StructuredView | None:
+    """The view for a trial on `track`, or None on the visual track. Raises ValueError when the
+    structured track is asked of a definition that declares none."""
+    if track == "visual":
+        return None
+    if game.tracks.structured is None:
+        raise ValueError(f"game definition {game.id!r} declares no structured track (tracks.structured)")
+    return StructuredView(game.tracks.structured)

@@ -1,0 +1,2 @@
+"""Review's own panes: the scrubber, a decision's response, memory as it stood, annotation.
+"""

@@ -1,0 +1,2 @@
+"""One trial's panes: frame, trace, memory, ladder, budgets, and their layout by the space they have.
+"""

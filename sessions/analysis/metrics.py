@@ -1,0 +1,896 @@
+"""Every metric of the protocol (seed 000), computed from the records of an evidence folder.
+
+Pure functions over records: result.json, trace.jsonl, inputs.jsonl, memory.jsonl (through
+sessions.evidence.reader) and the annotation layers (sessions.annotations.annotation_layer.read_layers). The one
+optional extra is the per-action probed state, which the records do not hold: `replay_states`
+re-runs a trial's recorded inputs (like `oakwatch replay`) to recover it, and every figure that
+needs it says where its state came from (`state_source`: "replay" or "records").
+
+Definitions (docs/metrics.md repeats them, with the formulas):
+- Unknown stays null, never zero; zero-progress trials never get a ratio over zero progress.
+- Productive action: an accepted action that changed the probed state (the position and every field
+  the definition names for progress, recovery, battle or a milestone) or the screen (the captured
+  frame's hash), and is not part of a repeated route segment. Without replayed state: the screen only.
+- Repeated navigation action: an action that completes a segment of SEGMENT (4) transitions that
+  already occurred since the last progress event (a milestone, a change in a progress field or a
+  recovery-event field); required backtracking (game definition) is never repetition. Without
+  replayed state a transition is (frame before, action, frame after).
+- Memory errors: the confirmed labels (see `confirmed_labels`) of the eight rubric types; a
+  consequence is never counted in an aggregate that already counts its primary cause. A trial's count
+  is known (0 with no label) only when the annotators looked at every decision of it: a reviewed
+  record's range, or a label in a trial they recorded no review of (`coverage`); otherwise null.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+
+from engine.games.gamedef import GameDefinition
+from engine.loop.records import Annotation, InputLine, MemoryOp, TraceLine, TrialResult
+from engine.loop.routes import RouteTracker
+from sessions.evidence import layout
+from sessions.evidence.reader import FormatProblem, TrialReader
+
+MEMORY_TYPES = ("omission", "false-persistence", "fabrication", "contradiction", "duplicate-objective",
+                "context-substitution", "memory-use-failure", "unsupported-overwrite")
+STORAGE_TYPES = frozenset({"omission", "false-persistence", "fabrication", "contradiction", "unsupported-overwrite"})
+USE_TYPES = frozenset({"duplicate-objective", "context-substitution", "memory-use-failure"})
+SEVERITIES = ("minor", "material", "critical")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+WRITE_OPS = frozenset({"write", "update", "complete", "supersede", "reject"})
+ADJUDICATION = "adjudication"
+OPERATOR = "operator"
+BOOTSTRAP_RESAMPLES = 2000
+Z95 = 1.959963984540054
+SIGNIFICANCE_MIN = 10
+
+# Per-condition metrics: name -> the row key whose zero excludes a trial (its ratio does not exist), or None.
+SUMMARY_METRICS: dict[str, str | None] = {
+    "points": None, "milestones": None, "accepted_actions": None, "model_decisions": None, "cost_usd": None,
+    "tokens": None, "model_latency_s": None, "wall_s": None, "productive_actions": None,
+    "productive_action_rate": "accepted_actions", "battle_actions": None, "navigation_actions": None,
+    "repeated_navigation_actions": None, "repeat_overhead": "accepted_actions", "memory_errors": None,
+    "material_errors": None, "memory_error_rate": "model_decisions",
+    "material_memory_error_rate": "model_decisions", "memory_recovery_cost": None,
+    "cost_per_milestone": "milestones", "cost_per_point": "points", "actions_per_milestone": "milestones",
+    "progress_efficiency": "cost_usd", "storage_quality": None, "use_quality": None,
+    "path_efficiency": "milestones",
+}
+
+
+def ratio(numerator, denominator, scale: float = 1.0):
+    """numerator / denominator * scale; None when either is unknown or the denominator is zero."""
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return round(numerator / denominator * scale, 6)
+
+
+# -- per-action state ---------------------------------------------------------------------------
+
+@dataclass
+class States:
+    """The probed sample before the first action and after each accepted action (replayed)."""
+
+    start: dict
+    after: list[dict]
+
+
+def replay_states(trial_dir: Path) -> tuple[States | None, str | None]:
+    """Re-run the trial's recorded inputs from its start state and collect the probed sample after
+    every action, checking each frame hash against the record. (States, None) or (None, why not)."""
+    from engine.emulators.backends import BACKENDS
+    from engine.games.probe import Probe
+    from sessions.audit.replay import load_trial
+    from sessions.preflight.experiment import PreflightError
+
+    try:
+        loaded = load_trial(trial_dir)
+        emulator = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path),
+                                                                loaded.game.platform)
+    except (PreflightError, FormatProblem, OSError) as exc:
+        return None, f"replay unavailable: {exc}"
+    except Exception as exc:  # an emulator that cannot start: the records still give what they give
+        return None, f"replay unavailable: {type(exc).__name__}: {exc}"
+    try:
+        probe = Probe(loaded.game)
+        emulator.restore(loaded.state)
+        start = probe(emulator.read_range)
+        after = []
+        for row in loaded.reader.inputs():
+            step = emulator.step(row.action, loaded.timing, probe)
+            if step.frame_sha256 != row.frame_sha256:
+                return None, (f"replay diverged at decision {row.decision_id}, action {row.index}: "
+                              f"state from the records only")
+            after.append(step.ram_last)
+        return States(start, after), None
+    except FormatProblem as exc:
+        return None, f"replay unavailable: {exc}"
+    except Exception as exc:
+        return None, f"replay failed: {type(exc).__name__}: {exc}"
+    finally:
+        emulator.close()
+
+
+def state_fields(game: GameDefinition | None) -> list[str]:
+    """The probed state that makes an action productive: position, progress, recovery, battle and
+    milestone fields (counters that tick every frame are left out)."""
+    if game is None:
+        return []
+    names: list[str] = []
+    if game.position:
+        names += [game.position.map, game.position.x, game.position.y]
+    names += list(game.progress_fields) + list(game.recovery_events)
+    names += [game.battle_field] if game.battle_field else []
+    names += [c.field for m in game.milestones for c in m.all]
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class ActionFigures:
+    productive: int = 0
+    repeated: int = 0  # repeated navigation actions
+    excused: int = 0  # repeated segments that were required backtracking
+    battle: int | None = None
+    navigation: int | None = None
+    changed: int = 0
+    per_decision: dict[int, int] = field(default_factory=dict)  # accepted actions per decision
+    cumulative: list[tuple[int, int]] = field(default_factory=list)  # (decision, actions so far)
+
+
+def action_figures(trace: list[TraceLine], inputs: list[InputLine], awards: dict[int, str],
+                   game: GameDefinition | None, states: States | None) -> ActionFigures:
+    """Productive, repeated, battle and navigation actions (module docstring).
+
+    `awards`: capture frame index -> milestone id, the actions that earned a rung (a progress event)."""
+    out = ActionFigures()
+    for row in inputs:
+        out.per_decision[row.decision_id] = out.per_decision.get(row.decision_id, 0) + 1
+    use_state = states is not None and game is not None and len(states.after) == len(inputs)
+    tracker = RouteTracker.for_game(game, None) if use_state else RouteTracker(None)
+    watched = state_fields(game) if use_state else []
+    resets = game.route_resets if use_state else []
+    pos = game.position if use_state else None
+    battle_field = game.battle_field if use_state else None
+    if battle_field:
+        out.battle = 0
+    frame = trace[0].frame_sha256 if trace else None
+    sample = states.start if use_state else None
+    reached: list[str] = []
+    for i, row in enumerate(inputs):
+        after = states.after[i] if use_state else None
+        changed = row.frame_sha256 != frame or (
+            use_state and any(sample.get(f) != after.get(f) for f in watched))
+        before_repeats = tracker.repeated_actions
+        if row.capture_frame in awards:
+            reached.append(awards[row.capture_frame])
+            tracker.progress()
+        if use_state and any(sample.get(f) != after.get(f) for f in resets):
+            tracker.progress()
+        in_battle = bool(battle_field and sample.get(battle_field))
+        if pos is not None:
+            tracker.record((int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y])), row.action,
+                           (int(after[pos.map]), int(after[pos.x]), int(after[pos.y])), reached)
+        elif not use_state:
+            tracker.record((frame,), row.action, (row.frame_sha256,))
+        repeated = tracker.repeated_actions > before_repeats and not in_battle
+        out.changed += changed
+        out.repeated += repeated
+        out.productive += changed and not repeated
+        if battle_field:
+            out.battle += in_battle
+        frame, sample = row.frame_sha256, after
+    out.excused = tracker.excused_actions
+    if out.battle is not None:
+        out.navigation = len(inputs) - out.battle
+    total = 0
+    for t in trace:
+        total += out.per_decision.get(t.decision_id, 0)
+        out.cumulative.append((t.decision_id, total))
+    return out
+
+
+# -- annotations ----------------------------------------------------------------------------------
+
+def read_annotation_layers(root: Path) -> dict[str, list[Annotation]]:
+    """Every layer (annotators, the operator's live tags, adjudication) through the annotation layer."""
+    from sessions.annotations.annotation_layer import read_layers
+
+    return read_layers(root)
+
+
+@dataclass
+class Label:
+    """One confirmed memory-error label, as aggregates count it."""
+
+    id: str
+    trial_key: str
+    decision_id: int
+    type: str
+    severity: str
+    refers_to: str | None
+    recovered_decision: int | None
+    role: str
+    primary_id: str | None
+    source: str  # "single", "agreed" or "adjudicated"
+
+    @property
+    def is_memory(self) -> bool:
+        return self.type in MEMORY_TYPES
+
+
+@dataclass
+class Coverage:
+    """The decisions of one trial one annotator looked at for memory errors.
+
+    With a reviewed record for the trial: its reviewed ranges and the decisions the annotator labelled.
+    Without one (a layer from before reviewed records, or labels only): a label anywhere in the trial
+    stands for the whole of it, as it always did."""
+
+    whole: bool = False
+    spans: list[tuple[int, int]] = field(default_factory=list)  # inclusive decision ranges
+
+    def covers(self, decision: int) -> bool:
+        return self.whole or any(lo <= decision <= hi for lo, hi in self.spans)
+
+
+def complete(coverages: Iterable[Coverage], last_decision: int) -> bool:
+    """Whether the coverages together hold every decision 1..last_decision (and there is one at all)."""
+    spans: list[tuple[int, int]] = []
+    for c in coverages:
+        if c.whole:
+            return True
+        spans += c.spans
+    if not spans:
+        return False
+    need = 1  # the first decision not yet covered
+    for lo, hi in sorted(spans):
+        if lo > need:
+            break
+        need = max(need, hi + 1)
+    return need > last_decision
+
+
+def coverage(records: Iterable[Annotation]) -> dict[str, Coverage]:
+    """trial key -> the decisions this layer looked at (Coverage). A reviewed record without a usable
+    range covers nothing (verify names it)."""
+    records = list(records)
+    reviewed = {a.trial_key for a in records if a.kind == "reviewed"}
+    out: dict[str, Coverage] = {}
+    for a in records:
+        if a.kind == "reviewed":
+            last = a.through_decision
+            if last is not None and last >= a.decision_id:
+                out.setdefault(a.trial_key, Coverage()).spans.append((a.decision_id, last))
+        elif a.kind in ("memory-error", "route"):
+            c = out.setdefault(a.trial_key, Coverage())
+            if a.trial_key in reviewed:
+                c.spans.append((a.decision_id, a.decision_id))
+            else:
+                c.whole = True
+    return out
+
+
+@dataclass
+class Confirmed:
+    labels: list[Label]
+    disputed: list[dict]  # unresolved disagreements, kept, never counted
+    annotators: list[str]
+    basis: str  # "annotators", "operator" or "none"
+    # basis layer -> trial key -> what it looked at (reviewed ranges, labels)
+    coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
+
+    def is_annotated(self, key: str, last_decision: int) -> bool:
+        """Whether the basis layers together looked at every decision of the trial: only then is its
+        memory-error count a known number (0 with no label); otherwise its memory figures are null."""
+        return complete((layer[key] for layer in self.coverage.values() if key in layer), last_decision)
+
+
+def _memory_labels(records: Iterable[Annotation]) -> list[Annotation]:
+    return [a for a in records if a.kind == "memory-error"]
+
+
+def _label(a: Annotation, source: str, **changes) -> Label:
+    fields = {"id": a.id or f"{a.annotator}-{a.trial_key}-{a.decision_id}-{a.type}", "trial_key": a.trial_key,
+              "decision_id": a.decision_id, "type": a.type, "severity": a.severity, "refers_to": a.refers_to,
+              "recovered_decision": a.recovered_decision, "role": a.role, "primary_id": a.primary_id,
+              "source": source}
+    fields.update(changes)
+    return Label(**fields)
+
+
+def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
+    """The labels aggregates count.
+
+    The annotators' layers are the basis when there are any (every layer but `operator` and
+    `adjudication`), else the operator's live tags. Labels are grouped by (trial, decision):
+    - an adjudication that settles any label of the group replaces the group: accept keeps the
+      settled labels (with the adjudication's type and severity when it gives them), relabel keeps
+      one label of the adjudicated type and severity, reject keeps none;
+    - the annotators at a decision are those who looked at it (`coverage`: a reviewed range, or a
+      label in the trial when they recorded no review of it);
+    - one of them: every label counts;
+    - several: a type counts when every one of them gave it at that decision (severity: the least
+      severe given); anything else, a reviewed decision left unlabelled beside another's label
+      included, is a disagreement, listed and not counted until adjudicated.
+    A trial is annotated when the basis layers looked at every decision of it (`Confirmed.is_annotated`).
+    """
+    annotators = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
+                        and any(a.kind != "freeze" for a in layers[n]))
+    if annotators:
+        basis, names = "annotators", annotators
+    elif _memory_labels(layers.get(OPERATOR, [])):
+        basis, names = "operator", [OPERATOR]
+    else:
+        return Confirmed([], [], [], "none")
+    looked = {name: coverage(layers.get(name, [])) for name in names}
+    rulings: dict[str, Annotation] = {}
+    for a in layers.get(ADJUDICATION, []):
+        if a.kind == "adjudication":
+            for rid in a.resolves or []:
+                rulings[rid] = a  # the latest ruling on a label wins
+    groups: dict[tuple[str, int], dict[str, list[Annotation]]] = defaultdict(lambda: defaultdict(list))
+    for name in names:
+        for a in _memory_labels(layers.get(name, [])):
+            groups[(a.trial_key, a.decision_id)][name].append(a)
+    labels: list[Label] = []
+    disputed: list[dict] = []
+    for (key, decision), by_name in sorted(groups.items()):
+        every = [a for group in by_name.values() for a in group]
+        ruling = next((rulings[a.id] for a in every if a.id in rulings), None)
+        if ruling is not None:
+            settled = [a for a in every if a.id in (ruling.resolves or [])]
+            if ruling.resolution == "reject":
+                continue
+            if ruling.resolution == "relabel":
+                first = settled[0] if settled else every[0]
+                labels.append(_label(first, "adjudicated", type=ruling.type, severity=ruling.severity))
+                continue
+            seen: set[str] = set()
+            for a in settled or every:
+                if a.type in seen:
+                    continue
+                seen.add(a.type)
+                changes = {"type": ruling.type, "severity": ruling.severity} if len(settled) > 1 else {}
+                labels.append(_label(a, "adjudicated", **changes))
+                if changes:
+                    break
+            continue
+        present = [n for n in names if n in by_name or (key in looked[n] and looked[n][key].covers(decision))]
+        if len(present) == 1:
+            labels += [_label(a, "single") for a in every]
+            continue
+        types = {name: sorted({a.type for a in by_name.get(name, [])}) for name in present}
+        if len({tuple(t) for t in types.values()}) == 1:
+            first = by_name[present[0]]
+            for t in types[present[0]]:
+                given = [a for a in every if a.type == t]
+                least = min((a.severity for a in given), key=SEVERITY_RANK.__getitem__)
+                origin = next(a for a in first if a.type == t)
+                labels.append(_label(origin, "agreed", severity=least))
+        else:
+            disputed.append({"trial_key": key, "decision_id": decision,
+                             "labels": {name: [{"id": a.id, "type": a.type, "severity": a.severity}
+                                               for a in by_name.get(name, [])] for name in present}})
+    return Confirmed(labels, disputed, names, basis, looked)
+
+
+def counted(labels: list[Label], keep: Callable[[Label], bool]) -> list[Label]:
+    """The labels one aggregate counts: those `keep` accepts, minus any consequence whose primary
+    cause is itself counted in that aggregate (one event is never counted twice)."""
+    kept = [lab for lab in labels if keep(lab)]
+    ids = {lab.id for lab in kept}
+    return [lab for lab in kept if not (lab.role == "consequence" and lab.primary_id in ids)]
+
+
+@dataclass
+class MemoryFigures:
+    memory_errors: int | None
+    material_errors: int | None
+    memory_error_rate: float | None
+    material_memory_error_rate: float | None
+    memory_recovery_cost: int | None
+    storage_errors: int | None
+    use_errors: int | None
+    storage_quality: float | None
+    use_quality: float | None
+    by_type: dict[str, int]
+    by_severity: dict[str, int]
+
+
+def memory_figures(labels: list[Label] | None, decisions: int, per_decision: dict[int, int],
+                   last_decision: int, memory_ops: list[MemoryOp], trace: list[TraceLine]) -> MemoryFigures:
+    """`labels`: the trial's confirmed labels; None when nobody annotated (every label figure is null).
+
+    memory_recovery_cost: accepted actions of the decisions from each counted error's decision up to
+    (not including) its recovered_decision; an error with none recorded never recovered: to the end."""
+    writes = sum(op.op in WRITE_OPS for op in memory_ops)
+    reading = sum(bool(t.memory_reads) for t in trace)
+    if labels is None:
+        return MemoryFigures(None, None, None, None, None, None, None, None, None, {}, {})
+    errors = counted(labels, lambda lab: lab.is_memory)
+    material = counted(labels, lambda lab: lab.is_memory and lab.severity in ("material", "critical"))
+    storage = counted(labels, lambda lab: lab.type in STORAGE_TYPES)
+    use = counted(labels, lambda lab: lab.type in USE_TYPES)
+    cost = 0
+    for lab in errors:
+        end = lab.recovered_decision if lab.recovered_decision is not None else last_decision + 1
+        cost += sum(n for d, n in per_decision.items() if lab.decision_id <= d < end)
+    by_type = {t: len(counted(labels, lambda lab, t=t: lab.type == t)) for t in MEMORY_TYPES}
+    by_severity = {s: len(counted(labels, lambda lab, s=s: lab.is_memory and lab.severity == s))
+                   for s in SEVERITIES}
+    return MemoryFigures(
+        memory_errors=len(errors), material_errors=len(material),
+        memory_error_rate=ratio(len(errors), decisions, 100), material_memory_error_rate=ratio(len(material),
+                                                                                               decisions, 100),
+        memory_recovery_cost=cost, storage_errors=len(storage), use_errors=len(use),
+        storage_quality=None if not writes else round(max(0.0, 1 - len(storage) / writes), 6),
+        use_quality=None if not reading else round(max(0.0, 1 - len(use) / reading), 6),
+        by_type=by_type, by_severity=by_severity)
+
+
+# -- the long-horizon scorer (seed 002) --------------------------------------------------------------
+
+def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | None) -> dict:
+    """Seed 002's score with the definition's constants (engine.games.gamedef.LongHorizon):
+    progress = 70 m / M, speed = 40 log2(1 + T_ref / t), discipline = 10 clamp((L0 - L) / (L0 - Lfull), 0, 1),
+    overall = progress + F (speed + discipline). Times are active game time (docs/metrics.md), from each
+    award's `active_seconds` stamp: m counts the required rungs reached within the budget hours (later
+    ones are trimmed), t is the final rung's stamp, and F = 1 when the final rung is reached within budget.
+    Unknown stays null with a reason: a folder without stamps gives progress only where its wall time
+    (an upper bound on active time) is within budget, and no speed."""
+    if game is None:
+        return {"overall": None, "reason": "the game definition could not be loaded"}
+    lh = game.long_horizon
+    if lh is None:
+        return {"overall": None, "reason": f"game definition {game.id} has no long_horizon section"}
+    required = {m.id for m in game.milestones if m.required}
+    total = lh.required_milestones or len(required)
+    budget_s = lh.budget_hours * 3600
+    final = lh.final_milestone or game.final_id
+    tel = result.telemetry
+    trial_active = tel.active_seconds if tel is not None else None
+    wall = tel.wall_time_seconds if tel is not None else None
+    stamps = {a.id: a.active_seconds for a in result.milestones}
+    reached = [mid for mid in result.milestones_reached if mid in required]
+    out = {"required_milestones": total, "level": level, "reference_hours": lh.reference_hours,
+           "budget_hours": lh.budget_hours, "final_milestone": final,
+           "trial_active_hours": None if trial_active is None else trial_active / 3600,
+           "reason": None}
+    unstamped = [mid for mid in result.milestones_reached if stamps.get(mid) is None]
+    if unstamped and not (wall is not None and wall <= budget_s):
+        out.update(reached_required=None, trimmed=None, active_hours=None, progress=None, gate=None, speed=None,
+                   discipline=None, overall=None,
+                   reason=f"no active-time stamp for {', '.join(unstamped)} (a folder from before the stamps, or "
+                          f"a recovered trial): which rungs fell within the {lh.budget_hours:g}-hour budget is "
+                          f"unknown")
+        return out
+    # Without stamps the wall time bounds every rung's active time, and it is within budget here.
+    within = [mid for mid in reached if stamps.get(mid) is None or stamps[mid] <= budget_s]
+    m = min(total, len(within))
+    final_s = stamps.get(final) if final in result.milestones_reached else None
+    out.update(reached_required=m, trimmed=[mid for mid in result.milestones_reached if mid not in within
+                                            and stamps.get(mid) is not None and stamps[mid] > budget_s],
+               active_hours=None if final_s is None else final_s / 3600, progress=round(70 * m / total, 6))
+    finished = final in result.milestones_reached
+    if finished and final_s is None:
+        out.update(gate=None, speed=None, discipline=None, overall=None,
+                   reason=f"the final rung {final} has no active-time stamp (a folder from before the stamps): "
+                          f"the time to the finish is unknown")
+        return out
+    gate = 1 if finished and final_s <= budget_s else 0
+    out["gate"] = gate
+    if not gate:
+        out.update(speed=0.0, discipline=0.0, overall=out["progress"])
+        return out
+    out["speed"] = round(40 * math.log2(1 + lh.reference_hours / max(final_s / 3600, 1e-9)), 6)
+    if level is None:
+        out.update(discipline=None, overall=None,
+                   reason="the highest party level is unknown (no level_field, or no replayed state)")
+        return out
+    span = lh.level_zero - lh.level_full
+    out["discipline"] = round(10 * min(1.0, max(0.0, (lh.level_zero - level) / span)), 6)
+    out["overall"] = round(out["progress"] + out["speed"] + out["discipline"], 6)
+    return out
+
+
+# -- one trial -----------------------------------------------------------------------------------------
+
+@dataclass
+class TrialRecords:
+    key: str
+    rel: str  # folder relative to the experiment
+    result: TrialResult
+    trace: list[TraceLine]
+    inputs: list[InputLine]
+    memory: list[MemoryOp]
+    voided: bool = False
+
+
+def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Label] | None,
+                states: States | None = None, state_note: str | None = None,
+                condition_id: str | None = None) -> dict:
+    """The seed's trial-level row with every per-trial metric (docs/metrics.md)."""
+    r = rec.result
+    tel = r.telemetry
+    valid = r.outcome in ("success", "game-failure")
+    awards = {a.frame_index: a.id for a in r.milestones}
+    acts = action_figures(rec.trace, rec.inputs, awards, game, states)
+    accepted = tel.accepted_actions if tel else len(rec.inputs)
+    decisions = tel.decisions if tel else len(rec.trace)
+    cost = tel.cost_usd if tel else None
+    milestones = len(r.milestones_reached)
+    points = r.progress_points
+    mem = memory_figures(labels, decisions, acts.per_decision, r.last_decision, rec.memory, rec.trace)
+    level = None
+    if states is not None and game is not None and game.long_horizon and game.party_level_field:
+        samples = [states.start, *states.after]
+        level = max(int(s[game.party_level_field]) for s in samples)
+    latency = tel.model_latency_ms / 1000 if tel and tel.model_latency_ms is not None else None
+    return {
+        "trial_key": rec.key, "folder": rec.rel, "condition": r.condition, "condition_id": condition_id,
+        "trial": r.trial, "position": r.position, "attempt": r.attempt, "outcome": r.outcome, "valid": valid,
+        "end_reason": r.termination_reason, "milestones": milestones, "milestones_reached": r.milestones_reached,
+        "deepest": r.deepest_milestone, "points": points, "total_points": r.total_points,
+        "accepted_actions": accepted, "model_decisions": decisions, "cost_usd": cost,
+        "cost_source": tel.cost_source if tel else None, "tokens": tel.tokens if tel else None,
+        "model_latency_s": round(latency, 6) if latency is not None else None,
+        "wall_s": tel.wall_time_seconds if tel else None,
+        "invalid_outputs": tel.invalid_outputs if tel else None,
+        "rejected_actions": tel.rejected_actions if tel else None,
+        "productive_actions": acts.productive, "productive_action_rate": ratio(acts.productive, accepted),
+        "battle_actions": acts.battle, "navigation_actions": acts.navigation,
+        "repeated_navigation_actions": acts.repeated, "required_backtracking_actions": acts.excused,
+        "repeat_overhead": ratio(acts.repeated, accepted),
+        "live_repeated_navigation_actions": tel.repeated_navigation_actions if tel else None,
+        "state_source": "replay" if states is not None else "records", "state_note": state_note,
+        "memory_errors": mem.memory_errors, "material_errors": mem.material_errors,
+        "memory_error_rate": mem.memory_error_rate, "material_memory_error_rate": mem.material_memory_error_rate,
+        "memory_recovery_cost": mem.memory_recovery_cost, "errors_by_type": mem.by_type,
+        "errors_by_severity": mem.by_severity, "storage_errors": mem.storage_errors, "use_errors": mem.use_errors,
+        "storage_quality": mem.storage_quality, "use_quality": mem.use_quality,
+        "cost_per_milestone": ratio(cost, milestones), "cost_per_point": ratio(cost, points),
+        "actions_per_milestone": ratio(accepted, milestones), "progress_efficiency": ratio(points, cost),
+        "zero_progress": points == 0,
+        "variant": r.provenance.get("variant_label"),  # a suite's seen or held-out variant (sessions.variants.suites)
+        "variant_index": r.provenance.get("variant_index"),
+        # the result's own figures (engine.loop.trial.path_figures; verify recomputes them)
+        "path_efficiency": r.derived.get("path_efficiency"),
+        "path_optimal_presses": r.derived.get("path_optimal_presses"), "path_actions": r.derived.get("path_actions"),
+        "long_horizon": long_horizon(r, game, level),
+        "timeline": [{"id": a.id, "decision_id": a.decision_id, "points": a.points} for a in r.milestones],
+        "curve": _curve(rec.trace, acts, r),
+    }
+
+
+def _curve(trace: list[TraceLine], acts: ActionFigures, r: TrialResult) -> list[dict]:
+    """Per decision: accepted actions so far, cost so far (null once any is unknown), points so far."""
+    points_of = {a.id: a.points for a in r.milestones}
+    out, cost, pts = [], 0.0, 0
+    seen: set[str] = set()
+    for t, (_d, actions) in zip(trace, acts.cumulative, strict=True):
+        if t.paid_calls:
+            cost = None if cost is None or t.provider_cost_usd is None else cost + t.provider_cost_usd
+        for mid in t.milestones_after:
+            if mid not in seen:
+                seen.add(mid)
+                pts += points_of.get(mid, 0)
+        out.append({"decision": t.decision_id, "actions": actions, "cost": cost, "points": pts})
+    return out
+
+
+# -- the folder ----------------------------------------------------------------------------------------
+
+def load_game(root: Path) -> tuple[GameDefinition | None, str | None]:
+    from sessions.preflight.assets import resolve
+    from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+    from sessions.preflight.manifest import ManifestError, load_manifest
+
+    try:
+        manifest = load_manifest(root / layout.MANIFEST)
+        return load_game_definition(resolve(manifest.game.definition, root)), None
+    except (ManifestError, GameDefinitionError, OSError, ValueError) as exc:
+        return None, str(exc)
+
+
+def unblinded(root: Path) -> dict[str, str] | None:
+    """label -> condition id once `oakwatch unblind` has run (an unblinded/ folder), else None."""
+    import json
+
+    if not (root / "unblinded").is_dir():
+        return None
+    try:
+        return dict(json.loads((root / layout.BLINDING).read_text())["labels"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def trial_folders(root: Path) -> list[tuple[Path, str, bool]]:
+    """(folder, relative path, voided) of every trial: trials/ then void-<n>/ in order."""
+    out = []
+    trials = root / layout.TRIALS
+    for p in sorted(trials.iterdir()) if trials.is_dir() else []:
+        if p.is_dir():
+            out.append((p, layout.trial_dir(p.name), False))
+    voids = sorted((p for p in root.glob("void-*") if p.is_dir() and p.name[5:].isdigit()),
+                   key=lambda p: int(p.name[5:]))
+    for v in voids:
+        for p in sorted(v.iterdir()):
+            if p.is_dir():
+                out.append((p, f"{v.name}/{p.name}", True))
+    return out
+
+
+def read_trial(folder: Path, rel: str, voided: bool) -> TrialRecords | None:
+    reader = TrialReader(folder, rel)
+    if not reader.exists(layout.RESULT):
+        return None
+    result, _ = reader.result()
+    return TrialRecords(folder.name, rel, result, list(reader.trace()), list(reader.inputs()),
+                        list(reader.memory()) if reader.exists(layout.MEMORY) else [], voided)
+
+
+def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], None] | None = None,
+                  layers: dict[str, list[Annotation]] | None = None) -> list[dict]:
+    """One row per trial with a result (valid or invalid, voided ones included)."""
+    game, _ = load_game(root)
+    if layers is None:
+        layers = read_annotation_layers(root)
+    confirmed = confirmed_labels(layers)
+    by_trial: dict[str, list[Label]] = defaultdict(list)
+    for lab in confirmed.labels:
+        by_trial[lab.trial_key].append(lab)
+    key_map = unblinded(root)
+    rows = []
+    for folder, rel, voided in trial_folders(root):
+        try:
+            rec = read_trial(folder, rel, voided)
+        except FormatProblem as exc:
+            if progress:
+                progress(f"{rel}: unreadable ({exc}); left out")
+            continue
+        if rec is None:
+            continue
+        states, note = None, None
+        if replay and not voided and rec.inputs:
+            if progress:
+                progress(f"replaying {rel} for per-action state ({len(rec.inputs)} actions)")
+            states, note = replay_states(folder)
+        elif progress:
+            progress(f"reading {rel}")
+        # a trial the annotators did not look at whole was not annotated: null memory figures, never 0;
+        # one they did (reviewed, or labelled) has a known count, 0 with no label
+        annotated = not voided and confirmed.is_annotated(rec.key, rec.result.last_decision)
+        labels = by_trial.get(rec.key, []) if annotated else None
+        cid = key_map.get(rec.result.condition) if key_map else None
+        rows.append(compute_row(rec, game, labels, states, note, cid))
+    return rows
+
+
+# -- per condition -------------------------------------------------------------------------------------
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for successes out of n (95% by default); None for n = 0."""
+    if n == 0:
+        return None
+    p = successes / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (round(max(0.0, center - half), 6), round(min(1.0, center + half), 6))
+
+
+def spread(rows: list[dict], metric: str, denominator: str | None) -> dict:
+    """Median and full range over the trials where the metric exists (its denominator is not zero);
+    null when any of those is unknown. `excluded`: trials left out for a zero denominator."""
+    used = [r for r in rows if denominator is None or r.get(denominator) != 0]
+    values = [r.get(metric) for r in used]
+    out = {"n": len(values), "excluded": len(rows) - len(used), "unknown": sum(v is None for v in values)}
+    if not values or out["unknown"]:
+        return {**out, "median": None, "min": None, "max": None}
+    return {**out, "median": median(values), "min": min(values), "max": max(values)}
+
+
+EFFECTS = {  # name: (metric, sign): the effect of B against A is sign * (B - A)
+    "additional_milestones": ("milestones", 1),
+    "actions_saved_per_milestone": ("actions_per_milestone", -1),
+    "cost_saved_per_point": ("cost_per_point", -1),
+    "change_in_material_error_rate": ("material_memory_error_rate", 1),
+}
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    k = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def effect(rows_a: list[dict], rows_b: list[dict], metric: str, sign: int, *,
+           blocks: dict[str, int] | None, seed: int, resamples: int = BOOTSTRAP_RESAMPLES) -> dict:
+    """sign * (B - A) as a mean difference with a percentile bootstrap 95% interval.
+
+    Paired (blocks given): the differences within each counterbalanced block holding a valid trial of
+    both conditions, blocks resampled. Unpaired: each condition resampled on its own. Trials whose
+    metric does not exist (a ratio over zero) are left out; any unknown value makes the effect null."""
+    rng = random.Random(seed)
+    denominator = SUMMARY_METRICS.get(metric)
+    usable_a = [r for r in rows_a if denominator is None or r.get(denominator) != 0]
+    usable_b = [r for r in rows_b if denominator is None or r.get(denominator) != 0]
+    if any(r.get(metric) is None for r in usable_a + usable_b):
+        return {"estimate": None, "ci95": None, "n": 0, "paired": blocks is not None,
+                "reason": "a value is unknown"}
+    if blocks is not None:
+        a_by = {blocks[r["trial_key"]]: r[metric] for r in usable_a if r["trial_key"] in blocks}
+        b_by = {blocks[r["trial_key"]]: r[metric] for r in usable_b if r["trial_key"] in blocks}
+        diffs = [sign * (b_by[k] - a_by[k]) for k in sorted(set(a_by) & set(b_by))]
+        if not diffs:
+            return {"estimate": None, "ci95": None, "n": 0, "paired": True, "reason": "no complete block"}
+        stats = sorted(_mean([rng.choice(diffs) for _ in diffs]) for _ in range(resamples))
+        ci = (round(_percentile(stats, 0.025), 6), round(_percentile(stats, 0.975), 6)) if len(diffs) > 1 else None
+        return {"estimate": round(_mean(diffs), 6), "ci95": ci, "n": len(diffs), "paired": True, "reason": None}
+    a = [r[metric] for r in usable_a]
+    b = [r[metric] for r in usable_b]
+    if not a or not b:
+        return {"estimate": None, "ci95": None, "n": 0, "paired": False, "reason": "no trial with the metric"}
+    stats = sorted(sign * (_mean([rng.choice(b) for _ in b]) - _mean([rng.choice(a) for _ in a]))
+                   for _ in range(resamples))
+    ci = (round(_percentile(stats, 0.025), 6), round(_percentile(stats, 0.975), 6)) \
+        if len(a) > 1 and len(b) > 1 else None
+    return {"estimate": round(sign * (_mean(b) - _mean(a)), 6), "ci95": ci, "n": min(len(a), len(b)),
+            "paired": False, "reason": None}
+
+
+def blocks_of(root: Path) -> dict[str, int] | None:
+    """trial key -> counterbalanced block (schedule position // block size) when the design pairs
+    (trials.order counterbalanced, more than one condition); None otherwise."""
+    import json
+
+    from sessions.preflight.manifest import ManifestError, load_manifest
+
+    try:
+        schedule = json.loads((root / layout.SCHEDULE).read_text())
+        manifest = load_manifest(root / layout.MANIFEST)
+    except (OSError, ValueError, ManifestError):
+        return None
+    if manifest.trials.order != "counterbalanced" or len(manifest.conditions) < 2:
+        return None
+    size = schedule["block_size"]
+    return {key: i // size for i, key in enumerate(schedule["order"])}
+
+
+def variant_comparison(rows: list[dict]) -> dict | None:
+    """A suite's seen against held-out variants, per condition label: valid trials, completions and
+    the spread of points and path efficiency. None outside a suite."""
+    if not any(r.get("variant") for r in rows):
+        return None
+    out: dict[str, dict] = {}
+    for label in sorted({r["condition"] for r in rows}):
+        out[label] = {}
+        for kind in ("seen", "held-out"):
+            mine = [r for r in rows if r["valid"] and r["condition"] == label and r.get("variant") == kind]
+            done = sum(r["outcome"] == "success" for r in mine)
+            out[label][kind] = {"n_valid": len(mine), "successful": done, "completion_rate": ratio(done, len(mine)),
+                                "points": spread(mine, "points", None),
+                                "path_efficiency": spread(mine, "path_efficiency", "milestones")}
+    return out
+
+
+def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None, seed: int) -> dict:
+    """Per condition label: valid trials, median and range of every metric, completion rate with its
+    Wilson 95% interval, zero-progress count; then effects of each label against the first one."""
+    valid = [r for r in rows if r["valid"]]
+    labels = sorted({r["condition"] for r in rows})
+    per: dict[str, dict] = {}
+    for label in labels:
+        mine = [r for r in valid if r["condition"] == label]
+        done = sum(r["outcome"] == "success" for r in mine)
+        types, sev = Counter(), Counter()
+        annotated = [r for r in mine if r.get("memory_errors") is not None]
+        for r in annotated:
+            types.update(r["errors_by_type"])
+            sev.update(r["errors_by_severity"])
+        per[label] = {
+            "condition_id": next((r["condition_id"] for r in rows if r["condition"] == label), None),
+            "n_valid": len(mine), "n_invalid": sum(not r["valid"] for r in rows if r["condition"] == label),
+            "successful": done, "completion_rate": ratio(done, len(mine)), "completion_ci95": wilson(done, len(mine)),
+            "zero_progress": sum(r["zero_progress"] for r in mine),
+            "deepest": [r["deepest"] for r in mine],
+            "metrics": {m: spread(mine, m, d) for m, d in SUMMARY_METRICS.items()},
+            # over the annotated trials only; null when none of them was annotated
+            "n_annotated": len(annotated), "errors_by_type": dict(types) if annotated else None,
+            "errors_by_severity": dict(sev) if annotated else None,
+        }
+    effects = {}
+    if len(labels) >= 2:
+        base = labels[0]
+        for other in labels[1:]:
+            a = [r for r in valid if r["condition"] == base]
+            b = [r for r in valid if r["condition"] == other]
+            effects[f"{other} vs {base}"] = {
+                name: effect(a, b, metric, sign, blocks=paired_blocks, seed=seed)
+                for name, (metric, sign) in EFFECTS.items()}
+    supported = bool(labels) and all(per[lab]["n_valid"] >= SIGNIFICANCE_MIN for lab in labels)
+    return {
+        "conditions": per, "effects": effects,
+        "bootstrap": {"seed": seed, "resamples": BOOTSTRAP_RESAMPLES, "method": "percentile, 95%",
+                      "paired": paired_blocks is not None,
+                      "pairing": "counterbalanced blocks (schedule position // block size)"
+                      if paired_blocks is not None else "none (independent resampling per condition)"},
+        "significance_supported": supported,
+        "significance_note": None if supported else
+        f"fewer than {SIGNIFICANCE_MIN} valid trials per condition: significance claims are not supported",
+    }
+
+
+# -- agreement -----------------------------------------------------------------------------------------
+
+def _cohen(a: list[str], b: list[str]) -> tuple[float | None, float]:
+    n = len(a)
+    if n == 0:
+        return None, 1.0
+    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    ca, cb = Counter(a), Counter(b)
+    pe = sum(ca[k] * cb[k] for k in set(ca) | set(cb)) / (n * n)
+    if pe == 1:
+        return None, po
+    return round((po - pe) / (1 - pe), 6), po
+
+
+def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dict:
+    """Cohen's kappa between each pair of annotators over every decision both looked at (`coverage`:
+    their reviewed ranges, or a trial they labelled without recording a review of it) of every trial
+    (`decisions`: trial key -> its last decision). A decision only one of them looked at is missing
+    for the other, not an agreement on "none" (`one_sided` counts them); one both looked at and only
+    one labelled is a disagreement. Overall: the category of a decision is the sorted set of
+    memory-error types an annotator gave it, or "none". Per type: gave that type or not.
+    Undefined (null) when chance agreement is 1 (both say the same single thing everywhere)."""
+    names = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
+                   and any(a.kind != "freeze" for a in layers[n]))
+    looked = {name: coverage(layers[name]) for name in names}
+    every = [(k, d) for k, last in sorted(decisions.items()) for d in range(1, last + 1)]
+    given: dict[str, dict[tuple[str, int], set[str]]] = {}
+    ids: dict[str, dict[tuple[str, int], list[str]]] = {}
+    for name in names:
+        given[name], ids[name] = defaultdict(set), defaultdict(list)
+        for a in _memory_labels(layers[name]):
+            given[name][(a.trial_key, a.decision_id)].add(a.type)
+            ids[name][(a.trial_key, a.decision_id)].append(a.id)
+    rulings = {rid: a for a in layers.get(ADJUDICATION, []) if a.kind == "adjudication" for rid in a.resolves or []}
+    pairs = []
+    for i, x in enumerate(names):
+        for y in names[i + 1:]:
+            seen_by = [[u[0] in looked[n] and looked[n][u[0]].covers(u[1]) for n in (x, y)] for u in every]
+            units = [u for u, both in zip(every, seen_by, strict=True) if all(both)]
+            one_sided = sum(any(both) and not all(both) for both in seen_by)
+            cat = lambda name, u: "+".join(sorted(given[name].get(u, ()))) or "none"  # noqa: E731
+            overall, po = _cohen([cat(x, u) for u in units], [cat(y, u) for u in units])
+            types = sorted(set(MEMORY_TYPES) | {t for n in (x, y) for s in given[n].values() for t in s})
+            per_type = {}
+            for t in types:
+                k, p = _cohen([str(t in given[x].get(u, ())) for u in units], [str(t in given[y].get(u, ()))
+                                                                            for u in units])
+                per_type[t] = {"kappa": k, "observed_agreement": round(p, 6) if units else None}
+            disagreements = []
+            for u in units:
+                if given[x].get(u, set()) != given[y].get(u, set()):
+                    settled = next((rulings[i] for n in (x, y) for i in ids[n].get(u, []) if i in rulings), None)
+                    disagreements.append({
+                        "trial_key": u[0], "decision_id": u[1], x: sorted(given[x].get(u, ())) or ["none"],
+                        y: sorted(given[y].get(u, ())) or ["none"],
+                        "adjudication": None if settled is None else {
+                            "id": settled.id, "resolution": settled.resolution, "type": settled.type,
+                            "severity": settled.severity, "reason": settled.reason}})
+            pairs.append({"annotators": [x, y], "units": len(units), "one_sided": one_sided, "kappa": overall,
+                          "observed_agreement": round(po, 6) if units else None,  # none looked at by both
+                          "per_type": per_type, "disagreements": disagreements})
+    return {"annotators": names, "pairs": pairs,
+            "note": None if len(names) >= 2 else "fewer than two annotators: agreement not measured"}

@@ -1,0 +1,315 @@
+"""`oakwatch replay`: re-run a trial's recorded inputs from the recorded start state.
+
+No policy and no model: the emulator gets exactly the logged button presses with the
+manifest's timing. Every action's frame hash and frame numbers, every decision's milestones,
+every award's frame, and the recorded reason the trial ended (where the emulator can decide
+it) must come out the same. The trace is streamed: memory stays flat however long the trial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.battle.episodes import EpisodeRules
+from engine.emulators.emulator import Timing, frame_sha256
+from engine.games.gamedef import GameDefinition
+from engine.games.goals import GOAL_MET, GoalCheck
+from engine.games.ladder import FINAL, FINAL_SKIPPED, Ladder
+from engine.games.probe import Probe
+from engine.loop.records import InputLine, TraceLine
+from engine.loop.routes import RouteTracker
+from sessions.audit.package import GAME_COPY, PACKAGE_MANIFEST, REDACTED, is_package
+from sessions.evidence import layout
+from sessions.evidence.reader import FormatProblem, TrialReader
+from sessions.preflight.assets import resolve
+from sessions.preflight.experiment import PreflightError, sha256_file
+from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+from sessions.preflight.manifest import Manifest, ManifestError, load_manifest
+
+
+class Divergence(RuntimeError):
+    """The replay differs from the record; the message names where."""
+
+
+@dataclass
+class LoadedTrial:
+    reader: TrialReader
+    manifest: Manifest
+    rom_path: Path
+    state: bytes
+    game: GameDefinition
+    timing: Timing
+    rom: bytes  # as hashed: the replay plays exactly these bytes
+    first_frame: str | None = None  # a suite variant's pinned first frame (else the manifest's)
+
+
+def load_trial(trial_dir: Path, rom: Path | None = None, state: Path | None = None) -> LoadedTrial:
+    """Everything a replay needs, checked; PreflightError (bad input) if any is missing."""
+    from sessions.evidence.folder_kind import trial_problem
+
+    problem = trial_problem(trial_dir)
+    if problem is not None:
+        raise PreflightError(problem)
+    folder = trial_dir.resolve().parent.parent
+    package = is_package(folder)  # the publishable package: its manifest is redacted (docs/report.md)
+    try:
+        manifest = load_manifest(folder / (PACKAGE_MANIFEST if package else layout.MANIFEST))
+    except ManifestError as exc:
+        raise PreflightError(str(exc)) from None
+    g = manifest.game
+    if manifest.variants:
+        return _load_variant_trial(trial_dir, folder, manifest, rom)
+    if rom is None and g.rom == REDACTED:
+        raise PreflightError(f"the package does not say where the ROM is (its path was redacted): give it with "
+                             f"--rom (SHA-256 {g.rom_sha256})")
+    rom_path = rom or resolve(g.rom, folder)
+    rom_bytes, rom_sha = sha256_file(rom_path, "ROM")
+    if rom_sha != g.rom_sha256:
+        raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, the experiment used {g.rom_sha256}")
+    from engine.emulators.backends import BACKENDS
+
+    chosen = BACKENDS[manifest.emulator.name]
+    installed = chosen.version()
+    if installed is None:
+        raise PreflightError(chosen.missing_message())
+    entry = manifest.start_state()
+    if entry is None:
+        raise PreflightError(f"{folder / layout.MANIFEST}: no start state for {manifest.emulator.name} in "
+                             f"game.start_states")
+    if installed != (manifest.emulator.version or entry.emulator_version):
+        raise PreflightError(f"the experiment ran on {manifest.emulator.name} "
+                             f"{manifest.emulator.version or entry.emulator_version}, but {installed} is "
+                             f"installed: a replay needs the same emulator version")
+    if state is None and entry.state == REDACTED:
+        raise PreflightError(f"the package does not say where the start state is (its path was redacted): give it "
+                             f"with --state (SHA-256 {entry.sha256})")
+    state, state_sha = sha256_file(state or resolve(entry.state, folder), "initial state")
+    if state_sha != entry.sha256:
+        raise PreflightError(f"initial state has SHA-256 {state_sha}, the experiment used {entry.sha256}")
+    definition = folder / GAME_COPY if package and g.definition == REDACTED else resolve(g.definition, folder)
+    try:
+        game = load_game_definition(definition)
+    except GameDefinitionError as exc:
+        raise PreflightError(str(exc)) from None
+    timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
+    return LoadedTrial(TrialReader(trial_dir), manifest, rom_path, state, game, timing, rom_bytes)
+
+
+def _load_variant_trial(trial_dir: Path, folder: Path, manifest: Manifest, rom: Path | None) -> LoadedTrial:
+    """A suite trial: its variant's ROM (`--rom`, or remade from a seen variant's seed) and the start
+    state made from it the bundled way, both checked against the hashes the trial recorded."""
+    from engine.emulators.backends import BACKENDS
+    from sessions.variants.suites import variant_index
+    from sessions.variants.variant_files import make_start_state, start_yaml
+    from sessions.variants.variants import VariantError, make_variant
+
+    reader = TrialReader(trial_dir)
+    try:
+        genesis, _ = reader.genesis()
+    except FormatProblem as exc:
+        raise PreflightError(str(exc)) from None
+    i = variant_index(genesis.trial, manifest.trials.per_condition)
+    if not 0 <= i < len(manifest.variants):
+        raise PreflightError(f"{trial_dir}: trial {genesis.trial} has no variant in the manifest's suite")
+    entry = manifest.variants[i]
+    if rom is not None:
+        rom_bytes, rom_sha = sha256_file(rom, "ROM")
+        rom_path = rom
+    elif entry.seed is not None:
+        base, _ = sha256_file(resolve(manifest.game.rom, folder), "ROM")
+        try:
+            rom_bytes = make_variant(entry.seed, base).rom
+        except VariantError as exc:
+            raise PreflightError(str(exc)) from None
+        rom_path, rom_sha = folder / f"variant-{i}.gb", hashlib.sha256(rom_bytes).hexdigest()
+    else:
+        raise PreflightError(f"{trial_dir} played held-out variant {i} (ROM {genesis.rom_sha256}): give its ROM "
+                             "with --rom (`oakwatch cartridge variant` writes it)")
+    if rom_sha != genesis.rom_sha256:
+        raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, the trial played {genesis.rom_sha256}")
+    chosen = BACKENDS[manifest.emulator.name]
+    if chosen.version() is None:
+        raise PreflightError(chosen.missing_message())
+    state, first, _ = make_start_state(manifest.emulator.name, rom_bytes, int(start_yaml()["boot_frames"]))
+    if hashlib.sha256(state).hexdigest() != genesis.initial_state_sha256:
+        raise PreflightError(f"the start state made from {rom_path} is not the one the trial recorded "
+                             f"(another {manifest.emulator.name} version?)")
+    try:
+        game = load_game_definition(resolve(manifest.game.definition, folder))
+    except GameDefinitionError as exc:
+        raise PreflightError(str(exc)) from None
+    game = game.model_copy(update={"rom_sha256": rom_sha, "optimal_presses": entry.optimal_presses,
+                                   "optimal_presses_for": rom_sha})
+    timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
+    return LoadedTrial(reader, manifest, rom_path, state, game, timing, rom_bytes, entry.first_frame_sha256 or first)
+
+
+def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[int], None] | None = None, *,
+                 state: Path | None = None) -> dict:
+    """Replay and check; return counts. Raise Divergence at the first mismatch and
+    FormatProblem for a malformed record."""
+    from engine.emulators.backends import BACKENDS
+
+    loaded = load_trial(trial_dir, rom, state)
+    emulator = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path), loaded.game.platform)
+    try:
+        return replay_records(emulator, loaded, progress)
+    finally:
+        emulator.close()
+
+
+def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None] | None = None) -> dict:
+    reader, game, timing = loaded.reader, loaded.game, loaded.timing
+    m = loaded.manifest
+    probe = Probe(game)
+    emulator.restore(loaded.state)
+    first = frame_sha256(emulator.frame())
+    pinned = loaded.first_frame if loaded.first_frame is not None else m.start_state().first_frame_sha256
+    if pinned and pinned != first:
+        raise Divergence(f"start state: first frame is {first}, the manifest recorded {pinned}")
+    sample = probe(emulator.read_range)
+    ladder = Ladder(game, sample)
+    goal = GoalCheck(m.game.goal, game, sample) if m.game.goal and m.game.goal in game.goals else None
+    routes = RouteTracker.for_game(game, m.budgets.unrecoverable_loop_repeats)
+    actions = 0
+    looped = False
+    awards: dict[str, tuple[int, int, str]] = {}
+    groups = reader.inputs_by_decision()
+    pending: tuple[int, list[InputLine]] | None = next(groups, None)
+    last: TraceLine | None = None
+    # An episodic trial (engine.battle.episodes): after an episode's last decision the start state is restored.
+    failure = EpisodeRules(m.episodes.budget, tuple(m.episodes.failure or ())).failure_test() if m.episodes else None
+    failed = False
+    for t in reader.trace():
+        did = t.decision_id
+        if last is None and t.frame_sha256 != first:
+            raise Divergence(f"start state: first frame is {first}, the trace recorded {t.frame_sha256}")
+        if last is not None and last.episode_end is not None:
+            emulator.restore(loaded.state)
+            again = frame_sha256(emulator.frame())
+            if again != t.frame_sha256:
+                raise Divergence(f"decision {did}: episode {t.episode} restored to frame {again[:16]}…, the trace "
+                                 f"recorded {t.frame_sha256[:16]}…")
+            sample = probe(emulator.read_range)
+            routes.progress()
+        failed = False
+        rows: list[InputLine] = []
+        if pending is not None and pending[0] == did:
+            rows = pending[1]
+            pending = next(groups, None)
+        if t.battle is not None and t.battle.get("writes"):  # a battle call's RAM writes, before its presses
+            try:
+                writes = [(int(w["address"]), bytes(w["bytes"])) for w in t.battle["writes"]]
+            except (KeyError, TypeError, ValueError):
+                raise FormatProblem(f"{reader.where(layout.TRACE)}: decision {did}: malformed battle writes") from None
+            for address, data in writes:
+                emulator.write(address, data)
+            sample = probe(emulator.read_range)
+        if len(rows) != t.accepted_actions:
+            raise FormatProblem(f"{reader.where(layout.INPUTS)}: decision {did} accepted {t.accepted_actions} "
+                                f"actions, the log has {len(rows)}")
+        for row in rows:
+            before = _position(game, sample)
+            step = emulator.step(row.action, timing, probe)
+            actions += 1
+            where = f"decision {did}, action {row.index} ({row.action})"
+            if step.frame_sha256 != row.frame_sha256:
+                raise Divergence(f"{where}: frame {step.frame_sha256[:16]}… differs from the recorded "
+                                 f"{row.frame_sha256[:16]}… at frame {step.frame_index}")
+            press = step.press_frame if step.press_frame >= 0 else None
+            if (step.frame_index, press) != (row.capture_frame, row.press_frame):
+                raise Divergence(f"{where}: pressed at frame {press} and captured at {step.frame_index}, the "
+                                 f"record says {row.press_frame} and {row.capture_frame}")
+            for award in ladder.update(step.ram_before_last, step.ram_last, decision_id=did,
+                                       frame_index=step.frame_index, frame_sha256=step.frame_sha256):
+                awards[award.id] = (did, step.frame_index, step.frame_sha256)
+                routes.progress()
+            if goal is not None:
+                goal.update(step.ram_before_last, step.ram_last, decision_id=did, frame_index=step.frame_index,
+                            frame_sha256=step.frame_sha256)
+            if any(sample.get(f) != step.ram_last.get(f) for f in game.route_resets):
+                routes.progress()
+            failed = failure is not None and game.is_ready(step.ram_last) and failure(step.ram_before_last,
+                                                                                       step.ram_last)
+            sample = step.ram_last
+            if before is not None:
+                looped = routes.record(before, row.action, _position(game, sample), ladder.awards) or looped
+        if t.episode_end == "failure" and not failed:
+            raise Divergence(f"decision {did}: the trace ends episode {t.episode} by its failure predicate, which "
+                             f"does not hold in the replay")
+        if ladder.reached != t.milestones_after:
+            raise Divergence(f"decision {did}: milestones {ladder.reached} differ from the recorded "
+                             f"{t.milestones_after}")
+        if t.result_frame_index != emulator.frame_index:
+            raise Divergence(f"decision {did}: ended at frame {emulator.frame_index}, the trace says "
+                             f"{t.result_frame_index}")
+        last = t
+        if progress:
+            progress(did)
+    if pending is not None:
+        raise FormatProblem(f"{reader.where(layout.INPUTS)}: inputs for decision {pending[0]}, which the trace "
+                            f"does not have")
+    _check_ending(reader, last, ladder, looped, actions, awards, m, goal)
+    return {"decisions": last.decision_id if last else 0, "actions": actions, "milestones": ladder.reached}
+
+
+def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, looped: bool, actions: int,
+                  awards: dict, manifest: Manifest, goal: GoalCheck | None = None) -> None:
+    """Where the emulator alone decides why a trial ended, the replay must end the same way."""
+    if not reader.exists(layout.RESULT):
+        return
+    result, _ = reader.result()
+    reason = result.termination_reason
+    if manifest.game.goal:  # with a goal, it alone ends a trial as a success (engine.games.goals)
+        _check_goal_ending(result, goal, last)
+    expected = ladder.ending if not manifest.game.goal else None  # engine.games.ladder: final-milestone, ... or None
+    if reason in (FINAL, FINAL_SKIPPED) and reason != expected:
+        raise Divergence(f"the result claims {reason}; the replay " + (
+            f"ends the ladder with {expected}" if expected else "never reaches the end of the ladder"))
+    if reason == "unrecoverable-loop" and not looped:
+        raise Divergence("the result claims an unrecoverable loop; the replay has none")
+    if reason == "budget:accepted_actions" and actions != manifest.budgets.accepted_actions:
+        raise Divergence(f"the result claims the action budget ({manifest.budgets.accepted_actions}); "
+                         f"the replay pressed {actions}")
+    if expected is not None and reason != expected and result.outcome in ("success", "game-failure") \
+            and last is not None:
+        raise Divergence(f"the replay reaches the end of the ladder ({expected}); the result says {reason}")
+    if not result.recovered and result.pre_satisfied != sorted(ladder.pre_satisfied):
+        raise Divergence(f"the replay's start state satisfies {sorted(ladder.pre_satisfied)}; the result says "
+                         f"{result.pre_satisfied}")
+    for m in result.milestones:
+        if awards.get(m.id) != (m.decision_id, m.frame_index, m.frame_sha256):
+            raise Divergence(f"{m.id}: the result's evidence (decision {m.decision_id}, frame {m.frame_index}) "
+                             f"is not where the replay awards it")
+    if set(awards) - {m.id for m in result.milestones} and result.chain is not None \
+            and result.last_decision == (last.decision_id if last else 0):
+        raise Divergence(f"the replay awards {sorted(set(awards) - {m.id for m in result.milestones})}, "
+                         f"which the result does not list")
+
+
+def _check_goal_ending(result, goal: GoalCheck | None, last: TraceLine | None) -> None:
+    """The replay meets the run's goal where the result says, or, for a valid trial, nowhere if it says so."""
+    met = goal.result if goal is not None else None
+    if result.termination_reason == GOAL_MET and met is None:
+        raise Divergence("the result claims goal-met; the replay never meets the goal")
+    if result.goal is not None and result.goal.met:
+        if met is None or (met.decision_id, met.frame_index, met.frame_sha256, met.species) != (
+                result.goal.decision_id, result.goal.frame_index, result.goal.frame_sha256, result.goal.species):
+            raise Divergence(f"the result's goal evidence (decision {result.goal.decision_id}, frame "
+                             f"{result.goal.frame_index}, species {result.goal.species}) is not where the replay "
+                             f"meets the goal" + (f" (decision {met.decision_id}, frame {met.frame_index})" if met
+                                                  else ""))
+    elif met is not None and result.outcome in ("success", "game-failure") and last is not None \
+            and met.decision_id <= last.decision_id:
+        raise Divergence(f"the replay meets the goal at decision {met.decision_id}; the result says "
+                         f"{result.termination_reason}")
+
+
+def _position(game: GameDefinition, sample) -> tuple[int, int, int] | None:
+    pos = game.position
+    if pos is None or sample is None:
+        return None
+    return (int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y]))

@@ -1,0 +1,503 @@
+"""Preparing an experiment: every check first, then the folder, exactly the seed's layout.
+
+`prepare` reads and verifies everything (manifest, ROM and state hashes, game definition,
+scripts, output folder) and writes nothing; only `create_folder` touches the disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import version as dist_version
+from pathlib import Path
+
+from engine.emulators.backends import BACKENDS
+from engine.games.gamedef import GameDefinition
+from engine.loop.script import ScriptError
+from sessions.execute.schedule import blind_labels, trial_order
+from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
+from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+from sessions.preflight.implementation import implementation
+from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest
+from sessions.preflight.notes import NotesError, load_notes
+from sessions.preflight.romid import RomIdentity, RomIdentityError, identify
+
+
+class PreflightError(ValueError):
+    """The experiment cannot start; one line, naming the problem. Nothing was written."""
+
+
+class Keys:
+    """API keys by condition id. Never printed: its repr names no key."""
+
+    def __init__(self, keys: dict[str, str | None]):
+        self._keys = dict(keys)
+
+    def get(self, condition_id: str) -> str | None:
+        return self._keys.get(condition_id)
+
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(k for k in self._keys.values() if k)
+
+    def __repr__(self) -> str:
+        return f"Keys({len(self._keys)} condition(s), values hidden)"
+
+
+@dataclass
+class Prepared:
+    manifest: Manifest
+    manifest_path: Path
+    rom_path: Path
+    start_state: bytes
+    game: GameDefinition
+    game_path: Path
+    labels: dict[str, str]  # condition id -> blinded label
+    schedule: list[tuple[str, int]]  # (label, trial number) in run order
+    scripts: dict[str, list[str]] = field(default_factory=dict)  # condition id -> actions
+    notes: dict[str, dict[int, dict]] = field(default_factory=dict)  # condition id -> script notes
+    replay_dirs: dict[str, Path] = field(default_factory=dict)
+    # what the preflight probe saw after restoring the state (the chosen backend's start state)
+    first_frame_sha256: str | None = None
+    recordings: dict[str, list[list[str]]] = field(default_factory=dict)  # replay: raw texts per decision
+    rom: bytes = b""  # the ROM's bytes as hashed in preflight: every trial plays exactly these
+    # policy: model — prices per condition (None: none known), and the API keys, read from the
+    # environment in preflight and never shown (repr, logs, files).
+    prices: dict[str, object] = field(default_factory=dict)
+    keys: Keys = field(default_factory=lambda: Keys({}), repr=False)
+    system_prompt: str = ""
+    rom_identity: RomIdentity | None = None  # which dump the ROM is (sessions.preflight.romid)
+    variants: list = field(default_factory=list)  # sessions.variants.suites.PreparedVariant, in manifest order
+    game_sha256: str = ""  # the definition file's hash, taken where it can be read (Ray workers cannot)
+    # the preflight's probe right after restoring the start state, and each frozen control's status
+    # (engine.games.controls: checked, unchecked or not-set)
+    start_sample: dict = field(default_factory=dict)
+    controls: dict[str, str] = field(default_factory=dict)
+    # The bytes of every price schedule a condition names, by their place in the folder (pricing/<sha256>.yaml)
+    price_schedules: dict[str, bytes] = field(default_factory=dict, repr=False)
+
+    def variant(self, trial_number: int):
+        """The suite variant a trial plays (sessions.variants.suites), or None outside a suite."""
+        if not self.variants:
+            return None
+        from sessions.variants.suites import variant_index
+
+        return self.variants[variant_index(trial_number, self.manifest.trials.per_condition)]
+
+    @property
+    def base(self) -> Path:
+        return self.manifest_path.parent
+
+    def open_emulator(self):
+        """A new emulator of the manifest's backend with this experiment's ROM (the bytes hashed in
+        preflight) loaded, for the game's platform."""
+        rom = self.rom or self.rom_path.read_bytes()
+        return BACKENDS[self.manifest.emulator.name].open(rom, str(self.rom_path), self.game.platform)
+
+    def condition(self, label: str) -> Condition:
+        cid = next(c for c, lab in self.labels.items() if lab == label)
+        return next(c for c in self.manifest.conditions if c.id == cid)
+
+    def provenance(self) -> dict:
+        m = self.manifest
+        return {
+            "rom_sha256": m.game.rom_sha256,
+            "initial_state_sha256": m.start_state().sha256,
+            "manifest_sha256": m.sha256(),
+            "game_definition_sha256": self.game_sha256 or hashlib.sha256(self.game_path.read_bytes()).hexdigest(),
+            "emulator_config_sha256": m.emulator.config_sha256,
+            "oakwatch_version": dist_version("oakwatch"),
+            "implementation": dict(implementation()),  # version, and git commit and dirty flag from a checkout
+            "python_version": platform.python_version(),
+            "rom_identity": self.rom_identity.as_dict() if self.rom_identity else None,
+            "game_definition_verified": self.game.verified,
+            "controls": dict(self.controls) or None,
+        }
+
+    def start_fields(self) -> dict:
+        """The hidden state every restore of the start state must reproduce (the preflight's values)."""
+        return {name: self.start_sample[name] for name in self.game.stable_at_start if name in self.start_sample}
+
+
+def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[bytes, str]:
+    """The file's bytes and SHA-256, read safely (no FIFO, device or unbounded read)."""
+    from sessions.preflight.safe_read import MAX_ROM_BYTES, MAX_STATE_BYTES, InputFileError, read_input
+
+    cap = max_bytes or {"initial state": MAX_STATE_BYTES}.get(what, MAX_ROM_BYTES)
+    try:
+        data = read_input(path, what=what, max_bytes=cap)
+    except InputFileError as exc:
+        raise PreflightError(str(exc)) from None
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: bool = False,
+            origin=None, allow_mcp: bool = False) -> Prepared:
+    """Every check first, nothing written; each refusal is one printable line (user text escaped).
+    `origin`: for a manifest oakwatch built from the command line (app.commands.model_run.Origin), where the
+    user set each field (`origin.at(field)`: an option or a line of their own file) and what to call
+    the manifest (`origin.name`), so no message cites the temporary copy."""
+    from engine.games.controls import check_controls
+    from engine.loop.script import parse_script
+    from engine.text import printable
+    from sessions.evidence.reader import FormatProblem, TrialReader
+    from sessions.preflight.romcheck import RomCheckError, probe_start_state
+    from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
+    from sessions.preflight.yamlfile import field_line
+
+    try:
+        try:
+            manifest_path = (manifest_path or DEFAULT_MANIFEST).resolve()
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise PreflightError(f"cannot read manifest: {manifest_path} ({exc})") from None
+        try:
+            manifest = load_manifest(manifest_path)
+        except ManifestError as exc:
+            raise PreflightError(str(exc)) from None
+        base = manifest_path.parent
+        g, emu = manifest.game, manifest.emulator
+        shown = origin.name if origin is not None else str(manifest_path)
+
+        def at(field: str) -> str:
+            """`MANIFEST:LINE: field` for a value that parsed but cannot be used."""
+            if origin is not None:
+                return origin.at(field)
+            line = field_line(manifest_path, field)
+            return f"{manifest_path}:{line}: {field}" if line else f"{manifest_path}: {field}"
+
+        def where(field: str, ref: str) -> Path:
+            """A manifest's file reference as a path; a path the OS cannot take is refused here."""
+            try:
+                return resolve(ref, base)
+            except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, `~nosuchuser/...`
+                raise PreflightError(f"{at(field)}: cannot use path {ref} ({exc})") from None
+
+        try:
+            exists = output is not None and output.exists()
+        except (OSError, ValueError) as exc:
+            raise PreflightError(f"cannot use output folder {output} ({exc})") from None
+        if exists:
+            raise PreflightError(f"output folder already exists: {output} (choose a new one)")
+
+        chosen = BACKENDS[emu.name]
+        installed = chosen.version()
+        if installed is None:
+            raise PreflightError(chosen.missing_message())
+        if emu.version is not None and emu.version != installed:
+            raise PreflightError(f"{at('emulator.version')}: pins {emu.name} {emu.version}, "
+                                 f"but {installed} is installed (save states depend on the version)")
+        entry = manifest.start_state()
+        if entry is None:
+            raise PreflightError(f"{at('emulator.name')}: no start state for {emu.name} in game.start_states "
+                                 f"(it lists one for: {', '.join(g.start_states)}); make one with "
+                                 f"`oakwatch make-state ROM --emulator {emu.name} --frames N --output FILE`")
+        state_field = f"game.start_states.{emu.name}"
+        if entry.emulator_version != installed:
+            raise PreflightError(f"{at(state_field + '.emulator_version')}: the {emu.name} start state was made by "
+                                 f"{emu.name} {entry.emulator_version}, but {installed} is installed (a state "
+                                 f"loads only in the version that made it): make it again with oakwatch make-state")
+        pinned = emu.model_copy(update={"version": installed})
+        computed = pinned.config_hash()
+        if emu.config_sha256 is not None and emu.config_sha256 != computed:
+            raise PreflightError(f"{at('emulator.config_sha256')}: does not match the emulator "
+                                 f"settings (computed {computed})")
+
+        rom_path = where("game.rom", g.rom)
+        rom, rom_sha = sha256_file(rom_path, "ROM")
+        if rom_sha != g.rom_sha256:
+            raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, but the manifest's game.rom_sha256 "
+                                 f"is {g.rom_sha256}: refusing a different ROM")
+        state_path = where(f"{state_field}.state", entry.state)
+        state, state_sha = sha256_file(state_path, "initial state")
+        if state_sha != entry.sha256:
+            raise PreflightError(f"initial state {state_path} has SHA-256 {state_sha}, but the manifest's "
+                                 f"{state_field}.sha256 is {entry.sha256}")
+
+        game_path = where("game.definition", g.definition)
+        try:
+            game = load_game_definition(game_path)
+        except GameDefinitionError as exc:
+            raise PreflightError(str(exc)) from None
+        if game.rom_sha256 is not None and game.rom_sha256 != g.rom_sha256:
+            raise PreflightError(f"game definition {game_path} is for ROM {game.rom_sha256}, "
+                                 f"not the manifest's {g.rom_sha256}")
+        # an episode's failure test on a field the game does not probe would fail mid-trial: refuse it here
+        unknown = sorted({t.field for t in (manifest.episodes.failure or [])} - set(game.fields) - set(game.pointers)) \
+            if manifest.episodes is not None else []
+        if unknown:
+            raise PreflightError(f"{at('episodes.failure')}: {', '.join(unknown)} is not a field of {game_path}")
+        if manifest.agent.information_track == "structured" and game.tracks.structured is None:
+            raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
+                                 f"declares no structured track (tracks.structured)")
+        if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle.battle)
+            from engine.battle.battle import settings_problem
+
+            if problem := settings_problem(manifest.battle, game.battle, f"game definition {game_path}"):
+                raise PreflightError(f"{at('battle')}: {problem}")
+        try:
+            rom_identity = identify(rom, game, force=g.allow_unidentified_rom, source=f"ROM {rom_path}")
+        except RomIdentityError as exc:
+            raise PreflightError(str(exc)) from None
+        if not chosen.runs(game.platform):
+            others = [b.name for b in BACKENDS.values() if b.runs(game.platform)]
+            raise PreflightError(f"{at('emulator.name')}: {emu.name} runs {', '.join(chosen.platforms)} games; "
+                                 f"game definition {game_path} is for {game.platform}"
+                                 + (f" (run it on {' or '.join(others)})" if others else ""))
+        size = chosen.frame_size(game.platform)
+        if (emu.frame_width, emu.frame_height) != size:
+            raise PreflightError(f"{at('emulator.frame_width')}: frame width and height must be {size[0]}x{size[1]} "
+                                 f"for {game.platform} on {emu.name} (the manifest says "
+                                 f"{emu.frame_width}x{emu.frame_height})")
+
+        scripts: dict[str, list[str]] = {}
+        notes: dict[str, dict[int, dict]] = {}
+        replay_dirs: dict[str, Path] = {}
+        recordings: dict[str, list[list[str]]] = {}
+        keys: dict[str, str | None] = {}
+        prices: dict[str, object] = {}
+        schedules: dict[str, bytes] = {}
+        for i, c in enumerate(manifest.conditions):
+            if c.policy == "scripted":
+                script_path = where(f"conditions.{i}.script", c.script)
+                try:
+                    try:
+                        raw = read_input(script_path, what="input script", max_bytes=MAX_TEXT_BYTES)
+                    except InputFileError as exc:
+                        raise ScriptError(f"{script_path}: cannot read input script ({exc.reason})") from None
+                    scripts[c.id] = parse_script(raw, str(script_path))
+                    if c.script_notes is not None:
+                        notes[c.id] = load_notes(where(f"conditions.{i}.script_notes", c.script_notes))
+                except (ScriptError, NotesError) as exc:
+                    raise PreflightError(f"condition {c.id}: {exc}") from None
+            elif c.policy == "replay":
+                trial_dir = where(f"conditions.{i}.replay_trace", c.replay_trace)
+                if not (trial_dir / "responses.jsonl").is_file():
+                    raise PreflightError(f"{at(f'conditions.{i}.replay_trace')}: {trial_dir} is not a recorded "
+                                         f"trial (no responses.jsonl)")
+                try:  # read (and check) the recording now, not when the trial starts
+                    recordings[c.id] = TrialReader(trial_dir).recorded_attempts()
+                except (FormatProblem, OSError) as exc:
+                    raise PreflightError(f"condition {c.id}: replay_trace: {exc}") from None
+                replay_dirs[c.id] = trial_dir
+            elif c.policy == "human" and not allow_human:
+                raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
+            elif c.policy in ("mcp", "cli"):  # an agent on oakwatch's tool server (sessions.preflight.tool_conditions)
+                from sessions.preflight.tool_conditions import ToolConditionError, check_tool_condition
+
+                try:
+                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game)
+                except ToolConditionError as exc:
+                    raise PreflightError(f"{at(exc.field) if exc.field else f'condition {c.id}'}: {exc}") from None
+            elif c.policy == "model":
+                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at, built=origin is not None,
+                                                         schedules=schedules)
+
+        variants = []
+        if manifest.variants:
+            from sessions.variants.suites import SuiteError, prepare_variants
+
+            try:
+                variants = prepare_variants(manifest, rom, game, emu.name)
+            except SuiteError as exc:
+                raise PreflightError(f"{shown}: {exc}") from None
+            for v, entry in zip(variants, manifest.variants, strict=True):
+                if entry.rom_sha256 is not None and entry.rom_sha256 != v.rom_sha256:
+                    raise PreflightError(f"{at(f'variants.{v.index}.rom_sha256')}: the seed makes ROM {v.rom_sha256}")
+        labels = blind_labels([c.id for c in manifest.conditions], manifest.trials.blinding_seed)
+        try:
+            schedule = trial_order(sorted(labels.values()), manifest.trials_per_label(), manifest.trials.order)
+        except ValueError as exc:
+            raise PreflightError(f"{at('trials.order')}: {str(exc).removeprefix('trials.order ')}") from None
+
+        # Last, being the slow check (~1 s): boot the ROM, restore and run the state, read the
+        # game's fields, all in a child process, so a cartridge or state PyBoy cannot run is
+        # refused here rather than after the folder exists.
+        try:
+            first_frame, start_sample = probe_start_state(
+                rom_path, rom, state, game, entry.first_frame_sha256, state_path=state_path, game_path=game_path,
+                emulator=emu.name, first_frame_field=f"{state_field}.first_frame_sha256")
+        except RomCheckError as exc:
+            raise PreflightError(str(exc)) from None
+        # The frozen controls (seed 000) against the state every trial starts from.
+        controls, mismatches = check_controls(
+            game, {"starter": g.starter, "text_speed": g.text_speed, "battle_style": g.battle_style}, start_sample)
+        if mismatches:
+            first_problem = mismatches[0]
+            raise PreflightError(f"{at('game.' + first_problem.control)}: {first_problem.message} "
+                                 f"(initial state {state_path})")
+        if g.goal is not None:  # seed 001's goal benchmark (engine.games.goals)
+            from engine.games.goals import room_problems
+
+            if g.goal not in game.goals:
+                raise PreflightError(f"{at('game.goal')}: game definition {game_path} defines no goal {g.goal!r} "
+                                     f"(its goals: {', '.join(sorted(game.goals)) or 'none'})")
+            if room := room_problems(game.goals[g.goal], start_sample):
+                raise PreflightError(f"{at('game.goal')}: the start state leaves goal {g.goal} no room: "
+                                     f"{'; '.join(room)} (initial state {state_path})")
+
+        frozen = manifest.model_copy(deep=True)
+        frozen.emulator.version = installed  # the frozen manifest records the version that ran
+        frozen.emulator.config_sha256 = computed
+        # The frozen copy lives elsewhere: anchor relative file references to absolute paths.
+        for section, key in [(frozen.game, "rom"), (frozen.game, "definition"),
+                             *[(s, "state") for s in frozen.game.start_states.values()],
+                             *[(c, k) for c in frozen.conditions for k in ("script", "script_notes", "replay_trace")]]:
+            ref = getattr(section, key)
+            if ref is not None and not ref.startswith(BUNDLED_PREFIX):
+                try:
+                    setattr(section, key, str(resolve(ref, base).resolve()))
+                except (OSError, ValueError, RuntimeError) as exc:
+                    raise PreflightError(f"{shown}: cannot use path {ref} ({exc})") from None
+        if variants:
+            from sessions.preflight.manifest import VariantEntry
+            from sessions.variants.suites import frozen_entries
+
+            frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
+        for c in frozen.conditions:  # the client that will play is the one the run records
+            if c.policy == "cli":
+                from sessions.preflight.tool_conditions import client_version
+
+                c.client_version = client_version(c)
+        if frozen.created_utc is None:
+            frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        system_prompt = system_prompt_for(frozen)
+        return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
+                        scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
+                        system_prompt, rom_identity, variants=variants, start_sample=start_sample,
+                        controls=controls, price_schedules=schedules)
+    except PreflightError as exc:
+        raise PreflightError(printable(str(exc))) from None
+
+
+def controls_rule(manifest: Manifest) -> str:
+    """The prompt's rule stating the frozen controls (seed 000: every condition is told the same
+    starter and settings, none chooses freely); empty when the manifest fixes none."""
+    g = manifest.game
+    settings = [f"{what} {value}" for what, value in (("text speed", g.text_speed), ("battle style", g.battle_style))
+                if value is not None]
+    parts = []
+    if settings:
+        parts.append(f"The game's options are fixed for this experiment: {', '.join(settings)}; "
+                     "leave them as they are.")
+    if g.starter is not None:
+        parts.append(f"When the game offers you a first creature (the starter), choose {g.starter}.")
+    return f"- {' '.join(parts)}\n" if parts else ""
+
+
+def system_prompt_for(manifest: Manifest) -> str:
+    """The bundled system prompt with this experiment's memory rules and frozen controls filled in
+    (what models are sent)."""
+    rules = manifest.agent.memory
+    text = (ASSETS / "prompts" / "system.txt").read_text(encoding="utf-8")
+    text = text.replace("{controls}\n", controls_rule(manifest))
+    for name, value in [("confirm_threshold", f"{rules.confirm_threshold:g}"),
+                        ("exclusive_predicates", ", ".join(rules.exclusive_predicates) or "none"),
+                        ("possession_predicates", ", ".join(rules.possession_predicates) or "none")]:
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
+def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built: bool = False,
+                  schedules: dict[str, bytes] | None = None) -> tuple[str | None, object]:
+    """A model condition's API key (from the environment) and price, checked before anything runs;
+    the price schedule's bytes go into `schedules`, by their place in the folder.
+    `built`: the condition came from `run --provider/--model` (named by its options, not its id)."""
+    import os
+
+    from sessions.preflight.pricing import PricingError, copy_path, read_prices
+
+    who = at(f"conditions.{i}.provider") if built else f"condition {c.id}"
+    key = None
+    if c.key_env is not None:
+        key = os.environ.get(c.key_env) or None
+        if key is None:
+            raise PreflightError(f"{who}: the API key variable {c.key_env} is not set "
+                                 f"(keys come from the environment only, never from a file)")
+    price = None
+    if c.pricing is not None:
+        try:
+            _, table, data = read_prices(where(f"conditions.{i}.pricing.file", c.pricing.file), c.pricing.sha256)
+        except PricingError as exc:
+            raise PreflightError(f"{who}: {exc}") from None
+        if schedules is not None:
+            schedules[copy_path(c.pricing.sha256)] = data
+        price = table.get(c.model)
+    if manifest.budgets.total_cost_usd is not None and price is None:
+        fix = ("the bundled price schedule has none: drop the cost budget, or write the model into a condition "
+               "of your manifest whose pricing names a schedule that prices it") if built else \
+            f"add it to a price schedule named in conditions.{i}.pricing"
+        raise PreflightError(f"{at(f'conditions.{i}.model')}: a cost budget is set (budgets.total_cost_usd), "
+                             f"but no price is known for {c.model} ({fix})")
+    return key, price
+
+
+def default_output(experiment_id: str, root: Path = Path("runs")) -> Path:
+    """A new folder name that two runs started in the same second never share."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    while True:
+        candidate = root / f"{experiment_id}-{stamp}-{secrets.token_hex(3)}"
+        if not candidate.exists():
+            return candidate
+
+
+def create_folder(prepared: Prepared, output: Path):
+    """Lay out the experiment folder (sessions.evidence.experiment_folder); refuses an existing one.
+    Returns the ExperimentFolder, which holds the folder's lock until the run closes it."""
+    from sessions.evidence.durable import EvidenceError
+    from sessions.evidence.experiment_folder import ExperimentFolder
+
+    try:
+        return ExperimentFolder.create(prepared, output)
+    except FileExistsError as exc:
+        raise PreflightError(str(exc)) from None
+    except EvidenceError as exc:
+        raise PreflightError(f"{exc}") from None
+
+
+def prepare_resume(root: Path, *, allow_human: bool = False):
+    """Take a finished or stopped folder back for `run --resume`: its frozen manifest, blinding and
+    schedule, and the schedule positions that hold no valid trial. Returns (prepared, folder,
+    positions); the folder is locked until the run closes it."""
+    from sessions.analysis.summary import missing_positions
+    from sessions.audit.recover import needs_recovery
+    from sessions.evidence import layout
+    from sessions.evidence.durable import EvidenceError
+    from sessions.evidence.experiment_folder import ExperimentFolder, FolderBusy, holder_alive
+    from sessions.evidence.reader import FormatProblem, parse, read_results
+    from sessions.evidence.records import BlindingFile
+
+    if not (root / layout.SCHEDULE).is_file() or not (root / layout.MANIFEST).is_file():
+        raise PreflightError(f"{root}: not an oakwatch experiment folder (no {layout.SCHEDULE} and "
+                             f"{layout.MANIFEST})")
+    alive, who = holder_alive(root)
+    if alive:
+        raise PreflightError(f"{root} is held by a live oakwatch process{who}")
+    if needs_recovery(root):
+        raise PreflightError(f"{root}: its run did not finish; `oakwatch recover {root}` first")
+    prepared = prepare(root / layout.MANIFEST, None, allow_human=allow_human)
+    try:
+        folder = ExperimentFolder.open(root)
+    except (FolderBusy, EvidenceError) as exc:  # EvidenceError: no room for the reserve (a full disk)
+        raise PreflightError(f"{root}: {exc}" if isinstance(exc, EvidenceError) else str(exc)) from None
+    try:
+        if prepared.manifest.sha256() != folder.manifest_sha256:
+            raise PreflightError(f"{root}/{layout.MANIFEST} no longer hashes to the manifest the schedule was "
+                                 f"made for: refusing to resume a changed experiment")
+        try:
+            blinding = parse(BlindingFile, (root / layout.BLINDING).read_bytes(), layout.BLINDING)
+        except (OSError, FormatProblem) as exc:
+            raise PreflightError(f"{root}: {exc}") from None
+        prepared.labels = {cid: label for label, cid in blinding.labels.items()}
+        prepared.system_prompt = (root / "prompts" / "system.txt").read_text(encoding="utf-8")  # as frozen
+        order = folder.schedule.order
+        prepared.schedule = [(key.split("-")[0], int(key.split("-")[1])) for key in order]
+        positions = missing_positions(order, read_results(root))
+        folder.reopen_log()
+        if positions:
+            folder.event("run-started", resume=True)
+        return prepared, folder, positions
+    except BaseException:
+        folder.leave_as_found()
+        raise

@@ -1,0 +1,339 @@
+"""A batch of tasks (seed 003): one experiment folder per task under a batch folder, and a ledger.
+
+    <batch>/
+      batch.json                  the ledger: ceiling, policy, and per task its folder, trials and spend
+      task-files/<task_id>/       the task file as run, its derived game definition and manifest
+      runs/<task_id>/             the task's experiment folder (oakwatch verify / replay / report as any)
+      reports/                    `oakwatch report <batch>`: tasks.md, tasks.json
+
+The ceiling is the batch's: before each task the ledger's spend is checked (a task that would start
+at or past it is recorded as not run), and what is left is the task's token budget and experiment
+cost ceiling. Per-task success and the ability average are over these tasks only, kept apart from
+any campaign (ladder) result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sessions.tasks.tasks import PolicyChoice, Task, TaskError, write_task_inputs
+
+LEDGER = "batch.json"
+TASK_FILES = "task-files"
+RUNS = "runs"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Ceiling(_Strict):
+    tokens: Annotated[int, Field(ge=1)] | None = None
+    cost_usd: Annotated[float, Field(gt=0)] | None = None
+
+
+class EpisodeOutcome(_Strict):
+    """One episode of a trial, as its result.json records it (engine.battle.episodes)."""
+
+    episode: int
+    first_decision: int
+    last_decision: int
+    ended: str
+    memory_writes: list[str] = []
+    team: list[dict] | None = None  # the battle ruleset: the team applied in the episode (engine.battle.battle)
+
+
+class TrialRow(_Strict):
+    trial_key: str
+    outcome: str
+    termination_reason: str
+    success: bool | None  # None: an invalid trial (not a measurement)
+    episodes_used: int | None = None  # an episodic trial: the episodes it played
+    success_episode: int | None = None  # the episode that reached the goal (None: never)
+    tokens: int | None
+    cost_usd: float | None
+
+
+class TaskRow(_Strict):
+    task_id: str
+    title: str
+    task_sha256: str
+    status: Literal["run", "not-run: ceiling", "not-run: error"]
+    folder: str | None  # relative to the batch
+    episode_budget: int | None = None
+    battle: dict | None = None  # a battle task's rules, verbatim (seed 004; engine.battle.battle BattleSettings)
+    detail: str | None = None
+    trials: list[TrialRow] = []
+    tokens: int | None = None  # spent by the task's trials (None: some trial's spend is unknown)
+    cost_usd: float | None = None
+
+
+class Ledger(_Strict):
+    batch_id: str
+    created_utc: str
+    policy: dict
+    trials_per_task: int
+    ceiling: Ceiling
+    spent_tokens: int | None = 0
+    spent_cost_usd: float | None = 0.0
+    tasks: list[TaskRow] = []
+
+
+def read_ledger(batch: Path) -> Ledger:
+    """The ledger; ValueError (one line) when it is missing or malformed."""
+    path = batch / LEDGER
+    try:
+        return Ledger.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc), "loc": ()}
+        raise ValueError(f"{path}: not a batch ledger ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+
+
+def _write_ledger(batch: Path, ledger: Ledger) -> None:
+    from sessions.evidence.durable import write_atomic
+
+    write_atomic(batch / LEDGER, (ledger.model_dump_json(indent=2) + "\n").encode())
+
+
+def _add(a, b):
+    return None if a is None or b is None else a + b
+
+
+def trial_rows(folder: Path) -> list[TrialRow]:
+    """The rows of an experiment folder's trials (voided attempts left out), from their result.json."""
+    from engine.loop.outcomes import VALID_OUTCOMES
+
+    rows = []
+    for path in sorted((folder / "trials").glob("*/result.json")):
+        r = json.loads(path.read_text())
+        episodes = r.get("episodes")
+        success = r["outcome"] == "success" if r["outcome"] in VALID_OUTCOMES else None
+        t = r["telemetry"]
+        rows.append(TrialRow(
+            trial_key=r["trial_key"], outcome=r["outcome"], termination_reason=r["termination_reason"],
+            success=success, episodes_used=len(episodes) if episodes else None,
+            success_episode=(len(episodes) if episodes else 1) if success else None,
+            tokens=t.get("tokens"), cost_usd=t.get("cost_usd")))
+    return rows
+
+
+def run_batch(tasks: list[Task], choice: PolicyChoice, batch: Path, *, trials: int, ceiling: Ceiling,
+              say: Callable[[str], None] = print) -> Ledger:
+    """Run every task in order into a new batch folder; the ledger is rewritten after each task."""
+    from sessions.execute.runner import ExperimentRunner
+    from sessions.preflight.experiment import PreflightError, create_folder, prepare
+
+    batch.mkdir(parents=True)
+    ledger = Ledger(batch_id=batch.name, created_utc=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    policy={k: v for k, v in vars(choice).items() if v is not None}, trials_per_task=trials,
+                    ceiling=ceiling)
+    _write_ledger(batch, ledger)
+    for task in tasks:
+        row = TaskRow(task_id=task.id, title=task.file.title, task_sha256=task.sha256, status="run", folder=None,
+                      episode_budget=task.file.episodes.budget if task.file.episodes else None,
+                      battle=task.file.battle.model_dump(mode="json") if task.file.battle is not None else None)
+        tokens_left = _left(ceiling.tokens, ledger.spent_tokens)
+        cost_left = _left(ceiling.cost_usd, ledger.spent_cost_usd)
+        if (tokens_left is not None and tokens_left <= 0) or (cost_left is not None and cost_left <= 0):
+            row.status, row.detail = "not-run: ceiling", "the batch's ceiling was spent before this task"
+            ledger.tasks.append(row)
+            _write_ledger(batch, ledger)
+            say(f"  {task.id}: not run (the batch ceiling is spent)")
+            continue
+        out = batch / RUNS / task.id
+        try:
+            manifest = write_task_inputs(task, choice, batch / TASK_FILES / task.id, trials,
+                                         int(tokens_left) if tokens_left is not None else None, cost_left)
+            prepared = prepare(manifest, out)
+            folder = create_folder(prepared, out)
+        except (TaskError, PreflightError) as exc:
+            row.status, row.detail = "not-run: error", str(exc)
+            ledger.tasks.append(row)
+            _write_ledger(batch, ledger)
+            say(f"  {task.id}: not run: {exc}")
+            continue
+        ExperimentRunner(prepared, folder).run()
+        row.folder = f"{RUNS}/{task.id}"
+        row.trials = trial_rows(out)
+        row.tokens = _sum(r.tokens for r in row.trials)
+        row.cost_usd = _sum(r.cost_usd for r in row.trials)
+        ledger.spent_tokens = _add(ledger.spent_tokens, row.tokens if row.tokens is not None else
+                                   (None if _paid(choice) else 0))
+        ledger.spent_cost_usd = _add(ledger.spent_cost_usd, row.cost_usd if row.cost_usd is not None else
+                                     (None if _paid(choice) else 0.0))
+        ledger.tasks.append(row)
+        _write_ledger(batch, ledger)
+        won = sum(1 for r in row.trials if r.success)
+        say(f"  {task.id}: {won}/{len(row.trials)} trial(s) succeeded"
+            + (f" (episodes used: {', '.join(str(r.episodes_used) for r in row.trials)})"
+               if row.episode_budget else ""))
+    return ledger
+
+
+def _paid(choice: PolicyChoice) -> bool:
+    return choice.policy == "model"  # a free policy spends nothing: its unknown (null) spend is zero
+
+
+def _left(limit, spent):
+    if limit is None:
+        return None
+    if spent is None:  # an unknown spend: nothing can be shown to be left
+        return 0
+    return limit - spent
+
+
+def _sum(values):
+    values = list(values)
+    if not values or any(v is None for v in values):
+        return None
+    return sum(values)
+
+
+# -- reading a batch back ----------------------------------------------------------------------
+
+def is_batch(folder: Path) -> bool:
+    return (folder / LEDGER).is_file()
+
+
+def verify_batch(batch: Path, deep: bool = False) -> list[str]:
+    """Problems: each run folder's own audit (sessions.audit.verify), and the ledger against the folders."""
+    from sessions.audit.verify import audit
+
+    try:
+        ledger = read_ledger(batch)
+    except ValueError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    for row in ledger.tasks:
+        if row.status != "run":
+            if row.folder is not None or row.trials:
+                problems.append(f"{LEDGER}: task {row.task_id} is {row.status}, yet lists a folder or trials")
+            continue
+        folder = batch / (row.folder or "")
+        if row.folder != f"{RUNS}/{row.task_id}" or not folder.is_dir():
+            problems.append(f"{LEDGER}: task {row.task_id}: no run folder {row.folder}")
+            continue
+        report = audit(folder, deep=deep)
+        problems += [f"{row.folder}: {p}" for p in report.interrupted + report.problems]
+        try:
+            task_copy = (batch / TASK_FILES / row.task_id / "task.yaml").read_bytes()
+        except OSError:
+            problems.append(f"{TASK_FILES}/{row.task_id}/task.yaml: missing")
+        else:
+            import hashlib
+
+            if hashlib.sha256(task_copy).hexdigest() != row.task_sha256:
+                problems.append(f"{TASK_FILES}/{row.task_id}/task.yaml: not the task file the ledger ran")
+        if trial_rows(folder) != row.trials:
+            problems.append(f"{LEDGER}: task {row.task_id}: the trials it lists differ from {row.folder}'s results")
+    spent = [r.tokens for r in ledger.tasks if r.status == "run"]
+    if ledger.spent_tokens is not None and None not in spent and sum(spent) != ledger.spent_tokens:
+        problems.append(f"{LEDGER}: spent_tokens {ledger.spent_tokens}, the tasks spent {sum(spent)}")
+    allowed = {e.name for e in batch.iterdir()} - {LEDGER, TASK_FILES, RUNS, "reports"}
+    problems += [f"{name}: an unknown file in the batch folder" for name in sorted(allowed)]
+    return problems
+
+
+def success_curve(rows: list[TrialRow], budget: int) -> list[float | None]:
+    """Seed 004's success within E episodes: for E = 1..budget, the fraction of valid trials whose goal
+    was reached in an episode <= E (None when no trial is valid)."""
+    valid = [r for r in rows if r.success is not None]
+    if not valid:
+        return [None] * budget
+    return [round(sum(1 for r in valid if r.success_episode is not None and r.success_episode <= e) / len(valid), 6)
+            for e in range(1, budget + 1)]
+
+
+def batch_report(batch: Path) -> dict:
+    """Per-task success, the ability average over tasks, the success-within-E curve of episodic tasks,
+    and each episodic trial's change log (its memory writes per episode), from the ledger and results."""
+    ledger = read_ledger(batch)
+    tasks = []
+    for row in ledger.tasks:
+        valid = [r for r in row.trials if r.success is not None]
+        rate = round(sum(1 for r in valid if r.success) / len(valid), 6) if valid else None
+        entry = {"task_id": row.task_id, "title": row.title, "status": row.status, "trials": len(row.trials),
+                 "valid_trials": len(valid), "success_rate": rate, "tokens": row.tokens, "cost_usd": row.cost_usd}
+        if row.battle is not None:
+            entry["battle"] = row.battle
+        if row.episode_budget is not None and row.status == "run":
+            entry["episode_budget"] = row.episode_budget
+            entry["success_within_episodes"] = success_curve(row.trials, row.episode_budget)
+            entry["change_log"] = change_logs(batch / row.folder)
+        tasks.append(entry)
+    rates = [t["success_rate"] for t in tasks if t["success_rate"] is not None]
+    return {"batch_id": ledger.batch_id, "policy": ledger.policy, "ceiling": ledger.ceiling.model_dump(),
+            "spent_tokens": ledger.spent_tokens, "spent_cost_usd": ledger.spent_cost_usd,
+            # the mean of per-task success rates, each task weighted alike; campaign results are not in it
+            "ability_average": round(sum(rates) / len(rates), 6) if rates else None,
+            "tasks_counted": len(rates), "tasks": tasks}
+
+
+def change_logs(folder: Path) -> dict[str, list[dict]]:
+    """Per trial, per episode: what the agent changed (its memory store's writes), from result.json, each
+    write with the fact it wrote as memory.jsonl recorded it (kind, predicate, object)."""
+    out = {}
+    for path in sorted((folder / "trials").glob("*/result.json")):
+        r = json.loads(path.read_text())
+        if r.get("episodes"):
+            facts = _written_facts(path.parent / "memory.jsonl")
+            out[r["trial_key"]] = [{**e, "writes": [{"fact_id": f, **facts.get(f, {})} for f in e["memory_writes"]]}
+                                   for e in r["episodes"]]
+    return out
+
+
+def _written_facts(memory: Path) -> dict[str, dict]:
+    facts = {}
+    try:
+        lines = memory.read_text().splitlines()
+    except OSError:
+        return facts
+    for line in lines:
+        op = json.loads(line)
+        fact = op.get("fact") if op.get("op") == "write" else None
+        if fact and op.get("fact_id"):
+            facts[op["fact_id"]] = {k: fact.get(k) for k in ("kind", "predicate", "object")}
+    return facts
+
+
+def report_markdown(doc: dict) -> str:
+    lines = [f"# Task batch {doc['batch_id']}", "",
+             f"Policy: {json.dumps(doc['policy'])}. Ceiling: {json.dumps(doc['ceiling'])}; spent "
+             f"{doc['spent_tokens']} tokens, ${doc['spent_cost_usd']}.", "",
+             "| task | status | trials | valid | success rate |", "|---|---|---|---|---|"]
+    for t in doc["tasks"]:
+        rate = "n/a" if t["success_rate"] is None else f"{t['success_rate']:.3f}"
+        lines.append(f"| {t['task_id']} | {t['status']} | {t['trials']} | {t['valid_trials']} | {rate} |")
+    avg = doc["ability_average"]
+    lines += ["", f"Ability average (mean per-task success over {doc['tasks_counted']} task(s); campaign "
+              f"results are reported apart, never in it): {'n/a' if avg is None else f'{avg:.3f}'}"]
+    for t in doc["tasks"]:
+        if "battle" in t:
+            b = t["battle"]
+            lines += ["", f"{t['task_id']}'s battle rules: party limit {b['party_limit']}, level cap "
+                      f"{b['level_cap'] if b['level_cap'] is not None else 'none'}, difficulty "
+                      f"{json.dumps(b['difficulty'], sort_keys=True)}, pool {json.dumps(b['pool'], sort_keys=True)}"]
+    for t in doc["tasks"]:
+        if "success_within_episodes" not in t:
+            continue
+        lines += ["", f"## {t['task_id']}: success within E episodes (budget {t['episode_budget']})", "",
+                  "| E | " + " | ".join(str(e) for e in range(1, t["episode_budget"] + 1)) + " |",
+                  "|---|" + "---|" * t["episode_budget"],
+                  "| success | " + " | ".join("n/a" if v is None else f"{v:.3f}"
+                                             for v in t["success_within_episodes"]) + " |",
+                  "", "Change log (the memory store's writes per episode, and the team applied in it):", ""]
+        for key, episodes in t["change_log"].items():
+            for e in episodes:
+                writes = "; ".join(f"{w['fact_id']} {w.get('kind')}: {w.get('object')}" for w in e["writes"]) or "none"
+                team = (f"; team {', '.join(m['species'] for m in e['team'])}" if e.get("team") else "")
+                lines.append(f"- {key} episode {e['episode']} (decisions {e['first_decision']}-"
+                             f"{e['last_decision']}, ended {e['ended']}): wrote {writes}{team}")
+    return "\n".join(lines) + "\n"
