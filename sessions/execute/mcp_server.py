@@ -397,6 +397,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+MCP_PATH = "/mcp"  # the SDK's streamable_http_path, as served
 MAX_REFUSALS_KEPT = 50  # refused requests recorded one by one in the result; beyond, only counted
 
 
@@ -448,13 +449,15 @@ class HttpSessions:
         expected = f"Bearer {self.token}".encode() if self.token is not None else None
 
         async def gated(scope, receive, send):
-            if scope["type"] != "http":
+            if scope["type"] != "http":  # (the lifespan)
                 return await app(scope, receive, send)
             headers = dict(scope.get("headers") or ())
             if expected is not None and not hmac.compare_digest(headers.get(b"authorization", b""), expected):
                 self.refuse("no bearer token, or not this trial's (Authorization: Bearer ...)")
                 return await _refusal(send, 401, "this trial's tool server needs its bearer token "
                                                  "(Authorization: Bearer TOKEN)", {b"www-authenticate": b"Bearer"})
+            if scope.get("path", "").rstrip("/") != MCP_PATH:  # no MCP there: the app's 404, no session claimed
+                return await app(scope, receive, send)
             session = headers.get(b"mcp-session-id", b"").decode("latin-1") or None
 
             async def noted(message):  # what the SDK refuses before any tool sees it is recorded too
@@ -517,7 +520,7 @@ async def serve_http(server: MCPServer, sock: socket.socket, sessions: HttpSessi
     import uvicorn
 
     host = sock.getsockname()[0]
-    app = server.streamable_http_app(host=host, session_idle_timeout=600)
+    app = server.streamable_http_app(host=host, session_idle_timeout=600, streamable_http_path=MCP_PATH)
     sessions.watch(server)
     config = uvicorn.Config(sessions.gate(app), log_level=log_level, lifespan="on")
     http = uvicorn.Server(config)
