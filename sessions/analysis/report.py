@@ -11,6 +11,7 @@ label only.
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
 import io
 import json
@@ -35,6 +36,7 @@ from sessions.analysis.metrics import (
     variant_comparison,
 )
 from sessions.analysis.report_plots import Plot, plots, type_severity
+from sessions.audit.package import EVIDENCE_SUMS, GAME_COPY, PACKAGE_INFO, PACKAGE_MANIFEST, package_info
 from sessions.evidence import layout
 from sessions.evidence.reader import TrialReader
 
@@ -829,6 +831,31 @@ def _scrub(text: str, local: list[str], secrets: list[str]) -> tuple[str, bool]:
     return text, changed
 
 
+def _game_definition_copy(root: Path, manifest: dict) -> bytes | None:
+    """The game definition's bytes when the manifest names a local file (redacted in the package), if it
+    is still there and is the one the trials used (the SHA-256 trial.json recorded)."""
+    from sessions.analysis.metrics import trial_folders
+
+    where = str((manifest.get("game") or {}).get("definition", ""))
+    if not where or where.startswith("bundled:"):
+        return None
+    path = Path(where) if Path(where).is_absolute() else root / where
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    for folder, _rel, _voided in trial_folders(root):
+        try:  # the definition's SHA-256 each trial recorded (result.json provenance)
+            pinned = (json.loads((folder / layout.RESULT).read_text()).get("provenance") or {}).get(
+                "game_definition_sha256")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if pinned is not None and pinned != hashlib.sha256(data).hexdigest():
+            return None
+        break
+    return data
+
+
 def write_package(root: Path, output: Path, *, include_raw: bool = False, seed: int = 0,
                   progress: Callable[[str], None] | None = None) -> dict:
     """The package a reader audits without trusting the summary: protocol, redacted manifest,
@@ -891,13 +918,16 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
 
     say("writing the redacted manifest")
     manifest = yaml.safe_load((root / layout.MANIFEST).read_text())
-    put("manifest.redacted.yaml", yaml.safe_dump(_redact_value(None, manifest), sort_keys=False).encode())
+    put(PACKAGE_MANIFEST, yaml.safe_dump(_redact_value(None, manifest), sort_keys=False).encode())
+    game_copy = _game_definition_copy(root, manifest)
+    if game_copy is not None:  # a local definition (its path is redacted): replay needs it, and it holds no ROM
+        put(GAME_COPY, game_copy)
     names = [layout.SCHEDULE, layout.SUMMARY, layout.RUN_LOG, layout.SUMS]
     if not blinded:
         names += [layout.BLINDING]
     for name in names:
         if (root / name).is_file():
-            put(name if name != layout.SUMS else "evidence-SHA256SUMS", (root / name).read_bytes())
+            put(name if name != layout.SUMS else EVIDENCE_SUMS, (root / name).read_bytes())
     for sub in ("prompts", "schemas", "scoring", "pricing") + (() if blinded else ("conditions", layout.UNBLINDED)):
         for p in sorted((root / sub).rglob("*")) if (root / sub).is_dir() else []:
             if p.is_file():
@@ -941,8 +971,26 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
     for src in (here / "metrics.py", here / "report.py", here / "report_plots.py", project / "docs" / "metrics.md"):
         if src.is_file():
             put(f"analysis/{src.name}", src.read_bytes())
+    first_trial = next((rel for _f, rel, _v in trial_folders(root)), "trials/<key>")
+    local_rom = str((manifest.get("game") or {}).get("rom", "")).startswith("bundled:") is False
     readme = [
         f"# {doc['experiment_id']}: published experiment package", "",
+        "## What a reader runs", "",
+        "```",
+        "sha256sum --check SHA256SUMS                  # every file of the package, as written",
+        "oakwatch verify .                             # package mode: sums, provenance from the evidence, "
+        "every hash chain",
+        f"oakwatch replay {first_trial}" + (" --rom YOUR.gb" if local_rom else "")
+        + "   # re-plays the recorded inputs; every frame must match",
+        "```", "",
+        "`oakwatch verify` on a package checks what it holds: SHA256SUMS; every file shipped under an evidence "
+        "file's name against `evidence-SHA256SUMS` (those rewritten at export are named, with why, in "
+        "`package.json`); each trial's trace chain from its trial.json, each decision's inputs and memory "
+        "operations (and responses, when shipped), each result against the trace and the run log's seal. "
+        "`oakwatch replay` needs the ROM (`--rom`, checked against the SHA-256 in the manifest), and the start "
+        "state (`--state`) when the manifest's path to it was redacted; the game definition is read from "
+        "`game/definition.yaml` when the manifest named a local one.", "",
+        "## What is here", "",
         "Written by `oakwatch export`. Audit the comparison without trusting its summary:", "",
         "- `manifest.redacted.yaml`: the frozen manifest, local paths redacted; the ROM and start-state SHA-256 "
         "identify the bytes without containing any of them.",
@@ -954,7 +1002,10 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
         "- `report/`: trial rows (trials.csv), per-condition figures (conditions.csv), report.json/.md/.html.",
         "- `annotations/` and `annotation-disagreements.json`: every label, adjudications, and the disagreements.",
         "- `analysis/`: the code and definitions that computed every figure.",
-        "- `evidence-SHA256SUMS`: the evidence folder's own sums; `SHA256SUMS`: this package's files.",
+        "- `evidence-SHA256SUMS`: the evidence folder's own sums; `SHA256SUMS`: this package's files; "
+        "`package.json`: the files rewritten at export (so they differ from the evidence's sums), and why.",
+        *(["- `game/definition.yaml`: the game definition the trials used (the manifest's path to it is "
+           "redacted)."] if game_copy is not None else []),
         f"- root hash of the evidence folder (the evidence and every annotation layer, unblinded/ too; "
         f"`oakwatch verify --expect-root`): `{root_hash(root)}`.", "",
         "Never included: the ROM, start states, secrets." + (" Conditions and the blinding key are left out: the "
@@ -963,6 +1014,17 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
     if redacted:
         readme += ["", "Files whose text was redacted (they differ from the evidence's sums): " + ", ".join(redacted)]
     put("README.md", ("\n".join(readme) + "\n").encode())
+    from sessions.evidence.checksums import parse_sums
+
+    evidence_sums = parse_sums((root / layout.SUMS).read_text(encoding="utf-8")) if (root / layout.SUMS).is_file() \
+        else {}
+    rewritten = {}
+    for rel in sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file()):
+        if rel in evidence_sums and file_sha256(output / rel) != evidence_sums[rel]:
+            rewritten[rel] = ("text redacted (local paths or secrets)" if rel in redacted else
+                              "re-written with its local paths redacted")
+    put(PACKAGE_INFO, package_info(doc["experiment_id"], root_hash(root), include_raw, rewritten,
+                                   GAME_COPY if game_copy is not None else None))
     say("writing the integrity file")
     files = sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file())
     (output / layout.SUMS).write_text(render_sums({f: file_sha256(output / f) for f in files}), encoding="utf-8")
