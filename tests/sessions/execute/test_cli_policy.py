@@ -301,7 +301,8 @@ def test_without_bwrap_the_client_still_gets_an_empty_folder_and_only_the_named_
     out, _ = run(tmp_path, cli_manifest(tmp_path, client_install, command(exe), env=["OAKWATCH_TEST_NAMED"]))
     result, trial = result_of(out)
     isolation = result["provenance"]["tool_server"]["client"]["isolation"]
-    assert isolation["kind"] == "none" and isolation["env"] == ["HOME", "OAKWATCH_MCP_TOKEN", "OAKWATCH_TEST_NAMED", "PATH"]
+    assert isolation["kind"] == "none"
+    assert isolation["env"] == ["HOME", "OAKWATCH_MCP_TOKEN", "OAKWATCH_TEST_NAMED", "PATH"]
     stderr = json.loads((trial / "client-transcript.jsonl").read_bytes().splitlines()[1])["text"]
     # less what the fake's own launcher sets (PYTHONPATH; the shell's PWD; Python's LC_CTYPE coercion)
     names = set(re.search(r"env: ([^;]*);", stderr).group(1).split()) - {"PYTHONPATH", "PWD", "SHLVL", "_",
