@@ -309,7 +309,7 @@ def test_every_tool_schema_is_portable_and_its_defaults_fit_it():
 
     for ruleset in RULESETS:
         server = build_server(ToolDesk(), ruleset=ruleset, image_scale=2, allowed=("A", "B"), max_actions=4,
-                              press_frames=1, settle_frames=1, battle={})
+                              press_frames=1, settle_frames=1, battle={}, instruction=None)
         for tool in anyio.run(server.list_tools):
             jsonschema.Draft202012Validator.check_schema(tool.input_schema)
             for where, node in _walk(tool.input_schema):
