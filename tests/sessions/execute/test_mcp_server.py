@@ -411,9 +411,11 @@ def _play_in_process(session, main) -> None:
     anyio.run(both)
 
 
-def test_sigint_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path):
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path, name):
     """The trial and the server share one event loop: Ctrl-C stops the serving and the trial waiting
-    for its agent's call ends as a signal, with its record, rather than dying with the loop."""
+    for its agent's call ends as a signal, with its record, rather than dying with the loop. SIGTERM
+    and SIGHUP as well (issue 33.4: on main SIGTERM killed the server, exit 143, a folder to recover)."""
     import signal
     import time
 
@@ -423,13 +425,14 @@ def test_sigint_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path):
         deadline = time.monotonic() + 30
         while not list(trace.glob("*/frames")) and time.monotonic() < deadline:
             time.sleep(0.05)  # the trial has started and waits for a call
-        server.send_signal(signal.SIGINT)
+        server.send_signal(getattr(signal, name))
         assert server.wait(timeout=60) == 2  # an invalid trial: nobody played it to an end
     finally:
         server.kill()
     out = tmp_path / "out"
     result, _ = result_of(out)
-    assert (result["termination_reason"], result["termination_detail"]) == ("signal", "SIGINT")
+    assert (result["termination_reason"], result["termination_detail"]) == ("signal", name)
+    assert not (out / ".lock").exists()  # finished: nothing for recover to do
     assert result["last_decision"] in (0, None)
     assert verify_experiment(out) == []
 
