@@ -84,6 +84,7 @@ import yaml
 from engine.emulators.backends import BACKENDS
 from engine.emulators.emulator import Timing, frame_sha256
 from engine.emulators.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
+from engine.loop.display import Display
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.trial import Trial
 from sessions.audit.replay import load_trial, replay_records
@@ -161,7 +162,7 @@ def _raw(rom: Path, state: bytes, actions: list[str], timing: Timing, hashing: b
 
 # -- oakwatch, timed through the runner's own slot path -------------------------------------------
 
-class _Clock:
+class _Clock(Display):
     """Started as the trial starts; stopped when the runner announces the sealed trial."""
 
     def __init__(self):
@@ -247,7 +248,7 @@ def _rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-class _MemorySampler:
+class _MemorySampler(Display):
     def __init__(self, every: int):
         self.every = every
         self.samples: list[tuple[int, float]] = []
@@ -261,7 +262,7 @@ class _MemorySampler:
                 self.samples.append((self.actions, _rss_mb()))
 
 
-class _Progress:
+class _Progress(Display):
     """A line every `every` actions, so a long generation shows it is alive."""
 
     def __init__(self, what: str, total: int, every: int):

@@ -38,6 +38,7 @@ from engine.games.tracks import Track, structured_view
 from engine.loop.budgets import BudgetLimits, Budgets
 from engine.loop.contract import AgentResponse, ContractError, Observed, parse_response
 from engine.loop.control import RunControl, TagForAnotherTrial
+from engine.loop.display import wanted
 from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,
@@ -215,10 +216,10 @@ class Trial:
         self._award_actions: dict[str, int] = {}  # rung -> accepted actions up to the one that reached it
         self._allowed = frozenset(config.allowed_actions)
         # What only a live display shows (budget meters, every frame, the whole memory store) costs
-        # work per action: it is built only when a sink asks for it.
-        self._budget_watchers = any(getattr(s, "wants_budgets", False) for s in sinks)
-        self._frame_watchers = any(getattr(s, "wants_frames", False) for s in sinks)
-        self._store_watchers = any(getattr(s, "wants_memory_store", False) for s in sinks)
+        # work per action: it is built only when a display asks for it (engine.loop.display).
+        self._budget_watchers = wanted(sinks, "wants_budgets")
+        self._frame_watchers = wanted(sinks, "wants_frames")
+        self._store_watchers = wanted(sinks, "wants_memory_store")
         self._task: asyncio.Task | None = None
         self.emulator_busy_since: float | None = None  # set while inside the emulator
         self._calling = False  # inside policy.decide
