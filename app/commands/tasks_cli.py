@@ -1,4 +1,4 @@
-"""`oakwatch tasks list|run`: the task catalog (seed 003) and a batch of its tasks.
+"""`oakwatch tasks list|run|derive|data`: the task catalog (seed 003), a batch of its tasks, a derived task.
 
 Exit status: 0 every task ran and every trial succeeded; 1 a task failed, was not run (the batch's
 ceiling) or a trial was invalid; 2 bad input (a bad task file, bad options), nothing written.
@@ -29,7 +29,10 @@ def add_parsers(sub) -> None:
     run.add_argument("tasks", nargs="*", metavar="TASK",
                      help="task ids of the catalog, or task files (default: every runnable task of the catalog)")
     run.add_argument("--dir", type=Path, help="a folder of task files (default: the bundled assets/tasks)")
-    run.add_argument("--output", type=Path, required=True, help="new batch folder")
+    run.add_argument("--output", type=Path, help="new batch folder (required unless --resume)")
+    run.add_argument("--resume", type=Path, metavar="BATCH",
+                     help="finish a stopped batch (after `oakwatch recover BATCH`): rerun what its run folders lack, "
+                          "then run the tasks it did not reach, with its own policy, trials and ceiling")
     run.add_argument("--policy", choices=["scripted", "random", "model"], default="scripted",
                      help="who plays: each task's reference script (default), a seeded random policy, or a model "
                           "(--provider, --model)")
@@ -41,6 +44,14 @@ def add_parsers(sub) -> None:
     run.add_argument("--trials", type=int, default=1, help="trials per task (default 1)")
     run.add_argument("--max-tokens", type=int, metavar="N", help="the batch's token ceiling (input + output)")
     run.add_argument("--max-cost-usd", type=float, metavar="USD", help="the batch's cost ceiling")
+    derive = tsub.add_parser("derive", help="a harder battle task from a knobs file (seed 004's difficulty knobs)")
+    derive.add_argument("knobs", type=Path, help="the knobs file: base task, new task id, knobs (docs/tasks.md)")
+    derive.add_argument("--output", type=Path, required=True, help="the new task file")
+    derive.add_argument("--dir", type=Path, help="the catalog the base task id names (default: assets/tasks)")
+    data = tsub.add_parser("data", help="a battle task's game data as JSON files (seed 004's sandbox)")
+    data.add_argument("task", help="a task id of the catalog, or a task file")
+    data.add_argument("--output", type=Path, required=True, help="new folder for species/moves/items/task.json")
+    data.add_argument("--dir", type=Path, help="a folder of task files (default: the bundled assets/tasks)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,12 +75,57 @@ def run(args: argparse.Namespace) -> int:
             game = t.game.id if t.game else "?"
             print(f"{f.task_id:24} {state:8} {game:30} {f.track:10} {goal}{episodes}  {f.title}")
         return EXIT_OK
+    if args.tasks_command == "derive":
+        return _derive(args, folder)
+    if args.tasks_command == "data":
+        return _data(args, folder)
     return _run(args, folder)
+
+
+def _data(args: argparse.Namespace, folder: Path) -> int:
+    from sessions.tasks.task_data import TaskDataError, write_task_data
+    from sessions.tasks.tasks import TaskError, catalog, load_task
+
+    try:
+        if _is_file(args.task):
+            task = load_task(Path(args.task))
+        else:
+            task = next((t for t in catalog(folder) if t.id == args.task), None)
+            if task is None:
+                return _fail(f"no task {args.task!r} in {folder} (`oakwatch tasks list` lists them)")
+        written = write_task_data(task, args.output)
+    except (TaskError, TaskDataError) as exc:
+        return _fail(str(exc))
+    print(f"oakwatch tasks data: {', '.join(p.name for p in written)} in {args.output}")
+    return EXIT_OK
+
+
+def _derive(args: argparse.Namespace, folder: Path) -> int:
+    from sessions.tasks.task_knobs import KnobsError, derive_task
+    from sessions.tasks.tasks import load_task
+
+    try:
+        path = derive_task(args.knobs, args.output, folder)
+    except KnobsError as exc:
+        return _fail(str(exc))
+    task = load_task(path)
+    print(f"oakwatch tasks derive: {path} (task {task.id}, sha256 {task.sha256}; from "
+          f"{task.file.battle.derived.base_task} {task.file.battle.derived.base_sha256[:12]})")
+    return EXIT_OK
 
 
 def _run(args: argparse.Namespace, folder: Path) -> int:
     from sessions.tasks.task_batch import Ceiling, run_batch
     from sessions.tasks.tasks import PolicyChoice, TaskError, catalog, load_task
+
+    if args.resume is not None:
+        given = [o for o in ("tasks", "dir", "output", "provider", "model", "base_url", "api", "max_tokens",
+                             "max_cost_usd") if getattr(args, o)]
+        if given or args.policy != "scripted" or args.trials != 1 or args.seed != 0:
+            return _fail("--resume uses the batch's own tasks, policy, trials and ceiling: give nothing else")
+        return _resume(args.resume)
+    if args.output is None:
+        return _fail("tasks run needs --output BATCH (a new folder), or --resume BATCH")
 
     if not 1 <= args.trials <= 1000:
         return _fail(f"--trials {args.trials}: give a number from 1 to 1000")
@@ -117,6 +173,49 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
     return EXIT_OK if ok else EXIT_PROBLEMS
 
 
+def _resume(batch: Path) -> int:
+    from sessions.tasks.task_batch import BatchError, is_batch, resume_batch
+
+    if not is_batch(batch):
+        return _fail(f"{batch}: not a task batch (no batch.json)")
+    print(f"oakwatch tasks: resuming {batch}")
+    try:
+        ledger = resume_batch(batch)
+    except BatchError as exc:
+        return _fail(str(exc))
+    print(f"batch: {batch} (check with: oakwatch verify {batch}; report: oakwatch report {batch})")
+    ok = all(r.status == "run" and r.trials and all(x.success for x in r.trials) for r in ledger.tasks)
+    return EXIT_OK if ok else EXIT_PROBLEMS
+
+
+def recover_main(batch: Path) -> int:
+    """`oakwatch recover BATCH`: every run folder its run left unfinished, finished as `recover DIR` does;
+    the task that was running listed in the ledger; a batch that did not finish marked stopped."""
+    from sessions.audit.recover import RecoverRefused
+    from sessions.evidence.durable import EvidenceError
+    from sessions.evidence.experiment_folder import FolderBusy
+    from sessions.tasks.task_batch import BatchError, recover_batch
+
+    try:
+        done = recover_batch(batch)
+    except (FolderBusy, BatchError) as exc:
+        return _fail(str(exc))
+    except RecoverRefused as exc:
+        print(f"oakwatch recover: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except EvidenceError as exc:
+        print(f"oakwatch recover: {exc}; free space and run it again", file=sys.stderr)
+        return EXIT_PROBLEMS
+    if not done:
+        print(f"oakwatch recover: {batch} is finished already; nothing to recover")
+        return EXIT_OK
+    for line in done:
+        print(f"  {line}")
+    print(f"oakwatch recover: {batch} recovered; `oakwatch verify {batch}` checks it, `oakwatch tasks run --resume "
+          f"{batch}` reruns what is missing and runs the tasks left")
+    return EXIT_OK
+
+
 def _is_file(name: str) -> bool:
     return name.endswith((".yaml", ".yml")) or "/" in name
 
@@ -129,13 +228,18 @@ def verify_main(batch: Path, deep: bool, root_options: bool) -> int:
     if root_options:
         return _fail(f"{batch} is a task batch: --print-root and --expect-root take one of its run folders "
                      f"({batch}/runs/TASK)")
+    from sessions.tasks.task_batch import read_ledger
+
     problems = verify_batch(batch, deep=deep)
     if problems:
         for p in problems:
             print(f"FAIL {p}", file=sys.stderr)
         print(f"oakwatch verify: {len(problems)} problem(s) in {batch}", file=sys.stderr)
         return EXIT_PROBLEMS
-    print(f"oakwatch verify: {batch} OK (every task's run folder verifies; the ledger matches their results)")
+    ledger = read_ledger(batch)
+    stopped = f"; stopped early ({ledger.stopped}): `oakwatch tasks run --resume {batch}` finishes it" \
+        if ledger.stopped else ""
+    print(f"oakwatch verify: {batch} OK (every task's run folder verifies; the ledger matches their results{stopped})")
     return EXIT_OK
 
 
@@ -144,9 +248,12 @@ def report_main(batch: Path, output: Path | None) -> int:
     episodic task's success-within-E curve and change log), in BATCH/reports/ or OUT."""
     import json
 
-    from sessions.tasks.task_batch import batch_report, report_markdown
+    from sessions.tasks.task_batch import batch_report, read_ledger, report_markdown, unfinished
 
     try:
+        left = unfinished(batch, read_ledger(batch))
+        if left:  # a report of a batch still being written, or whose process died, would count part of it
+            return _fail(f"{batch} is not finished: {left[0]}; `oakwatch recover {batch}` first")
         doc = batch_report(batch)
     except ValueError as exc:
         return _fail(str(exc))

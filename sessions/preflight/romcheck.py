@@ -188,8 +188,11 @@ def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frame
     if result is None:
         last = stages[-1] if stages else "start"
         if proc.returncode >= 0 and not stages:  # not the emulator: the probe could not start (environment)
-            why = (proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"])[-1]
-            raise RomCheckError(f"cannot check {rom_where}: the emulator probe failed ({printable(why[:200])})")
+            lines = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if not _noise(ln)]
+            why = (lines or ["no output"])[-1].strip()
+            raise RomCheckError(f"cannot check {rom_where}: the emulator probe could not start "
+                                f"({printable(why[:200])}); check the environment with `uv sync --locked` "
+                                f"and run again")
         culprit = {"start": rom_where, "booted": state_where, "restored": game_where}.get(last, state_where)
         raise RomCheckError(f"{culprit}: the emulator crashed ({_how(proc.returncode)}) while {_DOING[last]}")
     if not result.get("ok"):
@@ -246,11 +249,16 @@ def _child() -> int:
     rom, state = rest[:spec["rom_size"]], rest[spec["rom_size"]:]
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=True)
     chosen = BACKENDS[spec.get("emulator", "pyboy")]
-    game = GameDefinition.model_validate(spec["game"])
 
     def report(**fields) -> int:
         print(json.dumps(fields), file=out)
         return 0
+
+    try:
+        game = GameDefinition.model_validate(spec["game"])
+    except ValueError as exc:  # the parent validated it: a definition that does not round-trip is our bug
+        return report(ok=False, stage="game", detail=f"the probe could not read back its game definition "
+                      f"({_short(exc)}); this is an oakwatch bug: please report it with the command you ran")
 
     try:
         emulator = chosen.open(rom, spec["rom"], game.platform)
@@ -281,8 +289,18 @@ def _child() -> int:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]
+    """One line: for a pydantic error the first failing field and its message, never the URL tail."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # a pydantic ValidationError: where and why, of the first failure
+        first = (errors() or [{}])[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "the definition"
+        return f"{where}: {first.get('msg', 'invalid')}"[:300]
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if not _noise(ln)]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _noise(line: str) -> bool:
+    return not line.strip() or line.strip().startswith("For further information visit")
 
 
 if __name__ == "__main__":
