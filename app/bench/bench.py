@@ -415,8 +415,15 @@ PLAIN_SCRIPT = '''"""The plain script oakwatch's whole run is compared with (wri
 import hashlib
 import io
 
+import sys
+
 import numpy as np
-from pyboy import PyBoy
+
+# Like for like with oakwatch's backend (engine/emulators/pyboy_backend.py), which imports PyBoy with
+# SDL2 hidden: window "null" never needs it, and its import costs ~0.2 s neither should pay.
+sys.modules["sdl2"] = None
+from pyboy import PyBoy  # noqa: E402
+sys.modules.pop("sdl2")
 
 ROM, STATE, PRESS, SETTLE = {rom!r}, {state!r}, {press!r}, {settle!r}
 BUTTONS = {buttons!r}
