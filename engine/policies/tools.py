@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
+import pydantic_core
+
 from engine.battle.battle import BATTLE_TOOLS
 from engine.loop.control import RunControl
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.outcomes import EndRequest
-from engine.loop.records import Usage
+from engine.loop.records import ReplyOversize, TraceLine, Usage
 from engine.loop.trial import utc_now
 from engine.policies.base import contract_json
 from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
@@ -47,6 +50,7 @@ class Call:
     # or "reset" (ruleset battle: a decision that presses nothing and ends the episode), or a battle call
     # (apply_team, lead, action: engine.battle.battle judges it in the loop)
     tool: str = "press_keys"
+    session: str | None = None  # the SHA-256 of the MCP session that made it (one per trial: verify)
 
 
 @dataclass
@@ -148,7 +152,7 @@ class ToolDesk:
             raise TrialOver(self._over_message())
         return waiting, turn
 
-    async def press(self, arguments: dict, tool: str = "press_keys") -> dict:
+    async def press(self, arguments: dict, tool: str = "press_keys", session: str | None = None) -> dict:
         """Hand one press_keys (or reset) call to the loop and wait for what the loop made of it."""
         while True:
             waiting, turn = await self._wait_turn()
@@ -157,7 +161,7 @@ class ToolDesk:
                     continue  # another call took it: wait for the next
                 turn.taken = True
                 self._turn = Future()
-            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool)
+            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool, session=session)
             try:
                 turn.call.set_result(call)
             except InvalidStateError:  # the loop stopped waiting (the trial was ended meanwhile)
@@ -186,16 +190,7 @@ class ToolDesk:
             if pending is not None:
                 attempts = event.response.attempts
                 rejected = None if trace.parsed_actions else (attempts[-1].error if attempts else None)
-                _resolve(pending.result, {
-                    "decision_id": trace.decision_id, "pressed": [i.action for i in event.inputs],
-                    "rejected": rejected, "charged": True, "trial_over": trace.termination_reason is not None,
-                    "ending": trace.termination_reason,
-                    # an episodic trial's: the episode played, and why it ended with this decision
-                    **({"episode": trace.episode, "episode_end": trace.episode_end}
-                       if trace.episode is not None else {}),
-                    # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle.battle)
-                    **({"battle": {k: trace.battle[k] for k in ("writes", "team", "lead")}}
-                       if trace.battle is not None else {})})
+                _resolve(pending.result, call_answer(trace, [i.action for i in event.inputs], rejected))
         elif isinstance(event, TrialEnded):
             self.result = event.result
             with self._lock:
@@ -235,6 +230,33 @@ class ToolDesk:
         return "the trial has ended; no more calls are accepted"
 
 
+REJECTED_PREFIX = "Your previous response was rejected: "  # engine.loop.trial's retry feedback
+OVERSIZE_FEEDBACK = re.compile(r"it was longer than the ([\d,]+) bytes a reply may have")  # engine.loop.trial's
+
+
+def call_answer(trace: TraceLine, pressed: list[str], rejected: str | None) -> dict:
+    """What a decision's call is answered with, from what the loop recorded of it: its trace line and
+    the buttons it pressed (inputs.jsonl). One definition, for the server and for the Inspect export."""
+    return {"decision_id": trace.decision_id, "pressed": pressed, "rejected": rejected, "charged": True,
+            "trial_over": trace.termination_reason is not None, "ending": trace.termination_reason,
+            # an episodic trial's: the episode played, and why it ended with this decision
+            **({"episode": trace.episode, "episode_end": trace.episode_end} if trace.episode is not None else {}),
+            # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle.battle)
+            **({"battle": {k: trace.battle[k] for k in ("writes", "team", "lead")}}
+               if trace.battle is not None else {})}
+
+
+def refusal_text(tool: str, answer: dict) -> str:
+    """The error a refused call is answered with (answer["rejected"] set): the loop's reason."""
+    why = answer["rejected"].removeprefix(REJECTED_PREFIX)
+    if (cap := OVERSIZE_FEEDBACK.match(why)) is not None:  # the loop's words to a model, put for a call
+        why = (f"oversized call: its arguments, as stored, pass the {cap.group(1)} bytes a call may have "
+               f"(agent.max_reply_bytes); kept as their size and SHA-256 only")
+    ended = f" (the trial has ended: {answer['ending']})" if answer["trial_over"] else ""
+    refused = "rejected" if tool == "press_keys" else "refused"
+    return f"{tool} {refused}, charged as an invalid output of decision {answer['decision_id']}: {why}{ended}"
+
+
 def _resolve(future: Future, value) -> None:
     try:
         if isinstance(value, BaseException):
@@ -255,9 +277,13 @@ class ToolCallPolicy:
     paid = True
     transport = None
 
-    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None):
+    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None,
+                 max_reply_bytes: int | None = None):
         self.desk = desk
         self.ruleset = ruleset
+        # the manifest's agent.max_reply_bytes: a call whose stored record would pass it is kept as its size
+        # and digest only (an invalid output), as a provider's reply over the cap is
+        self.max_reply_bytes = max_reply_bytes
         # The wall-time budget, kept while waiting too: the loop checks it only between decisions, and
         # an agent that never calls would otherwise hold the trial for good. Counted from the policy's
         # start (made as the trial starts), less the operator's holds.
@@ -284,16 +310,21 @@ class ToolCallPolicy:
         latency = round((call.received - turn.opened) * 1000, 3)
         record = {"tool": call.tool, "arguments": call.arguments, "received_utc": call.received_utc,
                   "ruleset": self.ruleset, "screens": turn.screens}
+        # who made the call (kept even where the call's body is not: an oversized one)
+        identity = {"mcp_session_sha256": call.session} if call.session is not None else None
         if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
-            return PolicyReply(text=contract_json([], summary="reset tool call"), usage=Usage(), latency_ms=latency,
-                               reply=record, reset=True)
-        if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
-            return PolicyReply(text=contract_json([], summary=f"{call.tool} tool call"), usage=Usage(),
-                               latency_ms=latency, reply=record,
-                               battle={"tool": call.tool, "arguments": call.arguments})
-        keys = call.arguments.get("keys")
-        return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
-                           usage=Usage(), latency_ms=latency, reply=record)
+            text, kind = contract_json([], summary="reset tool call"), {"reset": True}
+        elif call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
+            text = contract_json([], summary=f"{call.tool} tool call")
+            kind = {"battle": {"tool": call.tool, "arguments": call.arguments}}
+        else:
+            keys = call.arguments.get("keys")
+            text, kind = contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
+        if self.max_reply_bytes is not None and (over := oversize(call.arguments, record, text,
+                                                                  self.max_reply_bytes)) is not None:
+            # as a provider's reply over the cap: an invalid output, charged, its size and digest kept
+            return PolicyReply(text="", usage=Usage(), latency_ms=latency, identity=identity, oversize=over)
+        return PolicyReply(text=text, usage=Usage(), latency_ms=latency, reply=record, identity=identity, **kind)
 
     async def _wait(self, turn: Turn) -> Call:
         waiting = _awaitable(turn.call)
@@ -312,6 +343,22 @@ class ToolCallPolicy:
 
     def close(self) -> None:
         pass
+
+
+def oversize(arguments, record: dict, text: str, cap: int) -> ReplyOversize | None:
+    """The call as verify measures what a decision stores (the reply record and the response text, each
+    as JSON), against the cap; None when both fit. Its size and digest are of the arguments as received,
+    re-serialised as JSON (the transport's own bytes are the SDK's)."""
+    received = pydantic_core.to_json(arguments)
+    stored = max(len(pydantic_core.to_json(record)), len(pydantic_core.to_json(text)))
+    if stored <= cap and len(received) <= cap:
+        return None
+    digest = hashlib.sha256(received).hexdigest()
+    if len(received) > cap:
+        return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest,
+                             size_bytes=len(received), size_source="received")
+    return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest, size_bytes=stored,
+                         size_source="stored")
 
 
 def screen_record(turn: Turn, png: bytes) -> dict:

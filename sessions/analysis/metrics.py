@@ -512,6 +512,29 @@ class TrialRecords:
     voided: bool = False
 
 
+CLIENT_METRICS = ("client_cost_usd", "client_tokens")  # a policy-cli client's own totals for its trial
+
+
+def client_totals(r: TrialResult) -> dict | None:
+    """What a `policy: cli` client reported of its own run (sessions.execute.cli_client): its cost, and its tokens
+    (input + output, plus Claude Code's cache reads and writes where reported; Codex counts cached input
+    inside input). None for a trial no client played; a figure it did not report is None, never 0."""
+    server = r.provenance.get("tool_server")
+    client = server.get("client") if isinstance(server, dict) else None
+    if not isinstance(client, dict):
+        return None
+    cost = client.get("total_cost_usd")
+    usage = client.get("usage")
+    tokens = None
+    if isinstance(usage, dict):
+        parts = [usage.get("input_tokens"), usage.get("output_tokens"),
+                 *[usage[k] for k in ("cache_read_input_tokens", "cache_creation_input_tokens") if k in usage]]
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in parts):
+            tokens = sum(parts)
+    return {"client_cost_usd": float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+            "client_tokens": tokens}
+
+
 def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Label] | None,
                 states: States | None = None, state_note: str | None = None,
                 condition_id: str | None = None) -> dict:
@@ -557,6 +580,8 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         "cost_per_milestone": ratio(cost, milestones), "cost_per_point": ratio(cost, points),
         "actions_per_milestone": ratio(accepted, milestones), "progress_efficiency": ratio(points, cost),
         "zero_progress": points == 0,
+        "client": client_totals(r),  # a cli client's own totals (its report), beside oakwatch's unknown cost
+        **(client_totals(r) or dict.fromkeys(CLIENT_METRICS)),
         "variant": r.provenance.get("variant_label"),  # a suite's seen or held-out variant (sessions.variants.suites)
         "variant_index": r.provenance.get("variant_index"),
         # the result's own figures (engine.loop.trial.path_figures; verify recomputes them)
@@ -806,6 +831,9 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
             "deepest": [r["deepest"] for r in mine],
             "metrics": {m: spread(mine, m, d) for m, d in SUMMARY_METRICS.items()},
             # over the annotated trials only; null when none of them was annotated
+            # a cli condition's clients' own totals (null for a condition no client played)
+            "client_totals": {m: spread(mine, m, None) for m in CLIENT_METRICS}
+            if any(r.get("client") is not None for r in rows if r["condition"] == label) else None,
             "n_annotated": len(annotated), "errors_by_type": dict(types) if annotated else None,
             "errors_by_severity": dict(sev) if annotated else None,
         }
@@ -865,32 +893,37 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
             given[name][(a.trial_key, a.decision_id)].add(a.type)
             ids[name][(a.trial_key, a.decision_id)].append(a.id)
     rulings = {rid: a for a in layers.get(ADJUDICATION, []) if a.kind == "adjudication" for rid in a.resolves or []}
-    pairs = []
-    for i, x in enumerate(names):
-        for y in names[i + 1:]:
-            seen_by = [[u[0] in looked[n] and looked[n][u[0]].covers(u[1]) for n in (x, y)] for u in every]
-            units = [u for u, both in zip(every, seen_by, strict=True) if all(both)]
-            one_sided = sum(any(both) and not all(both) for both in seen_by)
-            cat = lambda name, u: "+".join(sorted(given[name].get(u, ()))) or "none"  # noqa: E731
-            overall, po = _cohen([cat(x, u) for u in units], [cat(y, u) for u in units])
-            types = sorted(set(MEMORY_TYPES) | {t for n in (x, y) for s in given[n].values() for t in s})
-            per_type = {}
-            for t in types:
-                k, p = _cohen([str(t in given[x].get(u, ())) for u in units], [str(t in given[y].get(u, ()))
-                                                                            for u in units])
-                per_type[t] = {"kappa": k, "observed_agreement": round(p, 6) if units else None}
-            disagreements = []
-            for u in units:
-                if given[x].get(u, set()) != given[y].get(u, set()):
-                    settled = next((rulings[i] for n in (x, y) for i in ids[n].get(u, []) if i in rulings), None)
-                    disagreements.append({
-                        "trial_key": u[0], "decision_id": u[1], x: sorted(given[x].get(u, ())) or ["none"],
-                        y: sorted(given[y].get(u, ())) or ["none"],
-                        "adjudication": None if settled is None else {
-                            "id": settled.id, "resolution": settled.resolution, "type": settled.type,
-                            "severity": settled.severity, "reason": settled.reason}})
-            pairs.append({"annotators": [x, y], "units": len(units), "one_sided": one_sided, "kappa": overall,
-                          "observed_agreement": round(po, 6) if units else None,  # none looked at by both
-                          "per_type": per_type, "disagreements": disagreements})
+    pairs = [_kappa_pair(x, y, every, looked, given, ids, rulings) for i, x in enumerate(names) for y in names[i + 1:]]
     return {"annotators": names, "pairs": pairs,
             "note": None if len(names) >= 2 else "fewer than two annotators: agreement not measured"}
+
+
+def _kappa_pair(x: str, y: str, every: list[tuple[str, int]], looked: dict, given: dict, ids: dict,
+                rulings: dict) -> dict:
+    """kappa's figures for one pair of annotators (see kappa)."""
+    seen_by = [[u[0] in looked[n] and looked[n][u[0]].covers(u[1]) for n in (x, y)] for u in every]
+    units = [u for u, both in zip(every, seen_by, strict=True) if all(both)]
+    one_sided = sum(any(both) and not all(both) for both in seen_by)
+    cat = lambda name, u: "+".join(sorted(given[name].get(u, ()))) or "none"  # noqa: E731
+    overall, po = _cohen([cat(x, u) for u in units], [cat(y, u) for u in units])
+    types = sorted(set(MEMORY_TYPES) | {t for n in (x, y) for s in given[n].values() for t in s})
+    per_type = {}
+    for t in types:
+        k, p = _cohen([str(t in given[x].get(u, ())) for u in units], [str(t in given[y].get(u, ()))
+                                                                    for u in units])
+        per_type[t] = {"kappa": k, "observed_agreement": round(p, 6) if units else None}
+    disagreements = [_disagreement(x, y, u, given, ids, rulings) for u in units
+                     if given[x].get(u, set()) != given[y].get(u, set())]
+    return {"annotators": [x, y], "units": len(units), "one_sided": one_sided, "kappa": overall,
+            "observed_agreement": round(po, 6) if units else None,  # none looked at by both
+            "per_type": per_type, "disagreements": disagreements}
+
+
+def _disagreement(x: str, y: str, u: tuple[str, int], given: dict, ids: dict, rulings: dict) -> dict:
+    """One decision two annotators labelled differently, and the adjudication that settled it, if any."""
+    settled = next((rulings[i] for n in (x, y) for i in ids[n].get(u, []) if i in rulings), None)
+    return {"trial_key": u[0], "decision_id": u[1], x: sorted(given[x].get(u, ())) or ["none"],
+            y: sorted(given[y].get(u, ())) or ["none"],
+            "adjudication": None if settled is None else {
+                "id": settled.id, "resolution": settled.resolution, "type": settled.type,
+                "severity": settled.severity, "reason": settled.reason}}

@@ -325,7 +325,7 @@ def _check_header(ctx: Context, report: Report) -> None:
     try:
         schema = json.loads((root / "prompts" / "action-schema.json").read_text(encoding="utf-8"))
         if schema != response_json_schema(manifest.agent.max_actions_per_decision, manifest.agent.context.notebook_chars
-                                                 if manifest.agent.context else None):
+                                          if manifest.agent.context else None, tuple(manifest.agent.shortcuts) or None):
             report.add("prompts/action-schema.json is not the schema of this manifest's action contract")
     except (OSError, ValueError):
         report.add("prompts/action-schema.json is missing or unreadable")
@@ -438,6 +438,8 @@ def verify_trial(folder: Path, ctx: Context, report: Report, *, rel: str, deep: 
         _check_result(result, genesis, genesis_sha, head, tally, last, rel, ctx, report)
         _check_frames(reader, result, frames_seen, rel, report, deep)
         _check_provider_failure(reader, result, rel, report)
+        _check_client_transcript(reader, result, rel, report,
+                                 ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None)
     if len(report.problems) > problems_before and result is None:
         return None
     return (result, result_sha) if result is not None else None
@@ -461,6 +463,49 @@ def _check_provider_failure(reader: TrialReader, r: TrialResult, rel: str, repor
         parse(ProviderFailureRecord, path.read_bytes(), where)
     except FormatProblem as exc:
         report.add(str(exc))
+
+
+def _check_client_transcript(reader: TrialReader, r: TrialResult, rel: str, report: Report, cap: int | None) -> None:
+    """A cli client's transcript (sessions.execute.cli_client) sits beside the result that records its hash, and
+    only there (or beside a result `recover` wrote); each source's kept text is within agent.max_reply_bytes."""
+    where = f"{rel}/{layout.CLIENT_TRANSCRIPT}"
+    path = reader.folder / layout.CLIENT_TRANSCRIPT
+    server = r.provenance.get("tool_server")
+    client = server.get("client") if isinstance(server, dict) else None
+    recorded = client.get("transcript") if isinstance(client, dict) else None
+    if recorded is None:
+        # A run that died between the transcript and the result: `recover` wrote the result, and keeps
+        # the client's account (SHA256SUMS covers it), but nothing recorded its hash before.
+        if path.exists() and not r.recovered:
+            report.add(f"{where}: present, but {layout.RESULT} records no client transcript")
+        if path.is_file() and r.recovered:
+            _check_transcript_lines(path.read_bytes(), where, report, cap)
+        return
+    if not isinstance(recorded, dict) or recorded.get("file") != layout.CLIENT_TRANSCRIPT:
+        report.add(f"{rel}/{layout.RESULT}: provenance.tool_server.client.transcript is malformed")
+        return
+    if not path.is_file():
+        report.add(f"{where} is missing: {layout.RESULT} records the client's transcript")
+        return
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != recorded.get("sha256") or len(data) != recorded.get("bytes"):
+        report.add(f"{where}: does not hash to the SHA-256 {layout.RESULT} records for it")
+    _check_transcript_lines(data, where, report, cap)
+
+
+def _check_transcript_lines(data: bytes, where: str, report: Report, cap: int | None) -> None:
+    for n, line in enumerate(data.splitlines(), 1):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        text = entry.get("text") if isinstance(entry, dict) else None
+        if not isinstance(text, str) or not isinstance(entry.get("source"), str):
+            report.add(f"{where}:{n}: not a transcript line (source, text)")
+            continue
+        if cap is not None and len(text.encode()) > cap:
+            report.add(f"{where}:{n}: keeps {len(text.encode()):,} bytes of {entry['source']}, over the manifest's "
+                       f"agent.max_reply_bytes ({cap:,})")
 
 
 def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel: str) -> None:
@@ -596,6 +641,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     cap = ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None
     episodes = ctx.manifest.episodes if ctx.manifest is not None else None
     steps: list[Step] = []  # engine.battle.episodes: each decision's episode facts, for the result's episodes
+    clients: dict[str, int] = {}  # the MCP sessions that made decisions -> the first decision of each
     for n, line in trace:
         t = parse_trace(line, n)
         if t.prev_sha256 != head:
@@ -646,7 +692,14 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
             rn, rbytes = item
             if sha(rbytes).hexdigest() != t.response_sha256:
                 add(f"{rel}/{layout.RESPONSES}:{rn}: differs from what decision {n} recorded")
-            _check_response(parse_response(rbytes, rn), t, n, f"{rel}/{layout.RESPONSES}:{rn}", report,
+            parsed = parse_response(rbytes, rn)
+            for a in parsed.attempts:  # a tool server's call: the session that made it (one trial, one client)
+                if a.identity is not None and (made_by := a.identity.get("mcp_session_sha256")) is not None:
+                    if made_by not in clients and len(clients) == 1:
+                        add(f"{rel}/{layout.RESPONSES}:{rn}: decision {n} was made by another MCP session than "
+                            f"decision {clients[next(iter(clients))]}'s (one trial, one client)")
+                    clients.setdefault(made_by, n)
+            _check_response(parsed, t, n, f"{rel}/{layout.RESPONSES}:{rn}", report,
                             cap if cap is not None and len(rbytes) > cap else None)
         # the inputs
         accepted = t.accepted_actions
@@ -660,7 +713,8 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
         data = chunk[0][1] if len(chunk) == 1 else b"".join(b for _, b in chunk)
         if sha(data).hexdigest() != t.inputs_sha256:
             add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
-        expected = t.parsed_actions[:accepted]
+        # a shortcut's presses are its expansion (engine.loop.shortcuts), chosen press by press
+        expected = (t.shortcut["expansion"] if t.shortcut else t.parsed_actions)[:accepted]
         for i, (k, b) in enumerate(chunk):
             r = parse_input(b, k)
             if r.action != (expected[i] if i < len(expected) else None) or r.decision_id != n or r.index != i:

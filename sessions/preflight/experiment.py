@@ -15,7 +15,7 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 
 from engine.emulators.backends import BACKENDS
-from engine.games.gamedef import GameDefinition
+from engine.games.gamedef import TASK_LINE, GameDefinition
 from engine.loop.script import ScriptError
 from sessions.execute.schedule import blind_labels, trial_order
 from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
@@ -232,9 +232,20 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             if manifest.episodes is not None else []
         if unknown:
             raise PreflightError(f"{at('episodes.failure')}: {', '.join(unknown)} is not a field of {game_path}")
-        if manifest.agent.information_track == "structured" and game.tracks.structured is None:
-            raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
-                                 f"declares no structured track (tracks.structured)")
+        track = manifest.agent.information_track
+        if track != "visual" and getattr(game.tracks, track) is None:
+            raise PreflightError(f"{at('agent.information_track')}: {track}, but game definition {game_path} "
+                                 f"declares no {track} track (tracks.{track})")
+        lacking = [s for s in manifest.agent.shortcuts if s not in game.shortcuts]
+        if lacking:
+            raise PreflightError(f"{at('agent.shortcuts')}: {', '.join(lacking)} is not a shortcut game definition "
+                                 f"{game_path} defines (it defines: {', '.join(game.shortcuts) or 'none'})")
+        for name in manifest.agent.shortcuts:
+            stray = sorted({b for step in game.shortcuts[name].steps for b in step.buttons()}
+                           - set(manifest.agent.allowed_actions))
+            if stray:
+                raise PreflightError(f"{at('agent.shortcuts')}: {name} presses {', '.join(stray)}, which "
+                                     f"agent.allowed_actions lacks")
         if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle.battle)
             from engine.battle.battle import settings_problem
 
@@ -288,7 +299,9 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 from sessions.preflight.tool_conditions import ToolConditionError, check_tool_condition
 
                 try:
-                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game)
+                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game, base=base,
+                                         protected=out_of_reach(manifest_path, rom_path, state_path, game_path,
+                                                                output))
                 except ToolConditionError as exc:
                     raise PreflightError(f"{at(exc.field) if exc.field else f'condition {c.id}'}: {exc}") from None
             elif c.policy == "model":
@@ -338,7 +351,16 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 raise PreflightError(f"{at('game.goal')}: the start state leaves goal {g.goal} no room: "
                                      f"{'; '.join(room)} (initial state {state_path})")
 
+        instruction = instruction_for(manifest, game)
+        if instruction is None:
+            raise PreflightError(f"{at('agent.instruction')}: say what the agent is asked to do (game definition "
+                                 f"{game_path} gives no instruction)")
+        if hidden := game.hidden_in(instruction):
+            raise PreflightError(f"{at('agent.instruction')}: names hidden state ({', '.join(hidden)}): say the "
+                                 "objective as the player sees it")
+
         frozen = manifest.model_copy(deep=True)
+        frozen.agent.instruction = instruction  # the frozen manifest names what every agent was told
         frozen.emulator.version = installed  # the frozen manifest records the version that ran
         frozen.emulator.config_sha256 = computed
         # The frozen copy lives elsewhere: anchor relative file references to absolute paths.
@@ -358,9 +380,11 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
         for c in frozen.conditions:  # the client that will play is the one the run records
             if c.policy == "cli":
-                from sessions.preflight.tool_conditions import client_version
+                from sessions.preflight.tool_conditions import client_reads, client_version
 
                 c.client_version = client_version(c)
+                if c.client_reads is not None:
+                    c.client_reads = [str(p) for p in client_reads(c, base)]
         if frozen.created_utc is None:
             frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         system_prompt = system_prompt_for(frozen)
@@ -370,6 +394,18 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                         controls=controls, price_schedules=schedules)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
+
+
+def out_of_reach(manifest_path: Path, rom_path: Path, state_path: Path, game_path: Path,
+                 output: Path | None) -> list[tuple[str, Path]]:
+    """What a `policy: cli` client must not reach (sessions.execute.cli_sandbox): oakwatch's own tree with its
+    assets, the manifest's folder, the ROM, start state and game definition, and the evidence folder."""
+    from sessions.preflight.assets import ASSETS
+
+    found = [("oakwatch's own files", Path(__file__).resolve().parents[2]), ("the bundled assets", ASSETS),
+             ("the manifest's folder", manifest_path.parent), ("the ROM", rom_path), ("the start state", state_path),
+             ("the game definition", game_path)]
+    return found + ([("the evidence folder", output)] if output is not None else [])
 
 
 def controls_rule(manifest: Manifest) -> str:
@@ -387,11 +423,24 @@ def controls_rule(manifest: Manifest) -> str:
     return f"- {' '.join(parts)}\n" if parts else ""
 
 
+def instruction_for(manifest: Manifest, game: GameDefinition) -> str | None:
+    """What every agent of the run is told to do: the manifest's own instruction, else its goal's
+    (`game.goal`, `run --goal ID`), else the game definition's (its ladder). None: nobody says."""
+    if manifest.agent.instruction is not None:
+        return manifest.agent.instruction
+    goal = manifest.game.goal
+    if goal is not None and goal in game.goals:
+        return game.goals[goal].instruction
+    return game.instruction
+
+
 def system_prompt_for(manifest: Manifest) -> str:
-    """The bundled system prompt with this experiment's memory rules and frozen controls filled in
-    (what models are sent)."""
+    """The bundled system prompt with this experiment's instruction, memory rules and frozen controls
+    filled in (what models are sent). A manifest frozen before instructions existed names none."""
     rules = manifest.agent.memory
     text = (ASSETS / "prompts" / "system.txt").read_text(encoding="utf-8")
+    told = manifest.agent.instruction
+    text = text.replace("{instruction}\n", TASK_LINE.format(instruction=told) if told is not None else "")
     text = text.replace("{controls}\n", controls_rule(manifest))
     for name, value in [("confirm_threshold", f"{rules.confirm_threshold:g}"),
                         ("exclusive_predicates", ", ".join(rules.exclusive_predicates) or "none"),
@@ -457,6 +506,16 @@ def create_folder(prepared: Prepared, output: Path):
         raise PreflightError(f"{exc}") from None
 
 
+def _names_instruction(path: Path) -> bool:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return True  # prepare has read it already; a folder it refuses never gets here
+    return isinstance(data, dict) and isinstance(data.get("agent"), dict) and "instruction" in data["agent"]
+
+
 def prepare_resume(root: Path, *, allow_human: bool = False):
     """Take a finished or stopped folder back for `run --resume`: its frozen manifest, blinding and
     schedule, and the schedule positions that hold no valid trial. Returns (prepared, folder,
@@ -478,6 +537,8 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
     if needs_recovery(root):
         raise PreflightError(f"{root}: its run did not finish; `oakwatch recover {root}` first")
     prepared = prepare(root / layout.MANIFEST, None, allow_human=allow_human)
+    if not _names_instruction(root / layout.MANIFEST):  # frozen before instructions: its agents were told none
+        prepared.manifest.agent.instruction = None
     try:
         folder = ExperimentFolder.open(root)
     except (FolderBusy, EvidenceError) as exc:  # EvidenceError: no room for the reserve (a full disk)
