@@ -19,7 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 from engine.figures import money  # the one rendering every display uses
 from sessions.analysis.metrics import (
@@ -507,12 +511,6 @@ def _md_table(head: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _html_table(head: list[str], body: list[list[str]]) -> str:
-    h = "".join(f"<th>{html.escape(str(c))}</th>" for c in head)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in body)
-    return f"<table><thead><tr>{h}</tr></thead><tbody>{rows}</tbody></table>"
-
-
 def trial_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Seed 000's trial-level template (Condition, Trial, Deepest milestone, Progress points, Cost, Actions,
     Decisions, Memory errors, Repeat overhead, End reason), with validity beside it."""
@@ -527,14 +525,6 @@ def trial_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
              f"{r['memory_errors']} ({r['material_errors']} material+)", _fmt(r["repeat_overhead"]),
              r["end_reason"], "yes" if r["valid"] else f"no ({r['outcome']})"] for r in rows]
     return head, body
-
-
-CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-       "table{border-collapse:collapse;margin:.5em 0;font-size:.85em}td,th{border:1px solid #bbb;padding:.25em .5em;"
-       "text-align:left}th{background:#eee}.pass{color:#060}.fail{color:#a00}.na{color:#666}"
-       "section{margin-bottom:2em}svg{max-width:100%;height:auto}code{background:#f4f4f4}"
-       "figure.plot{margin:.5em 0}.no-plot{color:#555;font-style:italic}"
-       ".plot-notes{color:#555;font-size:.85em;margin:.2em 0 .8em}")
 
 
 def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
@@ -771,74 +761,31 @@ def _scorer_text(doc: dict) -> str:
     return text
 
 
-def _figure_html(fig: Plot) -> str:
-    """A drawn plot with its notes under it, or the sentence that stands in for it (no empty axis)."""
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in (fig.notes if fig.svg else fig.notes[1:]))
-    notes = f'<ul class="plot-notes">{notes}</ul>' if notes else ""
-    if fig.svg is None:
-        return f'<p class="no-plot">{html.escape(fig.notes[0])}</p>{notes}'
-    return f'<figure class="plot">{fig.svg}</figure>{notes}'
+def _escape(value) -> Markup:
+    """Every `{{ }}` value escaped as html.escape does (&#x27; for '), so the page keeps the bytes the
+    string-built report had; markupsafe's own escape writes &#39;. Markup (a macro's output) passes as is."""
+    return value if isinstance(value, Markup) else Markup(html.escape(str(value)))
+
+
+@cache
+def _templates() -> Environment:
+    """report_templates/ beside this module (shipped in the wheel: hatch packages every file under sessions/)."""
+    return Environment(loader=FileSystemLoader(Path(__file__).resolve().parent / "report_templates"),
+                       autoescape=True, finalize=_escape, undefined=StrictUndefined, keep_trailing_newline=True)
 
 
 def render_html(doc: dict, rows: list[dict], figures: dict) -> str:
-    s = doc["summary"]
-    e = html.escape
-
-    def section(sid: str, title: str, body: str) -> str:
-        return f'<section id="{sid}"><h2>{e(title)}</h2>{body}</section>'
-
-    parts = [f"<h1>Report: {e(doc['experiment_id'])}</h1>",
-             f"<p>{e('Blinded: conditions appear by label only.' if doc['blinded'] else 'Unblinded.')}</p>"]
-    parts.append(section("conclusion", "Conclusion", f"<p>{e(doc['conclusion'])}</p>"))
-    if doc.get("game_and_rom"):
-        parts.append(section("game-and-rom", "Game and ROM", f"<p>{e(' '.join(doc['game_and_rom']['sentences']))}</p>"))
-    parts.append(section("trials", "Trial-level results", _html_table(*trial_table(rows))))
-    summ = _html_table(*_side_by_side(s))
-    b = s["bootstrap"]
-    summ += f"<p>Bootstrap: seed {b['seed']}, {b['resamples']} resamples, {e(b['method'])}, {e(b['pairing'])}.</p>"
-    if s["significance_note"]:
-        summ += f"<p><strong>{e(s['significance_note'])}.</strong></p>"
-    if s["effects"]:
-        summ += "<h3>Effect sizes</h3>" + _html_table(EFFECT_HEAD, _effects_rows(s))
-    parts.append(section("conditions", "Per-condition summary: progress, cost, actions, memory failures", summ))
-    if doc["variants"]:
-        parts.append(section("variants", "Seen against held-out variants", _html_table(*_variant_rows(doc))))
-    parts.append(section("progress-actions", "Progress against accepted actions",
-                         _figure_html(figures["progress_vs_actions"])))
-    parts.append(section("progress-cost", "Progress against cost", _figure_html(figures["progress_vs_cost"])))
-    parts.append(section("timelines", "Milestone timeline per trial",
-                         "".join(f'<div class="timeline" id="timeline-{e(k.replace("/", "-"))}">{_figure_html(v)}'
-                                 '</div>' for k, v in figures["timelines"].items())))
-    parts.append(section("memory-errors", "Memory errors by type and severity",
-                         _figure_html(figures["memory_errors"]) + _html_table(*_memory_rows(rows))))
-    pairs, dis = _agreement_rows(doc["agreement"])
-    agree = f"<p>{e(doc['agreement']['note'])}</p>" if doc["agreement"]["note"] else ""
-    if pairs:
-        agree += _html_table(["annotators", "type", "Cohen's kappa", "observed agreement", "decisions"], pairs)
-    if dis:
-        agree += "<h3>Disagreements</h3>" + _html_table(["trial", "decision", "first", "second", "adjudication"], dis)
-    parts.append(section("agreement", "Annotator agreement", agree or "<p>No annotations.</p>"))
-    parts.append(section("long-horizon", "Long-horizon score (seed 002)",
-                         f"<p>{e(_scorer_text(doc))}</p>" + _html_table(LH_HEAD, _lh_rows(rows))))
-    items = "".join(f'<li class="{ {"pass": "pass", "fail": "fail"}.get(c["status"], "na") }">'
-                    f'<strong>{e(c["status"])}</strong>: {e(c["check"])} <em>{e(c["detail"])}</em></li>'
-                    for c in doc["checklist"])
-    parts.append(section("checklist", "Verification checklist", f"<ul>{items}</ul>"))
-    rec = doc["reconciliation"]
-    rec_html = "<p>Raw trial rows reconcile with summary.json.</p>" if rec["ok"] else \
-        "<p>Raw trial rows do NOT reconcile with summary.json:</p><ul>" + \
-        "".join(f"<li>{e(p)}</li>" for p in rec["problems"]) + "</ul>"
-    parts.append(section("reconciliation", "Reconciliation", rec_html))
+    """report.html from report_templates/report.html.j2: the tables' rows are built here, the markup there."""
     from sessions.evidence.roots import cited_lines
 
-    cited = "".join(f"<li>{e(line)}</li>" for line in cited_lines(doc.get("roots")))
-    parts.append(section("roots", "Computed from", f"<ul>{cited}</ul>"))
-    parts.append(section("definitions", "Definitions",
-                         f"<p>{e(doc['definitions']['productive_action'])}</p>"
-                         "<p>Every metric's definition: docs/metrics.md.</p>"))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>Report: {e(doc['experiment_id'])}</title><style>{CSS}</style></head><body>"
-            + "\n".join(parts) + "</body></html>\n")
+    s = doc["summary"]
+    pairs, disagreements = _agreement_rows(doc["agreement"])
+    return _templates().get_template("report.html.j2").render(
+        doc=doc, summary=s, figures=figures, trials=trial_table(rows), side_by_side=_side_by_side(s),
+        effect_head=EFFECT_HEAD, effects=_effects_rows(s) if s["effects"] else [],
+        variants=_variant_rows(doc) if doc["variants"] else None, memory=_memory_rows(rows),
+        pairs=pairs, disagreements=disagreements, scorer_text=_scorer_text(doc), lh_head=LH_HEAD,
+        lh_rows=_lh_rows(rows), cited=cited_lines(doc.get("roots")))
 
 
 __all__ = ["build_report", "SUMMARY_METRICS"]
