@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import platform
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
@@ -46,8 +46,11 @@ class Keys:
         return f"Keys({len(self._keys)} condition(s), values hidden)"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prepared:
+    """Everything preflight read, checked and hashed, once; frozen so no later step changes it (a resumed
+    run takes a new value with the folder's own labels, schedule and prompt)."""
+
     manifest: Manifest
     manifest_path: Path
     rom_path: Path
@@ -697,10 +700,11 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
             blinding = parse(BlindingFile, (root / layout.BLINDING).read_bytes(), layout.BLINDING)
         except (OSError, FormatProblem) as exc:
             raise PreflightError(f"{root}: {exc}") from None
-        prepared.labels = {cid: label for label, cid in blinding.labels.items()}
-        prepared.system_prompt = (root / "prompts" / "system.txt").read_text(encoding="utf-8")  # as frozen
         order = folder.schedule.order
-        prepared.schedule = [(key.split("-")[0], int(key.split("-")[1])) for key in order]
+        prepared = replace(
+            prepared, labels={cid: label for label, cid in blinding.labels.items()},
+            system_prompt=(root / "prompts" / "system.txt").read_text(encoding="utf-8"),  # as frozen
+            schedule=[(key.split("-")[0], int(key.split("-")[1])) for key in order])
         positions = missing_positions(order, read_results(root))
         folder.reopen_log()
         if positions:
