@@ -153,6 +153,12 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
     if a.kind == "reviewed":
         _check_reviewed(a, layer, earlier, trial)
         return
+    _check_decision_label(a, layer, earlier, evidence, trial)
+
+
+def _check_decision_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: Evidence,
+                          trial: TrialFacts) -> None:
+    """A label at one recorded decision: a milestone, a route, or a memory label."""
     if a.through_decision is not None:
         raise LayerError("through_decision belongs to reviewed records")
     lo = 1 if a.source == "annotator" else 0
@@ -170,6 +176,12 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
         if (a.type, a.severity) != ("route", "minor"):
             raise LayerError("a route annotation has type route and severity minor")
         return
+    _check_memory_label(a, layer, earlier, evidence, trial)
+
+
+def _check_memory_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: Evidence,
+                        trial: TrialFacts) -> None:
+    """A memory label: the rubric's type, what it refers to, where it recovered, and its role."""
     if a.room is not None or a.landmark is not None:
         raise LayerError("room and landmark belong to route annotations")
     if evidence.types and a.type not in evidence.types:
@@ -181,6 +193,11 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
     if a.recovered_decision is not None and not a.decision_id < a.recovered_decision <= trial.last_decision:
         raise LayerError(f"recovered at decision {a.recovered_decision}: it must lie after decision {a.decision_id} "
                          f"and within {a.trial_key} (last decision {trial.last_decision})")
+    _check_role(a, layer, earlier)
+
+
+def _check_role(a: Annotation, layer: str, earlier: list[Annotation]) -> None:
+    """A primary cause names no primary; a consequence names a primary memory-error label of its trial."""
     if a.role == "primary":
         if a.primary_id is not None:
             raise LayerError("a primary cause names no primary_id (give --role consequence)")
