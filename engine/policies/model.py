@@ -19,11 +19,11 @@ import numpy as np
 
 from engine.emulators.png import encode_png, enlarged
 from engine.loop.context import Conversation
-from engine.loop.pricing import Price, derived_cost
 from engine.loop.records import Usage
 from engine.policies.policy import Observation, PolicyReply, ProviderFailure, TransportRetry
 from engine.policies.presentation import ScreenHistory
 from engine.providers.base import CallGate, ModelReply, ModelRequest, ProviderAdapter, Sampling
+from engine.providers.pricing import Price, derived_cost
 
 
 def screen_png(frame: np.ndarray, scale: int) -> bytes:

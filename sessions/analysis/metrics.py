@@ -893,32 +893,37 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
             given[name][(a.trial_key, a.decision_id)].add(a.type)
             ids[name][(a.trial_key, a.decision_id)].append(a.id)
     rulings = {rid: a for a in layers.get(ADJUDICATION, []) if a.kind == "adjudication" for rid in a.resolves or []}
-    pairs = []
-    for i, x in enumerate(names):
-        for y in names[i + 1:]:
-            seen_by = [[u[0] in looked[n] and looked[n][u[0]].covers(u[1]) for n in (x, y)] for u in every]
-            units = [u for u, both in zip(every, seen_by, strict=True) if all(both)]
-            one_sided = sum(any(both) and not all(both) for both in seen_by)
-            cat = lambda name, u: "+".join(sorted(given[name].get(u, ()))) or "none"  # noqa: E731
-            overall, po = _cohen([cat(x, u) for u in units], [cat(y, u) for u in units])
-            types = sorted(set(MEMORY_TYPES) | {t for n in (x, y) for s in given[n].values() for t in s})
-            per_type = {}
-            for t in types:
-                k, p = _cohen([str(t in given[x].get(u, ())) for u in units], [str(t in given[y].get(u, ()))
-                                                                            for u in units])
-                per_type[t] = {"kappa": k, "observed_agreement": round(p, 6) if units else None}
-            disagreements = []
-            for u in units:
-                if given[x].get(u, set()) != given[y].get(u, set()):
-                    settled = next((rulings[i] for n in (x, y) for i in ids[n].get(u, []) if i in rulings), None)
-                    disagreements.append({
-                        "trial_key": u[0], "decision_id": u[1], x: sorted(given[x].get(u, ())) or ["none"],
-                        y: sorted(given[y].get(u, ())) or ["none"],
-                        "adjudication": None if settled is None else {
-                            "id": settled.id, "resolution": settled.resolution, "type": settled.type,
-                            "severity": settled.severity, "reason": settled.reason}})
-            pairs.append({"annotators": [x, y], "units": len(units), "one_sided": one_sided, "kappa": overall,
-                          "observed_agreement": round(po, 6) if units else None,  # none looked at by both
-                          "per_type": per_type, "disagreements": disagreements})
+    pairs = [_kappa_pair(x, y, every, looked, given, ids, rulings) for i, x in enumerate(names) for y in names[i + 1:]]
     return {"annotators": names, "pairs": pairs,
             "note": None if len(names) >= 2 else "fewer than two annotators: agreement not measured"}
+
+
+def _kappa_pair(x: str, y: str, every: list[tuple[str, int]], looked: dict, given: dict, ids: dict,
+                rulings: dict) -> dict:
+    """kappa's figures for one pair of annotators (see kappa)."""
+    seen_by = [[u[0] in looked[n] and looked[n][u[0]].covers(u[1]) for n in (x, y)] for u in every]
+    units = [u for u, both in zip(every, seen_by, strict=True) if all(both)]
+    one_sided = sum(any(both) and not all(both) for both in seen_by)
+    cat = lambda name, u: "+".join(sorted(given[name].get(u, ()))) or "none"  # noqa: E731
+    overall, po = _cohen([cat(x, u) for u in units], [cat(y, u) for u in units])
+    types = sorted(set(MEMORY_TYPES) | {t for n in (x, y) for s in given[n].values() for t in s})
+    per_type = {}
+    for t in types:
+        k, p = _cohen([str(t in given[x].get(u, ())) for u in units], [str(t in given[y].get(u, ()))
+                                                                    for u in units])
+        per_type[t] = {"kappa": k, "observed_agreement": round(p, 6) if units else None}
+    disagreements = [_disagreement(x, y, u, given, ids, rulings) for u in units
+                     if given[x].get(u, set()) != given[y].get(u, set())]
+    return {"annotators": [x, y], "units": len(units), "one_sided": one_sided, "kappa": overall,
+            "observed_agreement": round(po, 6) if units else None,  # none looked at by both
+            "per_type": per_type, "disagreements": disagreements}
+
+
+def _disagreement(x: str, y: str, u: tuple[str, int], given: dict, ids: dict, rulings: dict) -> dict:
+    """One decision two annotators labelled differently, and the adjudication that settled it, if any."""
+    settled = next((rulings[i] for n in (x, y) for i in ids[n].get(u, []) if i in rulings), None)
+    return {"trial_key": u[0], "decision_id": u[1], x: sorted(given[x].get(u, ())) or ["none"],
+            y: sorted(given[y].get(u, ())) or ["none"],
+            "adjudication": None if settled is None else {
+                "id": settled.id, "resolution": settled.resolution, "type": settled.type,
+                "severity": settled.severity, "reason": settled.reason}}

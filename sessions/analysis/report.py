@@ -17,6 +17,7 @@ import io
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -137,139 +138,191 @@ def _genesis(root: Path, rows: list[dict]) -> dict[str, dict]:
     return out
 
 
-def checklist(root: Path, rows: list[dict], audit_problems: list[str], recon: dict, game,
-              layers: dict, confirmed) -> list[dict]:
-    """Seed 000's verification checklist, each line checked against the folder."""
-    valid = [r for r in rows if r["valid"] and not r["folder"].startswith("void-")]
-    gen = _genesis(root, valid)
-    items = []
+@dataclass(frozen=True)
+class _Folder:
+    """What every checklist line reads: the folder, its trial rows and what verify and the
+    reconciliation found."""
+    root: Path
+    rows: list[dict]
+    valid: list[dict]  # valid trials outside void blocks
+    genesis: dict[str, dict]  # folder -> trial.json of each valid trial
+    per_variant: str  # " per variant (N variants)" for a suite, else ""
+    audit_problems: list[str]
+    recon: dict
+    game: object
+    layers: dict
+    confirmed: object
 
-    def item(text: str, status: str, detail: str) -> None:
-        items.append({"check": text, "status": status, "detail": detail})
+    def readers(self, rows: list[dict] | None = None):
+        for r in self.rows if rows is None else rows:
+            yield r, TrialReader(self.root / r["folder"], r["folder"])
 
+
+def _item(text: str, status: str, detail: str) -> dict:
+    return {"check": text, "status": status, "detail": detail}
+
+
+def _same_inputs(f: _Folder) -> dict:
+    gen = f.genesis
     # A suite (sessions.variants.suites) plays several variants: each variant's trials must match across conditions.
-    variant_of = {r["folder"]: r.get("variant_index") for r in valid}
-    groups = sorted({variant_of[f] for f in gen}, key=lambda v: -1 if v is None else v)
-    per_variant = f" per variant ({len(groups)} variants)" if groups != [None] else ""
+    variant_of = {r["folder"]: r.get("variant_index") for r in f.valid}
+    groups = sorted({variant_of[g] for g in gen}, key=lambda v: -1 if v is None else v)
     keys = ("manifest_sha256", "schedule_sha256", "rom_sha256", "initial_state_sha256")
     same = bool(gen)
     for v in groups:
-        mine = [g for f, g in gen.items() if variant_of[f] == v]
+        mine = [g for folder, g in gen.items() if variant_of[folder] == v]
         same = same and all(len({g.get(k) for g in mine}) <= 1 for k in keys)
     conds = {g.get("condition_sha256") for g in gen.values()}
-    item("The ROM, initial save state, emulator configuration, prompts, schemas, and budgets have matching hashes "
-         "across conditions.", "pass" if same and not audit_problems else "fail",
-         f"every valid trial's trial.json names one manifest, schedule (frozen prompts, schemas, scoring), ROM and "
-         f"start-state SHA-256{per_variant} ({len(conds)} condition files); verify: "
-         f"{'clean' if not audit_problems else f'{len(audit_problems)} problem(s)'}" if gen else "no valid trial")
+    audit_problems = f.audit_problems
+    return _item("The ROM, initial save state, emulator configuration, prompts, schemas, and budgets have matching "
+                 "hashes across conditions.", "pass" if same and not audit_problems else "fail",
+                 f"every valid trial's trial.json names one manifest, schedule (frozen prompts, schemas, scoring), "
+                 f"ROM and start-state SHA-256{f.per_variant} ({len(conds)} condition files); verify: "
+                 f"{'clean' if not audit_problems else f'{len(audit_problems)} problem(s)'}" if gen
+                 else "no valid trial")
 
+
+def _first_frames(f: _Folder) -> dict:
     firsts: dict[str, tuple] = {}
-    for r in valid:
-        reader = TrialReader(root / r["folder"], r["folder"])
+    for r, reader in f.readers(f.valid):
         first = next(reader.trace(), None)
         firsts[r["trial_key"]] = (r.get("variant_index"), first.frame_sha256 if first else None)
     distinct = set(firsts.values())
-    ok = bool(firsts) and len(distinct) == len({v for v, _ in distinct}) and None not in {f for _, f in distinct}
-    item("The first captured frame is identical in every valid trial.", "pass" if ok else "fail",
-         f"{len(firsts)} valid trials, {len(distinct)} distinct first frame(s){per_variant}")
+    ok = bool(firsts) and len(distinct) == len({v for v, _ in distinct}) and None not in {h for _, h in distinct}
+    return _item("The first captured frame is identical in every valid trial.", "pass" if ok else "fail",
+                 f"{len(firsts)} valid trials, {len(distinct)} distinct first frame(s){f.per_variant}")
 
+
+def _prompt_cores(f: _Folder) -> dict:
     cores: dict[object, dict[str, str]] = {}  # variant -> trial -> the first decision's prompt core
-    for r in valid:
+    for r in f.valid:
         try:
-            prov = json.loads((root / r["folder"] / layout.RESULT).read_text()).get("provenance") or {}
+            prov = json.loads((f.root / r["folder"] / layout.RESULT).read_text()).get("provenance") or {}
         except (OSError, ValueError):
             prov = {}
         if prov.get("model") is not None and prov.get("prompt_core_sha256") is not None:
             cores.setdefault(r.get("variant_index"), {})[r["trial_key"]] = prov["prompt_core_sha256"]
     odd = [f"{key} ({core[:12]}…)" for group in cores.values() for key, core in group.items()
            if core != next(iter(group.values()))]
-    item("Model conditions were sent the same system prompt, response schema and first screen.",
-         "not applicable" if not cores else "pass" if not odd else "fail",
-         "no valid model trial" if not cores else
-         f"{sum(map(len, cores.values()))} valid model trials, one prompt_core_sha256{per_variant}" if not odd else
-         f"prompt_core_sha256 differs from the first trial's in: {', '.join(odd[:5])}")
+    return _item("Model conditions were sent the same system prompt, response schema and first screen.",
+                 "not applicable" if not cores else "pass" if not odd else "fail",
+                 "no valid model trial" if not cores else
+                 f"{sum(map(len, cores.values()))} valid model trials, one prompt_core_sha256{f.per_variant}"
+                 if not odd else f"prompt_core_sha256 differs from the first trial's in: {', '.join(odd[:5])}")
 
+
+def _early_retrievals(folder: str, reader: TrialReader) -> list[str]:
+    """Facts a trial retrieved before writing them: memory carried in from elsewhere."""
+    written: set[str] = set()
     leaks = []
-    for r in rows:
-        written: set[str] = set()
-        reader = TrialReader(root / r["folder"], r["folder"])
-        if not reader.exists(layout.MEMORY):
-            continue
-        for op in reader.memory():
-            if op.op == "write" and op.fact_id:
-                written.add(op.fact_id)
-            for fid in (op.fact_ids or []) if op.op in ("retrieve", "read") else []:
-                if fid not in written and op.op == "retrieve":
-                    leaks.append(f"{r['folder']}: decision {op.decision_id} retrieved {fid} before any write")
-    item("No trial begins with memory, conversation, or cache state from a previous trial.",
-         "pass" if not leaks else "fail",
-         "every fact retrieved was written earlier in the same trial" if not leaks else "; ".join(leaks[:5]))
+    for op in reader.memory():
+        if op.op == "write" and op.fact_id:
+            written.add(op.fact_id)
+        for fid in (op.fact_ids or []) if op.op in ("retrieve", "read") else []:
+            if fid not in written and op.op == "retrieve":
+                leaks.append(f"{folder}: decision {op.decision_id} retrieved {fid} before any write")
+    return leaks
 
+
+def _fresh_memory(f: _Folder) -> dict:
+    leaks = [leak for r, reader in f.readers() if reader.exists(layout.MEMORY)
+             for leak in _early_retrievals(r["folder"], reader)]
+    return _item("No trial begins with memory, conversation, or cache state from a previous trial.",
+                 "pass" if not leaks else "fail",
+                 "every fact retrieved was written earlier in the same trial" if not leaks else "; ".join(leaks[:5]))
+
+
+def _actions_logged(f: _Folder) -> dict:
     mismatch = []
-    for r in rows:
-        reader = TrialReader(root / r["folder"], r["folder"])
-        per = {}
+    for r, reader in f.readers():
+        per: dict[int, int] = {}
         for row in reader.inputs():
             per[row.decision_id] = per.get(row.decision_id, 0) + 1
-        for t in reader.trace():
-            if per.get(t.decision_id, 0) != t.accepted_actions:
-                mismatch.append(f"{r['folder']} decision {t.decision_id}")
-    item("Every accepted controller action appears in both the trace and emulator input log.",
-         "pass" if not mismatch else "fail",
-         f"trace accepted_actions equal inputs.jsonl lines per decision in {len(rows)} trials"
-         if not mismatch else ", ".join(mismatch[:5]))
+        mismatch += [f"{r['folder']} decision {t.decision_id}" for t in reader.trace()
+                     if per.get(t.decision_id, 0) != t.accepted_actions]
+    return _item("Every accepted controller action appears in both the trace and emulator input log.",
+                 "pass" if not mismatch else "fail",
+                 f"trace accepted_actions equal inputs.jsonl lines per decision in {len(f.rows)} trials"
+                 if not mismatch else ", ".join(mismatch[:5]))
 
-    calls = []
-    for r in rows:
-        reader = TrialReader(root / r["folder"], r["folder"])
-        if not reader.exists(layout.RESPONSES):
-            continue
-        for t, resp in zip(reader.trace(), reader.responses(), strict=False):
-            if len(resp.attempts) != t.attempts:
-                calls.append(f"{r['folder']} decision {t.decision_id}")
-    item("Every model call, including retries, appears in cost and latency totals.", "pass" if not calls else "fail",
-         "every attempt in responses.jsonl is counted in its trace line (attempts, paid calls, cost, latency); "
-         "verify recomputes the totals" if not calls else ", ".join(calls[:5]))
 
-    missing = [f"{r['folder']} {m['id']}" for r in rows for m in _awards(root, r) if not m.get("frame_sha256")]
-    item("Every milestone has frame, video, or hidden-oracle evidence.", "pass" if not missing else "fail",
-         "each award carries its frame hash and the probe's hidden-state sample" if not missing
-         else ", ".join(missing[:5]))
+def _calls_counted(f: _Folder) -> dict:
+    calls = [f"{r['folder']} decision {t.decision_id}" for r, reader in f.readers() if reader.exists(layout.RESPONSES)
+             for t, resp in zip(reader.trace(), reader.responses(), strict=False) if len(resp.attempts) != t.attempts]
+    return _item("Every model call, including retries, appears in cost and latency totals.",
+                 "pass" if not calls else "fail",
+                 "every attempt in responses.jsonl is counted in its trace line (attempts, paid calls, cost, "
+                 "latency); verify recomputes the totals" if not calls else ", ".join(calls[:5]))
 
+
+def _milestone_evidence(f: _Folder) -> dict:
+    missing = [f"{r['folder']} {m['id']}" for r in f.rows for m in _awards(f.root, r) if not m.get("frame_sha256")]
+    return _item("Every milestone has frame, video, or hidden-oracle evidence.", "pass" if not missing else "fail",
+                 "each award carries its frame hash and the probe's hidden-state sample" if not missing
+                 else ", ".join(missing[:5]))
+
+
+def _memory_errors_cite(f: _Folder) -> dict:
+    text = "Every confirmed memory error cites an earlier fact and the later contradictory decision."
+    confirmed = f.confirmed
+    if confirmed.basis == "none":
+        return _item(text, "not applicable", "no memory-error labels in any layer")
     lacking = [f"{lab.trial_key} d{lab.decision_id}" for lab in confirmed.labels
                if lab.is_memory and (lab.refers_to is None or lab.decision_id is None)]
-    if confirmed.basis == "none":
-        item("Every confirmed memory error cites an earlier fact and the later contradictory decision.",
-             "not applicable", "no memory-error labels in any layer")
-    else:
-        item("Every confirmed memory error cites an earlier fact and the later contradictory decision.",
-             "pass" if not lacking else "fail",
-             f"{len(confirmed.labels)} confirmed labels ({confirmed.basis})" if not lacking else ", ".join(lacking))
+    return _item(text, "pass" if not lacking else "fail",
+                 f"{len(confirmed.labels)} confirmed labels ({confirmed.basis})" if not lacking
+                 else ", ".join(lacking))
 
-    replayed = all(r["state_source"] == "replay" for r in valid) and bool(valid)
-    declared = game is not None and bool(game.required_backtracking)
-    item("Required backtracking is excluded from repeated-route penalties.",
-         "pass" if declared and replayed else "not applicable" if not declared else "fail",
-         "the game definition declares required_backtracking and every valid trial's state was replayed"
-         if declared and replayed else "the game definition declares no required_backtracking" if not declared
-         else "declared, but some trials' state could not be replayed (screen-based routes)")
 
-    annotators = [n for n in layers if n not in ("operator", "adjudication")]
-    frozen = {n: any(a.kind == "freeze" for a in layers[n]) for n in annotators}
-    is_unblinded = (root / layout.UNBLINDED).is_dir()
+def _backtracking(f: _Folder) -> dict:
+    replayed = all(r["state_source"] == "replay" for r in f.valid) and bool(f.valid)
+    declared = f.game is not None and bool(f.game.required_backtracking)
+    return _item("Required backtracking is excluded from repeated-route penalties.",
+                 "pass" if declared and replayed else "not applicable" if not declared else "fail",
+                 "the game definition declares required_backtracking and every valid trial's state was replayed"
+                 if declared and replayed else "the game definition declares no required_backtracking"
+                 if not declared else "declared, but some trials' state could not be replayed (screen-based routes)")
+
+
+def _blinding(f: _Folder) -> dict:
+    text = "Annotators were blinded until labels were frozen."
+    annotators = [n for n in f.layers if n not in ("operator", "adjudication")]
     if not annotators:
-        item("Annotators were blinded until labels were frozen.", "not applicable", "no annotator layers")
-    else:
-        ok = all(frozen.values()) or not is_unblinded
-        item("Annotators were blinded until labels were frozen.", "pass" if ok else "fail",
-             f"layers frozen: {', '.join(f'{n} {frozen[n]}' for n in annotators)}; unblinded: {is_unblinded}")
+        return _item(text, "not applicable", "no annotator layers")
+    frozen = {n: any(a.kind == "freeze" for a in f.layers[n]) for n in annotators}
+    is_unblinded = (f.root / layout.UNBLINDED).is_dir()
+    ok = all(frozen.values()) or not is_unblinded
+    return _item(text, "pass" if ok else "fail",
+                 f"layers frozen: {', '.join(f'{n} {frozen[n]}' for n in annotators)}; unblinded: {is_unblinded}")
 
-    item("Raw trial rows reconcile with summary statistics.", "pass" if recon["ok"] else "fail",
-         recon.get("checked", "") if recon["ok"] else "; ".join(recon["problems"][:5]))
-    item("sha256sum --check SHA256SUMS succeeds.", "pass" if not audit_problems else "fail",
-         "oakwatch verify: every file matches its SHA256SUMS entry and every chain holds" if not audit_problems
-         else "; ".join(audit_problems[:5]))
-    return items
+
+def _reconciled(f: _Folder) -> dict:
+    recon = f.recon
+    return _item("Raw trial rows reconcile with summary statistics.", "pass" if recon["ok"] else "fail",
+                 recon.get("checked", "") if recon["ok"] else "; ".join(recon["problems"][:5]))
+
+
+def _sums(f: _Folder) -> dict:
+    return _item("sha256sum --check SHA256SUMS succeeds.", "pass" if not f.audit_problems else "fail",
+                 "oakwatch verify: every file matches its SHA256SUMS entry and every chain holds"
+                 if not f.audit_problems else "; ".join(f.audit_problems[:5]))
+
+
+# Seed 000's verification checklist, in its order: one function per line.
+CHECKS: tuple[Callable[[_Folder], dict], ...] = (
+    _same_inputs, _first_frames, _prompt_cores, _fresh_memory, _actions_logged, _calls_counted,
+    _milestone_evidence, _memory_errors_cite, _backtracking, _blinding, _reconciled, _sums)
+
+
+def checklist(root: Path, rows: list[dict], audit_problems: list[str], recon: dict, game,
+              layers: dict, confirmed) -> list[dict]:
+    """Seed 000's verification checklist, each line checked against the folder."""
+    valid = [r for r in rows if r["valid"] and not r["folder"].startswith("void-")]
+    gen = _genesis(root, valid)
+    groups = {r.get("variant_index") for r in valid if r["folder"] in gen}
+    per_variant = f" per variant ({len(groups)} variants)" if groups != {None} else ""
+    folder = _Folder(root, rows, valid, gen, per_variant, audit_problems, recon, game, layers, confirmed)
+    return [check(folder) for check in CHECKS]
 
 
 def _awards(root: Path, r: dict) -> list[dict]:

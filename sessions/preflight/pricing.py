@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.loop.pricing import Price
+from engine.providers.pricing import Price
 from sessions.preflight.yamlfile import parse_yaml_model
 
 Dollars = Annotated[float, Field(ge=0, le=10_000)]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.loop.pricing import Price, derived_cost
 from engine.policies.model import prompt_text, screen_png
 from engine.policies.policy import OBSERVATION_FIELDS, Observation
+from engine.providers.pricing import Price, derived_cost
 
 PRICE = Price(input=3.0, cached_input=0.3, cache_write=3.75, output=15.0, reasoning=15.0)
 
