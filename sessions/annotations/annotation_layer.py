@@ -563,6 +563,16 @@ def read_layers(root: Path) -> dict[str, list[Annotation]]:
     return dict(sorted(layers.items()))
 
 
+def _settled_labels(root: Path, where: str, problems: list[str]) -> dict[str, Annotation]:
+    """The labels of every other layer by id, which adjudications settle (none, and a problem, when
+    they cannot be read)."""
+    try:
+        return {x.id: x for k, v in read_layers(root).items() if k != ADJUDICATION for x in v if x.id}
+    except LayerError as exc:
+        problems.append(f"{where}: cannot read the layers it settles ({exc})")
+        return {}
+
+
 def check_layer(root: Path, name: str, evidence: Evidence | None = None) -> list[str]:
     """verify's check of one layer: parse, chain, freeze last, FROZEN digest, ids, and every label's
     references into the evidence. One line per problem."""
@@ -581,25 +591,26 @@ def check_layer(root: Path, name: str, evidence: Evidence | None = None) -> list
         if a.id != f"{name}-{n}":
             problems.append(f"{where}: id {a.id!r}, the layer gives {name}-{n}")
         if a.kind == "adjudication" and others is None:
-            try:
-                others = {x.id: x for k, v in read_layers(root).items() if k != ADJUDICATION for x in v if x.id}
-            except LayerError as exc:
-                problems.append(f"{where}: cannot read the layers it settles ({exc})")
-                others = {}
+            others = _settled_labels(root, where, problems)
         try:
             check_label(a, name, seen, evidence, others)
         except LayerError as exc:
             problems.append(f"{where}: {exc}")
         seen.append(a)
+    return problems + _freeze_problems(layer, records, rel)
+
+
+def _freeze_problems(layer: AnnotationLayer, records: list[Annotation], rel: str) -> list[str]:
+    """A layer ending with a freeze has a FROZEN sum, and only then; and the file is the one frozen."""
     frozen = layer.frozen_sha256()
     is_frozen = bool(records) and records[-1].kind == "freeze"
     if is_frozen and frozen is None:
-        problems.append(f"{rel}/{layout.SUMS}: the layer ends with a freeze but its sums carry no {FROZEN} line")
-    elif frozen is not None and not is_frozen:
-        problems.append(f"{rel}/{layout.SUMS}: {FROZEN}, but the layer does not end with a freeze")
-    elif frozen is not None and layer.path.is_file() and file_sha256(layer.path) != frozen:
-        problems.append(f"{rel}/{LAYER_FILE}: differs from the one frozen")
-    return problems
+        return [f"{rel}/{layout.SUMS}: the layer ends with a freeze but its sums carry no {FROZEN} line"]
+    if frozen is not None and not is_frozen:
+        return [f"{rel}/{layout.SUMS}: {FROZEN}, but the layer does not end with a freeze"]
+    if frozen is not None and layer.path.is_file() and file_sha256(layer.path) != frozen:
+        return [f"{rel}/{LAYER_FILE}: differs from the one frozen"]
+    return []
 
 
 # -- live tags after their trial ended ------------------------------------------------------------
