@@ -417,15 +417,28 @@ def _check_since_unblinding(folder: Path, summary: dict, now: dict[str, str]) ->
 
 # -- what --expect-root says ------------------------------------------------------------------------
 
-def _published(folder: Path, expected: str, now: dict[str, str]) -> tuple[dict[str, str], str, bool] | None:
+Found = tuple[dict[str, str], str, bool]
+
+
+def _published(folder: Path, expected: str, now: dict[str, str]) -> Found | None:
     """The parts the published root was made of, where they are recorded, and whether it is the
     evidence's own root (the SHA-256 of SHA256SUMS, printed by oakwatch before roots covered layers)."""
     entries, _ = history(folder)
     for n, e in reversed(entries):
         if e.root == expected:
             return e.parts, f"the root {layout.ROOTS_LOG}:{n} recorded at {e.timestamp_utc}, after {e.cause}", False
-    # What unblind or a report was computed from, with any part written after it as it is now (the
-    # root printed after unblinding covers unblinded/ too).
+    found = _cited_root(folder, expected, now)
+    if found is not None:
+        return found
+    if now.get(layout.SUMS) == expected or any(e.parts.get(layout.SUMS) == expected for _, e in entries):
+        return ({layout.SUMS: expected}, "the evidence's own root (the SHA-256 of SHA256SUMS alone, as oakwatch "
+                                         "printed it before roots covered the layers)", True)
+    return _earlier_root(expected, now)
+
+
+def _cited_root(folder: Path, expected: str, now: dict[str, str]) -> Found | None:
+    """What unblind or a report was computed from, with any part written after it as it is now (the
+    root printed after unblinding covers unblinded/ too)."""
     for rel in (UNBLINDED_SUMMARY, REPORT_JSON):
         listed = _cited_parts(_read_json(folder, rel)[0])
         later = sorted(set(now) - set(listed))
@@ -435,17 +448,20 @@ def _published(folder: Path, expected: str, now: dict[str, str]) -> tuple[dict[s
                 if root_of(candidate) == expected:
                     also = f", with {', '.join(part_name(p) for p in extra)} as it is now" if extra else ""
                     return candidate, f"the root of what {rel} was computed from{also}", False
-    if now.get(layout.SUMS) == expected or any(e.parts.get(layout.SUMS) == expected for _, e in entries):
-        return ({layout.SUMS: expected}, "the evidence's own root (the SHA-256 of SHA256SUMS alone, as oakwatch "
-                                         "printed it before roots covered the layers)", True)
+    return None
+
+
+def _earlier_root(expected: str, now: dict[str, str]) -> Found | None:
+    """The root of the folder as it was before some of its parts were written (largest subsets first)."""
     names = sorted(now)
-    if len(names) <= MAX_SUBSET_PARTS:
-        for size in range(len(names) - 1, 0, -1):
-            for subset in itertools.combinations(names, size):
-                listed = {p: now[p] for p in subset}
-                if root_of(listed) == expected:
-                    later = ", ".join(part_name(p) for p in names if p not in listed)
-                    return listed, f"the root of this folder without {later} (printed before they were written)", False
+    if len(names) > MAX_SUBSET_PARTS:
+        return None
+    for size in range(len(names) - 1, 0, -1):
+        for subset in itertools.combinations(names, size):
+            listed = {p: now[p] for p in subset}
+            if root_of(listed) == expected:
+                later = ", ".join(part_name(p) for p in names if p not in listed)
+                return listed, f"the root of this folder without {later} (printed before they were written)", False
     return None
 
 
