@@ -362,14 +362,7 @@ def check(folder: Path) -> list[str]:
     """verify's checks of the layers against what was recorded outside them; one line per problem."""
     entries, problems = history(folder)
     seen: dict[str, list[Recorded]] = {}
-    latest: dict[str, Recorded] = {}
-    unblinded_at: dict[str, str] = {}
-    for n, e in entries:
-        for name, s in e.layers.items():
-            latest[name] = Recorded(s.lines, s.sha256, s.frozen, f"{layout.ROOTS_LOG}:{n}")
-        unblinded = e.parts.get(f"{layout.UNBLINDED}/{layout.SUMS}")
-        if unblinded:  # the latest line that lists it
-            unblinded_at = {f"{layout.ROOTS_LOG}:{n}": unblinded}
+    latest, unblinded_at = _logged(entries)
     for name, r in latest.items():
         seen.setdefault(name, []).append(r)
     summary, problem = _read_json(folder, UNBLINDED_SUMMARY)
@@ -382,21 +375,40 @@ def check(folder: Path) -> list[str]:
         line = _check_layer(folder, name, seen[name])
         if line:
             problems.append(line)
-    # unblinded/ is written once: every record of its sums must be the file there.
     now = parts(folder)
+    problems += _unblinded_problems(folder, report, unblinded_at, now)
+    if summary is not None:
+        problems += _check_since_unblinding(folder, summary, now)
+    return problems
+
+
+def _logged(entries) -> tuple[dict[str, Recorded], dict[str, str]]:
+    """From the roots log: each layer's latest recorded state, and the latest line's record of
+    unblinded/'s sums (where, digest)."""
+    latest: dict[str, Recorded] = {}
+    unblinded_at: dict[str, str] = {}
+    for n, e in entries:
+        for name, s in e.layers.items():
+            latest[name] = Recorded(s.lines, s.sha256, s.frozen, f"{layout.ROOTS_LOG}:{n}")
+        unblinded = e.parts.get(f"{layout.UNBLINDED}/{layout.SUMS}")
+        if unblinded:  # the latest line that lists it
+            unblinded_at = {f"{layout.ROOTS_LOG}:{n}": unblinded}
+    return latest, unblinded_at
+
+
+def _unblinded_problems(folder: Path, report: dict | None, unblinded_at: dict[str, str],
+                        now: dict[str, str]) -> list[str]:
+    """unblinded/ is written once: every record of its sums (the log's, the report's) must be the file there."""
     key = f"{layout.UNBLINDED}/{layout.SUMS}"
     if report is not None and key in _cited_parts(report):
         unblinded_at[REPORT_JSON] = _cited_parts(report)[key]
     if unblinded_at and not (folder / layout.UNBLINDED).exists():
-        problems.append(f"{layout.UNBLINDED}: gone, yet {', '.join(unblinded_at)} recorded it")
-    else:
-        wrong = [src for src, digest in unblinded_at.items() if now.get(key) != digest]
-        if wrong:
-            problems.append(f"{key}: not the one `oakwatch unblind` wrote ({', '.join(wrong)} recorded "
-                            f"{unblinded_at[wrong[0]][:12]}…)")
-    if summary is not None:
-        problems += _check_since_unblinding(folder, summary, now)
-    return problems
+        return [f"{layout.UNBLINDED}: gone, yet {', '.join(unblinded_at)} recorded it"]
+    wrong = [src for src, digest in unblinded_at.items() if now.get(key) != digest]
+    if wrong:
+        return [f"{key}: not the one `oakwatch unblind` wrote ({', '.join(wrong)} recorded "
+                f"{unblinded_at[wrong[0]][:12]}…)"]
+    return []
 
 
 def _check_since_unblinding(folder: Path, summary: dict, now: dict[str, str]) -> list[str]:
