@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.loop.display import Display
 from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,
@@ -81,7 +82,7 @@ class MemorySnapshot:
     version: int = 0
 
 
-class ConsoleSink:
+class ConsoleSink(Display):
     """Thread-safe latest state of the run, plus a bounded buffer of pending trace items."""
 
     # The loop builds these events only for sinks that show them.

@@ -43,6 +43,8 @@ from collections import deque
 from multiprocessing.connection import Connection, wait
 from types import SimpleNamespace
 
+from engine.loop.display import FLAGS as DISPLAY_FLAGS
+from engine.loop.display import wanted
 from engine.loop.events import StateChanged, TrialEnded
 from engine.loop.outcomes import INVALID_PROVIDER, is_valid
 from engine.loop.records import TrialResult
@@ -192,13 +194,11 @@ class _Driver:
         self._replies: dict[int, list] = {}  # control op id -> [Event, reply]
         self._reply_ids = iter(range(1, 1 << 62))
         self._replies_lock = threading.Lock()
-        sinks = runner.sinks
-        self.wants = {name: any(getattr(s, name, False) for s in sinks)
-                      for name in ("wants_frames", "wants_budgets", "wants_memory_store")}
-        # A display takes every decision unless it says otherwise; with no display (a headless bench, a
-        # script's runner) a worker ships none: pickling each decision's records to a driver that hands
-        # them to nobody cost the driver a tenth of a core and each worker a few per cent.
-        self.wants["wants_decisions"] = any(getattr(s, "wants_decisions", True) for s in sinks)
+        # What the driver's displays ask for (engine.loop.display): a display takes every decision unless
+        # it says otherwise; with no display (a headless bench, a script's runner) a worker ships none:
+        # pickling each decision's records to a driver that hands them to nobody cost the driver a tenth
+        # of a core and each worker a few per cent.
+        self.wants = {flag: wanted(runner.sinks, flag) for flag in DISPLAY_FLAGS}
 
     # -- starting -------------------------------------------------------------------------------
     def _limit_key(self, position: int) -> str | None:
