@@ -756,15 +756,9 @@ def _check_decision_response(w: _Walk, t: TraceLine, n: int, line: bytes) -> Non
 def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
     """The decision's input lines: their bytes, the presses the trace accepted, increasing capture
     frames, milestone evidence frames, and the result frame. The per-press loop stays inline (hot)."""
-    add, rel, inputs = w.report.add, w.rel, w.inputs
+    add, rel = w.report.add, w.rel
     accepted = t.accepted_actions
-    chunk = []
-    for i in range(accepted):
-        item = next(inputs, None)
-        if item is None:
-            add(f"{rel}/{layout.INPUTS}: decision {n} accepted {accepted} actions, the log ends after {i}")
-            break
-        chunk.append(item)
+    chunk = _take_inputs(w, n, accepted)
     data = chunk[0][1] if len(chunk) == 1 else b"".join(b for _, b in chunk)
     if hashlib.sha256(data).hexdigest() != t.inputs_sha256:
         add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
@@ -784,11 +778,29 @@ def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
             w.award_frames.add((r.capture_frame, r.frame_sha256))
             w.tally.award_actions.setdefault((r.capture_frame, r.frame_sha256), inputs_read)
     w.last_capture, w.inputs_read = last_capture, inputs_read
-    if chunk:
-        if r.frame_sha256 != t.result_frame_sha256 or r.capture_frame != t.result_frame_index:
-            add(f"{rel}/{layout.TRACE}:{n}: result frame differs from the decision's last input")
+    _check_result_frame(w, t, n, r if chunk else None)
+
+
+def _take_inputs(w: _Walk, n: int, accepted: int) -> list[tuple[int, bytes]]:
+    """The next `accepted` input lines (fewer when the log ends early: one problem)."""
+    inputs = w.inputs
+    chunk = []
+    for i in range(accepted):
+        item = next(inputs, None)
+        if item is None:
+            w.report.add(f"{w.rel}/{layout.INPUTS}: decision {n} accepted {accepted} actions, the log ends after {i}")
+            break
+        chunk.append(item)
+    return chunk
+
+
+def _check_result_frame(w: _Walk, t: TraceLine, n: int, last_input: InputLine | None) -> None:
+    """The decision left the frame its last press captured, or the one it saw when it pressed nothing."""
+    if last_input is not None:
+        if last_input.frame_sha256 != t.result_frame_sha256 or last_input.capture_frame != t.result_frame_index:
+            w.report.add(f"{w.rel}/{layout.TRACE}:{n}: result frame differs from the decision's last input")
     elif t.result_frame_sha256 != t.frame_sha256:
-        add(f"{rel}/{layout.TRACE}:{n}: no action was pressed, yet the frame changed")
+        w.report.add(f"{w.rel}/{layout.TRACE}:{n}: no action was pressed, yet the frame changed")
 
 
 def _check_decision_memory(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
@@ -995,85 +1007,136 @@ def _check_annotations(reader: TrialReader, genesis_sha: str, result: TrialResul
                        f"{result.chain.annotation_lines} sealed in result.json (one was added, removed or changed)")
 
 
+@dataclass(frozen=True, slots=True)
+class _ResultCase:
+    """What a trial's result.json is checked against: its genesis, its trace's tally and last decision."""
+
+    r: TrialResult
+    g: TrialGenesis
+    genesis_sha: str
+    head: str
+    tally: TraceTally
+    last: TraceLine | None
+    where: str
+    ctx: Context
+    report: Report
+
+
+def _check_result_seal(c: _ResultCase) -> None:
+    """The chain it was sealed with, and the trial it names."""
+    r, g, where, add, chain = c.r, c.g, c.where, c.report.add, c.r.chain
+    if chain.genesis_sha256 != c.genesis_sha:
+        add(f"{where}: chain.genesis_sha256 is not the hash of {layout.TRIAL}")
+    if chain.trace_head != c.head or chain.trace_lines != c.tally.decisions:
+        add(f"{where}: sealed {chain.trace_lines} decisions ending {chain.trace_head[:12]}…, but the trace has "
+            f"{c.tally.decisions} ending {c.head[:12]}… (the trace was cut or changed)")
+    if r.last_decision != c.tally.decisions:
+        add(f"{where}: last_decision {r.last_decision}, the trace has {c.tally.decisions}")
+    for name in ("trial_key", "position", "attempt", "experiment_id"):
+        if getattr(r, name) != getattr(g, name):
+            add(f"{where}: {name} differs from {layout.TRIAL}")
+    if (r.condition, r.trial) != (g.condition, g.trial):
+        add(f"{where}: condition or trial number differs from {layout.TRIAL}")
+
+
+def _check_result_ending(c: _ResultCase) -> None:
+    """The outcome follows from the termination reason, which the last decision recorded."""
+    r, where, add = c.r, c.where, c.report.add
+    if r.termination_reason not in ENDINGS:
+        add(f"{where}: unknown termination_reason {r.termination_reason!r}")
+        return
+    e = ending(r.termination_reason)
+    if r.outcome != e.outcome:
+        add(f"{where}: outcome {r.outcome} does not follow from termination_reason "
+            f"{r.termination_reason} ({e.outcome})")
+    if (r.outcome in VALID_OUTCOMES) != (r.invalid_cause is None):
+        add(f"{where}: invalid_cause {r.invalid_cause!r} does not fit outcome {r.outcome}")
+    recorded = c.last.termination_reason if c.last else None
+    # A trial whose evidence failed after its last decision ended it keeps that reason as detail.
+    if recorded is not None and recorded != r.termination_reason and not (
+            r.termination_reason in ("evidence-failure", "process-died") and r.termination_detail == recorded):
+        add(f"{where}: termination_reason {r.termination_reason}, but the last decision recorded "
+            f"{recorded}")
+    if e.at_decision and recorded != r.termination_reason:
+        add(f"{where}: {r.termination_reason} must be recorded by the decision that ended the trial, "
+            f"and the last decision records {recorded}")
+
+
+def _check_result_budgets(c: _ResultCase) -> None:
+    """A budget ending spent its budget; the final rung or the goal as the game defines them."""
+    r, where, add, tally, m = c.r, c.where, c.report.add, c.tally, c.ctx.manifest
+    if r.termination_reason not in ENDINGS:
+        return
+    if m is not None and r.termination_reason == "budget:accepted_actions" \
+            and tally.accepted_actions != m.budgets.accepted_actions:
+        add(f"{where}: ended on the action budget after {tally.accepted_actions} actions, the budget is "
+            f"{m.budgets.accepted_actions}")
+    if m is not None and r.termination_reason == "budget:model_decisions" \
+            and (m.budgets.model_decisions is None or tally.model_calls < m.budgets.model_decisions):
+        add(f"{where}: ended on the decision budget after {tally.model_calls} calls")
+    goal_id = m.game.goal if m is not None else None
+    if c.ctx.game is not None and goal_id is None:
+        _check_final(r, tally, where, c.ctx.game, c.report)
+    if m is not None:
+        _check_goal(r, tally, where, goal_id, c.ctx.game, c.report)
+
+
+def _check_result_telemetry(c: _ResultCase) -> None:
+    """Every telemetry figure is the one the trace gives."""
+    t = c.r.telemetry
+    if t is None:
+        return
+    from engine.loop.tally import LOOP_ONLY
+
+    recomputed = c.tally.telemetry().model_dump(exclude=set(LOOP_ONLY))
+    for name, actual in recomputed.items():
+        if getattr(t, name) != actual:
+            c.report.add(f"{c.where}: telemetry.{name} is {getattr(t, name)}, the trace gives {actual}")
+
+
+def _check_result_milestones(c: _ResultCase) -> None:
+    """The milestones reached, their awards and stamps, and the points they are worth."""
+    r, where, add, tally, game = c.r, c.where, c.report.add, c.tally, c.ctx.game
+    if r.milestones_reached != tally.milestones_reached:
+        add(f"{where}: milestones_reached {r.milestones_reached}, the trace reached "
+            f"{tally.milestones_reached}")
+    # A recovered trial lists no awards (their probe samples died with the process).
+    if [m.id for m in r.milestones] != r.milestones_reached and not (r.recovered and not r.milestones):
+        add(f"{where}: the milestone awards do not match milestones_reached")
+    for m in r.milestones:
+        if not 1 <= m.decision_id <= tally.decisions:
+            add(f"{where}: {m.id} awarded at decision {m.decision_id}, which was never recorded")
+    _check_active_stamps(r, where, c.report)
+    if game is not None:
+        points = sum(m.points for m in game.milestones if m.id in r.milestones_reached)
+    else:
+        points = sum(m.points for m in r.milestones)
+    if points != r.progress_points:
+        add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
+
+
+def _check_result_game_figures(c: _ResultCase) -> None:
+    """The ladder and path figures, against the game the trial played."""
+    game = c.ctx.game
+    if game is not None:
+        _check_ladder_figures(c.r, c.where, game, c.report)
+        _check_path_figures(c.r, c.tally, c.where, _trial_game(c.ctx, c.r.trial), c.g.rom_sha256, c.report)
+
+
+# A sealed result's checks, in the order their problems are reported.
+RESULT_CHECKS = (_check_result_seal, _check_result_ending, _check_result_budgets, _check_result_telemetry,
+                 _check_result_milestones, _check_result_game_figures)
+
+
 def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, tally: TraceTally,
                   last: TraceLine | None, rel: str, ctx: Context, report: Report) -> None:
     where = f"{rel}/{layout.RESULT}"
     if r.chain is None:
         report.add(f"{where}: no chain (not sealed by the recorder)")
         return
-    c = r.chain
-    if c.genesis_sha256 != genesis_sha:
-        report.add(f"{where}: chain.genesis_sha256 is not the hash of {layout.TRIAL}")
-    if c.trace_head != head or c.trace_lines != tally.decisions:
-        report.add(f"{where}: sealed {c.trace_lines} decisions ending {c.trace_head[:12]}…, but the trace has "
-                   f"{tally.decisions} ending {head[:12]}… (the trace was cut or changed)")
-    if r.last_decision != tally.decisions:
-        report.add(f"{where}: last_decision {r.last_decision}, the trace has {tally.decisions}")
-    for name in ("trial_key", "position", "attempt", "experiment_id"):
-        if getattr(r, name) != getattr(g, name):
-            report.add(f"{where}: {name} differs from {layout.TRIAL}")
-    if (r.condition, r.trial) != (g.condition, g.trial):
-        report.add(f"{where}: condition or trial number differs from {layout.TRIAL}")
-    # outcome and why
-    if r.termination_reason not in ENDINGS:
-        report.add(f"{where}: unknown termination_reason {r.termination_reason!r}")
-    else:
-        e = ending(r.termination_reason)
-        if r.outcome != e.outcome:
-            report.add(f"{where}: outcome {r.outcome} does not follow from termination_reason "
-                       f"{r.termination_reason} ({e.outcome})")
-        if (r.outcome in VALID_OUTCOMES) != (r.invalid_cause is None):
-            report.add(f"{where}: invalid_cause {r.invalid_cause!r} does not fit outcome {r.outcome}")
-        recorded = last.termination_reason if last else None
-        # A trial whose evidence failed after its last decision ended it keeps that reason as detail.
-        if recorded is not None and recorded != r.termination_reason and not (
-                r.termination_reason in ("evidence-failure", "process-died") and r.termination_detail == recorded):
-            report.add(f"{where}: termination_reason {r.termination_reason}, but the last decision recorded "
-                       f"{recorded}")
-        if e.at_decision and recorded != r.termination_reason:
-            report.add(f"{where}: {r.termination_reason} must be recorded by the decision that ended the trial, "
-                       f"and the last decision records {recorded}")
-        m = ctx.manifest
-        if m is not None and r.termination_reason == "budget:accepted_actions" \
-                and tally.accepted_actions != m.budgets.accepted_actions:
-            report.add(f"{where}: ended on the action budget after {tally.accepted_actions} actions, the budget is "
-                       f"{m.budgets.accepted_actions}")
-        if m is not None and r.termination_reason == "budget:model_decisions" \
-                and (m.budgets.model_decisions is None or tally.model_calls < m.budgets.model_decisions):
-            report.add(f"{where}: ended on the decision budget after {tally.model_calls} calls")
-        goal_id = m.game.goal if m is not None else None
-        if ctx.game is not None and goal_id is None:
-            _check_final(r, tally, where, ctx.game, report)
-        if m is not None:
-            _check_goal(r, tally, where, goal_id, ctx.game, report)
-    # figures
-    t = r.telemetry
-    if t is not None:
-        from engine.loop.tally import LOOP_ONLY
-
-        recomputed = tally.telemetry().model_dump(exclude=set(LOOP_ONLY))
-        for name, actual in recomputed.items():
-            if getattr(t, name) != actual:
-                report.add(f"{where}: telemetry.{name} is {getattr(t, name)}, the trace gives {actual}")
-    if r.milestones_reached != tally.milestones_reached:
-        report.add(f"{where}: milestones_reached {r.milestones_reached}, the trace reached "
-                   f"{tally.milestones_reached}")
-    # A recovered trial lists no awards (their probe samples died with the process).
-    if [m.id for m in r.milestones] != r.milestones_reached and not (r.recovered and not r.milestones):
-        report.add(f"{where}: the milestone awards do not match milestones_reached")
-    for m in r.milestones:
-        if not 1 <= m.decision_id <= tally.decisions:
-            report.add(f"{where}: {m.id} awarded at decision {m.decision_id}, which was never recorded")
-    _check_active_stamps(r, where, report)
-    if ctx.game is not None:
-        points = sum(m.points for m in ctx.game.milestones if m.id in r.milestones_reached)
-    else:
-        points = sum(m.points for m in r.milestones)
-    if points != r.progress_points:
-        report.add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
-    if ctx.game is not None:
-        _check_ladder_figures(r, where, ctx.game, report)
-        _check_path_figures(r, tally, where, _trial_game(ctx, r.trial), g.rom_sha256, report)
+    case = _ResultCase(r, g, genesis_sha, head, tally, last, where, ctx, report)
+    for check in RESULT_CHECKS:
+        check(case)
 
 
 def _check_active_stamps(r: TrialResult, where: str, report: Report) -> None:
