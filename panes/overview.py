@@ -121,37 +121,45 @@ class OverviewPane(DataTable):
         keys = [r.key for r in rows]
         width = self.scrollable_content_region.width or self.app.size.width
         fit = self.fit(rows, width)
-        short, spark = fit
         if fit != self._fit or list(self._cells) != keys:  # new columns, or the schedule is new: rebuild
-            selected = self.selected_key
-            self.clear(columns=fit != self._fit)
-            if fit != self._fit:
-                for (key, _), label in list(zip(COLUMNS, self.labels(short), strict=True))[:None if spark else -1]:
-                    self.add_column(label, key=key)
-                self._fit = fit
-            self._cells = {}
-            for row in rows:
-                cells = self.cells(row, short, spark)
-                self.add_row(*cells, key=row.key)
-                self._cells[row.key] = cells
-            if selected in self._cells:
-                self.move_cursor(row=keys.index(selected))
+            self._rebuild(rows, keys, fit)
         else:
-            for row in rows:
-                cells = self.cells(row, short, spark)
-                old = self._cells[row.key]
-                if cells == old:
-                    continue
-                for (col, _), new, was in zip(COLUMNS, cells, old, strict=False):
-                    if new != was:
-                        # The column widens to its new text: the widths the first (waiting) rows set
-                        # would cut an outcome to "ended ·" and $0.00 to "$0.0".
-                        self.update_cell(row.key, col, new, update_width=True)
-                self._cells[row.key] = cells
+            self._update(rows, *fit)
         counts = {}
         for r in rows:
             counts[r.status] = counts.get(r.status, 0) + 1
         self.border_subtitle = " · ".join(f"{n} {s}" for s, n in counts.items()) + " · enter opens"
+
+    def _rebuild(self, rows: list[RowLike], keys: list[str], fit: tuple[bool, int]) -> None:
+        """Every row again (and the columns, when the fit changed); the selection is kept."""
+        short, spark = fit
+        selected = self.selected_key
+        self.clear(columns=fit != self._fit)
+        if fit != self._fit:
+            for (key, _), label in list(zip(COLUMNS, self.labels(short), strict=True))[:None if spark else -1]:
+                self.add_column(label, key=key)
+            self._fit = fit
+        self._cells = {}
+        for row in rows:
+            cells = self.cells(row, short, spark)
+            self.add_row(*cells, key=row.key)
+            self._cells[row.key] = cells
+        if selected in self._cells:
+            self.move_cursor(row=keys.index(selected))
+
+    def _update(self, rows: list[RowLike], short: bool, spark: int) -> None:
+        """Only the cells whose text changed."""
+        for row in rows:
+            cells = self.cells(row, short, spark)
+            old = self._cells[row.key]
+            if cells == old:
+                continue
+            for (col, _), new, was in zip(COLUMNS, cells, old, strict=False):
+                if new != was:
+                    # The column widens to its new text: the widths the first (waiting) rows set
+                    # would cut an outcome to "ended ·" and $0.00 to "$0.0".
+                    self.update_cell(row.key, col, new, update_width=True)
+            self._cells[row.key] = cells
 
     @property
     def selected_key(self) -> str | None:

@@ -84,6 +84,7 @@ import yaml
 from engine.emulators.backends import BACKENDS
 from engine.emulators.emulator import Timing, frame_sha256
 from engine.emulators.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
+from engine.loop.display import Display
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.trial import Trial
 from sessions.audit.replay import load_trial, replay_records
@@ -161,7 +162,7 @@ def _raw(rom: Path, state: bytes, actions: list[str], timing: Timing, hashing: b
 
 # -- oakwatch, timed through the runner's own slot path -------------------------------------------
 
-class _Clock:
+class _Clock(Display):
     """Started as the trial starts; stopped when the runner announces the sealed trial."""
 
     def __init__(self):
@@ -247,7 +248,7 @@ def _rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-class _MemorySampler:
+class _MemorySampler(Display):
     def __init__(self, every: int):
         self.every = every
         self.samples: list[tuple[int, float]] = []
@@ -261,7 +262,7 @@ class _MemorySampler:
                 self.samples.append((self.actions, _rss_mb()))
 
 
-class _Progress:
+class _Progress(Display):
     """A line every `every` actions, so a long generation shows it is alive."""
 
     def __init__(self, what: str, total: int, every: int):
@@ -415,8 +416,15 @@ PLAIN_SCRIPT = '''"""The plain script oakwatch's whole run is compared with (wri
 import hashlib
 import io
 
+import sys
+
 import numpy as np
-from pyboy import PyBoy
+
+# Like for like with oakwatch's backend (engine/emulators/pyboy_backend.py), which imports PyBoy with
+# SDL2 hidden: window "null" never needs it, and its import costs ~0.2 s neither should pay.
+sys.modules["sdl2"] = None
+from pyboy import PyBoy  # noqa: E402
+sys.modules.pop("sdl2")
 
 ROM, STATE, PRESS, SETTLE = {rom!r}, {state!r}, {press!r}, {settle!r}
 BUTTONS = {buttons!r}
@@ -548,6 +556,26 @@ def _verify_child(folder: Path) -> dict:
     return figures
 
 
+REPORT_CHILD = """
+import json, sys
+from pathlib import Path
+from sessions.analysis.report import build_report
+build_report(Path(sys.argv[1]), Path(sys.argv[2]), replay=False)
+with open("/proc/self/status") as f:
+    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(json.dumps({"peak_rss_kb": hwm}))
+"""
+
+
+def _report_child(folder: Path, out: Path) -> dict:
+    """`oakwatch report`'s peak RSS on one folder (issue 31: flat with the run), in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(folder), str(out)], cwd=PROJECT,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BenchFailure(f"report of {folder} crashed (status {done.returncode}):\n{done.stderr[-2000:]}")
+    return {"peak_rss_mb": json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_kb"] / 1024}
+
+
 def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict:
     small_n = max(decisions // 10, 1)
     print(f"phase 4/4: verify: generating a {decisions:,}-decision random trial"
@@ -556,6 +584,14 @@ def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict
     small = small_folder or _generate(tmp, "verify-small", small_n)
     print("  auditing each in a subprocess …", flush=True)
     big_fig, small_fig = _verify_child(big), _verify_child(small)
+    print("  reporting each in a subprocess (oakwatch report, no replay) …", flush=True)
+    big_rep, small_rep = _report_child(big, tmp / "report-big"), _report_child(small, tmp / "report-small")
+    rep_growth = big_rep["peak_rss_mb"] - small_rep["peak_rss_mb"]
+    rep_ok = rep_growth <= VERIFY_FLAT_MB
+    print(f"target report memory flat (peak RSS growth <= {VERIFY_FLAT_MB:.0f} MB from {small_n:,} to "
+          f"{decisions:,} decisions): measured {small_rep['peak_rss_mb']:.1f} MB -> {big_rep['peak_rss_mb']:.1f} MB, "
+          f"{rep_growth:+.1f} MB = {rep_growth * 2**20 / max(decisions - small_n, 1):+.1f} bytes per decision "
+          f"-> {_verdict(rep_ok)}")
     for what, fig in (("big", big_fig), ("small", small_fig)):
         if fig["problems"]:
             print(f"verify found {len(fig['problems'])} problem(s) in the {what} trial:", file=sys.stderr)
@@ -576,7 +612,8 @@ def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict
           f"{len(small_fig['problems'])} in the small -> {_verdict(clean)}")
     return {"decisions": decisions, "small_decisions": small_n, "big": big_fig, "small": small_fig,
             "rss_growth_mb": growth, "rss_growth_bytes_per_decision": per_decision,
-            "time_target_met": time_ok, "flat_target_met": flat_ok, "zero_problems": clean}
+            "time_target_met": time_ok, "flat_target_met": flat_ok, "zero_problems": clean,
+            "report": {"big": big_rep, "small": small_rep, "rss_growth_mb": rep_growth, "flat_target_met": rep_ok}}
 
 
 class BenchFailure(RuntimeError):

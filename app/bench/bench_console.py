@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.loop.display import Display
 from engine.loop.events import FrameCaptured, TrialEnded, TrialStarted
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
@@ -34,7 +35,7 @@ SIZE = (160, 50)
 SHADES = np.array([[0x0F, 0x38, 0x0F], [0x30, 0x62, 0x30], [0x8B, 0xAC, 0x0F], [0x9B, 0xBC, 0x0F]], np.uint8)
 
 
-class _Stopwatch:
+class _Stopwatch(Display):
     def __init__(self):
         self.start = self.end = None
 

@@ -95,6 +95,8 @@ def _verify(report: dict) -> list[Target]:
                 v.get("time_target_met")),
         _target("verify memory, big against small trial", "<= +16 MB peak RSS", v.get("rss_growth_mb"),
                 "{:+.1f} MB", v.get("flat_target_met")),
+        _target("report memory, big against small trial", "<= +16 MB peak RSS",
+                _get(v, "report", "rss_growth_mb"), "{:+.1f} MB", _get(v, "report", "flat_target_met")),
         _target("verify finds zero problems", "0 problems", count, "{:.0f} problems", v.get("zero_problems")),
     ]
 

@@ -10,6 +10,7 @@ import time
 from typing import TextIO
 
 from engine.figures import money
+from engine.loop.display import Display
 from engine.loop.events import DecisionRecorded, Event, MilestoneReached, TrialEnded, TrialStarted
 from panes.lines import milestone_line, trial_ended_line, trial_started_line
 
@@ -27,7 +28,7 @@ def print_line(line: str, out: TextIO = sys.stdout) -> bool:
         return False
 
 
-class HeadlessPrinter:
+class HeadlessPrinter(Display):
     """One line per trial event (started, milestone, ended), each naming its trial, so trials run
     at once (`--workers N`) interleave readably; on a terminal, a live overall line kept at the
     bottom (trials done, running, left; actions per second; spend so far), redrawn in place; off

@@ -1,10 +1,10 @@
 """`oakwatch demo-server`: a model to try the harness with, no API key needed.
 
-The local OpenAI-compatible server (app.servers.chat_server) with the demo's players (app.servers.demo_replies),
-in the foreground: one line on start (the address and the command that runs the bundled demo
-against it), then it serves until Ctrl-C or SIGTERM, and exits 0. The bundled demo manifest
-(assets/experiments/demo.yaml) points at DEFAULT_PORT on 127.0.0.1; on another port, give the run
-`--base-url` (the start line says so).
+The local OpenAI-compatible server (app.servers.chat_server, Starlette on uvicorn) with the demo's
+players (app.servers.demo_replies), in the foreground: one line on start (the address and the
+command that runs the bundled demo against it), then it serves until Ctrl-C or SIGTERM, and exits 0.
+The bundled demo manifest (assets/experiments/demo.yaml) points at DEFAULT_PORT on 127.0.0.1; on
+another port, give the run `--base-url` (the start line says so).
 """
 
 from __future__ import annotations

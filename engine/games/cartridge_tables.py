@@ -191,13 +191,7 @@ def build_tables(spec: WorldSpec, tiles: list[bytes], kinds: list[bytes],
 
 def check(t: Tables) -> None:
     """Raise TableError when the tables break a rule the game relies on."""
-    if len(t.tiles) != NUM_MAPS or len(t.kinds) != NUM_MAPS:
-        raise TableError(f"need {NUM_MAPS} maps")
-    for m in range(NUM_MAPS):
-        if len(t.tiles[m]) != MAP_CELLS or len(t.kinds[m]) != MAP_CELLS:
-            raise TableError(f"map {m} is not {MAP_W}x{MAP_H}")
-        if any(k > KIND_REACH for k in t.kinds[m]):
-            raise TableError(f"map {m} has an unknown cell kind")
+    _check_maps(t)
     if sorted(t.balls) != [1, 2, 3]:
         raise TableError("the three balls must hold the three species")
     if len(t.actors) != NUM_ACTORS or len(t.signs) > MAX_SIGNS or len(t.warps) > MAX_WARPS:
@@ -207,6 +201,21 @@ def check(t: Tables) -> None:
     for name in t.species:
         if not (1 <= len(name) < NAME_SLOT and NAME_CHARS.match(name)):
             raise TableError(f"bad creature name {name!r}")
+    _check_texts(t)
+
+
+def _check_maps(t: Tables) -> None:
+    if len(t.tiles) != NUM_MAPS or len(t.kinds) != NUM_MAPS:
+        raise TableError(f"need {NUM_MAPS} maps")
+    for m in range(NUM_MAPS):
+        if len(t.tiles[m]) != MAP_CELLS or len(t.kinds[m]) != MAP_CELLS:
+            raise TableError(f"map {m} is not {MAP_W}x{MAP_H}")
+        if any(k > KIND_REACH for k in t.kinds[m]):
+            raise TableError(f"map {m} has an unknown cell kind")
+
+
+def _check_texts(t: Tables) -> None:
+    """Each text fits the dialogue box and uses only characters the font has."""
     for i, page in enumerate(t.texts):
         if not page_fits(page):
             raise TableError(f"text {TEXT_IDS[i]} does not fit the dialogue box: {page!r}")

@@ -263,11 +263,15 @@ class Condition(_Strict):
     def holds(self, sample: Sample) -> bool:
         value = sample[self.field]
         if isinstance(value, list):
-            if self.contains is not None and self.contains not in value:
-                return False
-            if self.lacks is not None and self.lacks in value:
-                return False
-            return True
+            return self._bytes_hold(value)
+        return self._number_holds(value)
+
+    def _bytes_hold(self, value: list[int]) -> bool:
+        if self.contains is not None and self.contains not in value:
+            return False
+        return not (self.lacks is not None and self.lacks in value)
+
+    def _number_holds(self, value: int) -> bool:
         if self.eq is not None and value != self.eq:
             return False
         if self.ne is not None and value == self.ne:
@@ -278,9 +282,7 @@ class Condition(_Strict):
             return False
         if self.bit_set is not None and not (value >> self.bit_set) & 1:
             return False
-        if self.bit_clear is not None and (value >> self.bit_clear) & 1:
-            return False
-        return True
+        return not (self.bit_clear is not None and (value >> self.bit_clear) & 1)
 
 
 class MilestoneDef(_Strict):
@@ -836,7 +838,16 @@ class GameDefinition(_Strict):
     def _references_exist(self) -> GameDefinition:
         self._check_memory()
         self._check_goals()
-        known = set(self.fields) | set(self.pointers)
+        self._check_fields_defined()
+        self._check_condition_kinds()
+        self._check_milestone_ids()
+        self._check_tracks()
+        self._check_shortcuts()
+        self._check_unique_builds()
+        return self
+
+    def _field_refs(self) -> list[str]:
+        """Every field name a condition, control, start or position of this definition reads."""
         refs = [c.field for c in self.ready] + list(self.progress_fields) + list(self.recovery_events)
         refs += [self.battle_field] if self.battle_field else []
         refs += [self.level_field] if self.level_field else []
@@ -846,9 +857,14 @@ class GameDefinition(_Strict):
         refs += [c.field for m in self.milestones for c in m.all]
         if self.position:
             refs += [self.position.map, self.position.x, self.position.y]
-        missing = sorted(set(refs) - known)
+        return refs
+
+    def _check_fields_defined(self) -> None:
+        missing = sorted(set(self._field_refs()) - (set(self.fields) | set(self.pointers)))
         if missing:
             raise ValueError(f"conditions refer to undefined fields: {', '.join(missing)}")
+
+    def _check_condition_kinds(self) -> None:
         # A test that does not fit its field's kind would fail mid-trial (`in` on a number), so refuse it here.
         for c in [*self.ready, *(c for m in self.milestones for c in m.all)]:
             is_bytes = self.is_bytes(c.field)
@@ -861,6 +877,8 @@ class GameDefinition(_Strict):
                 raise ValueError(f"controls.{name}: field {c.field!r} holds bytes, a control needs a number")
         if self.position and any(self.is_bytes(f) for f in self.position.model_dump().values()):
             raise ValueError("position fields must hold numbers, not bytes")
+
+    def _check_milestone_ids(self) -> None:
         ids = [m.id for m in self.milestones]
         if len(set(ids)) != len(ids):
             raise ValueError("milestone ids must be unique")
@@ -877,15 +895,14 @@ class GameDefinition(_Strict):
             raise ValueError(f"final_milestone {self.final_milestone!r} is not a milestone id")
         if not self.milestones[ids.index(self.final_id)].required:
             raise ValueError(f"the final milestone {self.final_id!r} must be required (reaching it ends the trial)")
-        self._check_tracks()
-        self._check_shortcuts()
+
+    def _check_unique_builds(self) -> None:
         shas = [r.sha1 for r in self.roms]
         if len(set(shas)) != len(shas):
             raise ValueError("roms: the same sha1 is listed twice")
         builds = [c.rom_sha256 for c in self.conformance]
         if len(set(builds)) != len(builds):
             raise ValueError("conformance: the same rom_sha256 is listed twice")
-        return self
 
     def hidden_in(self, instruction: str) -> list[str]:
         """The hidden-state names an instruction gives away (empty: none): a field, pointer or array of the
@@ -916,6 +933,18 @@ class GameDefinition(_Strict):
 
     def _check_memory(self) -> None:
         """Every pointer, array and field names what exists and lies inside the platform's address space."""
+        self._check_pointers()
+        for name, a in self.arrays.items():
+            self._check_placed(f"array {name!r}", a.base, a.address, a.size)
+        for name, f in self.fields.items():
+            if f.derived_from is None:
+                self._check_placed(f"field {name!r}", f.base, f.address, f.width)
+            else:
+                self._check_derived(name, f)
+        for name, a in self.arrays.items():
+            self._check_array_ref(name, a)
+
+    def _check_pointers(self) -> None:
         space, plat = ADDRESS_SPACE[self.platform], self.platform
         clash = sorted(set(self.pointers) & set(self.fields))
         if clash:
@@ -926,58 +955,56 @@ class GameDefinition(_Strict):
         if outside:
             raise ValueError(f"pointers outside the {plat} address space (0x0-0x{space - 1:X}): {', '.join(outside)}")
 
-        def placed(what: str, base: str | None, address: int, size: int) -> None:
-            if base is not None and base not in self.pointers:
-                raise ValueError(f"{what} is based on unknown pointer {base!r} (pointers: {_names(self.pointers)})")
-            # Absolute: the whole range must be in the space. Based: only the offset can be checked
-            # (the pointer's value is known at sample time), and an offset beyond the space never fits.
-            if address + size > space:
-                where = "offset" if base is not None else "address"
-                raise ValueError(f"{what} lies outside the {plat} address space (0x0-0x{space - 1:X}): "
-                                 f"{where} 0x{address:X} + {size} bytes")
+    def _check_placed(self, what: str, base: str | None, address: int, size: int) -> None:
+        space, plat = ADDRESS_SPACE[self.platform], self.platform
+        if base is not None and base not in self.pointers:
+            raise ValueError(f"{what} is based on unknown pointer {base!r} (pointers: {_names(self.pointers)})")
+        # Absolute: the whole range must be in the space. Based: only the offset can be checked
+        # (the pointer's value is known at sample time), and an offset beyond the space never fits.
+        if address + size > space:
+            where = "offset" if base is not None else "address"
+            raise ValueError(f"{what} lies outside the {plat} address space (0x0-0x{space - 1:X}): "
+                             f"{where} 0x{address:X} + {size} bytes")
 
-        for name, a in self.arrays.items():
-            placed(f"array {name!r}", a.base, a.address, a.size)
-        for name, f in self.fields.items():
-            derived = f.derived_from
-            if derived is None:
-                placed(f"field {name!r}", f.base, f.address, f.width)
-                continue
-            how, array_name = derived
-            array = self.arrays.get(array_name)
-            if array is None:
-                raise ValueError(f"field {name!r} names unknown array {array_name!r} (arrays: {_names(self.arrays)})")
-            want = ARRAY_KIND[how]
-            if array.kind != want:
-                raise ValueError(f"field {name!r}: {how} needs an array of kind {want}, and {array_name!r} is "
-                                 f"of kind {array.kind}")
-            i = f.index
-            if isinstance(array, FlagArray) and i >= array.bytes * 8:
-                raise ValueError(f"field {name!r}: flag 0x{i:X} is outside array {array_name!r} "
-                                 f"(flags 0x0-0x{array.bytes * 8 - 1:X}, {array.bytes} bytes)")
-            if isinstance(array, VarArray) and not array.start <= i < array.start + array.count:
-                raise ValueError(f"field {name!r}: var 0x{i:X} is outside array {array_name!r} "
-                                 f"(vars 0x{array.start:X}-0x{array.start + array.count - 1:X})")
-            if isinstance(array, RecordArray) and i >= array.stride:
-                raise ValueError(f"field {name!r}: offset {i} is outside array {array_name!r}'s "
-                                 f"{array.stride}-byte records")
-            if isinstance(array, ItemArray):
-                if array.id == "u8" and i > 0xFF:
-                    raise ValueError(f"field {name!r}: item id 0x{i:X} does not fit array {array_name!r}'s "
-                                     f"u8 ids")
-                if array.terminator is not None and i == array.terminator:
-                    raise ValueError(f"field {name!r}: item id 0x{i:X} is array {array_name!r}'s terminator")
-        for name, a in self.arrays.items():
-            ref = a.key if isinstance(a, ItemArray) else a.count if isinstance(a, RecordArray) else None
-            if ref is None:
-                continue
-            what = "key" if isinstance(a, ItemArray) else "count"
-            key = self.fields.get(ref)
-            if key is None:
-                raise ValueError(f"array {name!r}: {what} {ref!r} is not a field (fields: {_names(self.fields)})")
-            if key.derived_from is not None or key.kind == "bytes":
-                raise ValueError(f"array {name!r}: {what} {ref!r} must be a number read at an address "
-                                 f"(u8 .. s32le), not {key.derived_from[0] if key.derived_from else 'bytes'}")
+    def _check_derived(self, name: str, f: RamField) -> None:
+        """A field derived from an array names an array of the right kind and an index inside it."""
+        how, array_name = f.derived_from
+        array = self.arrays.get(array_name)
+        if array is None:
+            raise ValueError(f"field {name!r} names unknown array {array_name!r} (arrays: {_names(self.arrays)})")
+        want = ARRAY_KIND[how]
+        if array.kind != want:
+            raise ValueError(f"field {name!r}: {how} needs an array of kind {want}, and {array_name!r} is "
+                             f"of kind {array.kind}")
+        i = f.index
+        if isinstance(array, FlagArray) and i >= array.bytes * 8:
+            raise ValueError(f"field {name!r}: flag 0x{i:X} is outside array {array_name!r} "
+                             f"(flags 0x0-0x{array.bytes * 8 - 1:X}, {array.bytes} bytes)")
+        if isinstance(array, VarArray) and not array.start <= i < array.start + array.count:
+            raise ValueError(f"field {name!r}: var 0x{i:X} is outside array {array_name!r} "
+                             f"(vars 0x{array.start:X}-0x{array.start + array.count - 1:X})")
+        if isinstance(array, RecordArray) and i >= array.stride:
+            raise ValueError(f"field {name!r}: offset {i} is outside array {array_name!r}'s "
+                             f"{array.stride}-byte records")
+        if isinstance(array, ItemArray):
+            if array.id == "u8" and i > 0xFF:
+                raise ValueError(f"field {name!r}: item id 0x{i:X} does not fit array {array_name!r}'s "
+                                 f"u8 ids")
+            if array.terminator is not None and i == array.terminator:
+                raise ValueError(f"field {name!r}: item id 0x{i:X} is array {array_name!r}'s terminator")
+
+    def _check_array_ref(self, name: str, a: Array) -> None:
+        """An items array's key or a records array's count is a number field read at an address."""
+        ref = a.key if isinstance(a, ItemArray) else a.count if isinstance(a, RecordArray) else None
+        if ref is None:
+            return
+        what = "key" if isinstance(a, ItemArray) else "count"
+        key = self.fields.get(ref)
+        if key is None:
+            raise ValueError(f"array {name!r}: {what} {ref!r} is not a field (fields: {_names(self.fields)})")
+        if key.derived_from is not None or key.kind == "bytes":
+            raise ValueError(f"array {name!r}: {what} {ref!r} must be a number read at an address "
+                             f"(u8 .. s32le), not {key.derived_from[0] if key.derived_from else 'bytes'}")
 
     def _check_tracks(self) -> None:
         """A track shows only defined fields, and none that decides a rung: not a ladder field, not
@@ -996,30 +1023,45 @@ class GameDefinition(_Strict):
         space = ADDRESS_SPACE[self.platform]
         if isinstance(d, Dialogue) and d.tilemap + d.stride * (max(d.rows) + 1) > space:
             raise ValueError(f"{at}.dialogue lies outside the {self.platform} address space")
-        ladder = self.ladder_fields
         ranges: list[tuple[str, int, int]] = []
         if isinstance(d, StringDialogue):
             ranges += [(f"{at}.dialogue", a, n) for a, n in d.memory()]
         shown = [(f"{at}.fields", name) for name in track.fields]
         if isinstance(track, GameplayTrack):
-            if track.terrain is not None:
-                ranges += [(f"{at}.terrain", a, n) for a, n in track.terrain.memory()]
-            if track.party is not None:
-                ranges += [(f"{at}.party", a, n) for a, n in track.party.memory()]
-            if track.inventory is not None:
-                array = self.arrays.get(track.inventory.items)
-                if not isinstance(array, ItemArray) or array.base is not None:
-                    raise ValueError(f"{at}.inventory.items: {track.inventory.items!r} is not an items array "
-                                     f"at a fixed address")
-                ranges.append((f"{at}.inventory", array.address, array.size))
-            if track.outcomes is not None:
-                missing = sorted(set(track.outcomes.fields) - set(self.fields))
-                if missing:
-                    raise ValueError(f"{at}.outcomes: {', '.join(missing)} is not a field")
-                if self.position is None:
-                    raise ValueError(f"{at}.outcomes: the definition has no position to tell a move from a block")
-                shown += [(f"{at}.outcomes", name) for name in
-                          [*track.outcomes.fields, *self.position.model_dump().values()]]
+            ranges += self._gameplay_ranges(at, track)
+            shown += self._outcome_fields(at, track)
+        self._check_hidden_ranges(ranges)
+        self._check_hidden_shown(shown)
+
+    def _gameplay_ranges(self, at: str, track: GameplayTrack) -> list[tuple[str, int, int]]:
+        """The memory a gameplay track's terrain, party and inventory read, each named by where it is set."""
+        ranges: list[tuple[str, int, int]] = []
+        if track.terrain is not None:
+            ranges += [(f"{at}.terrain", a, n) for a, n in track.terrain.memory()]
+        if track.party is not None:
+            ranges += [(f"{at}.party", a, n) for a, n in track.party.memory()]
+        if track.inventory is not None:
+            array = self.arrays.get(track.inventory.items)
+            if not isinstance(array, ItemArray) or array.base is not None:
+                raise ValueError(f"{at}.inventory.items: {track.inventory.items!r} is not an items array "
+                                 f"at a fixed address")
+            ranges.append((f"{at}.inventory", array.address, array.size))
+        return ranges
+
+    def _outcome_fields(self, at: str, track: GameplayTrack) -> list[tuple[str, str]]:
+        """The fields a gameplay track's outcomes show (its own and the position's)."""
+        if track.outcomes is None:
+            return []
+        missing = sorted(set(track.outcomes.fields) - set(self.fields))
+        if missing:
+            raise ValueError(f"{at}.outcomes: {', '.join(missing)} is not a field")
+        if self.position is None:
+            raise ValueError(f"{at}.outcomes: the definition has no position to tell a move from a block")
+        return [(f"{at}.outcomes", name) for name in [*track.outcomes.fields, *self.position.model_dump().values()]]
+
+    def _check_hidden_ranges(self, ranges: list[tuple[str, int, int]]) -> None:
+        """Each range lies in the address space and overlaps no absolute ladder field's memory."""
+        space, ladder = ADDRESS_SPACE[self.platform], self.ladder_fields
         for where, address, size in ranges:
             if address + size > space:
                 raise ValueError(f"{where} lies outside the {self.platform} address space")
@@ -1027,6 +1069,10 @@ class GameDefinition(_Strict):
                           and m[1] < address + size and address < m[1] + m[2]), None)
             if clash is not None:
                 raise ValueError(f"{where} reads the memory of ladder field {clash!r}, which must stay hidden")
+
+    def _check_hidden_shown(self, shown: list[tuple[str, str]]) -> None:
+        """No shown field is a ladder field or reads one's memory."""
+        ladder = self.ladder_fields
         for where, name in shown:
             if name in ladder:
                 raise ValueError(f"{where}: {name!r} is read by a milestone rung and must "

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.games.gamedef import GameDefinition, GameplayTrack, ItemArray, Party, Sample, Word, name_table
+from engine.games.gamedef import (
+    GameDefinition,
+    GameplayTrack,
+    ItemArray,
+    Party,
+    PartyMoves,
+    Sample,
+    Word,
+    name_table,
+)
 from engine.games.tracks import ReadRange, StructuredView
 
 DIRECTIONS = frozenset({"UP", "DOWN", "LEFT", "RIGHT"})
@@ -94,18 +103,23 @@ def read_party(party: Party, read_range: ReadRange) -> list[dict]:
         if m is not None and m.by_species:
             member["moves"] = [{"name": name} for name in by_species.get(sid, [])]
         elif m is not None:
-            moves = []
-            for i, offset in enumerate(m.offsets):
-                mid = read_range(record + offset, 1)[0]
-                if mid == 0:
-                    continue
-                move: dict = {"name": move_names.get(mid, f"#{mid}")}
-                if m.pp_offsets:
-                    move["pp"] = read_range(record + m.pp_offsets[i], 1)[0] & m.pp_mask
-                moves.append(move)
-            member["moves"] = moves
+            member["moves"] = _read_moves(m, move_names, read_range, record)
         members.append(member)
     return members
+
+
+def _read_moves(m: PartyMoves, move_names: dict[int, str], read_range: ReadRange, record: int) -> list[dict]:
+    """A member's moves read from its record (an empty slot, id 0, is skipped), each with its PP if kept."""
+    moves = []
+    for i, offset in enumerate(m.offsets):
+        mid = read_range(record + offset, 1)[0]
+        if mid == 0:
+            continue
+        move: dict = {"name": move_names.get(mid, f"#{mid}")}
+        if m.pp_offsets:
+            move["pp"] = read_range(record + m.pp_offsets[i], 1)[0] & m.pp_mask
+        moves.append(move)
+    return moves
 
 
 def read_inventory(game: GameDefinition, track: GameplayTrack, read_range: ReadRange) -> list[dict]:
@@ -161,13 +175,9 @@ class GameplayView:
         dialogue box: moved, entered another map, turned, a menu or the dialogue opened, closed or
         advanced; a direction that changed none of it was blocked."""
         o, pos = self.track.outcomes, self.game.position
-        said: list[str] = []
         where_before = (before.get(pos.map), before.get(pos.x), before.get(pos.y))
         where_after = (after.get(pos.map), after.get(pos.x), after.get(pos.y))
-        if where_after[0] != where_before[0]:
-            said.append(f"entered map {where_after[0]} at ({where_after[1]},{where_after[2]})")
-        elif where_after != where_before:
-            said.append(f"moved to ({where_after[1]},{where_after[2]})")
+        said = _moves_said(where_before, where_after)
         if o.facing is not None and before.get(o.facing) != after.get(o.facing) and where_after == where_before:
             said.append("turned")
         if o.menu is not None and before.get(o.menu) != after.get(o.menu):
@@ -183,3 +193,12 @@ class GameplayView:
             free = not in_menu and dialogue_after is None  # a direction in a menu or a box moves no one
             said.append("blocked" if action in DIRECTIONS and free else "no change")
         return "; ".join(said)
+
+
+def _moves_said(where_before: tuple, where_after: tuple) -> list[str]:
+    """Another map entered, or a move within one (empty: the position held)."""
+    if where_after[0] != where_before[0]:
+        return [f"entered map {where_after[0]} at ({where_after[1]},{where_after[2]})"]
+    if where_after != where_before:
+        return [f"moved to ({where_after[1]},{where_after[2]})"]
+    return []

@@ -25,6 +25,7 @@ from engine.games.gamedef import (
     FlagArray,
     GameDefinition,
     ItemArray,
+    RamField,
     RecordArray,
     Sample,
     VarArray,
@@ -75,6 +76,27 @@ def _clipped(read_range: ReadRange, space: int, address: int, length: int) -> Se
     return [*(read_range(address, inside) if inside else ()), *([0] * (length - inside))]
 
 
+def _derived_read(game: GameDefinition, name: str, f: RamField, based: dict[str | None, list[tuple[int, str, str, int]]]
+                  ) -> tuple[str, str, object]:
+    """A derived field's (field, how, detail), its raw read added to `based` (keyed by the array's pointer)."""
+    how, array_name = f.derived_from
+    a = game.arrays[array_name]
+    slot = f"\0array:{array_name}"  # private names for raw reads (never in the sample)
+    if isinstance(a, FlagArray):
+        raw = f"\0field:{name}"
+        based.setdefault(a.base, []).append((a.address + f.index // 8, raw, "u8", 1))
+        return name, "flag", (raw, f.index % 8)
+    if isinstance(a, VarArray):
+        raw = f"\0field:{name}"
+        based.setdefault(a.base, []).append((a.address + 2 * (f.index - a.start), raw, "u16le", 1))
+        return name, "var", raw
+    assert isinstance(a, ItemArray | RecordArray)
+    reads = based.setdefault(a.base, [])
+    if (a.address, slot, "bytes", a.size) not in reads:
+        reads.append((a.address, slot, "bytes", a.size))
+    return name, "item" if isinstance(a, ItemArray) else "highest", (slot, f.index, a)
+
+
 class Probe:
     def __init__(self, game: GameDefinition):
         self._space = ADDRESS_SPACE[game.platform]
@@ -99,25 +121,8 @@ class Probe:
             if f.base is not None:
                 based.setdefault(f.base, []).append((f.address, name, f.kind, f.length))
         for name, f in game.fields.items():
-            if f.derived_from is None:
-                continue
-            how, array_name = f.derived_from
-            a = game.arrays[array_name]
-            slot = f"\0array:{array_name}"  # private names for raw reads (never in the sample)
-            if isinstance(a, FlagArray):
-                raw = f"\0field:{name}"
-                based.setdefault(a.base, []).append((a.address + f.index // 8, raw, "u8", 1))
-                derived.append((name, "flag", (raw, f.index % 8)))
-            elif isinstance(a, VarArray):
-                raw = f"\0field:{name}"
-                based.setdefault(a.base, []).append((a.address + 2 * (f.index - a.start), raw, "u16le", 1))
-                derived.append((name, "var", raw))
-            else:
-                assert isinstance(a, ItemArray | RecordArray)
-                reads = based.setdefault(a.base, [])
-                if (a.address, slot, "bytes", a.size) not in reads:
-                    reads.append((a.address, slot, "bytes", a.size))
-                derived.append((name, "item" if isinstance(a, ItemArray) else "highest", (slot, f.index, a)))
+            if f.derived_from is not None:
+                derived.append(_derived_read(game, name, f, based))
         # Absolute reads for derived fields (arrays without a base) have no pointer: key None.
         self._derived_absolute = _spans(based.pop(None, []))
         self._based = [(ptr, _spans(reads)) for ptr, reads in based.items()]

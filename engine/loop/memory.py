@@ -138,6 +138,19 @@ class WorkingMemory:
     refused_writes: tuple[str, ...] = ()  # the last decision's refused writes, so the agent learns why
 
 
+def _fitting(views: list[dict], records: int, chars: int) -> tuple[list[dict], int]:
+    """The leading views that fit in `records` more records and `chars` more characters, and their size."""
+    fitting: list[dict] = []
+    cost = 0
+    for view in views:
+        more = _view_size(view)
+        if len(fitting) >= records or cost + more > chars:
+            break
+        fitting.append(view)
+        cost += more
+    return fitting, cost
+
+
 class MemoryStore:
     def __init__(self, policy: MemoryPolicy, *, log: Callable[[MemoryOp], None],
                  recent_window: int = 12, rules: MemoryRules = MemoryRules()):
@@ -254,19 +267,8 @@ class MemoryStore:
         for unit in [*groups, *([f] for f in rest)]:
             if len(chosen) >= records:
                 break
-            views = [self._view(f) for f in unit]
-            if len(unit) > 1:
-                for view in views:
-                    view["contradicted"] = True
-                    view["conflicts_with"] = [f.fact_id for f in unit if f.fact_id != view["fact_id"]]
-            fitting: list[dict] = []
-            cost = 0
-            for view in views:
-                more = _view_size(view)
-                if len(chosen) + len(fitting) >= records or size + cost + more > chars:
-                    break
-                fitting.append(view)
-                cost += more
+            views = self._unit_views(unit)
+            fitting, cost = _fitting(views, records - len(chosen), chars - size)
             if len(fitting) < len(views):
                 if len(fitting) < 2:  # nothing of it, or one half of a contradiction: skip it
                     continue
@@ -276,6 +278,15 @@ class MemoryStore:
             chosen += fitting
             size += cost
         return tuple(chosen)
+
+    def _unit_views(self, unit: list[Fact]) -> list[dict]:
+        """A unit's views; a contradiction group's members each name the others."""
+        views = [self._view(f) for f in unit]
+        if len(unit) > 1:
+            for view in views:
+                view["contradicted"] = True
+                view["conflicts_with"] = [f.fact_id for f in unit if f.fact_id != view["fact_id"]]
+        return views
 
     def read(self, fact_ids: list[str], decision_id: int) -> None:
         hits = [i for i in fact_ids if i in self.facts]
@@ -291,62 +302,23 @@ class MemoryStore:
         rules = self.rules
         subject = item.subject or "player"
         predicate = item.predicate or DEFAULT_PREDICATE[item.kind]
-        evidenced = bool(item.evidence.strip())
-        confirmed = evidenced and item.confidence >= rules.confirm_threshold
-        confidence = item.confidence if evidenced else min(item.confidence, rules.guess_cap)
+        confirmed, confidence = self._weigh(item)
         completing = item.status == "completed"
-        unconfirmed = (f"an unconfirmed write (confirmation needs visible evidence and confidence >= "
-                       f"{rules.confirm_threshold})")
         key = (norm_text(subject), norm_predicate(predicate), norm_text(item.value))
 
-        old = None
-        if item.supersedes is not None:
-            old = self.facts.get(item.supersedes)
-            if old is None:
-                gone = " (evicted)" if self.ever_held(item.supersedes) else ""
-                return self._reject(item, decision_id, f"supersedes unknown fact {item.supersedes}{gone}")
-            if old.status == "completed":
-                return self._reject(item, decision_id, f"would supersede completed {old.fact_id}: completed facts "
-                                                       f"are kept as they are")
-            if old.confirmed and not confirmed:
-                return self._reject(item, decision_id,
-                                    f"would overwrite confirmed {old.fact_id} with an unconfirmed guess")
-
-        same = None
-        if old is None:
-            same = self._find(key, "active")
-            if same is None and completing:  # completed again: the same fact, not a second one
-                same = self._find(key, "completed")
+        old, refused = self._superseded(item, confirmed)
+        if refused is not None:
+            return self._reject(item, decision_id, refused)
+        same = self._same(key, completing) if old is None else None
         if completing and not confirmed:
-            target = f"{same.fact_id}" if same is not None else "a new fact"
-            what = "confirmed " if same is not None and same.confirmed else ""
-            return self._reject(item, decision_id, f"would mark {what}{target} completed with {unconfirmed}")
-
+            return self._reject(item, decision_id, self._completion_refused(same))
         if same is not None:
-            op = "update"
-            if completing and same.status == "active":
-                same.status = "completed"
-                op = "complete"
-            if confirmed:
-                same.confirmed = True
-                same.last_confirmed_decision = decision_id
-                same.evidence_frame_sha256 = frame_sha256
-                same.evidence = item.evidence
-                same.confidence = max(same.confidence, confidence)
-            self._fact_op(op, decision_id, same)
+            self._update(same, item, decision_id, frame_sha256, confirmed, confidence)
             return same.fact_id
-
         if len(self.facts) >= rules.max_facts and self._victim(old) is None:
             return self._reject(item, decision_id, f"memory full: {len(self.facts)} facts, all completed or "
                                                    f"confirmed and active, which are never evicted")
-        if old is not None:
-            old.status = "superseded"
-            self._fact_op("supersede", decision_id, old)
-        while len(self.facts) >= rules.max_facts:
-            victim = self._victim(None)
-            del self.facts[victim.fact_id]
-            del self._keys[victim.fact_id]
-            self._fact_op("evict", decision_id, victim)
+        self._make_room(old, decision_id)
 
         fact = build(
             Fact,
@@ -361,6 +333,67 @@ class MemoryStore:
         self._keys[fact.fact_id] = key
         self._fact_op("write", decision_id, fact)
         return fact.fact_id
+
+    def _weigh(self, item: MemoryWrite) -> tuple[bool, float]:
+        """Whether a write is confirmed (visible evidence and enough confidence), and its confidence
+        (a guess without evidence is capped)."""
+        evidenced = bool(item.evidence.strip())
+        confirmed = evidenced and item.confidence >= self.rules.confirm_threshold
+        confidence = item.confidence if evidenced else min(item.confidence, self.rules.guess_cap)
+        return confirmed, confidence
+
+    def _completion_refused(self, same: Fact | None) -> str:
+        target = f"{same.fact_id}" if same is not None else "a new fact"
+        what = "confirmed " if same is not None and same.confirmed else ""
+        unconfirmed = (f"an unconfirmed write (confirmation needs visible evidence and confidence >= "
+                       f"{self.rules.confirm_threshold})")
+        return f"would mark {what}{target} completed with {unconfirmed}"
+
+    def _superseded(self, item: MemoryWrite, confirmed: bool) -> tuple[Fact | None, str | None]:
+        """The fact a write supersedes (None: it supersedes none), or why it may not."""
+        if item.supersedes is None:
+            return None, None
+        old = self.facts.get(item.supersedes)
+        if old is None:
+            gone = " (evicted)" if self.ever_held(item.supersedes) else ""
+            return None, f"supersedes unknown fact {item.supersedes}{gone}"
+        if old.status == "completed":
+            return old, f"would supersede completed {old.fact_id}: completed facts are kept as they are"
+        if old.confirmed and not confirmed:
+            return old, f"would overwrite confirmed {old.fact_id} with an unconfirmed guess"
+        return old, None
+
+    def _same(self, key: tuple[str, str, str], completing: bool) -> Fact | None:
+        """The active fact a write restates; completed again: the same fact, not a second one."""
+        same = self._find(key, "active")
+        if same is None and completing:
+            same = self._find(key, "completed")
+        return same
+
+    def _update(self, same: Fact, item: MemoryWrite, decision_id: int, frame_sha256: str, confirmed: bool,
+                confidence: float) -> None:
+        op = "update"
+        if item.status == "completed" and same.status == "active":
+            same.status = "completed"
+            op = "complete"
+        if confirmed:
+            same.confirmed = True
+            same.last_confirmed_decision = decision_id
+            same.evidence_frame_sha256 = frame_sha256
+            same.evidence = item.evidence
+            same.confidence = max(same.confidence, confidence)
+        self._fact_op(op, decision_id, same)
+
+    def _make_room(self, old: Fact | None, decision_id: int) -> None:
+        """Mark the superseded fact, then evict until a new fact fits."""
+        if old is not None:
+            old.status = "superseded"
+            self._fact_op("supersede", decision_id, old)
+        while len(self.facts) >= self.rules.max_facts:
+            victim = self._victim(None)
+            del self.facts[victim.fact_id]
+            del self._keys[victim.fact_id]
+            self._fact_op("evict", decision_id, victim)
 
     def _find(self, key: tuple[str, str, str], status: str) -> Fact | None:
         return next((f for f in self.facts.values() if f.status == status and self._keys[f.fact_id] == key), None)

@@ -81,15 +81,19 @@ class Shortcuts:
             if not isinstance(argument, int) or not 1 <= argument <= len(party):
                 raise ShortcutRefused(f"switch_to: argument is a party slot from 1 to {len(party)}")
             return argument - 1
-        if name == "choose_move":
-            party = read_party(gameplay.party, read_range)
-            moves = [m["name"] for m in party[0].get("moves", [])] if party else []
-        else:
-            moves = [i["item"] for i in read_inventory(self.game, gameplay, read_range)]
+        moves = self._choices(name, read_range)
         if not isinstance(argument, str) or argument.casefold() not in [m.casefold() for m in moves]:
             what = "a move of your active party member" if name == "choose_move" else "an item in your inventory"
             raise ShortcutRefused(f"{name}: argument must be {what} ({', '.join(moves) or 'none'})")
         return [m.casefold() for m in moves].index(argument.casefold())
+
+    def _choices(self, name: str, read_range: ReadRange) -> list[str]:
+        """What a choose_move (the active member's moves) or use_item (the inventory) call may name."""
+        gameplay = self.game.tracks.gameplay
+        if name == "choose_move":
+            party = read_party(gameplay.party, read_range)
+            return [m["name"] for m in party[0].get("moves", [])] if party else []
+        return [i["item"] for i in read_inventory(self.game, gameplay, read_range)]
 
     def presses(self, call: ShortcutCall, now: Callable[[], Sample]) -> Iterator[str]:
         """The call's presses, each chosen from the state the previous one left (`now` reads it)."""

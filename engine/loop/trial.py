@@ -19,7 +19,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from engine.battle.battle import BattleRefused, BattleSettings, Plan, make_judge
 from engine.battle.episodes import EpisodeRules, Step, episode_records
-from engine.emulators.emulator import Emulator, EmulatorError, Timing, frame_sha256
+from engine.emulators.emulator import Emulator, EmulatorError, StepResult, Timing, frame_sha256
 from engine.games.controls import start_differences
 from engine.games.gamedef import GameDefinition, Sample
 from engine.games.gameplay import GameplayView
@@ -38,6 +38,7 @@ from engine.games.tracks import Track, structured_view
 from engine.loop.budgets import BudgetLimits, Budgets
 from engine.loop.contract import AgentResponse, ContractError, Observed, parse_response
 from engine.loop.control import RunControl, TagForAnotherTrial
+from engine.loop.display import wanted
 from engine.loop.events import (
     AnnotationAdded,
     BudgetUpdated,
@@ -215,10 +216,10 @@ class Trial:
         self._award_actions: dict[str, int] = {}  # rung -> accepted actions up to the one that reached it
         self._allowed = frozenset(config.allowed_actions)
         # What only a live display shows (budget meters, every frame, the whole memory store) costs
-        # work per action: it is built only when a sink asks for it.
-        self._budget_watchers = any(getattr(s, "wants_budgets", False) for s in sinks)
-        self._frame_watchers = any(getattr(s, "wants_frames", False) for s in sinks)
-        self._store_watchers = any(getattr(s, "wants_memory_store", False) for s in sinks)
+        # work per action: it is built only when a display asks for it (engine.loop.display).
+        self._budget_watchers = wanted(sinks, "wants_budgets")
+        self._frame_watchers = wanted(sinks, "wants_frames")
+        self._store_watchers = wanted(sinks, "wants_memory_store")
         self._task: asyncio.Task | None = None
         self.emulator_busy_since: float | None = None  # set while inside the emulator
         self._calling = False  # inside policy.decide
@@ -457,12 +458,7 @@ class Trial:
         feedback, self._episode_note = self._episode_note, None  # a new episode is announced once
         invalid = faults = 0
         # Read once per decision, from the settled screen and the last sample: only the allowlist.
-        if isinstance(self._structured, GameplayView):
-            structured = self._structured(self._sample, self.emulator.read_range, self._action_results)
-        elif self._structured is not None:
-            structured = self._structured(self._sample, self.emulator.read_range)
-        else:
-            structured = None
+        structured = self._structured_view()
         battle = self._battle.snapshot(self.emulator.read_range) if self._battle is not None else None
         while True:
             if d.attempts and self.budgets.calls_left() == 0:
@@ -479,54 +475,16 @@ class Trial:
                 d.exhausted = True  # a retry had nothing to give: record what was tried, then end
                 break
             except asyncio.CancelledError:
-                if not self._cancelling:
-                    raise  # not our own stop: let the caller's cancellation through
-                self._cancelling = False
-                if asyncio.current_task().uncancel() > 0:
-                    raise  # someone else cancelled the run as well
-                if not self.policy.paid and not d.attempts:
+                if not self._cancelled_in_call(d, retrieved):
                     return False  # nothing was spent and nothing answered
-                # The call in flight is part of the decision; a paid one's cost is unknown, never zero.
-                self._charge(d, retrieved, build(
-                    Attempt, raw=None, valid=False, error="aborted: the trial was ended during the call",
-                    aborted=True, model_id=self.policy.model_id, response_id=None, latency_ms=None,
-                    usage=Usage() if self.policy.paid else None), None)
-                d.aborted = True
                 break
             except ProviderFailure as exc:
                 faults += 1
-                self._charge(d, retrieved, self._failed_attempt(exc), None)
-                transport = getattr(self.policy, "transport", None)
-                if exc.retryable and transport is not None and faults < transport.max_attempts:
-                    wait = transport.backoff_seconds * 2 ** (faults - 1)
-                    if exc.retry_after is not None:
-                        wait = exc.retry_after
-                    # Waiting out the provider is not the agent's time: excluded from the wall-time budget.
-                    if self.control.hold(min(wait, transport.backoff_cap_seconds)) is not None:
-                        d.aborted = True
-                        break
+                if self._retry_after_fault(d, retrieved, exc, faults):
                     continue
-                d.failure = exc
                 break
+            response, error = self._judge_reply(d, reply)
             over = reply.oversize
-            if over is not None:  # past the reply cap: nothing of it was kept to judge
-                response, error = None, f"oversized reply: {over.describe()}"
-            elif reply.reset:
-                response, error = self._reset_response()
-            elif reply.battle is not None:
-                response, error = self._battle_response(d, reply.battle)
-            else:
-                try:
-                    response = parse_response(reply.text, cfg.max_actions, self._allowed, self._permitted)
-                    error = None
-                    if getattr(response, "shortcut", None) is not None:
-                        d.shortcut = self._shortcuts.plan(response.shortcut.model_dump(), self._sample,
-                                                          self.emulator.read_range)
-                except ContractError as exc:
-                    response, error = None, str(exc)
-                    d.rejected_actions += _count_listed_actions(reply.text)
-                except ShortcutRefused as exc:  # well formed, but not on this screen: an invalid output
-                    response, error = None, str(exc)
             self._charge(d, retrieved, build(
                 Attempt, raw=reply.text if over is None else None, valid=error is None, error=error, aborted=False,
                 model_id=reply.model_id, response_id=reply.response_id, latency_ms=reply.latency_ms,
@@ -542,6 +500,71 @@ class Trial:
                         f"Your previous response was rejected: it was longer than the {over.cap_bytes:,} bytes a "
                         f"reply may have. Answer with the JSON object only.")
         return True
+
+    def _structured_view(self) -> object | None:
+        """The structured track's view of the settled screen and the last sample (None: no track)."""
+        if isinstance(self._structured, GameplayView):
+            return self._structured(self._sample, self.emulator.read_range, self._action_results)
+        if self._structured is not None:
+            return self._structured(self._sample, self.emulator.read_range)
+        return None
+
+    def _cancelled_in_call(self, d: Decision, retrieved: tuple[dict, ...]) -> bool:
+        """Called while handling a CancelledError from a policy call. Our own stop: the call in flight
+        is recorded as aborted (True), or False when nothing was spent and nothing answered. Anyone
+        else's cancellation is re-raised (the bare `raise`s re-raise the error being handled)."""
+        if not self._cancelling:
+            raise  # not our own stop: let the caller's cancellation through
+        self._cancelling = False
+        if asyncio.current_task().uncancel() > 0:
+            raise  # someone else cancelled the run as well
+        if not self.policy.paid and not d.attempts:
+            return False
+        # The call in flight is part of the decision; a paid one's cost is unknown, never zero.
+        self._charge(d, retrieved, build(
+            Attempt, raw=None, valid=False, error="aborted: the trial was ended during the call",
+            aborted=True, model_id=self.policy.model_id, response_id=None, latency_ms=None,
+            usage=Usage() if self.policy.paid else None), None)
+        d.aborted = True
+        return True
+
+    def _retry_after_fault(self, d: Decision, retrieved: tuple[dict, ...], exc: ProviderFailure, faults: int) -> bool:
+        """Charge a provider's transport fault; True after waiting out a retryable one the policy's
+        limits still allow, False when the decision ends (failed, or aborted during the wait)."""
+        self._charge(d, retrieved, self._failed_attempt(exc), None)
+        transport = getattr(self.policy, "transport", None)
+        if not (exc.retryable and transport is not None and faults < transport.max_attempts):
+            d.failure = exc
+            return False
+        wait = transport.backoff_seconds * 2 ** (faults - 1)
+        if exc.retry_after is not None:
+            wait = exc.retry_after
+        # Waiting out the provider is not the agent's time: excluded from the wall-time budget.
+        if self.control.hold(min(wait, transport.backoff_cap_seconds)) is not None:
+            d.aborted = True
+            return False
+        return True
+
+    def _judge_reply(self, d: Decision, reply: PolicyReply) -> tuple[AgentResponse | None, str | None]:
+        """The reply as a response the contract admits, or None and why it was refused."""
+        over = reply.oversize
+        if over is not None:  # past the reply cap: nothing of it was kept to judge
+            return None, f"oversized reply: {over.describe()}"
+        if reply.reset:
+            return self._reset_response()
+        if reply.battle is not None:
+            return self._battle_response(d, reply.battle)
+        try:
+            response = parse_response(reply.text, self.config.max_actions, self._allowed, self._permitted)
+            if getattr(response, "shortcut", None) is not None:
+                d.shortcut = self._shortcuts.plan(response.shortcut.model_dump(), self._sample,
+                                                  self.emulator.read_range)
+        except ContractError as exc:
+            d.rejected_actions += _count_listed_actions(reply.text)
+            return None, str(exc)
+        except ShortcutRefused as exc:  # well formed, but not on this screen: an invalid output
+            return None, str(exc)
+        return response, None
 
     def _reset_response(self) -> tuple[AgentResponse | None, str | None]:
         """A reset call (PolicyReply.reset): the decision presses nothing and its episode ends as `reset`;
@@ -630,9 +653,7 @@ class Trial:
 
     # -- stage 3: press -------------------------------------------------------------------------
     def _press(self, d: Decision) -> None:
-        cfg = self.config
-        ladder = self.ladder
-        d.milestones_before = ladder.reached
+        d.milestones_before = self.ladder.reached
         planned = list(d.response.actions) if d.response else []
         frames_before = self.emulator.frame_index
         if d.battle is not None and d.response is not None:
@@ -640,32 +661,15 @@ class Trial:
         sample = self._sample
         results: list[dict] = []
         dialogue = self._structured.dialogue(self.emulator.read_range) if self._outcomes else None
-        presses = planned
-        if d.shortcut is not None and d.response is not None:  # each press chosen from the state the last left
-            presses = self._shortcuts.presses(d.shortcut, lambda: self.probe(self.emulator.read_range))
-        for index, action in enumerate(presses):
-            if (left := self.budgets.actions_left()) is not None and left <= 0:
-                d.end = EndRequest("budget:accepted_actions")
-                d.rejected_actions += len(planned) - index if d.shortcut is None else 1
+        for index, action in enumerate(self._presses(d, planned)):
+            if self._out_of_actions(d, index, planned):
                 break
             if d.shortcut is not None:
                 d.shortcut.expansion.append(action)
             before_pos = self._position(sample)
             before_sha, before_sample = self._frame_sha, sample
-            self.emulator_busy_since = time.monotonic()  # a watchdog's view: an emulator that never returns
-            step = self.emulator.step(action, cfg.timing, self.probe)
-            self.emulator_busy_since = None
-            self.budgets.accepted_actions += 1
-            self.memory.note_action(action)
-            self._frame, sample = step.frame, step.ram_last
-            self._frame_sha, self._frame_index = step.frame_sha256, step.frame_index
-            press = step.press_frame if step.press_frame >= 0 else None
-            d.inputs.append(build(InputLine,
-                decision_id=d.id, index=index, action=action, press_frame=press,
-                release_frame=press + cfg.timing.press_frames if press is not None else None,
-                capture_frame=step.frame_index, frame_sha256=step.frame_sha256))
-            if self._frame_watchers:
-                self._emit(FrameCaptured(d.id, step.frame, step.frame_sha256, step.frame_index))
+            step = self._step(d, index, action)
+            sample = step.ram_last
             if step.frame_sha256 == before_sha and sample == before_sample:
                 d.ignored_inputs += 1
             if self._outcomes:
@@ -673,26 +677,9 @@ class Trial:
                 results.append({"action": action,
                                 "result": self._structured.outcome(action, before_sample, sample, dialogue, now)})
                 dialogue = now
-            for award in ladder.update(step.ram_before_last, sample, decision_id=d.id,
-                                       frame_index=step.frame_index, frame_sha256=step.frame_sha256,
-                                       active_seconds=self.active_seconds):
-                self._award_actions[award.id] = self.budgets.accepted_actions
-                self.routes.progress()
-                self._emit(MilestoneReached(award))
-            if any(before_sample.get(f) != sample.get(f) for f in self._route_resets):
-                self.routes.progress()
-            looped = self.routes.record(before_pos, action, self._position(sample), ladder.awards) \
-                if before_pos is not None else False
-            if self.goal is not None and self.goal.update(step.ram_before_last, sample, decision_id=d.id,
-                                                          frame_index=step.frame_index,
-                                                          frame_sha256=step.frame_sha256):
-                d.end = EndRequest(GOAL_MET)  # with a goal, it alone ends the trial as a success
-            elif ladder.ending is not None and self.goal is None:  # the final rung, or every required rung
-                d.end = EndRequest(ladder.ending)
-            elif self._episodes is not None and (why := self._episode_over(step.ram_before_last, sample)):
-                d.episode_end = why  # the rest of the decision's actions are not pressed
-            elif looped:
-                d.end = EndRequest("unrecoverable-loop")
+            self._award(d, step, sample)
+            looped = self._route_step(before_pos, action, before_sample, sample)
+            self._judge_step(d, step, sample, looped)
             if d.end is not None or d.episode_end is not None:
                 d.rejected_actions += max(0, len(planned) - index - 1)
                 break
@@ -700,6 +687,70 @@ class Trial:
         if self._outcomes and results:  # a decision that pressed nothing keeps the last results
             self._action_results = results
         d.frames = self.emulator.frame_index - frames_before
+
+    def _presses(self, d: Decision, planned: list) -> Iterable[str]:
+        """The decision's presses: its planned actions, or a shortcut's, each chosen from the state the last left."""
+        if d.shortcut is not None and d.response is not None:
+            return self._shortcuts.presses(d.shortcut, lambda: self.probe(self.emulator.read_range))
+        return planned
+
+    def _out_of_actions(self, d: Decision, index: int, planned: list) -> bool:
+        """True (and the decision ends on the action budget) when no accepted action is left."""
+        if (left := self.budgets.actions_left()) is not None and left <= 0:
+            d.end = EndRequest("budget:accepted_actions")
+            d.rejected_actions += len(planned) - index if d.shortcut is None else 1
+            return True
+        return False
+
+    def _step(self, d: Decision, index: int, action: str) -> StepResult:
+        """Press one action on the emulator: charged, noted, its frame kept and its input line recorded."""
+        timing = self.config.timing
+        self.emulator_busy_since = time.monotonic()  # a watchdog's view: an emulator that never returns
+        step = self.emulator.step(action, timing, self.probe)
+        self.emulator_busy_since = None
+        self.budgets.accepted_actions += 1
+        self.memory.note_action(action)
+        self._frame = step.frame
+        self._frame_sha, self._frame_index = step.frame_sha256, step.frame_index
+        press = step.press_frame if step.press_frame >= 0 else None
+        d.inputs.append(build(InputLine,
+            decision_id=d.id, index=index, action=action, press_frame=press,
+            release_frame=press + timing.press_frames if press is not None else None,
+            capture_frame=step.frame_index, frame_sha256=step.frame_sha256))
+        if self._frame_watchers:
+            self._emit(FrameCaptured(d.id, step.frame, step.frame_sha256, step.frame_index))
+        return step
+
+    def _award(self, d: Decision, step: StepResult, sample: Sample) -> None:
+        """The rungs this press reached: each noted with the action count, and route progress made."""
+        for award in self.ladder.update(step.ram_before_last, sample, decision_id=d.id,
+                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256,
+                                        active_seconds=self.active_seconds):
+            self._award_actions[award.id] = self.budgets.accepted_actions
+            self.routes.progress()
+            self._emit(MilestoneReached(award))
+
+    def _route_step(self, before_pos: tuple[int, int, int] | None, action: str, before: Sample,
+                    sample: Sample) -> bool:
+        """Track the route; True when this press closed an unrecoverable loop."""
+        if any(before.get(f) != sample.get(f) for f in self._route_resets):
+            self.routes.progress()
+        if before_pos is None:
+            return False
+        return self.routes.record(before_pos, action, self._position(sample), self.ladder.awards)
+
+    def _judge_step(self, d: Decision, step: StepResult, sample: Sample, looped: bool) -> None:
+        """Whether this press ends the trial (goal, ladder, loop) or the episode."""
+        if self.goal is not None and self.goal.update(step.ram_before_last, sample, decision_id=d.id,
+                                                      frame_index=step.frame_index,
+                                                      frame_sha256=step.frame_sha256):
+            d.end = EndRequest(GOAL_MET)  # with a goal, it alone ends the trial as a success
+        elif self.ladder.ending is not None and self.goal is None:  # the final rung, or every required rung
+            d.end = EndRequest(self.ladder.ending)
+        elif self._episodes is not None and (why := self._episode_over(step.ram_before_last, sample)):
+            d.episode_end = why  # the rest of the decision's actions are not pressed
+        elif looped:
+            d.end = EndRequest("unrecoverable-loop")
 
     def _battle_writes(self, plan: Plan) -> None:
         """An accepted battle call's RAM writes (apply_team, lead), before its presses; the sample is read again."""
@@ -721,22 +772,7 @@ class Trial:
 
     # -- stage 4: close the decision ------------------------------------------------------------
     def _close_decision(self, d: Decision) -> None:
-        if self._episodes is not None and d.end is None and d.episode_end is None and self._reset_requested:
-            d.episode_end = "reset"
-        if d.episode_end is not None and d.end is None and self.episode >= self._episodes.budget:
-            d.end = EndRequest("episode-budget")  # the last episode ended without the goal
-        if d.failure is not None:
-            d.end = EndRequest("provider-failure")
-        elif d.aborted:
-            d.end = self.control.request or EndRequest("harness-error")
-        elif d.end is None and self.ladder.ending is not None and self.goal is None:
-            d.end = EndRequest(self.ladder.ending)  # e.g. every required rung held at the start: no action needed
-        elif d.exhausted:
-            d.end = self.control.request or EndRequest("policy-exhausted")
-        elif d.end is None and (budget := self.budgets.exhausted()) is not None and budget != "budget:wall_time":
-            d.end = EndRequest(budget)
-        elif d.end is None and d.response is None and self.budgets.calls_left() == 0:
-            d.end = EndRequest("budget:model_decisions")  # its retries ran into the decision budget
+        self._end_of_decision(d)
         trace = self._trace_line(d)
         response = build(ResponseLine, decision_id=d.id, attempts=d.attempts)
         with self._emit_lock:
@@ -755,6 +791,31 @@ class Trial:
         c.repeated_position_loops = self.routes.loops_detected
         if self._budget_watchers:
             self._emit(BudgetUpdated(self.budgets.snapshot()))
+
+    def _end_of_decision(self, d: Decision) -> None:
+        """Settle how the decision ends the episode or the trial, if it does."""
+        if self._episodes is not None and d.end is None and d.episode_end is None and self._reset_requested:
+            d.episode_end = "reset"
+        if d.episode_end is not None and d.end is None and self.episode >= self._episodes.budget:
+            d.end = EndRequest("episode-budget")  # the last episode ended without the goal
+        if d.failure is not None:
+            d.end = EndRequest("provider-failure")
+        elif d.aborted:
+            d.end = self.control.request or EndRequest("harness-error")
+        elif d.end is None and self.ladder.ending is not None and self.goal is None:
+            d.end = EndRequest(self.ladder.ending)  # e.g. every required rung held at the start: no action needed
+        elif d.exhausted:
+            d.end = self.control.request or EndRequest("policy-exhausted")
+        elif d.end is None:
+            d.end = self._budget_end(d)
+
+    def _budget_end(self, d: Decision) -> EndRequest | None:
+        """The budget that ends an otherwise open decision (None: none does; wall time is the watchdog's)."""
+        if (budget := self.budgets.exhausted()) is not None and budget != "budget:wall_time":
+            return EndRequest(budget)
+        if d.response is None and self.budgets.calls_left() == 0:
+            return EndRequest("budget:model_decisions")  # its retries ran into the decision budget
+        return None
 
     def _trace_line(self, d: Decision) -> TraceLine:
         cfg = self.config

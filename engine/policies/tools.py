@@ -27,6 +27,7 @@ import pydantic_core
 
 from engine.battle.battle import BATTLE_TOOLS
 from engine.loop.control import RunControl
+from engine.loop.display import Display
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.outcomes import EndRequest
 from engine.loop.records import ReplyOversize, TraceLine, Usage
@@ -103,7 +104,7 @@ def _done(value) -> Future:
     return f
 
 
-class ToolDesk:
+class ToolDesk(Display):
     """The hand-off between the tool server and the trial loop (see the module doc)."""
 
     # Never asked for budgets, frames or the memory store: the desk costs the loop nothing extra.

@@ -84,10 +84,7 @@ def strict_schema(schema: dict) -> dict:
 def _strict(node: Any, root: dict) -> Any:
     if not isinstance(node, dict):
         return node
-    all_of = node.get("allOf")
-    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
-        node = {**all_of[0], **{k: v for k, v in node.items() if k != "allOf"}}
-    node = {k: v for k, v in node.items() if k in STRICT_KEYWORDS}
+    node = {k: v for k, v in _merge_all_of(node).items() if k in STRICT_KEYWORDS}
     ref = node.get("$ref")
     if isinstance(ref, str) and len(node) > 1:
         resolved = _resolve(root, ref)
@@ -96,25 +93,39 @@ def _strict(node: Any, root: dict) -> Any:
     for defs in ("$defs", "definitions"):
         if isinstance(node.get(defs), dict):
             node[defs] = {name: _strict(sub, root) for name, sub in node[defs].items()}
-    properties = node.get("properties")
-    if node.get("type") == "object" or isinstance(properties, dict):
-        properties = properties if isinstance(properties, dict) else {}
-        required = set(node.get("required") or ())
-        strict_props = {}
-        for name, sub in properties.items():
-            has_default = isinstance(sub, dict) and sub.get("default") is not None
-            sub = _strict(sub, root)
-            if name not in required and not has_default and not _admits_null(sub, root):
-                sub = {"anyOf": [sub, {"type": "null"}]}
-            strict_props[name] = sub
-        node["properties"] = strict_props
-        node["required"] = list(strict_props)
-        node["additionalProperties"] = False
+    if node.get("type") == "object" or isinstance(node.get("properties"), dict):
+        _strict_object(node, root)
     if isinstance(node.get("items"), dict):
         node["items"] = _strict(node["items"], root)
     if isinstance(node.get("anyOf"), list):
         node["anyOf"] = [_strict(sub, root) for sub in node["anyOf"]]
     return node
+
+
+def _merge_all_of(node: dict) -> dict:
+    """A one-member `allOf` merged into its parent (the parent's own keywords win)."""
+    all_of = node.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
+        return {**all_of[0], **{k: v for k, v in node.items() if k != "allOf"}}
+    return node
+
+
+def _strict_object(node: dict, root: dict) -> None:
+    """An object node in strict form, in place: every property required, an optional one without a
+    default admitting null, and no additional properties."""
+    properties = node.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    required = set(node.get("required") or ())
+    strict_props = {}
+    for name, sub in properties.items():
+        has_default = isinstance(sub, dict) and sub.get("default") is not None
+        sub = _strict(sub, root)
+        if name not in required and not has_default and not _admits_null(sub, root):
+            sub = {"anyOf": [sub, {"type": "null"}]}
+        strict_props[name] = sub
+    node["properties"] = strict_props
+    node["required"] = list(strict_props)
+    node["additionalProperties"] = False
 
 
 def _admits_null(node: Any, root: dict, depth: int = 0) -> bool:

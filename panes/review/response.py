@@ -31,17 +31,39 @@ class AttemptLike(Protocol):
     thinking: str | None
 
 
+def _head(out: Text, title: str) -> None:
+    """A bold section title, a blank line after any text before it."""
+    if out:
+        out.append("\n")
+    out.append(title + "\n", style="bold")
+
+
 def render_decision(view) -> Text:
     """The whole text of the pane for a DecisionView (app.review.review_data)."""
     out = Text()
+    _head(out, f"Decision {view.decision_id}" + ("  INVALID OUTPUT" if view.invalid_output else "")
+          + ("  ABORTED" if view.aborted else ""))
+    _summary(out, view)
+    if view.observed:
+        _head(out, "Observed")
+        for key, value in view.observed.items():
+            out.append(f"{key}: ", style="dim")
+            out.append(f"{value}\n")
+    _head(out, "Reasoning summary")
+    out.append((view.reasoning_summary or "none") + "\n")
+    reads = ", ".join(view.memory_reads) or "none"
+    writes = ", ".join(w or "refused" for w in view.memory_writes) or "none"
+    out.append(f"memory read: {reads}   wrote: {writes}\n", style="dim")
+    for a in view.attempts:
+        _attempt(out, a, len(view.attempts))
+    if not view.attempts:
+        _head(out, "Raw response")
+        out.append("not recorded\n", style="dim")
+    return out
 
-    def head(title: str) -> None:
-        if out:
-            out.append("\n")
-        out.append(title + "\n", style="bold")
 
-    head(f"Decision {view.decision_id}" + ("  INVALID OUTPUT" if view.invalid_output else "")
-         + ("  ABORTED" if view.aborted else ""))
+def _summary(out: Text, view) -> None:
+    """Model, latency, cost, actions and what the decision reached or ended."""
     if view.model is not None:
         out.append(f"model {view.model}  ", style="dim")
     out.append(f"latency {latency(view.latency_ms)}  cost {money(view.cost_usd)}\n", style="dim")
@@ -52,39 +74,27 @@ def render_decision(view) -> Text:
         out.append(f"reached  {' '.join(view.awarded)}\n", style="bold")
     if view.termination_reason:
         out.append(f"ended    {view.termination_reason}\n", style="bold")
-    if view.observed:
-        head("Observed")
-        for key, value in view.observed.items():
-            out.append(f"{key}: ", style="dim")
-            out.append(f"{value}\n")
-    head("Reasoning summary")
-    out.append((view.reasoning_summary or "none") + "\n")
-    reads = ", ".join(view.memory_reads) or "none"
-    writes = ", ".join(w or "refused" for w in view.memory_writes) or "none"
-    out.append(f"memory read: {reads}   wrote: {writes}\n", style="dim")
-    for a in view.attempts:
-        fate = "valid" if a.valid else ("aborted" if a.aborted else "invalid")
-        head(f"Attempt {a.n} of {len(view.attempts)}: {fate}")
-        meta = [f"latency {latency(a.latency_ms)}", f"tokens {tokens(a.input_tokens)}/{tokens(a.output_tokens)}",
-                f"cost {money(a.cost_usd)}"]
-        if a.model is not None:
-            meta.insert(0, f"model {a.model}")
-        if a.stop_reason:
-            meta.append(f"stop {a.stop_reason}")
-        if a.failure:
-            meta.append(f"failure {a.failure}")
-        out.append("  ".join(meta) + "\n", style="dim")
-        if a.error:
-            out.append(f"error: {a.error}\n", style="bold red")
-        if a.thinking:
-            out.append("reasoning:\n", style="dim")
-            out.append(a.thinking + "\n", style="italic")
-        out.append("raw:\n", style="dim")
-        out.append((a.raw if a.raw is not None else "(no answer)") + "\n")
-    if not view.attempts:
-        head("Raw response")
-        out.append("not recorded\n", style="dim")
-    return out
+
+
+def _attempt(out: Text, a: AttemptLike, count: int) -> None:
+    fate = "valid" if a.valid else ("aborted" if a.aborted else "invalid")
+    _head(out, f"Attempt {a.n} of {count}: {fate}")
+    meta = [f"latency {latency(a.latency_ms)}", f"tokens {tokens(a.input_tokens)}/{tokens(a.output_tokens)}",
+            f"cost {money(a.cost_usd)}"]
+    if a.model is not None:
+        meta.insert(0, f"model {a.model}")
+    if a.stop_reason:
+        meta.append(f"stop {a.stop_reason}")
+    if a.failure:
+        meta.append(f"failure {a.failure}")
+    out.append("  ".join(meta) + "\n", style="dim")
+    if a.error:
+        out.append(f"error: {a.error}\n", style="bold red")
+    if a.thinking:
+        out.append("reasoning:\n", style="dim")
+        out.append(a.thinking + "\n", style="italic")
+    out.append("raw:\n", style="dim")
+    out.append((a.raw if a.raw is not None else "(no answer)") + "\n")
 
 
 class ResponsePane(VerticalScroll):

@@ -48,35 +48,49 @@ class ReviewMemoryPane(DataTable):
         self.clear()
         self.shown_rows = []
         for fact in snap.facts:
-            fid, status = fact["fact_id"], fact["status"]
-            if status == "superseded":
-                style = Style(dim=True, strike=True)
-            elif status == "completed":
-                style = Style(dim=True, italic=True)
-            elif fid in conflicted:
-                style = Style(color=theme.error, bold=True)
-            else:
-                style = Style()
-            ops = snap.marks.get(fid, ())
-            last = fact.get("last_confirmed_decision")
-            text = f"{fact.get('subject')} / {fact.get('predicate')} / {fact.get('object')}"
-            cells = (op_marks(ops), fid, str(fact.get("kind", "")),
-                     text if len(text) <= FACT_WIDTH else text[:FACT_WIDTH - 1] + "…",
-                     status + (" ⚠" if fid in conflicted and status == "active" else ""),
-                     f"{fact.get('confidence', 0):.2f}", f"d{fact.get('first_seen_decision')}",
-                     "—" if last is None else f"d{last}")
+            fid = fact["fact_id"]
+            style = _row_style(fact["status"], fid in conflicted, theme)
+            cells = _cells(fact, snap.marks.get(fid, ()), fid in conflicted)
             self.shown_rows.append(cells)
             self.add_row(Text(cells[0], style=marked), *(Text(c, style=style) for c in cells[1:]), key=fid)
-        active = sum(1 for f in snap.facts if f["status"] == "active")
-        parts = [f"at decision {snap.decision_id}: {len(snap.facts)} facts, {active} active"]
-        if snap.contradictions:
-            parts.append(f"{len(snap.contradictions)} contradiction(s)")
-        read = [f for f, ops in snap.marks.items() if "read" in ops]
-        wrote = [f for f, ops in snap.marks.items() if set(ops) & {"write", "update", "supersede", "complete"}]
-        if read:
-            parts.append("read " + ", ".join(read))
-        if wrote:
-            parts.append("wrote " + ", ".join(wrote))
-        if snap.rejected:
-            parts.append(f"{len(snap.rejected)} refused: " + "; ".join(snap.rejected))
-        self.border_subtitle = " · ".join(parts)
+        self.border_subtitle = _subtitle(snap)
+
+
+def _row_style(status: str, conflicted: bool, theme) -> Style:
+    """Superseded struck through, completed italic, contradicted in the error colour."""
+    if status == "superseded":
+        return Style(dim=True, strike=True)
+    if status == "completed":
+        return Style(dim=True, italic=True)
+    if conflicted:
+        return Style(color=theme.error, bold=True)
+    return Style()
+
+
+def _cells(fact: dict, ops, conflicted: bool) -> tuple[str, ...]:
+    """A fact's plain cells, in COLUMNS order."""
+    fid, status = fact["fact_id"], fact["status"]
+    last = fact.get("last_confirmed_decision")
+    text = f"{fact.get('subject')} / {fact.get('predicate')} / {fact.get('object')}"
+    return (op_marks(ops), fid, str(fact.get("kind", "")),
+            text if len(text) <= FACT_WIDTH else text[:FACT_WIDTH - 1] + "…",
+            status + (" ⚠" if conflicted and status == "active" else ""),
+            f"{fact.get('confidence', 0):.2f}", f"d{fact.get('first_seen_decision')}",
+            "—" if last is None else f"d{last}")
+
+
+def _subtitle(snap) -> str:
+    """The facts, contradictions, reads, writes and refusals at this decision."""
+    active = sum(1 for f in snap.facts if f["status"] == "active")
+    parts = [f"at decision {snap.decision_id}: {len(snap.facts)} facts, {active} active"]
+    if snap.contradictions:
+        parts.append(f"{len(snap.contradictions)} contradiction(s)")
+    read = [f for f, ops in snap.marks.items() if "read" in ops]
+    wrote = [f for f, ops in snap.marks.items() if set(ops) & {"write", "update", "supersede", "complete"}]
+    if read:
+        parts.append("read " + ", ".join(read))
+    if wrote:
+        parts.append("wrote " + ", ".join(wrote))
+    if snap.rejected:
+        parts.append(f"{len(snap.rejected)} refused: " + "; ".join(snap.rejected))
+    return " · ".join(parts)

@@ -74,13 +74,36 @@ def decision_line(t: dict, width: int | None = None) -> str:
     """A decision's line (a TraceLine as a dict); with a reasoning summary, a second, indented
     line holding it. Given the pane's `width`, the objective takes what the line leaves of it
     (never less than OBJECTIVE_MIN characters); without, it is cut at OBJECTIVE_MIN."""
+    parts = [f"d{t.get('decision_id', 0):05d}", f"{_actions_text(t):<12}", *_call_parts(t)]
+    at_objective, objective = None, None
+    observed = t.get("observed")
+    if observed or not t.get("aborted"):
+        parts.append(observation(observed))
+        objective = (observed or {}).get("objective_guess")
+        if objective:
+            at_objective = len(parts)
+            parts.append("obj: " + _short(objective, OBJECTIVE_MIN))
+    parts += _spend_parts(t) + _outcome_parts(t)
+    if width is not None and at_objective is not None:
+        room = width - len("  " + " │ ".join(parts)) + len(parts[at_objective]) - len("obj: ")
+        parts[at_objective] = "obj: " + _short(objective, max(OBJECTIVE_MIN, room))
+    line = ("  " + " │ ".join(parts)).rstrip()
+    reasoning = _short(t.get("reasoning_summary"), REASONING_MAX)
+    return f"{line}\n{REASONING}{reasoning}" if reasoning else line
+
+
+def _actions_text(t: dict) -> str:
     actions = t.get("parsed_actions") or []
     accepted = t.get("accepted_actions", 0)
     acts = ",".join(actions) if actions else "—"
     if actions and accepted != len(actions):
         acts += f" ({accepted}/{len(actions)} accepted)"
-    parts = [f"d{t.get('decision_id', 0):05d}", f"{acts:<12}"]
-    at_objective, objective = None, None
+    return acts
+
+
+def _call_parts(t: dict) -> list[str]:
+    """How the decision's calls went: aborted, invalid, retried."""
+    parts = []
     attempts = t.get("attempts", 1)
     aborted = bool(t.get("aborted"))
     if aborted:
@@ -90,13 +113,12 @@ def decision_line(t: dict, width: int | None = None) -> str:
         parts.append("INVALID")
     if attempts > 1:
         parts.append(f"retries {attempts - 1}")
-    observed = t.get("observed")
-    if observed or not aborted:
-        parts.append(observation(observed))
-        objective = (observed or {}).get("objective_guess")
-        if objective:
-            at_objective = len(parts)
-            parts.append("obj: " + _short(objective, OBJECTIVE_MIN))
+    return parts
+
+
+def _spend_parts(t: dict) -> list[str]:
+    """Cost, tokens and latency."""
+    parts = []
     cost, tokens_in, tokens_out = t.get("provider_cost_usd"), t.get("input_tokens"), t.get("output_tokens")
     if t.get("paid_calls") or cost is not None or tokens_in is not None:
         # A paid call's figures: unknown reads "unknown" (a policy that pays nothing shows none).
@@ -107,6 +129,12 @@ def decision_line(t: dict, width: int | None = None) -> str:
             parts.append(f"tok {tokens(tokens_in)}/{tokens(tokens_out)}")
     if t.get("latency_ms") is not None:
         parts.append(latency(t["latency_ms"]))
+    return parts
+
+
+def _outcome_parts(t: dict) -> list[str]:
+    """Memory read and written, rungs reached and the end, if any."""
+    parts = []
     reads, writes = t.get("memory_reads") or [], t.get("memory_writes") or []
     if reads or writes:
         mem = []
@@ -121,12 +149,7 @@ def decision_line(t: dict, width: int | None = None) -> str:
         parts.append("→ " + ",".join(new))
     if t.get("termination_reason"):
         parts.append(f"end: {_clean(t['termination_reason'])}")
-    if width is not None and at_objective is not None:
-        room = width - len("  " + " │ ".join(parts)) + len(parts[at_objective]) - len("obj: ")
-        parts[at_objective] = "obj: " + _short(objective, max(OBJECTIVE_MIN, room))
-    line = ("  " + " │ ".join(parts)).rstrip()
-    reasoning = _short(t.get("reasoning_summary"), REASONING_MAX)
-    return f"{line}\n{REASONING}{reasoning}" if reasoning else line
+    return parts
 
 
 def format_item(kind: str, payload, width: int | None = None) -> str:

@@ -26,13 +26,13 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
 from engine.games.gamedef import GameDefinition
-from engine.loop.records import Annotation, InputLine, MemoryOp, TraceLine, TrialResult
+from engine.loop.records import Annotation, InputLine, TraceLine, TrialResult
 from engine.loop.routes import RouteTracker
 from sessions.evidence import layout
 from sessions.evidence.reader import FormatProblem, TrialReader
@@ -139,19 +139,17 @@ class ActionFigures:
     battle: int | None = None
     navigation: int | None = None
     changed: int = 0
-    per_decision: dict[int, int] = field(default_factory=dict)  # accepted actions per decision
-    cumulative: list[tuple[int, int]] = field(default_factory=list)  # (decision, actions so far)
 
 
-def action_figures(trace: list[TraceLine], inputs: list[InputLine], awards: dict[int, str],
-                   game: GameDefinition | None, states: States | None) -> ActionFigures:
-    """Productive, repeated, battle and navigation actions (module docstring).
+def action_figures(first_frame: str | None, inputs: Iterable[InputLine], input_count: int,
+                   awards: dict[int, str], game: GameDefinition | None, states: States | None) -> ActionFigures:
+    """Productive, repeated, battle and navigation actions (module docstring), in one pass over the
+    inputs (streamed: memory does not grow with the run).
 
-    `awards`: capture frame index -> milestone id, the actions that earned a rung (a progress event)."""
+    `first_frame`: the trace's first frame hash; `awards`: capture frame index -> milestone id, the
+    actions that earned a rung (a progress event)."""
     out = ActionFigures()
-    for row in inputs:
-        out.per_decision[row.decision_id] = out.per_decision.get(row.decision_id, 0) + 1
-    use_state = states is not None and game is not None and len(states.after) == len(inputs)
+    use_state = states is not None and game is not None and len(states.after) == input_count
     tracker = RouteTracker.for_game(game, None) if use_state else RouteTracker(None)
     watched = state_fields(game) if use_state else []
     resets = game.route_resets if use_state else []
@@ -159,7 +157,7 @@ def action_figures(trace: list[TraceLine], inputs: list[InputLine], awards: dict
     battle_field = game.battle_field if use_state else None
     if battle_field:
         out.battle = 0
-    frame = trace[0].frame_sha256 if trace else None
+    frame = first_frame
     sample = states.start if use_state else None
     reached: list[str] = []
     for i, row in enumerate(inputs):
@@ -187,11 +185,7 @@ def action_figures(trace: list[TraceLine], inputs: list[InputLine], awards: dict
         frame, sample = row.frame_sha256, after
     out.excused = tracker.excused_actions
     if out.battle is not None:
-        out.navigation = len(inputs) - out.battle
-    total = 0
-    for t in trace:
-        total += out.per_decision.get(t.decision_id, 0)
-        out.cumulative.append((t.decision_id, total))
+        out.navigation = input_count - out.battle
     return out
 
 
@@ -404,13 +398,12 @@ class MemoryFigures:
 
 
 def memory_figures(labels: list[Label] | None, decisions: int, per_decision: dict[int, int],
-                   last_decision: int, memory_ops: list[MemoryOp], trace: list[TraceLine]) -> MemoryFigures:
+                   last_decision: int, writes: int, reading: int) -> MemoryFigures:
     """`labels`: the trial's confirmed labels; None when nobody annotated (every label figure is null).
+    `writes`: the trial's memory operations that write; `reading`: its decisions that read memory.
 
     memory_recovery_cost: accepted actions of the decisions from each counted error's decision up to
     (not including) its recovered_decision; an error with none recorded never recovered: to the end."""
-    writes = sum(op.op in WRITE_OPS for op in memory_ops)
-    reading = sum(bool(t.memory_reads) for t in trace)
     if labels is None:
         return MemoryFigures(None, None, None, None, None, None, None, None, None, {}, {})
     errors = counted(labels, lambda lab: lab.is_memory)
@@ -503,13 +496,25 @@ def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | 
 
 @dataclass
 class TrialRecords:
+    """What the figures need of one trial's records, read in one streamed pass (`read_trial`): the
+    per-decision figures, never the lines themselves, so memory stays flat as the run grows (only the
+    curve, which the report writes out, grows). `action_figures` reads the inputs again through `reader`."""
+
     key: str
     rel: str  # folder relative to the experiment
     result: TrialResult
-    trace: list[TraceLine]
-    inputs: list[InputLine]
-    memory: list[MemoryOp]
+    reader: TrialReader
+    input_count: int
+    decision_count: int  # trace lines
+    first_frame: str | None  # the trace's first frame hash
+    per_decision: dict[int, int]  # accepted actions per decision
+    memory_writes: int  # memory operations that write
+    memory_reading: int  # decisions that read memory
+    curve: list[dict]  # `_curve`
     voided: bool = False
+
+    def inputs(self) -> Iterator[InputLine]:
+        return self.reader.inputs()
 
 
 CLIENT_METRICS = ("client_cost_usd", "client_tokens")  # a policy-cli client's own totals for its trial
@@ -543,13 +548,14 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
     tel = r.telemetry
     valid = r.outcome in ("success", "game-failure")
     awards = {a.frame_index: a.id for a in r.milestones}
-    acts = action_figures(rec.trace, rec.inputs, awards, game, states)
-    accepted = tel.accepted_actions if tel else len(rec.inputs)
-    decisions = tel.decisions if tel else len(rec.trace)
+    acts = action_figures(rec.first_frame, rec.inputs(), rec.input_count, awards, game, states)
+    accepted = tel.accepted_actions if tel else rec.input_count
+    decisions = tel.decisions if tel else rec.decision_count
     cost = tel.cost_usd if tel else None
     milestones = len(r.milestones_reached)
     points = r.progress_points
-    mem = memory_figures(labels, decisions, acts.per_decision, r.last_decision, rec.memory, rec.trace)
+    mem = memory_figures(labels, decisions, rec.per_decision, r.last_decision, rec.memory_writes,
+                         rec.memory_reading)
     level = None
     if states is not None and game is not None and game.long_horizon and game.party_level_field:
         samples = [states.start, *states.after]
@@ -589,16 +595,30 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         "path_optimal_presses": r.derived.get("path_optimal_presses"), "path_actions": r.derived.get("path_actions"),
         "long_horizon": long_horizon(r, game, level),
         "timeline": [{"id": a.id, "decision_id": a.decision_id, "points": a.points} for a in r.milestones],
-        "curve": _curve(rec.trace, acts, r),
+        "curve": rec.curve,
     }
 
 
-def _curve(trace: list[TraceLine], acts: ActionFigures, r: TrialResult) -> list[dict]:
-    """Per decision: accepted actions so far, cost so far (null once any is unknown), points so far."""
+def actions_per_decision(inputs: Iterable[InputLine]) -> tuple[dict[int, int], int]:
+    """(accepted actions per decision, accepted actions in all), streamed."""
+    out: dict[int, int] = {}
+    count = 0
+    for row in inputs:
+        out[row.decision_id] = out.get(row.decision_id, 0) + 1
+        count += 1
+    return out, count
+
+
+def _curve(trace: Iterable[TraceLine], per_decision: dict[int, int], r: TrialResult,
+           each: Callable[[TraceLine], None]) -> list[dict]:
+    """Per decision: accepted actions so far, cost so far (null once any is unknown), points so far.
+    `each` sees every trace line on the way (the one pass over the trace)."""
     points_of = {a.id: a.points for a in r.milestones}
-    out, cost, pts = [], 0.0, 0
+    out, cost, pts, actions = [], 0.0, 0, 0
     seen: set[str] = set()
-    for t, (_d, actions) in zip(trace, acts.cumulative, strict=True):
+    for t in trace:
+        each(t)
+        actions += per_decision.get(t.decision_id, 0)
         if t.paid_calls:
             cost = None if cost is None or t.provider_cost_usd is None else cost + t.provider_cost_usd
         for mid in t.milestones_after:
@@ -656,8 +676,19 @@ def read_trial(folder: Path, rel: str, voided: bool) -> TrialRecords | None:
     if not reader.exists(layout.RESULT):
         return None
     result, _ = reader.result()
-    return TrialRecords(folder.name, rel, result, list(reader.trace()), list(reader.inputs()),
-                        list(reader.memory()) if reader.exists(layout.MEMORY) else [], voided)
+    per_decision, input_count = actions_per_decision(reader.inputs())
+    seen = {"count": 0, "reading": 0, "first": None}
+
+    def each(t: TraceLine) -> None:
+        if not seen["count"]:
+            seen["first"] = t.frame_sha256
+        seen["count"] += 1
+        seen["reading"] += bool(t.memory_reads)
+
+    curve = _curve(reader.trace(), per_decision, result, each)
+    writes = sum(op.op in WRITE_OPS for op in reader.memory()) if reader.exists(layout.MEMORY) else 0
+    return TrialRecords(folder.name, rel, result, reader, input_count, seen["count"], seen["first"], per_decision,
+                        writes, seen["reading"], curve, voided)
 
 
 def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], None] | None = None,
@@ -682,9 +713,9 @@ def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], 
         if rec is None:
             continue
         states, note = None, None
-        if replay and not voided and rec.inputs:
+        if replay and not voided and rec.input_count:
             if progress:
-                progress(f"replaying {rel} for per-action state ({len(rec.inputs)} actions)")
+                progress(f"replaying {rel} for per-action state ({rec.input_count} actions)")
             states, note = replay_states(folder)
         elif progress:
             progress(f"reading {rel}")

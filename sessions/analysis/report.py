@@ -603,8 +603,10 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
     }
     say("writing report files")
     out.mkdir(parents=True, exist_ok=True)
+    with (out / "report.json").open("w", encoding="utf-8") as f:  # streamed: the curves grow with the run
+        json.dump(doc, f, indent=1, default=str)
+        f.write("\n")
     files = {
-        "report.json": json.dumps(doc, indent=1, default=str) + "\n",
         "trials.csv": _csv([_scalar_row(r) for r in rows], TRIAL_COLUMNS),
         "conditions.csv": _csv(_condition_rows(summary), ["condition", "condition_id", "metric", "n", "median",
                                                           "min", "max", "unknown", "excluded", "note"]),
@@ -619,7 +621,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
 
         names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != layout.SUMS)
         write_atomic(out / layout.SUMS, render_sums({n: file_sha256(out / n) for n in names}).encode())
-    doc["paths"] = {name: str(out / name) for name in files}
+    doc["paths"] = {name: str(out / name) for name in ("report.json", *files)}
     say(f"report written to {out} in {time.monotonic() - t0:.1f} s")
     return doc
 

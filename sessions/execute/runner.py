@@ -16,7 +16,8 @@ import threading
 from pathlib import Path
 
 from engine.loop.control import RunControl
-from engine.loop.events import Sink, StateChanged, TrialEnded
+from engine.loop.display import Display
+from engine.loop.events import StateChanged, TrialEnded
 from engine.loop.outcomes import INVALID_PROVIDER, is_valid
 from engine.loop.records import TrialGenesis, TrialResult
 from engine.loop.trial import Trial, TrialConfig, utc_now
@@ -40,9 +41,10 @@ from sessions.preflight.experiment import Prepared
 
 
 class ExperimentRunner:
-    """Runs schedule positions into an ExperimentFolder, feeding `sinks` (displays) as it goes."""
+    """Runs schedule positions into an ExperimentFolder, feeding `sinks` (engine.loop.display.Display:
+    the runner knows its displays only through that protocol) as it goes."""
 
-    def __init__(self, prepared: Prepared, folder: ExperimentFolder, sinks: list[Sink] | None = None,
+    def __init__(self, prepared: Prepared, folder: ExperimentFolder, sinks: list[Display] | None = None,
                  control: RunControl | None = None,
                  policy_factories: dict[str, PolicyFactory] | None = None,
                  positions: list[int] | None = None, resumed: bool = False,
@@ -62,7 +64,7 @@ class ExperimentRunner:
 
             self.limits.carry_over(*spend_in_folder(folder.root))
         self.folder = folder
-        self.sinks = sinks or []
+        self.sinks: list[Display] = sinks or []
         self.control = control or RunControl()
         self.policy_factories = policy_factories or {}
         self.positions = list(range(len(prepared.schedule))) if positions is None else positions

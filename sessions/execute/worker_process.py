@@ -25,6 +25,7 @@ from pathlib import Path  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 from engine.loop.control import RunControl  # noqa: E402
+from engine.loop.display import Display  # noqa: E402
 from engine.loop.events import DecisionRecorded, MilestoneReached, StateChanged, TrialStarted  # noqa: E402
 from engine.loop.records import TrialGenesis, TrialResult  # noqa: E402
 from engine.loop.trial import TrialConfig  # noqa: E402
@@ -136,7 +137,7 @@ class _Link:
         self.send(("spent", key, cost, tokens))
 
 
-class _Forward:
+class _Forward(Display):
     """The trial's second sink: its events, in batches, to the driver."""
 
     def __init__(self, link: _Link, trial_key: str, wants: dict):

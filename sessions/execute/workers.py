@@ -43,6 +43,8 @@ from collections import deque
 from multiprocessing.connection import Connection, wait
 from types import SimpleNamespace
 
+from engine.loop.display import FLAGS as DISPLAY_FLAGS
+from engine.loop.display import wanted
 from engine.loop.events import StateChanged, TrialEnded
 from engine.loop.outcomes import INVALID_PROVIDER, is_valid
 from engine.loop.records import TrialResult
@@ -192,13 +194,11 @@ class _Driver:
         self._replies: dict[int, list] = {}  # control op id -> [Event, reply]
         self._reply_ids = iter(range(1, 1 << 62))
         self._replies_lock = threading.Lock()
-        sinks = runner.sinks
-        self.wants = {name: any(getattr(s, name, False) for s in sinks)
-                      for name in ("wants_frames", "wants_budgets", "wants_memory_store")}
-        # A display takes every decision unless it says otherwise; with no display (a headless bench, a
-        # script's runner) a worker ships none: pickling each decision's records to a driver that hands
-        # them to nobody cost the driver a tenth of a core and each worker a few per cent.
-        self.wants["wants_decisions"] = any(getattr(s, "wants_decisions", True) for s in sinks)
+        # What the driver's displays ask for (engine.loop.display): a display takes every decision unless
+        # it says otherwise; with no display (a headless bench, a script's runner) a worker ships none:
+        # pickling each decision's records to a driver that hands them to nobody cost the driver a tenth
+        # of a core and each worker a few per cent.
+        self.wants = {flag: wanted(runner.sinks, flag) for flag in DISPLAY_FLAGS}
 
     # -- starting -------------------------------------------------------------------------------
     def _limit_key(self, position: int) -> str | None:
@@ -274,40 +274,49 @@ class _Driver:
         pending = deque(r.positions)
         while True:
             self._check_stops()
-            while self.stop_request is None and r.stop_reason is None and pending \
-                    and len(self.running) < r.workers:
-                position = pending[0]
-                if self.folder.block_of(position)[0] in self.voided:
-                    pending.popleft()
-                    continue
-                if self._human(position):
-                    if self.running:
-                        break  # a human plays alone, in the driver
-                    pending.popleft()
-                    result = await r._run_slot(position)
-                    self._after(result)
-                    self._void_ready()
-                    self._check_stops()
-                    continue
-                pending.popleft()
-                self.start(position)
+            await self._fill(pending)
             if not self.running:
                 if self.stop_request is not None or r.stop_reason is not None or not pending:
                     break
                 continue
-            handles = [w.handle for w in self.running.values()]
-            ready = await asyncio.to_thread(self.pool.wait, handles, 0.2)
-            for w in list(self.running.values()):
-                if id(w.handle) in ready:
-                    self._drain(w)
-                if w.result is not None or not w.handle.alive():
-                    self._drain(w)
-                    w.handle.join(5 if w.result is not None else 0.5)
-                    self._drain(w)
-                    if w.handle.alive() and w.result is None:
-                        continue
-                    self._ended(w)
+            await self._reap()
             self._void_ready()
+
+    async def _fill(self, pending: deque) -> None:
+        """Start pending positions while workers are free and nothing stops the run; skip voided blocks;
+        play a human's position here, alone, once no worker runs."""
+        r = self.r
+        while self.stop_request is None and r.stop_reason is None and pending and len(self.running) < r.workers:
+            position = pending[0]
+            if self.folder.block_of(position)[0] in self.voided:
+                pending.popleft()
+                continue
+            if self._human(position):
+                if self.running:
+                    return  # a human plays alone, in the driver
+                pending.popleft()
+                result = await r._run_slot(position)
+                self._after(result)
+                self._void_ready()
+                self._check_stops()
+                continue
+            pending.popleft()
+            self.start(position)
+
+    async def _reap(self) -> None:
+        """Wait briefly for the workers; drain what they sent, and end each one that finished or died."""
+        handles = [w.handle for w in self.running.values()]
+        ready = await asyncio.to_thread(self.pool.wait, handles, 0.2)
+        for w in list(self.running.values()):
+            if id(w.handle) in ready:
+                self._drain(w)
+            if w.result is not None or not w.handle.alive():
+                self._drain(w)
+                w.handle.join(5 if w.result is not None else 0.5)
+                self._drain(w)
+                if w.handle.alive() and w.result is None:
+                    continue
+                self._ended(w)
 
     def _human(self, position: int) -> bool:
         from sessions.execute.trial_factory import parse_key

@@ -56,13 +56,14 @@ def _figures(*, c_met: bool = True, process_ratio: float = 1.2, verify_problems:
                     "as configured": {"ratio": process_ratio, "target_met": process_ratio <= 1.5}},
         "verify": {"big": {"audit_seconds": 2.1, "problems": ["x"] * verify_problems}, "small": {"problems": []},
                    "rss_growth_mb": 2.0, "time_target_met": True, "flat_target_met": True,
-                   "zero_problems": verify_problems == 0},
+                   "zero_problems": verify_problems == 0,
+                   "report": {"rss_growth_mb": 4.0, "flat_target_met": True}},
     }
 
 
 def test_every_target_met_exits_0_and_a_missed_one_exits_1():
     met = targets(_figures())
-    assert [t.verdict for t in met] == ["met"] * 9 and exit_status(met) == 0
+    assert [t.verdict for t in met] == ["met"] * 10 and exit_status(met) == 0
     missed = targets(_figures(process_ratio=1.74))
     (row,) = [t for t in missed if t.met is False]
     assert (row.measured, row.target) == ("1.74x the plain script", "<= 1.50x the plain script")
@@ -70,7 +71,7 @@ def test_every_target_met_exits_0_and_a_missed_one_exits_1():
     assert exit_status(missed, report_only=True) == 0
     assert exit_status(met, failed=True, report_only=True) == 1  # a bench that broke is not a missed target
     last = tally_lines(missed)[-1]
-    assert "8 met, 1 NOT met, 0 not measured (of 9 targets)" in last and "exit status 1" in last
+    assert "9 met, 1 NOT met, 0 not measured (of 10 targets)" in last and "exit status 1" in last
     assert "exit status 0 (--report-only)" in tally_lines(missed, report_only=True)[-1]
 
 
@@ -78,11 +79,11 @@ def test_a_skipped_phase_is_not_measured_and_does_not_fail_the_bench():
     figures = _figures()
     del figures["per_action"], figures["verify"]  # --memory-actions 0 --verify-decisions 0
     found = targets(figures)
-    assert [t.verdict for t in found].count("not measured") == 6
+    assert [t.verdict for t in found].count("not measured") == 7
     assert exit_status(found) == 0
     lines = tally_lines(found)
     assert "memory growth over the random trial" in next(x for x in lines if "not measured" in x and "memory" in x)
-    assert "3 met, 0 NOT met, 6 not measured" in lines[-1]
+    assert "3 met, 0 NOT met, 7 not measured" in lines[-1]
 
 
 def test_optional_phases_appear_only_when_asked():
@@ -91,7 +92,7 @@ def test_optional_phases_appear_only_when_asked():
     asked = targets(figures, {"workers", "console"})
     names = [t.name for t in asked]
     assert "2 workers against 1, random trials" in names and "console frame pane" in names
-    assert all(t.verdict == "not measured" for t in asked[9:])  # asked for, but no figures (the phase broke)
+    assert all(t.verdict == "not measured" for t in asked[10:])  # asked for, but no figures (the phase broke)
     figures["workers"] = {"speedup": 1.5, "target": 1.8, "meets_target": False}
     assert exit_status(targets(figures, {"workers"})) == 1
 
@@ -110,8 +111,8 @@ def synthetic_bench(monkeypatch, tmp_path):
 def test_the_command_exits_1_on_a_missed_target_and_0_with_report_only(synthetic_bench, tmp_path, capsys):
     assert main(synthetic_bench) == 1
     out = capsys.readouterr().out.rstrip("\n").splitlines()
-    assert out[-1].startswith("oakwatch bench: 2 met, 1 NOT met, 6 not measured") and "exit status 1" in out[-1]
-    assert any("NOT met" in line and "plain script" in line for line in out[-11:])
+    assert out[-1].startswith("oakwatch bench: 2 met, 1 NOT met, 7 not measured") and "exit status 1" in out[-1]
+    assert any("NOT met" in line and "plain script" in line for line in out[-12:])
     assert main([*synthetic_bench, "--report-only", "--json", "f.json"]) == 0
     assert json.loads((tmp_path / "f.json").read_text())["process"]["as configured"]["ratio"] == 1.74
 

@@ -82,3 +82,60 @@ def test_a_reply_that_cannot_be_made_is_a_500_and_a_bad_body_a_400():
             assert exc.code == 400 and json.loads(exc.read())["error"]["type"] == "invalid_request_error"
         else:
             raise AssertionError("a body that is not a JSON object should be a 400")
+
+
+def test_replies_are_json_dumps_bytes_and_the_404_names_the_path_sent():
+    """The wire bytes the http.server version sent: json.dumps' spacing, the query in the 404."""
+    from app.servers.chat_server import _error
+
+    with ChatServer(delay=0) as server:
+        with urllib.request.urlopen(server.base_url + "/models", timeout=10) as reply:
+            assert reply.headers["content-type"] == "application/json"
+            assert reply.read() == json.dumps({"object": "list", "data": [
+                {"id": "bench-model", "object": "model", "created": 0, "owned_by": "oakwatch"}]}).encode()
+        try:
+            urllib.request.urlopen(server.url + "/nope?a=%20b", timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404 and exc.read() == json.dumps(_error("no route /nope?a=%20b")).encode()
+        else:
+            raise AssertionError("an unknown path should be a 404")
+
+
+def test_a_port_in_use_is_an_oserror_at_start_and_the_address_outlives_stop():
+    with ChatServer(delay=0) as first:
+        port = int(first.url.rsplit(":", 1)[1])
+        second = ChatServer(delay=0, port=port)
+        try:
+            second.start()
+        except OSError:
+            pass
+        else:
+            second.stop()
+            raise AssertionError("a second server on a port in use should not start")
+    assert first.base_url == f"http://127.0.0.1:{port}/v1"
+
+
+def test_stop_does_not_wait_out_a_long_delay():
+    """A request still in its delay when the server stops is answered 503 at once, not after 60 s."""
+    import time
+
+    server = ChatServer(delay=60)
+    server.start()
+    outcome: list = []
+
+    def ask():
+        request = urllib.request.Request(server.base_url + "/chat/completions", data=b'{"model": "m"}',
+                                         method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=30)
+        except urllib.error.HTTPError as exc:
+            outcome.append(exc.code)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    while server.requests == 0:
+        time.sleep(0.01)
+    started = time.monotonic()
+    server.stop()
+    asking.join(timeout=30)
+    assert outcome == [503] and time.monotonic() - started < 10

@@ -9,7 +9,9 @@ from engine.loop.records import Annotation, InputLine, TraceLine, TrialResult
 from engine.loop.routes import RouteTracker
 from sessions.analysis.metrics import (
     States,
+    _curve,
     action_figures,
+    actions_per_decision,
     condition_summary,
     confirmed_labels,
     effect,
@@ -109,7 +111,7 @@ def test_a_trial_reviewed_whole_is_annotated_with_a_known_count():
     assert [k for k in ("X-01", "X-02", "Y-01", "Y-02") if got.is_annotated(k, 10)] == ["X-01", "X-02"]
     assert not got.is_annotated("X-01", 11)  # the trial grew past the review (it was still running)
     # a known zero, not null: every figure of the reviewed trial exists
-    m = memory_figures([], 10, {d: 1 for d in range(1, 11)}, 10, [], [])
+    m = memory_figures([], 10, {d: 1 for d in range(1, 11)}, 10, 0, 0)
     assert (m.memory_errors, m.material_errors, m.memory_error_rate, m.memory_recovery_cost) == (0, 0, 0.0, 0)
     # two annotators who split Y-01 between them looked at all of it
     layers["bob"] = [reviewed("bob", "Y-01", 7, 10, n=1)]
@@ -168,7 +170,7 @@ def test_primary_cause_with_memory_consequence_counted_once():
     ]}
     labels = confirmed_labels(layers).labels
     per_decision = {d: 2 for d in range(1, 11)} | {7: 0}
-    m = memory_figures(labels, 10, per_decision, 10, [], [])
+    m = memory_figures(labels, 10, per_decision, 10, 0, 0)
     # memory errors: the consequence at d3 (its primary is not a memory error) and the omission at d6;
     # the duplicate objective at d7 is the omission's consequence: not counted again.
     assert m.memory_errors == 2
@@ -180,7 +182,7 @@ def test_primary_cause_with_memory_consequence_counted_once():
     # d6 recovered at d8 -> decisions 6 and 7 = 2 + 0. Total 16.
     assert m.memory_recovery_cost == 16
     # nobody annotated: unknown, never zero
-    none = memory_figures(None, 10, per_decision, 10, [], [])
+    none = memory_figures(None, 10, per_decision, 10, 0, 0)
     assert none.memory_errors is None and none.memory_error_rate is None
 
 
@@ -293,7 +295,7 @@ def test_productive_actions_screen_and_state():
     inputs = [_input(1, 0, "RIGHT", SHA["b"], 10), _input(1, 1, "A", SHA["b"], 20),
               _input(2, 0, "RIGHT", SHA["c"], 30)]
     # screen only: a->b changed, b->b unchanged, b->c changed
-    f = action_figures(trace, inputs, {}, None, None)
+    f = action_figures(trace[0].frame_sha256, iter(inputs), len(inputs), {}, None, None)
     assert (f.productive, f.changed, f.repeated, f.battle) == (2, 2, 0, None)
     # with replayed state: the A press changed a probed field (a flag) though the screen did not
     game = GameDefinition.model_validate({
@@ -305,9 +307,13 @@ def test_productive_actions_screen_and_state():
     s0 = {"m": 1, "x": 0, "y": 0, "f": 0, "bt": 0, "clock": 0}
     states = States(s0, [{**s0, "x": 1, "clock": 1}, {**s0, "x": 1, "f": 1, "clock": 2},
                          {**s0, "x": 1, "f": 1, "bt": 1, "clock": 3}])
-    f = action_figures(trace, inputs, {}, game, states)
+    f = action_figures(trace[0].frame_sha256, iter(inputs), len(inputs), {}, game, states)
     assert (f.productive, f.battle, f.navigation) == (3, 0, 3)  # the clock ticking is not a change
-    assert f.cumulative == [(1, 2), (2, 3)]
+    per_decision, count = actions_per_decision(iter(inputs))
+    assert (per_decision, count) == ({1: 2, 2: 1}, 3)
+    seen = []
+    curve = _curve(iter(trace), per_decision, _result([], 1.0, None), seen.append)
+    assert [(p["decision"], p["actions"]) for p in curve] == [(1, 2), (2, 3)] and seen == trace
 
 
 H = 3600.0
