@@ -90,28 +90,15 @@ def run_command(args) -> int:
         position = pick_position(prepared, args.trial)
     except (PreflightError, ValueError) as exc:
         return _fail(str(exc))
-    sock = None
-    if args.transport == "stdio":
-        from sessions.execute.mcp_server import stdio_problem
-
-        if (problem := stdio_problem(0)) is not None:
-            return _fail(problem)
-    if args.transport == "http":
-        from sessions.execute.mcp_server import bind
-
-        try:
-            sock = bind(args.host, args.port)
-        except OSError as exc:
-            return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})")
+    sock, problem = _open_transport(args)
+    if problem is not None:
+        return _fail(problem)
     output = args.output or default_output(prepared.manifest.experiment_id)
     token = None
     if token_file is not None:
-        if token_file.resolve().is_relative_to(output.resolve()):
-            return _fail(f"--token-file {token_file}: not inside the evidence folder (a token is never evidence)")
-        try:
-            token = write_token(token_file)
-        except OSError as exc:
-            return _fail(f"--token-file {token_file}: cannot write it ({exc.strerror or exc})")
+        token, problem = _written_token(token_file, output)
+        if problem is not None:
+            return _fail(problem)
     try:
         folder = create_folder(prepared, output)
     except PreflightError as exc:
@@ -122,6 +109,33 @@ def run_command(args) -> int:
     _say(f"trial {session.trial_key} of {prepared.manifest.experiment_id} ({prepared.manifest.agent.ruleset} "
          f"ruleset: {', '.join(session.tools)}) on {where}{auth}; evidence: {folder.root}")
     return session.serve(sock)
+
+
+def _open_transport(args):
+    """(the listening socket for --transport http, else None; why the transport cannot serve, or None)."""
+    if args.transport == "stdio":
+        from sessions.execute.mcp_server import stdio_problem
+
+        if (problem := stdio_problem(0)) is not None:
+            return None, problem
+    if args.transport == "http":
+        from sessions.execute.mcp_server import bind
+
+        try:
+            return bind(args.host, args.port), None
+        except OSError as exc:
+            return None, f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})"
+    return None, None
+
+
+def _written_token(token_file: Path, output: Path) -> tuple[str | None, str | None]:
+    """(the bearer token written to --token-file, or None; why it cannot be, or None)."""
+    if token_file.resolve().is_relative_to(output.resolve()):
+        return None, f"--token-file {token_file}: not inside the evidence folder (a token is never evidence)"
+    try:
+        return write_token(token_file), None
+    except OSError as exc:
+        return None, f"--token-file {token_file}: cannot write it ({exc.strerror or exc})"
 
 
 def write_token(path: Path) -> str:

@@ -177,23 +177,50 @@ def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator
     if not isinstance(data, dict):
         raise ModelRunError(f"{printable(str(source))}:1: a manifest must be a YAML mapping (key: value lines)")
     if condition is not None:
-        data["conditions"] = [condition]
-        data["experiment_id"] = f"{data.get('experiment_id', 'experiment')}-{condition['provider']}"[:128]
-        data.setdefault("trials", {})
-        if isinstance(data["trials"], dict):
-            data["trials"]["per_condition"] = 1
+        _use_condition(data, condition)
     if base_url is not None:
         for i in _point_at(data, source, base_url):
             options[f"conditions.{i}.base_url"] = _option("--base-url", base_url)
     if emulator is not None:
-        section = data.get("emulator")
-        if not isinstance(section, dict):
-            raise ModelRunError(f"{printable(str(source))}: no emulator section for --emulator {emulator} to override")
-        options["emulator.name"] = _option("--emulator", emulator)
-        if section.get("name") != emulator:
-            section["name"] = emulator
-            section.pop("version", None)  # the installed version of the new backend is recorded
-            section.pop("config_sha256", None)  # computed again for the new backend
+        _use_emulator(data, source, emulator, options)
+    if force or goal is not None:
+        _set_game_options(data, source, force, goal, options)
+    origin = Origin(source, options)
+    try:  # every problem here, named where the user set it
+        Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise ModelRunError(describe_validation(exc, str(source), data, lines, Manifest,
+                                                lambda path: origin.option(".".join(map(str, path))))) from None
+    _anchor_refs(data, source.resolve().parent, origin)
+    with tempfile.TemporaryDirectory(prefix="oakwatch-run-") as tmp:
+        path = Path(tmp) / "manifest.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        yield path, origin
+
+
+def _use_condition(data: dict, condition: dict) -> None:
+    """The model condition as the manifest's only one, one trial of it, named in the experiment id."""
+    data["conditions"] = [condition]
+    data["experiment_id"] = f"{data.get('experiment_id', 'experiment')}-{condition['provider']}"[:128]
+    data.setdefault("trials", {})
+    if isinstance(data["trials"], dict):
+        data["trials"]["per_condition"] = 1
+
+
+def _use_emulator(data: dict, source: Path, emulator: str, options: dict) -> None:
+    """--emulator: the backend named; a different one's version and config recorded afresh."""
+    section = data.get("emulator")
+    if not isinstance(section, dict):
+        raise ModelRunError(f"{printable(str(source))}: no emulator section for --emulator {emulator} to override")
+    options["emulator.name"] = _option("--emulator", emulator)
+    if section.get("name") != emulator:
+        section["name"] = emulator
+        section.pop("version", None)  # the installed version of the new backend is recorded
+        section.pop("config_sha256", None)  # computed again for the new backend
+
+
+def _set_game_options(data: dict, source: Path, force: bool, goal: str | None, options: dict) -> None:
+    """--force and --goal, frozen with the run in the game section (every trial records them)."""
     if force:
         if not isinstance(data.get("game"), dict):
             raise ModelRunError(f"{printable(str(source))}: no game section for --force to mark")
@@ -206,14 +233,11 @@ def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator
         options["game.goal"] = _option("--goal", goal)
         if isinstance(data.get("agent"), dict):  # the agent is told the goal's instruction, not the ladder's
             data["agent"].pop("instruction", None)
-    origin = Origin(source, options)
-    try:  # every problem here, named where the user set it
-        Manifest.model_validate(data)
-    except ValidationError as exc:
-        raise ModelRunError(describe_validation(exc, str(source), data, lines, Manifest,
-                                                lambda path: origin.option(".".join(map(str, path))))) from None
-    base = source.resolve().parent
-    for section, key, dotted in _refs(data):  # the copy lives elsewhere: anchor relative references
+
+
+def _anchor_refs(data: dict, base: Path, origin: Origin) -> None:
+    """The copy lives elsewhere: every relative file reference made absolute from the manifest's folder."""
+    for section, key, dotted in _refs(data):
         ref = section.get(key)
         if isinstance(ref, str) and not ref.startswith(BUNDLED_PREFIX):
             try:
@@ -221,10 +245,6 @@ def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator
             except (OSError, ValueError, RuntimeError) as exc:  # `~nosuchuser/...`
                 raise ModelRunError(f"{origin.at(dotted)}: cannot use path {printable(ref)} "
                                     f"({printable(str(exc))})") from None
-    with tempfile.TemporaryDirectory(prefix="oakwatch-run-") as tmp:
-        path = Path(tmp) / "manifest.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-        yield path, origin
 
 
 @contextmanager

@@ -116,53 +116,22 @@ def _derive(args: argparse.Namespace, folder: Path) -> int:
 
 def _run(args: argparse.Namespace, folder: Path) -> int:
     from sessions.tasks.task_batch import Ceiling, run_batch
-    from sessions.tasks.tasks import PolicyChoice, TaskError, catalog, load_task
+    from sessions.tasks.tasks import PolicyChoice, TaskError
 
     if args.resume is not None:
-        given = [o for o in ("tasks", "dir", "output", "provider", "model", "base_url", "api", "max_tokens",
-                             "max_cost_usd") if getattr(args, o)]
-        if given or args.policy != "scripted" or args.trials != 1 or args.seed != 0:
+        if _resume_extras(args):
             return _fail("--resume uses the batch's own tasks, policy, trials and ceiling: give nothing else")
         return _resume(args.resume)
-    if args.output is None:
-        return _fail("tasks run needs --output BATCH (a new folder), or --resume BATCH")
-
-    if not 1 <= args.trials <= 1000:
-        return _fail(f"--trials {args.trials}: give a number from 1 to 1000")
-    if args.max_tokens is not None and args.max_tokens < 1:
-        return _fail("--max-tokens must be at least 1")
-    if args.max_cost_usd is not None and not args.max_cost_usd > 0:
-        return _fail("--max-cost-usd must be above 0")
-    model_opts = [o for o in ("provider", "model", "base_url", "api") if getattr(args, o) is not None]
-    if args.policy == "model" and (args.provider is None or args.model is None):
-        return _fail("--policy model needs --provider and --model")
-    if args.policy != "model" and model_opts:
-        return _fail(f"--{model_opts[0].replace('_', '-')} goes with --policy model")
-    if args.output.exists():
-        return _fail(f"output folder already exists: {args.output} (choose a new one)")
+    problem = _run_option_problem(args)
+    if problem is not None:
+        return _fail(problem)
     try:
-        if args.tasks:
-            known = {t.id: t for t in catalog(folder)} if any(not _is_file(n) for n in args.tasks) else {}
-            tasks = []
-            for name in args.tasks:
-                if _is_file(name):
-                    tasks.append(load_task(Path(name)))
-                elif name in known:
-                    tasks.append(known[name])
-                else:
-                    return _fail(f"no task {name!r} in {folder} (`oakwatch tasks list` lists them)")
-        else:
-            tasks = [t for t in catalog(folder) if t.template is None]
+        tasks = _chosen_tasks(args.tasks, folder)
     except TaskError as exc:
         return _fail(str(exc))
-    for t in tasks:
-        if t.template is not None:
-            return _fail(f"{t.path}: {t.template}")
-        if args.policy == "scripted" and t.file.reference_script is None:
-            return _fail(f"{t.path}: no reference_script, so --policy scripted cannot play it")
-    ids = [t.id for t in tasks]
-    if len(set(ids)) != len(ids):
-        return _fail("a task is named twice")
+    problem = tasks if isinstance(tasks, str) else _task_problem(tasks, args.policy)
+    if problem is not None:
+        return _fail(problem)
     choice = PolicyChoice(args.policy, seed=args.seed, provider=args.provider, model=args.model,
                           base_url=args.base_url, api=args.api)
     print(f"oakwatch tasks: {len(tasks)} task(s) → {args.output}")
@@ -171,6 +140,65 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
     print(f"batch: {args.output} (check with: oakwatch verify {args.output}; report: oakwatch report {args.output})")
     ok = all(r.status == "run" and r.trials and all(x.success for x in r.trials) for r in ledger.tasks)
     return EXIT_OK if ok else EXIT_PROBLEMS
+
+
+def _resume_extras(args: argparse.Namespace) -> bool:
+    """Whether anything besides --resume was given (a resumed batch keeps its own options)."""
+    given = [o for o in ("tasks", "dir", "output", "provider", "model", "base_url", "api", "max_tokens",
+                         "max_cost_usd") if getattr(args, o)]
+    return bool(given) or args.policy != "scripted" or args.trials != 1 or args.seed != 0
+
+
+def _run_option_problem(args: argparse.Namespace) -> str | None:
+    """The first bad option of `tasks run` (checked in this order), or None."""
+    if args.output is None:
+        return "tasks run needs --output BATCH (a new folder), or --resume BATCH"
+    if not 1 <= args.trials <= 1000:
+        return f"--trials {args.trials}: give a number from 1 to 1000"
+    if args.max_tokens is not None and args.max_tokens < 1:
+        return "--max-tokens must be at least 1"
+    if args.max_cost_usd is not None and not args.max_cost_usd > 0:
+        return "--max-cost-usd must be above 0"
+    model_opts = [o for o in ("provider", "model", "base_url", "api") if getattr(args, o) is not None]
+    if args.policy == "model" and (args.provider is None or args.model is None):
+        return "--policy model needs --provider and --model"
+    if args.policy != "model" and model_opts:
+        return f"--{model_opts[0].replace('_', '-')} goes with --policy model"
+    if args.output.exists():
+        return f"output folder already exists: {args.output} (choose a new one)"
+    return None
+
+
+def _chosen_tasks(names: list[str], folder: Path) -> list | str:
+    """The tasks named (ids of the catalog or task files), or every runnable task of the catalog;
+    a message when a name is unknown. Raises TaskError for a bad task file."""
+    from sessions.tasks.tasks import catalog, load_task
+
+    if not names:
+        return [t for t in catalog(folder) if t.template is None]
+    known = {t.id: t for t in catalog(folder)} if any(not _is_file(n) for n in names) else {}
+    tasks = []
+    for name in names:
+        if _is_file(name):
+            tasks.append(load_task(Path(name)))
+        elif name in known:
+            tasks.append(known[name])
+        else:
+            return f"no task {name!r} in {folder} (`oakwatch tasks list` lists them)"
+    return tasks
+
+
+def _task_problem(tasks: list, policy: str) -> str | None:
+    """Why this list of tasks cannot run as a batch under `policy`, or None."""
+    for t in tasks:
+        if t.template is not None:
+            return f"{t.path}: {t.template}"
+        if policy == "scripted" and t.file.reference_script is None:
+            return f"{t.path}: no reference_script, so --policy scripted cannot play it"
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        return "a task is named twice"
+    return None
 
 
 def _resume(batch: Path) -> int:

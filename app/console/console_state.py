@@ -129,17 +129,7 @@ class ConsoleSink(Display):
             if isinstance(event, FrameCaptured):
                 self._set_frame(event.frame, event.decision_id, event.frame_sha256, event.frame_index)
             elif isinstance(event, DecisionRecorded):
-                t = event.trace  # a TraceLine: formatted on the UI thread, not here
-                if t.model_id is not None and t.model_id not in self._model_ids:
-                    self._note_model(t.model_id)
-                for attempt in event.response.attempts:
-                    if attempt.model_id is not None and attempt.model_id not in self._model_ids:
-                        self._note_model(attempt.model_id)
-                self._status.decisions = t.decision_id
-                self._status.frame_sha256, self._status.frame_index = t.result_frame_sha256, t.result_frame_index
-                self._status_version += 1
-                self._set_frame(event.frame, t.decision_id, t.result_frame_sha256, t.result_frame_index)
-                self._push("decision", t)
+                self._on_decision(event)
             elif isinstance(event, BudgetUpdated):
                 self._budgets = event.budgets
                 self._budgets_version += 1
@@ -163,36 +153,58 @@ class ConsoleSink(Display):
                 if event.state != "ended":
                     self._push("state", event.state)
             elif isinstance(event, TrialStarted):
-                s = self._status
-                s.label, s.trial_key = event.label, event.trial_key
-                s.schedule_index, s.trials_total = event.position + 1, event.schedule_length
-                s.state, s.detail, s.decisions = "running", None, 0
-                s.frame_sha256, s.frame_index = event.frame_sha256, event.frame_index
-                self._status_version += 1
-                self._ladder = LadderSnapshot(event.milestones, event.pre_satisfied, {},
-                                              self._ladder.version + 1, event.optional)
-                self._memory = MemorySnapshot(version=self._memory.version + 1)
-                self._budgets = event.budgets
-                self._budgets_version += 1
-                self._set_frame(event.frame, 0, event.frame_sha256, event.frame_index)
-                self._push("trial", {"trial_key": event.trial_key, "label": event.label,
-                                     "schedule_index": event.position + 1, "trials_total": event.schedule_length,
-                                     "frame_sha256": event.frame_sha256})
+                self._on_trial_started(event)
             elif isinstance(event, EpisodeStarted):  # the start state again, within the same trial
                 self._set_frame(event.frame, self._status.decisions, event.frame_sha256, event.frame_index)
                 self._push("episode", {"episode": event.episode, "budget": event.budget,
                                        "previous_ended": event.previous_ended, "frame_sha256": event.frame_sha256})
             elif isinstance(event, TrialEnded):
-                r = event.result.model_dump(mode="json")
-                self.results.append(r)
-                shown = {**r, "termination_detail": self._redact(r.get("termination_detail")),
-                         "error": self._redact(r.get("error"))}
-                s = self._status
-                s.state, s.detail = "ended", r.get("termination_reason")
-                if shown["error"]:
-                    s.error = shown["error"]
-                self._status_version += 1
-                self._push("ended", shown)
+                self._on_trial_ended(event)
+
+    def _on_decision(self, event: DecisionRecorded) -> None:
+        """A decision: any new model id noted (for redaction), the status and frame moved on."""
+        t = event.trace  # a TraceLine: formatted on the UI thread, not here
+        if t.model_id is not None and t.model_id not in self._model_ids:
+            self._note_model(t.model_id)
+        for attempt in event.response.attempts:
+            if attempt.model_id is not None and attempt.model_id not in self._model_ids:
+                self._note_model(attempt.model_id)
+        self._status.decisions = t.decision_id
+        self._status.frame_sha256, self._status.frame_index = t.result_frame_sha256, t.result_frame_index
+        self._status_version += 1
+        self._set_frame(event.frame, t.decision_id, t.result_frame_sha256, t.result_frame_index)
+        self._push("decision", t)
+
+    def _on_trial_started(self, event: TrialStarted) -> None:
+        """A new trial: status, ladder, memory and budgets start afresh, with its first frame."""
+        s = self._status
+        s.label, s.trial_key = event.label, event.trial_key
+        s.schedule_index, s.trials_total = event.position + 1, event.schedule_length
+        s.state, s.detail, s.decisions = "running", None, 0
+        s.frame_sha256, s.frame_index = event.frame_sha256, event.frame_index
+        self._status_version += 1
+        self._ladder = LadderSnapshot(event.milestones, event.pre_satisfied, {},
+                                      self._ladder.version + 1, event.optional)
+        self._memory = MemorySnapshot(version=self._memory.version + 1)
+        self._budgets = event.budgets
+        self._budgets_version += 1
+        self._set_frame(event.frame, 0, event.frame_sha256, event.frame_index)
+        self._push("trial", {"trial_key": event.trial_key, "label": event.label,
+                             "schedule_index": event.position + 1, "trials_total": event.schedule_length,
+                             "frame_sha256": event.frame_sha256})
+
+    def _on_trial_ended(self, event: TrialEnded) -> None:
+        """A trial's result, kept whole; shown with its detail and error redacted."""
+        r = event.result.model_dump(mode="json")
+        self.results.append(r)
+        shown = {**r, "termination_detail": self._redact(r.get("termination_detail")),
+                 "error": self._redact(r.get("error"))}
+        s = self._status
+        s.state, s.detail = "ended", r.get("termination_reason")
+        if shown["error"]:
+            s.error = shown["error"]
+        self._status_version += 1
+        self._push("ended", shown)
 
     def blind(self, model_ids) -> None:
         """Redact these model ids from the start (the manifest's own), before any reply names one."""

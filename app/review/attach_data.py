@@ -297,16 +297,50 @@ class TrialFollower:
     async def poll(self, frames: bool = False) -> bool:
         """Read what was appended since the last poll and feed it to the sink; True if anything was.
         Raises Restart when the trial must be read again from scratch."""
-        if self.genesis is None:
-            try:
-                async with aiofiles.open(self.folder / layout.TRIAL, "rb") as f:
-                    data = await f.read()
-            except OSError:
-                return False
-            genesis = self._parse(TrialGenesis, data, layout.TRIAL)
-            if genesis is None:
-                return False  # written whole by an atomic rename; a bad one stays a problem
-            self.genesis, self.genesis_bytes = genesis, data
+        if self.genesis is None and not await self._read_genesis():
+            return False
+        annotations, result = await self._read_streams()
+        if not self.started and not self._pending_traces and result is None:
+            return False  # the trial has begun but not yet decided anything: nothing to show
+        changed = bool(self._pending_traces or annotations or result)
+        # The frame to show, read before any event is fed (so the sink never shows a stale one).
+        self._note_frames()
+        frame_event = await self._frame_event() if frames else None
+        if not self.started:
+            self._start()
+        self._feed_traces()
+        for a in annotations:
+            self.sink.handle(AnnotationAdded(a))
+        if frame_event is not None:
+            self.sink.handle(frame_event)
+        if result is not None:
+            self._end(result)
+        return changed or frame_event is not None
+
+    def _note_frames(self) -> None:
+        """The pending decisions' result frames (and the trial's first frame) as candidates to show."""
+        for t in self._pending_traces:
+            self.result_frames.append((t.decision_id, t.result_frame_sha256, t.result_frame_index))
+            if self.first_frame is None:
+                self.first_frame = t.frame_sha256
+
+    async def _read_genesis(self) -> bool:
+        """Read trial.json; whether it is there and well formed (written whole by an atomic rename, so a bad
+        one stays a problem)."""
+        try:
+            async with aiofiles.open(self.folder / layout.TRIAL, "rb") as f:
+                data = await f.read()
+        except OSError:
+            return False
+        genesis = self._parse(TrialGenesis, data, layout.TRIAL)
+        if genesis is None:
+            return False
+        self.genesis, self.genesis_bytes = genesis, data
+        return True
+
+    async def _read_streams(self) -> tuple[list[Annotation], TrialResult | None]:
+        """Read every stream's new lines: traces, responses and memory operations pend until fed; the new
+        annotations and a changed result are returned. Frames are read too."""
         # The trace first: every other stream's bytes for a decision are written before its line.
         traces = [t for t in (self._parse(TraceLine, line, layout.TRACE) for line in await self._trace.read()) if t]
         for line in await self._responses.read():
@@ -321,26 +355,7 @@ class TrialFollower:
         result = self._parse(TrialResult, result_bytes, layout.RESULT) if result_bytes else None
         await self.frames.read()
         self._pending_traces += traces
-
-        if not self.started and not self._pending_traces and result is None:
-            return False  # the trial has begun but not yet decided anything: nothing to show
-        changed = bool(self._pending_traces or annotations or result)
-        # The frame to show, read before any event is fed (so the sink never shows a stale one).
-        for t in self._pending_traces:
-            self.result_frames.append((t.decision_id, t.result_frame_sha256, t.result_frame_index))
-            if self.first_frame is None:
-                self.first_frame = t.frame_sha256
-        frame_event = await self._frame_event() if frames else None
-        if not self.started:
-            self._start()
-        self._feed_traces()
-        for a in annotations:
-            self.sink.handle(AnnotationAdded(a))
-        if frame_event is not None:
-            self.sink.handle(frame_event)
-        if result is not None:
-            self._end(result)
-        return changed or frame_event is not None
+        return annotations, result
 
     async def _frame_event(self) -> FrameCaptured | None:
         """The newest decision-boundary frame the store holds (it is written a little behind the trace)."""
@@ -378,12 +393,8 @@ class TrialFollower:
         memory_changed = False
         for t in traces:
             d = t.decision_id
-            for op in self._take_memory(d):
+            if self._apply_memory(d):
                 memory_changed = True
-                if op.op in FACT_WRITING_OPS and op.fact_id and op.fact is not None:
-                    self._facts[op.fact_id] = op.fact.model_dump()
-                elif op.op == "evict" and op.fact_id:
-                    self._facts.pop(op.fact_id, None)
             last_reads = tuple(t.memory_reads)
             response = self._pending_responses.pop(d, None) or ResponseLine(decision_id=d, attempts=[])
             self.sink.handle(DecisionRecorded(t, response, (), self._pixels))
@@ -391,25 +402,43 @@ class TrialFollower:
             self.actions += t.accepted_actions
             self.calls += t.attempts
             if t.paid_calls:
-                self.cost = None if self.cost is None or t.provider_cost_usd is None else \
-                    self.cost + t.provider_cost_usd
-                if self.tokens is not None and t.input_tokens is not None and t.output_tokens is not None:
-                    self.tokens += t.input_tokens + t.output_tokens
-                else:
-                    self.tokens = None
-            for rung in t.milestones_after:
-                if rung in self.awarded or rung in self.pre_satisfied or rung not in self.points:
-                    continue
-                self.awarded[rung] = d
-                self.sink.handle(MilestoneReached(MilestoneAward(
-                    id=rung, name=self.names[rung], points=self.points[rung], decision_id=d,
-                    frame_index=t.result_frame_index, frame_sha256=t.result_frame_sha256, probe={})))
+                self._add_spend(t)
+            self._award(t)
             self.series.append((self.actions, self.points_now()))
         if memory_changed or last_reads:
             facts = tuple(self._facts.values())
             self.sink.handle(MemoryChanged(op=None, facts=facts,
                                            contradictions=contradictions(facts), last_read=last_reads))
         self.sink.handle(BudgetUpdated(self._budgets()))
+
+    def _apply_memory(self, decision: int) -> bool:
+        """Apply the memory operations up to `decision` to the facts held; whether there were any."""
+        ops = self._take_memory(decision)
+        for op in ops:
+            if op.op in FACT_WRITING_OPS and op.fact_id and op.fact is not None:
+                self._facts[op.fact_id] = op.fact.model_dump()
+            elif op.op == "evict" and op.fact_id:
+                self._facts.pop(op.fact_id, None)
+        return bool(ops)
+
+    def _add_spend(self, t: TraceLine) -> None:
+        """A paid decision's cost and tokens added (unknown once any part is unknown)."""
+        self.cost = None if self.cost is None or t.provider_cost_usd is None else self.cost + t.provider_cost_usd
+        if self.tokens is not None and t.input_tokens is not None and t.output_tokens is not None:
+            self.tokens += t.input_tokens + t.output_tokens
+        else:
+            self.tokens = None
+
+    def _award(self, t: TraceLine) -> None:
+        """Each ladder rung first reached at this decision (not satisfied before the trial), sent to the sink."""
+        d = t.decision_id
+        for rung in t.milestones_after:
+            if rung in self.awarded or rung in self.pre_satisfied or rung not in self.points:
+                continue
+            self.awarded[rung] = d
+            self.sink.handle(MilestoneReached(MilestoneAward(
+                id=rung, name=self.names[rung], points=self.points[rung], decision_id=d,
+                frame_index=t.result_frame_index, frame_sha256=t.result_frame_sha256, probe={})))
 
     def _take_memory(self, decision: int) -> list[MemoryOp]:
         mine = [op for op in self._pending_memory if op.decision_id <= decision]

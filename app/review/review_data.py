@@ -663,19 +663,27 @@ class TrialData:
             return f"severity must be one of {', '.join(SEVERITIES)}"
         if not 1 <= decision <= self.decisions:
             return f"decision {decision} is not a recorded decision of {self.key}"
-        refers = str(label.get("refers_to") or "").strip()
+        return (self._refers_problem(decision, str(label.get("refers_to") or "").strip())
+                or self._role_problem(label) or self._recovered_problem(decision, label.get("recovered_decision")))
+
+    def _refers_problem(self, decision: int, refers: str) -> str | None:
+        """What the label refers to: an earlier decision, or a fact written by then."""
         if not refers:
             return "refers to is required: the earlier fact id (fact-0003) or decision number"
         if refers.isdigit():
             if not 1 <= int(refers) < decision:
                 return (f"refers to decision {refers}, but the earlier decisions are 1..{decision - 1}"
                         if decision > 1 else "refers to an earlier decision, but this is decision 1")
-        else:
-            written = self.fact_written.get(refers)
-            if written is None:
-                return f"refers to {refers!r}, which no memory operation of {self.key} wrote"
-            if written > decision:
-                return f"refers to {refers}, first written at decision {written}, after decision {decision}"
+            return None
+        written = self.fact_written.get(refers)
+        if written is None:
+            return f"refers to {refers!r}, which no memory operation of {self.key} wrote"
+        if written > decision:
+            return f"refers to {refers}, first written at decision {written}, after decision {decision}"
+        return None
+
+    def _role_problem(self, label: dict) -> str | None:
+        """A primary cause, or a consequence naming one of this annotator's memory-error labels."""
         role = label.get("role") or "primary"
         if role not in ROLES:
             return f"role must be primary or consequence, not {role!r}"
@@ -686,14 +694,18 @@ class TrialData:
             mine = {d.get("id") for d in self._own_labels() if d.get("kind", "memory-error") == "memory-error"}
             if primary not in mine:
                 return f"primary {primary!r} is not one of your labels on {self.key}"
-        recovered = label.get("recovered_decision")
-        if recovered not in (None, ""):
-            text = str(recovered).strip()
-            if not text.isdigit():
-                return f"recovered decision {recovered!r} is not a decision number"
-            last = self.result.last_decision if self.result is not None else self.decisions
-            if not decision < int(text) <= last:
-                return f"recovered decision {text} must be after {decision} and at most {last}"
+        return None
+
+    def _recovered_problem(self, decision: int, recovered) -> str | None:
+        """A recovered decision, if given: a number after this decision and within the trial."""
+        if recovered in (None, ""):
+            return None
+        text = str(recovered).strip()
+        if not text.isdigit():
+            return f"recovered decision {recovered!r} is not a decision number"
+        last = self.result.last_decision if self.result is not None else self.decisions
+        if not decision < int(text) <= last:
+            return f"recovered decision {text} must be after {decision} and at most {last}"
         return None
 
     def build_label(self, decision: int, label: dict, *, annotator: str, opened_utc: str) -> Annotation:

@@ -17,7 +17,7 @@ import io
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -884,96 +884,112 @@ def write_package(root: Path, output: Path, *, include_raw: bool = False, seed: 
     return done
 
 
-def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
-                   progress: Callable[[str], None] | None) -> dict:
-    import os
-    import shutil
+@dataclass
+class _Package:
+    """An export being written: where from, where to, what to scrub, and what was redacted so far."""
 
-    import yaml
+    root: Path
+    output: Path
+    include_raw: bool
+    local: list[str]
+    secrets: list[str]
+    blinded: bool
+    redacted: list[str] = field(default_factory=list)
 
-    from sessions.evidence.checksums import file_sha256, render_sums
-    from sessions.evidence.experiment_folder import root_hash
-
-    say = progress or (lambda _m: None)
-    if output.exists():
-        raise ExportError(f"{output} exists: give a new folder")
-    if not (root / layout.MANIFEST).is_file():
-        raise ExportError(f"{root}: not an evidence folder (no {layout.MANIFEST})")
-    output.mkdir(parents=True)
-    local = [str(root.resolve()), str(root), str(Path.home()), os.getcwd()]
-    secrets = _secrets()
-    redacted: list[str] = []
-    blinded = unblinded(root) is None
-
-    def put(rel: str, data: bytes) -> None:
-        path = output / rel
+    def put(self, rel: str, data: bytes) -> None:
+        """Write one file, its text scrubbed of local paths and secrets (binary files as they are)."""
+        path = self.output / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             path.write_bytes(data)
             return
-        clean, changed = _scrub(text, local, secrets)
+        clean, changed = _scrub(text, self.local, self.secrets)
         if changed:
-            redacted.append(rel)
+            self.redacted.append(rel)
         path.write_text(clean, encoding="utf-8")
 
-    say("writing the redacted manifest")
-    manifest = yaml.safe_load((root / layout.MANIFEST).read_text())
+
+def _package_inputs(pk: _Package, manifest: dict) -> bytes | None:
+    """The redacted manifest, the game definition copy, the header files and the input folders;
+    returns the game definition copy (None when the manifest named a bundled one)."""
+    import yaml
+
+    root, put = pk.root, pk.put
     put(PACKAGE_MANIFEST, yaml.safe_dump(_redact_value(None, manifest), sort_keys=False).encode())
     game_copy = _game_definition_copy(root, manifest)
     if game_copy is not None:  # a local definition (its path is redacted): replay needs it, and it holds no ROM
         put(GAME_COPY, game_copy)
-    names = [layout.SCHEDULE, layout.SUMMARY, layout.RUN_LOG, layout.SUMS]
-    if not blinded:
-        names += [layout.BLINDING]
+    names = [layout.SCHEDULE, layout.SUMMARY, layout.RUN_LOG, layout.SUMS] + ([] if pk.blinded else [layout.BLINDING])
     for name in names:
         if (root / name).is_file():
             put(name if name != layout.SUMS else EVIDENCE_SUMS, (root / name).read_bytes())
-    for sub in ("prompts", "schemas", "scoring", "pricing") + (() if blinded else ("conditions", layout.UNBLINDED)):
+    subs = ("prompts", "schemas", "scoring", "pricing") + (() if pk.blinded else ("conditions", layout.UNBLINDED))
+    for sub in subs:
         for p in sorted((root / sub).rglob("*")) if (root / sub).is_dir() else []:
-            if p.is_file():
-                rel = p.relative_to(root).as_posix()
-                if sub == "conditions":
-                    data = yaml.safe_dump(_redact_value(None, yaml.safe_load(p.read_text())), sort_keys=False)
-                    put(rel, data.encode())
-                else:
-                    put(rel, p.read_bytes())
-    say("copying trial records" + (" with frames and raw provider payloads" if include_raw else ""))
+            if not p.is_file():
+                continue
+            rel = p.relative_to(root).as_posix()
+            if sub == "conditions":
+                put(rel, yaml.safe_dump(_redact_value(None, yaml.safe_load(p.read_text())), sort_keys=False).encode())
+            else:
+                put(rel, p.read_bytes())
+    return game_copy
+
+
+def _package_trials(pk: _Package) -> None:
+    """Each trial's records (frames and raw payloads with include_raw), the voids, the annotations."""
+    import shutil
+
     from sessions.analysis.metrics import trial_folders
 
+    root, output, put = pk.root, pk.output, pk.put
     for folder, rel, _voided in trial_folders(root):
-        for name in PUBLIC_TRIAL_FILES + (RAW_TRIAL_FILES if include_raw else ()):
-            if (folder / name).is_file():
-                if name == layout.FRAMES:
-                    (output / rel / "frames").mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(folder / name, output / rel / name)
-                else:
-                    put(f"{rel}/{name}", (folder / name).read_bytes())
+        for name in PUBLIC_TRIAL_FILES + (RAW_TRIAL_FILES if pk.include_raw else ()):
+            if not (folder / name).is_file():
+                continue
+            if name == layout.FRAMES:
+                (output / rel / "frames").mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(folder / name, output / rel / name)
+            else:
+                put(f"{rel}/{name}", (folder / name).read_bytes())
     for p in sorted(root.glob("void-*/void.json")):
         put(p.relative_to(root).as_posix(), p.read_bytes())
     for p in sorted((root / layout.ANNOTATIONS).rglob("*")) if (root / layout.ANNOTATIONS).is_dir() else []:
         if p.is_file():
             put(p.relative_to(root).as_posix(), p.read_bytes())
-    say("computing trial rows, summary and disagreements")
-    doc = build_report(root, output / "report", seed=seed, progress=say)
+
+
+def _package_report(pk: _Package, seed: int, say: Callable[[str], None]) -> dict:
+    """The report (scrubbed), the annotation disagreements, and the code that computed every figure."""
+    doc = build_report(pk.root, pk.output / "report", seed=seed, progress=say)
     disagreements = {"unresolved": doc["disputed"],
                      "pairs": [{"annotators": p["annotators"], "disagreements": p["disagreements"]}
                                for p in doc["agreement"]["pairs"]]}
-    put("annotation-disagreements.json", (json.dumps(disagreements, indent=1) + "\n").encode())
+    pk.put("annotation-disagreements.json", (json.dumps(disagreements, indent=1) + "\n").encode())
     for rel in ("report/report.json", "report/report.md", "report/report.html", "report/trials.csv",
                 "report/conditions.csv"):
-        path = output / rel
-        clean, changed = _scrub(path.read_text(encoding="utf-8"), local, secrets)
+        path = pk.output / rel
+        clean, changed = _scrub(path.read_text(encoding="utf-8"), pk.local, pk.secrets)
         if changed:
-            redacted.append(rel)
+            pk.redacted.append(rel)
             path.write_text(clean, encoding="utf-8")
     here = Path(__file__).resolve().parent
     project = here.parents[1]
     for src in (here / "metrics.py", here / "report.py", here / "report_plots.py", project / "docs" / "metrics.md"):
         if src.is_file():
-            put(f"analysis/{src.name}", src.read_bytes())
-    first_trial = next((rel for _f, rel, _v in trial_folders(root)), "trials/<key>")
+            pk.put(f"analysis/{src.name}", src.read_bytes())
+    return doc
+
+
+def _package_readme(pk: _Package, doc: dict, manifest: dict, game_copy: bytes | None) -> str:
+    """The package's README: what a reader runs, and what is here."""
+    from sessions.analysis.metrics import trial_folders
+    from sessions.evidence.experiment_folder import root_hash
+
+    include_raw = pk.include_raw
+    first_trial = next((rel for _f, rel, _v in trial_folders(pk.root)), "trials/<key>")
     local_rom = str((manifest.get("game") or {}).get("rom", "")).startswith("bundled:") is False
     readme = [
         f"# {doc['experiment_id']}: published experiment package", "",
@@ -1009,25 +1025,58 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
         *(["- `game/definition.yaml`: the game definition the trials used (the manifest's path to it is "
            "redacted)."] if game_copy is not None else []),
         f"- root hash of the evidence folder (the evidence and every annotation layer, unblinded/ too; "
-        f"`oakwatch verify --expect-root`): `{root_hash(root)}`.", "",
+        f"`oakwatch verify --expect-root`): `{root_hash(pk.root)}`.", "",
         "Never included: the ROM, start states, secrets." + (" Conditions and the blinding key are left out: the "
-                                                             "run is not unblinded yet." if blinded else ""),
+                                                             "run is not unblinded yet." if pk.blinded else ""),
     ]
-    if redacted:
-        readme += ["", "Files whose text was redacted (they differ from the evidence's sums): " + ", ".join(redacted)]
-    put("README.md", ("\n".join(readme) + "\n").encode())
-    from sessions.evidence.checksums import parse_sums
+    if pk.redacted:
+        readme += ["", "Files whose text was redacted (they differ from the evidence's sums): "
+                   + ", ".join(pk.redacted)]
+    return "\n".join(readme) + "\n"
 
-    evidence_sums = parse_sums((root / layout.SUMS).read_text(encoding="utf-8")) if (root / layout.SUMS).is_file() \
-        else {}
+
+def _package_rewritten(pk: _Package) -> dict[str, str]:
+    """The package's files that differ from the evidence's sums of the same name, and why."""
+    from sessions.evidence.checksums import file_sha256, parse_sums
+
+    sums = pk.root / layout.SUMS
+    evidence_sums = parse_sums(sums.read_text(encoding="utf-8")) if sums.is_file() else {}
     rewritten = {}
-    for rel in sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file()):
-        if rel in evidence_sums and file_sha256(output / rel) != evidence_sums[rel]:
-            rewritten[rel] = ("text redacted (local paths or secrets)" if rel in redacted else
+    for rel in sorted(p.relative_to(pk.output).as_posix() for p in pk.output.rglob("*") if p.is_file()):
+        if rel in evidence_sums and file_sha256(pk.output / rel) != evidence_sums[rel]:
+            rewritten[rel] = ("text redacted (local paths or secrets)" if rel in pk.redacted else
                               "re-written with its local paths redacted")
-    put(PACKAGE_INFO, package_info(doc["experiment_id"], root_hash(root), include_raw, rewritten,
-                                   GAME_COPY if game_copy is not None else None))
+    return rewritten
+
+
+def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
+                   progress: Callable[[str], None] | None) -> dict:
+    import os
+
+    import yaml
+
+    from sessions.evidence.checksums import file_sha256, render_sums
+    from sessions.evidence.experiment_folder import root_hash
+
+    say = progress or (lambda _m: None)
+    if output.exists():
+        raise ExportError(f"{output} exists: give a new folder")
+    if not (root / layout.MANIFEST).is_file():
+        raise ExportError(f"{root}: not an evidence folder (no {layout.MANIFEST})")
+    output.mkdir(parents=True)
+    pk = _Package(root, output, include_raw, local=[str(root.resolve()), str(root), str(Path.home()), os.getcwd()],
+                  secrets=_secrets(), blinded=unblinded(root) is None)
+    say("writing the redacted manifest")
+    manifest = yaml.safe_load((root / layout.MANIFEST).read_text())
+    game_copy = _package_inputs(pk, manifest)
+    say("copying trial records" + (" with frames and raw provider payloads" if include_raw else ""))
+    _package_trials(pk)
+    say("computing trial rows, summary and disagreements")
+    doc = _package_report(pk, seed, say)
+    pk.put("README.md", _package_readme(pk, doc, manifest, game_copy).encode())
+    pk.put(PACKAGE_INFO, package_info(doc["experiment_id"], root_hash(root), include_raw, _package_rewritten(pk),
+                                      GAME_COPY if game_copy is not None else None))
     say("writing the integrity file")
     files = sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file())
     (output / layout.SUMS).write_text(render_sums({f: file_sha256(output / f) for f in files}), encoding="utf-8")
-    return {"files": len(files) + 1, "redacted": redacted, "include_raw": include_raw, "output": str(output)}
+    return {"files": len(files) + 1, "redacted": pk.redacted, "include_raw": include_raw, "output": str(output)}

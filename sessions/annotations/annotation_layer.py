@@ -153,6 +153,12 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
     if a.kind == "reviewed":
         _check_reviewed(a, layer, earlier, trial)
         return
+    _check_decision_label(a, layer, earlier, evidence, trial)
+
+
+def _check_decision_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: Evidence,
+                          trial: TrialFacts) -> None:
+    """A label at one recorded decision: a milestone, a route, or a memory label."""
     if a.through_decision is not None:
         raise LayerError("through_decision belongs to reviewed records")
     lo = 1 if a.source == "annotator" else 0
@@ -170,6 +176,12 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
         if (a.type, a.severity) != ("route", "minor"):
             raise LayerError("a route annotation has type route and severity minor")
         return
+    _check_memory_label(a, layer, earlier, evidence, trial)
+
+
+def _check_memory_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: Evidence,
+                        trial: TrialFacts) -> None:
+    """A memory label: the rubric's type, what it refers to, where it recovered, and its role."""
     if a.room is not None or a.landmark is not None:
         raise LayerError("room and landmark belong to route annotations")
     if evidence.types and a.type not in evidence.types:
@@ -181,6 +193,11 @@ def check_label(a: Annotation, layer: str, earlier: list[Annotation], evidence: 
     if a.recovered_decision is not None and not a.decision_id < a.recovered_decision <= trial.last_decision:
         raise LayerError(f"recovered at decision {a.recovered_decision}: it must lie after decision {a.decision_id} "
                          f"and within {a.trial_key} (last decision {trial.last_decision})")
+    _check_role(a, layer, earlier)
+
+
+def _check_role(a: Annotation, layer: str, earlier: list[Annotation]) -> None:
+    """A primary cause names no primary; a consequence names a primary memory-error label of its trial."""
     if a.role == "primary":
         if a.primary_id is not None:
             raise LayerError("a primary cause names no primary_id (give --role consequence)")
@@ -546,6 +563,16 @@ def read_layers(root: Path) -> dict[str, list[Annotation]]:
     return dict(sorted(layers.items()))
 
 
+def _settled_labels(root: Path, where: str, problems: list[str]) -> dict[str, Annotation]:
+    """The labels of every other layer by id, which adjudications settle (none, and a problem, when
+    they cannot be read)."""
+    try:
+        return {x.id: x for k, v in read_layers(root).items() if k != ADJUDICATION for x in v if x.id}
+    except LayerError as exc:
+        problems.append(f"{where}: cannot read the layers it settles ({exc})")
+        return {}
+
+
 def check_layer(root: Path, name: str, evidence: Evidence | None = None) -> list[str]:
     """verify's check of one layer: parse, chain, freeze last, FROZEN digest, ids, and every label's
     references into the evidence. One line per problem."""
@@ -564,25 +591,26 @@ def check_layer(root: Path, name: str, evidence: Evidence | None = None) -> list
         if a.id != f"{name}-{n}":
             problems.append(f"{where}: id {a.id!r}, the layer gives {name}-{n}")
         if a.kind == "adjudication" and others is None:
-            try:
-                others = {x.id: x for k, v in read_layers(root).items() if k != ADJUDICATION for x in v if x.id}
-            except LayerError as exc:
-                problems.append(f"{where}: cannot read the layers it settles ({exc})")
-                others = {}
+            others = _settled_labels(root, where, problems)
         try:
             check_label(a, name, seen, evidence, others)
         except LayerError as exc:
             problems.append(f"{where}: {exc}")
         seen.append(a)
+    return problems + _freeze_problems(layer, records, rel)
+
+
+def _freeze_problems(layer: AnnotationLayer, records: list[Annotation], rel: str) -> list[str]:
+    """A layer ending with a freeze has a FROZEN sum, and only then; and the file is the one frozen."""
     frozen = layer.frozen_sha256()
     is_frozen = bool(records) and records[-1].kind == "freeze"
     if is_frozen and frozen is None:
-        problems.append(f"{rel}/{layout.SUMS}: the layer ends with a freeze but its sums carry no {FROZEN} line")
-    elif frozen is not None and not is_frozen:
-        problems.append(f"{rel}/{layout.SUMS}: {FROZEN}, but the layer does not end with a freeze")
-    elif frozen is not None and layer.path.is_file() and file_sha256(layer.path) != frozen:
-        problems.append(f"{rel}/{LAYER_FILE}: differs from the one frozen")
-    return problems
+        return [f"{rel}/{layout.SUMS}: the layer ends with a freeze but its sums carry no {FROZEN} line"]
+    if frozen is not None and not is_frozen:
+        return [f"{rel}/{layout.SUMS}: {FROZEN}, but the layer does not end with a freeze"]
+    if frozen is not None and layer.path.is_file() and file_sha256(layer.path) != frozen:
+        return [f"{rel}/{LAYER_FILE}: differs from the one frozen"]
+    return []
 
 
 # -- live tags after their trial ended ------------------------------------------------------------

@@ -55,21 +55,35 @@ def unblind_problems(root: Path) -> list[str]:
     problems = []
     if not annotators:
         problems.append("no annotator layer yet (`oakwatch annotate add DIR --annotator NAME ...`)")
-    labelling = [n for n, rs in records.items() if n != ADJUDICATION and any(r.kind != "freeze" for r in rs)]
-    unfrozen = [n for n in labelling if not (records[n] and records[n][-1].kind == "freeze")]
-    if ADJUDICATION in records and not (records[ADJUDICATION] and records[ADJUDICATION][-1].kind == "freeze"):
-        unfrozen.append(ADJUDICATION)
+    unfrozen = _unfrozen(records)
     if unfrozen:
         problems.append(f"layers not frozen: {', '.join(unfrozen)} (`oakwatch annotate freeze DIR --annotator NAME`)")
     if problems:
-        labelled = {r.trial_key for n in annotators for r in records[n]
-                    if r.kind in ("memory-error", "route", "reviewed", "milestone")}
-        trials = root / layout.TRIALS
-        keys = sorted(p.name for p in trials.iterdir() if p.is_dir()) if trials.is_dir() else []
-        missing = [k for k in keys if k not in labelled]
+        missing = _unlabelled_trials(root, records, annotators)
         if missing:
             problems.append(f"trials without labels: {', '.join(missing)}")
     return problems
+
+
+def _unfrozen(records: dict[str, list]) -> list[str]:
+    """Layers holding labels (and the adjudication layer, if any) whose last line is not a freeze."""
+    def frozen(rs: list) -> bool:
+        return bool(rs) and rs[-1].kind == "freeze"
+
+    labelling = [n for n, rs in records.items() if n != ADJUDICATION and any(r.kind != "freeze" for r in rs)]
+    unfrozen = [n for n in labelling if not frozen(records[n])]
+    if ADJUDICATION in records and not frozen(records[ADJUDICATION]):
+        unfrozen.append(ADJUDICATION)
+    return unfrozen
+
+
+def _unlabelled_trials(root: Path, records: dict[str, list], annotators: list[str]) -> list[str]:
+    """Trial keys of the folder that no annotator labelled (sorted)."""
+    labelled = {r.trial_key for n in annotators for r in records[n]
+                if r.kind in ("memory-error", "route", "reviewed", "milestone")}
+    trials = root / layout.TRIALS
+    keys = sorted(p.name for p in trials.iterdir() if p.is_dir()) if trials.is_dir() else []
+    return [k for k in keys if k not in labelled]
 
 
 def unblind(root: Path) -> Path:
@@ -244,6 +258,32 @@ Labels are unblinded only after every layer is frozen (`oakwatch unblind`).
 
 def export_for_annotators(root: Path, out: Path) -> dict:
     """Write the blinded copy; returns {"trials": n, "masked_ids": n}. Raises BlindingError for bad input."""
+    labels, manifest = _key_and_manifest(root, out)
+    condition_ids = {str(c.get("id")) for c in manifest.get("conditions") or [] if isinstance(c, dict)}
+    ids = sorted(model_ids(root), key=len, reverse=True)
+    scrub = [i for i in ids if len(i) >= MIN_SCRUB]
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        trials = 0
+        for folder in _trial_folders(root):
+            _export_trial(root, folder, tmp, scrub)
+            trials += 1
+        _export_shared(root, tmp, manifest, labels, scrub)
+        leaked = _leaks(tmp, [i for i in ids if len(i) >= MIN_SCRUB])
+        if leaked:  # never expected: every text file was scrubbed; refuse rather than leak
+            raise BlindingError(f"a model id survived masking in {leaked}; nothing was written")
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"trials": trials, "masked_ids": len(ids), "conditions_hidden": len(condition_ids)}
+
+
+def _key_and_manifest(root: Path, out: Path) -> tuple[list[str], dict]:
+    """The blinding key's labels (sorted) and the manifest, read from `root`; refuses an `out` that exists."""
     if not root.is_dir() or not (root / layout.MANIFEST).is_file():
         raise BlindingError(f"{root}: not an evidence folder (no {layout.MANIFEST})")
     if out.exists():
@@ -255,55 +295,48 @@ def export_for_annotators(root: Path, out: Path) -> dict:
         raise BlindingError(f"{root}: cannot read its manifest or blinding key ({exc})") from None
     if not isinstance(manifest, dict):
         raise BlindingError(f"{root / layout.MANIFEST}: not a manifest")
-    condition_ids = {str(c.get("id")) for c in manifest.get("conditions") or [] if isinstance(c, dict)}
-    ids = sorted(model_ids(root), key=len, reverse=True)
-    scrub = [i for i in ids if len(i) >= MIN_SCRUB]
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    return labels, manifest
+
+
+def _export_trial(root: Path, folder: Path, tmp: Path, scrub: list[str]) -> None:
+    """One trial's exported files, masked and scrubbed, and its frames, copied under `tmp`."""
+    rel = folder.relative_to(root)
+    dst = tmp / rel
+    (dst / "frames").mkdir(parents=True)
+    for name in EXPORTED_FILES:
+        src = folder / name
+        if src.is_file():
+            (dst / name).write_text(_blinded_text(src, f"{rel}/{name}", scrub), encoding="utf-8")
+    if (folder / layout.FRAMES).is_file():
+        shutil.copyfile(folder / layout.FRAMES, dst / layout.FRAMES)
+
+
+def _blinded_text(src: Path, shown: str, scrub: list[str]) -> str:
+    """A JSON or JSON-lines file's text with its records masked and model ids scrubbed."""
+    name = src.name
     try:
-        trials = 0
-        for folder in _trial_folders(root):
-            rel = folder.relative_to(root)
-            dst = tmp / rel
-            (dst / "frames").mkdir(parents=True)
-            for name in EXPORTED_FILES:
-                src = folder / name
-                if not src.is_file():
-                    continue
-                try:
-                    rows = _jsonl(src) if name.endswith(".jsonl") else [json.loads(src.read_bytes())]
-                except ValueError as exc:
-                    raise BlindingError(f"{rel}/{name}: not JSON ({exc}); verify the folder first") from None
-                rows = [_scrub(_mask(name, r) if isinstance(r, dict) else r, scrub) for r in rows]
-                if name.endswith(".jsonl"):
-                    data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows)
-                else:
-                    data = json.dumps(rows[0], ensure_ascii=False, indent=2) + "\n"
-                (dst / name).write_text(data, encoding="utf-8")
-            if (folder / layout.FRAMES).is_file():
-                shutil.copyfile(folder / layout.FRAMES, dst / layout.FRAMES)
-            trials += 1
-        blinded = {k: v for k, v in manifest.items() if k != "conditions"}
-        blinded["conditions"] = [{"label": label} for label in labels]
-        (tmp / layout.MANIFEST).write_text(yaml.safe_dump(_scrub(blinded, scrub), sort_keys=False), encoding="utf-8")
-        for sub in ("prompts", "scoring"):
-            for src in sorted((root / sub).glob("*")) if (root / sub).is_dir() else []:
-                if src.is_file():
-                    (tmp / sub).mkdir(exist_ok=True)
-                    (tmp / sub / src.name).write_text(_scrub(src.read_text(encoding="utf-8"), scrub),
-                                                      encoding="utf-8")
-        (tmp / "README.md").write_text(README.format(experiment=_scrub(str(manifest.get("experiment_id")), scrub),
-                                                     labels=", ".join(labels), mask=MASK), encoding="utf-8")
-        leaked = _leaks(tmp, [i for i in ids if len(i) >= MIN_SCRUB])
-        if leaked:  # never expected: every text file was scrubbed; refuse rather than leak
-            raise BlindingError(f"a model id survived masking in {leaked}; nothing was written")
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return {"trials": trials, "masked_ids": len(ids), "conditions_hidden": len(condition_ids)}
+        rows = _jsonl(src) if name.endswith(".jsonl") else [json.loads(src.read_bytes())]
+    except ValueError as exc:
+        raise BlindingError(f"{shown}: not JSON ({exc}); verify the folder first") from None
+    rows = [_scrub(_mask(name, r) if isinstance(r, dict) else r, scrub) for r in rows]
+    if name.endswith(".jsonl"):
+        return "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows)
+    return json.dumps(rows[0], ensure_ascii=False, indent=2) + "\n"
+
+
+def _export_shared(root: Path, tmp: Path, manifest: dict, labels: list[str], scrub: list[str]) -> None:
+    """The blinded manifest (conditions as labels only), prompts and scoring scrubbed, and the README."""
+    blinded = {k: v for k, v in manifest.items() if k != "conditions"}
+    blinded["conditions"] = [{"label": label} for label in labels]
+    (tmp / layout.MANIFEST).write_text(yaml.safe_dump(_scrub(blinded, scrub), sort_keys=False), encoding="utf-8")
+    for sub in ("prompts", "scoring"):
+        for src in sorted((root / sub).glob("*")) if (root / sub).is_dir() else []:
+            if src.is_file():
+                (tmp / sub).mkdir(exist_ok=True)
+                (tmp / sub / src.name).write_text(_scrub(src.read_text(encoding="utf-8"), scrub),
+                                                  encoding="utf-8")
+    (tmp / "README.md").write_text(README.format(experiment=_scrub(str(manifest.get("experiment_id")), scrub),
+                                                 labels=", ".join(labels), mask=MASK), encoding="utf-8")
 
 
 def _leaks(folder: Path, ids: list[str]) -> str | None:

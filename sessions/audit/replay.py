@@ -161,6 +161,59 @@ def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[i
         emulator.close()
 
 
+def _start_decision(emulator, loaded: LoadedTrial, t: TraceLine, last: TraceLine | None, first: str) -> bool:
+    """The decision starts where the trace says; True when an episode ended and the start state was restored."""
+    if last is None and t.frame_sha256 != first:
+        raise Divergence(f"start state: first frame is {first}, the trace recorded {t.frame_sha256}")
+    if last is None or last.episode_end is None:
+        return False
+    emulator.restore(loaded.state)
+    again = frame_sha256(emulator.frame())
+    if again != t.frame_sha256:
+        raise Divergence(f"decision {t.decision_id}: episode {t.episode} restored to frame {again[:16]}…, the trace "
+                         f"recorded {t.frame_sha256[:16]}…")
+    return True
+
+
+def _battle_writes(emulator, reader: TrialReader, t: TraceLine) -> bool:
+    """A battle call's RAM writes, made before its presses; True when there were any."""
+    if t.battle is None or not t.battle.get("writes"):
+        return False
+    try:
+        writes = [(int(w["address"]), bytes(w["bytes"])) for w in t.battle["writes"]]
+    except (KeyError, TypeError, ValueError):
+        raise FormatProblem(f"{reader.where(layout.TRACE)}: decision {t.decision_id}: "
+                            f"malformed battle writes") from None
+    for address, data in writes:
+        emulator.write(address, data)
+    return True
+
+
+def _check_press(did: int, row: InputLine, step) -> None:
+    """A replayed press gives the recorded frame, pressed and captured at the recorded frames."""
+    if step.frame_sha256 != row.frame_sha256:
+        raise Divergence(f"decision {did}, action {row.index} ({row.action}): frame {step.frame_sha256[:16]}… "
+                         f"differs from the recorded {row.frame_sha256[:16]}… at frame {step.frame_index}")
+    press = step.press_frame if step.press_frame >= 0 else None
+    if (step.frame_index, press) != (row.capture_frame, row.press_frame):
+        raise Divergence(f"decision {did}, action {row.index} ({row.action}): pressed at frame {press} and "
+                         f"captured at {step.frame_index}, the record says {row.press_frame} and {row.capture_frame}")
+
+
+def _check_decision_end(t: TraceLine, failed: bool, ladder: Ladder, emulator) -> None:
+    """After its presses the decision's episode failure, milestones and frame are the recorded ones."""
+    did = t.decision_id
+    if t.episode_end == "failure" and not failed:
+        raise Divergence(f"decision {did}: the trace ends episode {t.episode} by its failure predicate, which "
+                         f"does not hold in the replay")
+    if ladder.reached != t.milestones_after:
+        raise Divergence(f"decision {did}: milestones {ladder.reached} differ from the recorded "
+                         f"{t.milestones_after}")
+    if t.result_frame_index != emulator.frame_index:
+        raise Divergence(f"decision {did}: ended at frame {emulator.frame_index}, the trace says "
+                         f"{t.result_frame_index}")
+
+
 def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None] | None = None) -> dict:
     reader, game, timing = loaded.reader, loaded.game, loaded.timing
     m = loaded.manifest
@@ -186,14 +239,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
     failed = False
     for t in reader.trace():
         did = t.decision_id
-        if last is None and t.frame_sha256 != first:
-            raise Divergence(f"start state: first frame is {first}, the trace recorded {t.frame_sha256}")
-        if last is not None and last.episode_end is not None:
-            emulator.restore(loaded.state)
-            again = frame_sha256(emulator.frame())
-            if again != t.frame_sha256:
-                raise Divergence(f"decision {did}: episode {t.episode} restored to frame {again[:16]}…, the trace "
-                                 f"recorded {t.frame_sha256[:16]}…")
+        if _start_decision(emulator, loaded, t, last, first):
             sample = probe(emulator.read_range)
             routes.progress()
         failed = False
@@ -201,13 +247,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
         if pending is not None and pending[0] == did:
             rows = pending[1]
             pending = next(groups, None)
-        if t.battle is not None and t.battle.get("writes"):  # a battle call's RAM writes, before its presses
-            try:
-                writes = [(int(w["address"]), bytes(w["bytes"])) for w in t.battle["writes"]]
-            except (KeyError, TypeError, ValueError):
-                raise FormatProblem(f"{reader.where(layout.TRACE)}: decision {did}: malformed battle writes") from None
-            for address, data in writes:
-                emulator.write(address, data)
+        if _battle_writes(emulator, reader, t):
             sample = probe(emulator.read_range)
         if len(rows) != t.accepted_actions:
             raise FormatProblem(f"{reader.where(layout.INPUTS)}: decision {did} accepted {t.accepted_actions} "
@@ -216,14 +256,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
             before = _position(game, sample)
             step = emulator.step(row.action, timing, probe)
             actions += 1
-            where = f"decision {did}, action {row.index} ({row.action})"
-            if step.frame_sha256 != row.frame_sha256:
-                raise Divergence(f"{where}: frame {step.frame_sha256[:16]}… differs from the recorded "
-                                 f"{row.frame_sha256[:16]}… at frame {step.frame_index}")
-            press = step.press_frame if step.press_frame >= 0 else None
-            if (step.frame_index, press) != (row.capture_frame, row.press_frame):
-                raise Divergence(f"{where}: pressed at frame {press} and captured at {step.frame_index}, the "
-                                 f"record says {row.press_frame} and {row.capture_frame}")
+            _check_press(did, row, step)
             for award in ladder.update(step.ram_before_last, step.ram_last, decision_id=did,
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256):
                 awards[award.id] = (did, step.frame_index, step.frame_sha256)
@@ -239,15 +272,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
             sample = step.ram_last
             if before is not None:
                 looped = routes.record(before, row.action, _position(game, sample), ladder.awards) or looped
-        if t.episode_end == "failure" and not failed:
-            raise Divergence(f"decision {did}: the trace ends episode {t.episode} by its failure predicate, which "
-                             f"does not hold in the replay")
-        if ladder.reached != t.milestones_after:
-            raise Divergence(f"decision {did}: milestones {ladder.reached} differ from the recorded "
-                             f"{t.milestones_after}")
-        if t.result_frame_index != emulator.frame_index:
-            raise Divergence(f"decision {did}: ended at frame {emulator.frame_index}, the trace says "
-                             f"{t.result_frame_index}")
+        _check_decision_end(t, failed, ladder, emulator)
         last = t
         if progress:
             progress(did)

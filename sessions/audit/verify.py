@@ -606,172 +606,276 @@ def _parser(model, rel: str, name: str):
     return parse_line
 
 
-def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Report, ctx: Context,
-                   result: TrialResult | None, trial_number: int | None = None):
-    """Walk the trace with the other streams in step; returns what the later checks need.
-    The hot loop of verify (one pass per decision, 100,000s of them): locals, no per-line
-    strings unless there is a problem."""
-    sha = hashlib.sha256
-    responses = _Hashed(reader.lines(layout.RESPONSES))
-    inputs = _Hashed(reader.lines(layout.INPUTS))
-    trace = _Hashed(reader.lines(layout.TRACE))
-    memory = _Peek(reader.lines(layout.MEMORY))
-    parse_trace = _parser(TraceLine, rel, layout.TRACE)
-    parse_response = _parser(ResponseLine, rel, layout.RESPONSES)
-    parse_input = _parser(InputLine, rel, layout.INPUTS)
-    tally = TraceTally()
-    facts: set[str] = set()
-    frames_seen: set[str] = set()
-    head = genesis_sha
+@dataclass(slots=True)
+class _Walk:
+    """One trial's streams walked in step with its trace, and what the walk has gathered so far.
+    Its fields are read as attributes once per decision (not per line) to keep the hot loop lean."""
+
+    rel: str
+    report: Report
+    ctx: Context
+    result: TrialResult | None
+    responses: _Hashed
+    inputs: _Hashed
+    trace: _Hashed
+    memory: _Peek
+    parse_response: object
+    parse_input: object
+    first_frame: str | None
+    episodes: object | None  # the manifest's episodes block
+    cap: int | None  # the manifest's agent.max_reply_bytes
+    awards: set[tuple[int, str]]
+    evidence: set[tuple[int, str]]  # frames a milestone or a met goal names: an input must capture each
+    head: str
+    tally: TraceTally = field(default_factory=TraceTally)
+    facts: set[str] = field(default_factory=set)
+    frames_seen: set[str] = field(default_factory=set)
+    award_frames: set[tuple[int, str]] = field(default_factory=set)
+    steps: list[Step] = field(default_factory=list)  # engine.battle.episodes: each decision's episode facts
+    clients: dict[str, int] = field(default_factory=dict)  # MCP sessions that decided -> the first decision of each
     prev: TraceLine | None = None
-    state = ctx.manifest.start_state() if ctx.manifest is not None else None
-    first_frame = state.first_frame_sha256 if state is not None else None
-    if ctx.manifest is not None and ctx.manifest.variants:
+    inputs_read: int = 0
+    last_capture: int = -1
+
+
+def _first_frame(ctx: Context, trial_number: int | None) -> str | None:
+    """The frame the agent sees first: the start state's, or a suite variant's own."""
+    if ctx.manifest is None:
+        return None
+    if ctx.manifest.variants:
         entry = _variant_entry(ctx.manifest, trial_number) if trial_number is not None else None
-        first_frame = entry.first_frame_sha256 if entry is not None else None
+        return entry.first_frame_sha256 if entry is not None else None
+    state = ctx.manifest.start_state()
+    return state.first_frame_sha256 if state is not None else None
+
+
+def _start_walk(reader: TrialReader, genesis_sha: str, rel: str, report: Report, ctx: Context,
+                result: TrialResult | None, trial_number: int | None) -> _Walk:
     awards = {(m.frame_index, m.frame_sha256) for m in result.milestones} if result else set()
     # a met goal's frame is evidence too: it must be one an input captured (checked with the goal)
     goal = result.goal if result is not None else None
     evidence = awards | ({(goal.frame_index, goal.frame_sha256)} if goal is not None and goal.met else set())
-    award_frames: set[tuple[int, str]] = set()
-    inputs_read = 0
-    last_capture = -1
-    response_ref = f"{layout.RESPONSES}#"
-    add = report.add
-    cap = ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None
-    episodes = ctx.manifest.episodes if ctx.manifest is not None else None
-    steps: list[Step] = []  # engine.battle.episodes: each decision's episode facts, for the result's episodes
-    clients: dict[str, int] = {}  # the MCP sessions that made decisions -> the first decision of each
-    for n, line in trace:
-        t = parse_trace(line, n)
-        if t.prev_sha256 != head:
-            add(f"{rel}/{layout.TRACE}:{n}: hash chain broken (prev_sha256 does not match the "
-                f"{'genesis' if n == 1 else f'line {n - 1}'})")
-        head = sha(line).hexdigest()
-        if t.decision_id != n:
-            add(f"{rel}/{layout.TRACE}:{n}: decision_id {t.decision_id}, expected {n}")
-        if n == 1 and result is not None and "prompt_core_sha256" in result.provenance \
-                and result.provenance["prompt_core_sha256"] != t.prompt_core_sha256:
-            add(f"{rel}/{layout.RESULT}: provenance.prompt_core_sha256 is not the first decision's "
-                f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
-        seen = first_frame
-        if prev is not None:
-            # after an episode's last decision the start state was restored: the agent sees its frame again
-            seen = first_frame if prev.episode_end is not None else prev.result_frame_sha256
-            if prev.termination_reason is not None:
-                add(f"{rel}/{layout.TRACE}:{n}: a decision after the one that ended the trial")
-            if t.milestones_before != prev.milestones_after:
-                add(f"{rel}/{layout.TRACE}:{n}: milestones_before differs from the previous decision's "
-                    f"milestones_after")
-        if seen is not None and t.frame_sha256 != seen:
-            add(f"{rel}/{layout.TRACE}:{n}: the agent saw frame {t.frame_sha256[:12]}…, but the previous "
-                f"decision left {seen[:12]}…")
-        if episodes is None and (t.episode is not None or t.episode_end is not None):
+    m = ctx.manifest
+    return _Walk(rel=rel, report=report, ctx=ctx, result=result,
+                 responses=_Hashed(reader.lines(layout.RESPONSES)), inputs=_Hashed(reader.lines(layout.INPUTS)),
+                 trace=_Hashed(reader.lines(layout.TRACE)), memory=_Peek(reader.lines(layout.MEMORY)),
+                 parse_response=_parser(ResponseLine, rel, layout.RESPONSES),
+                 parse_input=_parser(InputLine, rel, layout.INPUTS),
+                 first_frame=_first_frame(ctx, trial_number),
+                 episodes=m.episodes if m is not None else None,
+                 cap=m.agent.max_reply_bytes if m is not None else None,
+                 awards=awards, evidence=evidence, head=genesis_sha)
+
+
+def _check_chain(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """The hash chain, the numbering, and the first decision's prompt core against the provenance."""
+    add, rel = w.report.add, w.rel
+    if t.prev_sha256 != w.head:
+        add(f"{rel}/{layout.TRACE}:{n}: hash chain broken (prev_sha256 does not match the "
+            f"{'genesis' if n == 1 else f'line {n - 1}'})")
+    w.head = hashlib.sha256(line).hexdigest()
+    if t.decision_id != n:
+        add(f"{rel}/{layout.TRACE}:{n}: decision_id {t.decision_id}, expected {n}")
+    result = w.result
+    if n == 1 and result is not None and "prompt_core_sha256" in result.provenance \
+            and result.provenance["prompt_core_sha256"] != t.prompt_core_sha256:
+        add(f"{rel}/{layout.RESULT}: provenance.prompt_core_sha256 is not the first decision's "
+            f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
+
+
+def _check_continuity(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """A decision follows the one before it: no decision after the end, the same milestones, the same frame."""
+    add, rel, prev = w.report.add, w.rel, w.prev
+    seen = w.first_frame
+    if prev is not None:
+        # after an episode's last decision the start state was restored: the agent sees its frame again
+        seen = w.first_frame if prev.episode_end is not None else prev.result_frame_sha256
+        if prev.termination_reason is not None:
+            add(f"{rel}/{layout.TRACE}:{n}: a decision after the one that ended the trial")
+        if t.milestones_before != prev.milestones_after:
+            add(f"{rel}/{layout.TRACE}:{n}: milestones_before differs from the previous decision's "
+                f"milestones_after")
+    if seen is not None and t.frame_sha256 != seen:
+        add(f"{rel}/{layout.TRACE}:{n}: the agent saw frame {t.frame_sha256[:12]}…, but the previous "
+            f"decision left {seen[:12]}…")
+
+
+def _check_episode(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """Episode fields only in an episodic trial, numbered in turn within the budget."""
+    add, rel, episodes, prev = w.report.add, w.rel, w.episodes, w.prev
+    if episodes is None:
+        if t.episode is not None or t.episode_end is not None:
             add(f"{rel}/{layout.TRACE}:{n}: an episode field in a trial that is not episodic")
-        elif episodes is not None:
-            expected_episode = 1 if prev is None else prev.episode + (prev.episode_end is not None)
-            if t.episode != expected_episode or t.episode > episodes.budget:
-                add(f"{rel}/{layout.TRACE}:{n}: episode {t.episode}, expected {expected_episode} (budget "
-                    f"{episodes.budget})")
-            if t.episode_end is not None and t.termination_reason is None and t.episode >= episodes.budget:
-                add(f"{rel}/{layout.TRACE}:{n}: the last episode ended, yet the trial did not")
-            steps.append(Step(n, t.episode or 0, t.episode_end, tuple(t.memory_writes),
-                              t.battle.get("team") if t.battle is not None else None))
-        check_battle_line(ctx.manifest, t, f"{rel}/{layout.TRACE}:{n}", report)
-        frames_seen.add(t.frame_sha256)
-        frames_seen.add(t.result_frame_sha256)
-        if t.milestones_before != t.milestones_after and not set(t.milestones_before) <= set(t.milestones_after):
-            add(f"{rel}/{layout.TRACE}:{n}: a milestone was lost")
-        if t.raw_response_path != response_ref + str(n):
-            add(f"{rel}/{layout.TRACE}:{n}: raw_response_path {t.raw_response_path!r}, expected {response_ref}{n}")
-        # the response
-        item = next(responses, None)
+        return
+    expected_episode = 1 if prev is None else prev.episode + (prev.episode_end is not None)
+    if t.episode != expected_episode or t.episode > episodes.budget:
+        add(f"{rel}/{layout.TRACE}:{n}: episode {t.episode}, expected {expected_episode} (budget "
+            f"{episodes.budget})")
+    if t.episode_end is not None and t.termination_reason is None and t.episode >= episodes.budget:
+        add(f"{rel}/{layout.TRACE}:{n}: the last episode ended, yet the trial did not")
+    w.steps.append(Step(n, t.episode or 0, t.episode_end, tuple(t.memory_writes),
+                        t.battle.get("team") if t.battle is not None else None))
+
+
+def _check_line_fields(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """The battle facts, no milestone lost, and the response the line points at."""
+    add, rel = w.report.add, w.rel
+    check_battle_line(w.ctx.manifest, t, f"{rel}/{layout.TRACE}:{n}", w.report)
+    w.frames_seen.add(t.frame_sha256)
+    w.frames_seen.add(t.result_frame_sha256)
+    if t.milestones_before != t.milestones_after and not set(t.milestones_before) <= set(t.milestones_after):
+        add(f"{rel}/{layout.TRACE}:{n}: a milestone was lost")
+    response_ref = f"{layout.RESPONSES}#"
+    if t.raw_response_path != response_ref + str(n):
+        add(f"{rel}/{layout.TRACE}:{n}: raw_response_path {t.raw_response_path!r}, expected {response_ref}{n}")
+
+
+def _check_decision_response(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """The decision's response line: its bytes, its MCP session (one trial, one client), its content."""
+    add, rel = w.report.add, w.rel
+    item = next(w.responses, None)
+    if item is None:
+        add(f"{rel}/{layout.RESPONSES}: no response for decision {n}")
+        return
+    rn, rbytes = item
+    if hashlib.sha256(rbytes).hexdigest() != t.response_sha256:
+        add(f"{rel}/{layout.RESPONSES}:{rn}: differs from what decision {n} recorded")
+    parsed = w.parse_response(rbytes, rn)
+    clients = w.clients
+    for a in parsed.attempts:  # a tool server's call: the session that made it (one trial, one client)
+        if a.identity is not None and (made_by := a.identity.get("mcp_session_sha256")) is not None:
+            if made_by not in clients and len(clients) == 1:
+                add(f"{rel}/{layout.RESPONSES}:{rn}: decision {n} was made by another MCP session than "
+                    f"decision {clients[next(iter(clients))]}'s (one trial, one client)")
+            clients.setdefault(made_by, n)
+    cap = w.cap
+    _check_response(parsed, t, n, f"{rel}/{layout.RESPONSES}:{rn}", w.report,
+                    cap if cap is not None and len(rbytes) > cap else None)
+
+
+def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """The decision's input lines: their bytes, the presses the trace accepted, increasing capture
+    frames, milestone evidence frames, and the result frame. The per-press loop stays inline (hot)."""
+    add, rel = w.report.add, w.rel
+    accepted = t.accepted_actions
+    chunk = _take_inputs(w, n, accepted)
+    data = chunk[0][1] if len(chunk) == 1 else b"".join(b for _, b in chunk)
+    if hashlib.sha256(data).hexdigest() != t.inputs_sha256:
+        add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
+    # a shortcut's presses are its expansion (engine.loop.shortcuts), chosen press by press
+    expected = (t.shortcut["expansion"] if t.shortcut else t.parsed_actions)[:accepted]
+    parse_input, evidence, last_capture, inputs_read = w.parse_input, w.evidence, w.last_capture, w.inputs_read
+    for i, (k, b) in enumerate(chunk):
+        r = parse_input(b, k)
+        if r.action != (expected[i] if i < len(expected) else None) or r.decision_id != n or r.index != i:
+            add(f"{rel}/{layout.TRACE}:{n}: decision {n}: trace accepted {expected}, but {layout.INPUTS}:{k} "
+                f"has {r.action} (decision {r.decision_id}, index {r.index})")
+        if r.capture_frame <= last_capture:
+            add(f"{rel}/{layout.INPUTS}:{k}: capture frames do not increase")
+        last_capture = r.capture_frame
+        inputs_read += 1
+        if evidence and (r.capture_frame, r.frame_sha256) in evidence:
+            w.award_frames.add((r.capture_frame, r.frame_sha256))
+            w.tally.award_actions.setdefault((r.capture_frame, r.frame_sha256), inputs_read)
+    w.last_capture, w.inputs_read = last_capture, inputs_read
+    _check_result_frame(w, t, n, r if chunk else None)
+
+
+def _take_inputs(w: _Walk, n: int, accepted: int) -> list[tuple[int, bytes]]:
+    """The next `accepted` input lines (fewer when the log ends early: one problem)."""
+    inputs = w.inputs
+    chunk = []
+    for i in range(accepted):
+        item = next(inputs, None)
         if item is None:
-            add(f"{rel}/{layout.RESPONSES}: no response for decision {n}")
-        else:
-            rn, rbytes = item
-            if sha(rbytes).hexdigest() != t.response_sha256:
-                add(f"{rel}/{layout.RESPONSES}:{rn}: differs from what decision {n} recorded")
-            parsed = parse_response(rbytes, rn)
-            for a in parsed.attempts:  # a tool server's call: the session that made it (one trial, one client)
-                if a.identity is not None and (made_by := a.identity.get("mcp_session_sha256")) is not None:
-                    if made_by not in clients and len(clients) == 1:
-                        add(f"{rel}/{layout.RESPONSES}:{rn}: decision {n} was made by another MCP session than "
-                            f"decision {clients[next(iter(clients))]}'s (one trial, one client)")
-                    clients.setdefault(made_by, n)
-            _check_response(parsed, t, n, f"{rel}/{layout.RESPONSES}:{rn}", report,
-                            cap if cap is not None and len(rbytes) > cap else None)
-        # the inputs
-        accepted = t.accepted_actions
-        chunk = []
-        for i in range(accepted):
-            item = next(inputs, None)
-            if item is None:
-                add(f"{rel}/{layout.INPUTS}: decision {n} accepted {accepted} actions, the log ends after {i}")
-                break
-            chunk.append(item)
-        data = chunk[0][1] if len(chunk) == 1 else b"".join(b for _, b in chunk)
-        if sha(data).hexdigest() != t.inputs_sha256:
-            add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
-        # a shortcut's presses are its expansion (engine.loop.shortcuts), chosen press by press
-        expected = (t.shortcut["expansion"] if t.shortcut else t.parsed_actions)[:accepted]
-        for i, (k, b) in enumerate(chunk):
-            r = parse_input(b, k)
-            if r.action != (expected[i] if i < len(expected) else None) or r.decision_id != n or r.index != i:
-                add(f"{rel}/{layout.TRACE}:{n}: decision {n}: trace accepted {expected}, but {layout.INPUTS}:{k} "
-                    f"has {r.action} (decision {r.decision_id}, index {r.index})")
-            if r.capture_frame <= last_capture:
-                add(f"{rel}/{layout.INPUTS}:{k}: capture frames do not increase")
-            last_capture = r.capture_frame
-            inputs_read += 1
-            if evidence and (r.capture_frame, r.frame_sha256) in evidence:
-                award_frames.add((r.capture_frame, r.frame_sha256))
-                tally.award_actions.setdefault((r.capture_frame, r.frame_sha256), inputs_read)
-        if chunk:
-            if r.frame_sha256 != t.result_frame_sha256 or r.capture_frame != t.result_frame_index:
-                add(f"{rel}/{layout.TRACE}:{n}: result frame differs from the decision's last input")
-        elif t.result_frame_sha256 != t.frame_sha256:
-            add(f"{rel}/{layout.TRACE}:{n}: no action was pressed, yet the frame changed")
-        # the memory operations
-        mem = []
-        while (item := memory.peek()) is not None:
-            op = parse(MemoryOp, item[1], f"{rel}/{layout.MEMORY}:{item[0]}")
-            if op.decision_id != n:
-                if op.decision_id < n:
-                    add(f"{rel}/{layout.MEMORY}:{item[0]}: decision {op.decision_id} out of order")
-                    memory.take()
-                    continue
-                break
-            mem.append(item[1])
-            memory.take()
-            _check_memory_op(op, facts, f"{rel}/{layout.MEMORY}:{item[0]}", report)
-        if (sha(b"".join(mem)).hexdigest() if mem else EMPTY) != t.memory_sha256:
-            add(f"{rel}/{layout.MEMORY}: decision {n}'s memory operations differ from what it recorded")
-        for fid in t.memory_writes:
-            if fid is not None and fid not in facts:
-                add(f"{rel}/{layout.TRACE}:{n}: memory_writes names {fid}, which no memory operation created")
-        tally.add(t)
-        prev = t
-    for name, left in ((layout.RESPONSES, next(responses, None)), (layout.INPUTS, next(inputs, None)),
-                       (layout.MEMORY, memory.peek())):
-        if left is not None and result is None:  # a decision cut short by the interruption: recover cuts it
-            report.interrupted.append(f"{rel}/{name}:{left[0]}: lines after the last recorded decision (interrupted "
-                                      f"mid-decision; `oakwatch recover` cuts them)")
+            w.report.add(f"{w.rel}/{layout.INPUTS}: decision {n} accepted {accepted} actions, the log ends after {i}")
+            break
+        chunk.append(item)
+    return chunk
+
+
+def _check_result_frame(w: _Walk, t: TraceLine, n: int, last_input: InputLine | None) -> None:
+    """The decision left the frame its last press captured, or the one it saw when it pressed nothing."""
+    if last_input is not None:
+        if last_input.frame_sha256 != t.result_frame_sha256 or last_input.capture_frame != t.result_frame_index:
+            w.report.add(f"{w.rel}/{layout.TRACE}:{n}: result frame differs from the decision's last input")
+    elif t.result_frame_sha256 != t.frame_sha256:
+        w.report.add(f"{w.rel}/{layout.TRACE}:{n}: no action was pressed, yet the frame changed")
+
+
+def _check_decision_memory(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """The decision's memory operations: in order, each sound, their bytes, and every fact it wrote."""
+    add, rel, memory, facts = w.report.add, w.rel, w.memory, w.facts
+    mem = []
+    while (item := memory.peek()) is not None:
+        op = parse(MemoryOp, item[1], f"{rel}/{layout.MEMORY}:{item[0]}")
+        if op.decision_id != n:
+            if op.decision_id < n:
+                add(f"{rel}/{layout.MEMORY}:{item[0]}: decision {op.decision_id} out of order")
+                memory.take()
+                continue
+            break
+        mem.append(item[1])
+        memory.take()
+        _check_memory_op(op, facts, f"{rel}/{layout.MEMORY}:{item[0]}", w.report)
+    if (hashlib.sha256(b"".join(mem)).hexdigest() if mem else EMPTY) != t.memory_sha256:
+        add(f"{rel}/{layout.MEMORY}: decision {n}'s memory operations differ from what it recorded")
+    for fid in t.memory_writes:
+        if fid is not None and fid not in facts:
+            add(f"{rel}/{layout.TRACE}:{n}: memory_writes names {fid}, which no memory operation created")
+
+
+# Each decision's checks, in the order their problems are reported (messages and order are pinned by tests).
+DECISION_CHECKS = (_check_chain, _check_continuity, _check_episode, _check_line_fields,
+                   _check_decision_response, _check_decision_inputs, _check_decision_memory)
+
+
+def _check_leftovers(w: _Walk) -> None:
+    """Lines after the last decision: an interruption's (recover cuts them) or tampering."""
+    for name, left in ((layout.RESPONSES, next(w.responses, None)), (layout.INPUTS, next(w.inputs, None)),
+                       (layout.MEMORY, w.memory.peek())):
+        if left is not None and w.result is None:  # a decision cut short by the interruption: recover cuts it
+            w.report.interrupted.append(f"{w.rel}/{name}:{left[0]}: lines after the last recorded decision "
+                                        f"(interrupted mid-decision; `oakwatch recover` cuts them)")
         elif left is not None:
-            add(f"{rel}/{name}:{left[0]}: lines after the last recorded decision")
-    for name, stream in ((layout.TRACE, trace), (layout.RESPONSES, responses), (layout.INPUTS, inputs)):
+            w.report.add(f"{w.rel}/{name}:{left[0]}: lines after the last recorded decision")
+
+
+def _check_walk_end(w: _Walk) -> None:
+    """After the last decision: the streams' digests, the milestones' evidence, the result's episodes."""
+    rel, add, result = w.rel, w.report.add, w.result
+    for name, stream in ((layout.TRACE, w.trace), (layout.RESPONSES, w.responses), (layout.INPUTS, w.inputs)):
         if stream.digest is not None:
-            ctx.streamed[f"{rel}/{name}"] = stream.digest
-    if awards - award_frames:
+            w.ctx.streamed[f"{rel}/{name}"] = stream.digest
+    if w.awards - w.award_frames:
         add(f"{rel}/{layout.RESULT}: a milestone's evidence frame matches no input in {layout.INPUTS}")
     if result is not None and not result.recovered:
-        expected_episodes = episode_records(steps, result.termination_reason, result.outcome == "success") \
-            if episodes is not None else None
+        expected_episodes = episode_records(w.steps, result.termination_reason, result.outcome == "success") \
+            if w.episodes is not None else None
         if result.episodes != expected_episodes:
             add(f"{rel}/{layout.RESULT}: episodes differ from the episodes of {layout.TRACE}")
-    if first_frame is not None and prev is not None:  # stored once the state was restored
-        frames_seen.add(first_frame)
-    return facts, frames_seen, tally, prev, head
+    if w.first_frame is not None and w.prev is not None:  # stored once the state was restored
+        w.frames_seen.add(w.first_frame)
+
+
+def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Report, ctx: Context,
+                   result: TrialResult | None, trial_number: int | None = None):
+    """Walk the trace with the other streams in step; returns what the later checks need.
+    The hot loop of verify (one pass per decision, 100,000s of them): a few calls per decision,
+    none per press, no per-line strings unless there is a problem."""
+    w = _start_walk(reader, genesis_sha, rel, report, ctx, result, trial_number)
+    parse_trace = _parser(TraceLine, rel, layout.TRACE)
+    checks = DECISION_CHECKS
+    tally_add = w.tally.add
+    for n, line in w.trace:
+        t = parse_trace(line, n)
+        for check in checks:
+            check(w, t, n, line)
+        tally_add(t)
+        w.prev = t
+    _check_leftovers(w)
+    _check_walk_end(w)
+    return w.facts, w.frames_seen, w.tally, w.prev, w.head
 
 
 def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: Report,
@@ -903,85 +1007,136 @@ def _check_annotations(reader: TrialReader, genesis_sha: str, result: TrialResul
                        f"{result.chain.annotation_lines} sealed in result.json (one was added, removed or changed)")
 
 
+@dataclass(frozen=True, slots=True)
+class _ResultCase:
+    """What a trial's result.json is checked against: its genesis, its trace's tally and last decision."""
+
+    r: TrialResult
+    g: TrialGenesis
+    genesis_sha: str
+    head: str
+    tally: TraceTally
+    last: TraceLine | None
+    where: str
+    ctx: Context
+    report: Report
+
+
+def _check_result_seal(c: _ResultCase) -> None:
+    """The chain it was sealed with, and the trial it names."""
+    r, g, where, add, chain = c.r, c.g, c.where, c.report.add, c.r.chain
+    if chain.genesis_sha256 != c.genesis_sha:
+        add(f"{where}: chain.genesis_sha256 is not the hash of {layout.TRIAL}")
+    if chain.trace_head != c.head or chain.trace_lines != c.tally.decisions:
+        add(f"{where}: sealed {chain.trace_lines} decisions ending {chain.trace_head[:12]}…, but the trace has "
+            f"{c.tally.decisions} ending {c.head[:12]}… (the trace was cut or changed)")
+    if r.last_decision != c.tally.decisions:
+        add(f"{where}: last_decision {r.last_decision}, the trace has {c.tally.decisions}")
+    for name in ("trial_key", "position", "attempt", "experiment_id"):
+        if getattr(r, name) != getattr(g, name):
+            add(f"{where}: {name} differs from {layout.TRIAL}")
+    if (r.condition, r.trial) != (g.condition, g.trial):
+        add(f"{where}: condition or trial number differs from {layout.TRIAL}")
+
+
+def _check_result_ending(c: _ResultCase) -> None:
+    """The outcome follows from the termination reason, which the last decision recorded."""
+    r, where, add = c.r, c.where, c.report.add
+    if r.termination_reason not in ENDINGS:
+        add(f"{where}: unknown termination_reason {r.termination_reason!r}")
+        return
+    e = ending(r.termination_reason)
+    if r.outcome != e.outcome:
+        add(f"{where}: outcome {r.outcome} does not follow from termination_reason "
+            f"{r.termination_reason} ({e.outcome})")
+    if (r.outcome in VALID_OUTCOMES) != (r.invalid_cause is None):
+        add(f"{where}: invalid_cause {r.invalid_cause!r} does not fit outcome {r.outcome}")
+    recorded = c.last.termination_reason if c.last else None
+    # A trial whose evidence failed after its last decision ended it keeps that reason as detail.
+    if recorded is not None and recorded != r.termination_reason and not (
+            r.termination_reason in ("evidence-failure", "process-died") and r.termination_detail == recorded):
+        add(f"{where}: termination_reason {r.termination_reason}, but the last decision recorded "
+            f"{recorded}")
+    if e.at_decision and recorded != r.termination_reason:
+        add(f"{where}: {r.termination_reason} must be recorded by the decision that ended the trial, "
+            f"and the last decision records {recorded}")
+
+
+def _check_result_budgets(c: _ResultCase) -> None:
+    """A budget ending spent its budget; the final rung or the goal as the game defines them."""
+    r, where, add, tally, m = c.r, c.where, c.report.add, c.tally, c.ctx.manifest
+    if r.termination_reason not in ENDINGS:
+        return
+    if m is not None and r.termination_reason == "budget:accepted_actions" \
+            and tally.accepted_actions != m.budgets.accepted_actions:
+        add(f"{where}: ended on the action budget after {tally.accepted_actions} actions, the budget is "
+            f"{m.budgets.accepted_actions}")
+    if m is not None and r.termination_reason == "budget:model_decisions" \
+            and (m.budgets.model_decisions is None or tally.model_calls < m.budgets.model_decisions):
+        add(f"{where}: ended on the decision budget after {tally.model_calls} calls")
+    goal_id = m.game.goal if m is not None else None
+    if c.ctx.game is not None and goal_id is None:
+        _check_final(r, tally, where, c.ctx.game, c.report)
+    if m is not None:
+        _check_goal(r, tally, where, goal_id, c.ctx.game, c.report)
+
+
+def _check_result_telemetry(c: _ResultCase) -> None:
+    """Every telemetry figure is the one the trace gives."""
+    t = c.r.telemetry
+    if t is None:
+        return
+    from engine.loop.tally import LOOP_ONLY
+
+    recomputed = c.tally.telemetry().model_dump(exclude=set(LOOP_ONLY))
+    for name, actual in recomputed.items():
+        if getattr(t, name) != actual:
+            c.report.add(f"{c.where}: telemetry.{name} is {getattr(t, name)}, the trace gives {actual}")
+
+
+def _check_result_milestones(c: _ResultCase) -> None:
+    """The milestones reached, their awards and stamps, and the points they are worth."""
+    r, where, add, tally, game = c.r, c.where, c.report.add, c.tally, c.ctx.game
+    if r.milestones_reached != tally.milestones_reached:
+        add(f"{where}: milestones_reached {r.milestones_reached}, the trace reached "
+            f"{tally.milestones_reached}")
+    # A recovered trial lists no awards (their probe samples died with the process).
+    if [m.id for m in r.milestones] != r.milestones_reached and not (r.recovered and not r.milestones):
+        add(f"{where}: the milestone awards do not match milestones_reached")
+    for m in r.milestones:
+        if not 1 <= m.decision_id <= tally.decisions:
+            add(f"{where}: {m.id} awarded at decision {m.decision_id}, which was never recorded")
+    _check_active_stamps(r, where, c.report)
+    if game is not None:
+        points = sum(m.points for m in game.milestones if m.id in r.milestones_reached)
+    else:
+        points = sum(m.points for m in r.milestones)
+    if points != r.progress_points:
+        add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
+
+
+def _check_result_game_figures(c: _ResultCase) -> None:
+    """The ladder and path figures, against the game the trial played."""
+    game = c.ctx.game
+    if game is not None:
+        _check_ladder_figures(c.r, c.where, game, c.report)
+        _check_path_figures(c.r, c.tally, c.where, _trial_game(c.ctx, c.r.trial), c.g.rom_sha256, c.report)
+
+
+# A sealed result's checks, in the order their problems are reported.
+RESULT_CHECKS = (_check_result_seal, _check_result_ending, _check_result_budgets, _check_result_telemetry,
+                 _check_result_milestones, _check_result_game_figures)
+
+
 def _check_result(r: TrialResult, g: TrialGenesis, genesis_sha: str, head: str, tally: TraceTally,
                   last: TraceLine | None, rel: str, ctx: Context, report: Report) -> None:
     where = f"{rel}/{layout.RESULT}"
     if r.chain is None:
         report.add(f"{where}: no chain (not sealed by the recorder)")
         return
-    c = r.chain
-    if c.genesis_sha256 != genesis_sha:
-        report.add(f"{where}: chain.genesis_sha256 is not the hash of {layout.TRIAL}")
-    if c.trace_head != head or c.trace_lines != tally.decisions:
-        report.add(f"{where}: sealed {c.trace_lines} decisions ending {c.trace_head[:12]}…, but the trace has "
-                   f"{tally.decisions} ending {head[:12]}… (the trace was cut or changed)")
-    if r.last_decision != tally.decisions:
-        report.add(f"{where}: last_decision {r.last_decision}, the trace has {tally.decisions}")
-    for name in ("trial_key", "position", "attempt", "experiment_id"):
-        if getattr(r, name) != getattr(g, name):
-            report.add(f"{where}: {name} differs from {layout.TRIAL}")
-    if (r.condition, r.trial) != (g.condition, g.trial):
-        report.add(f"{where}: condition or trial number differs from {layout.TRIAL}")
-    # outcome and why
-    if r.termination_reason not in ENDINGS:
-        report.add(f"{where}: unknown termination_reason {r.termination_reason!r}")
-    else:
-        e = ending(r.termination_reason)
-        if r.outcome != e.outcome:
-            report.add(f"{where}: outcome {r.outcome} does not follow from termination_reason "
-                       f"{r.termination_reason} ({e.outcome})")
-        if (r.outcome in VALID_OUTCOMES) != (r.invalid_cause is None):
-            report.add(f"{where}: invalid_cause {r.invalid_cause!r} does not fit outcome {r.outcome}")
-        recorded = last.termination_reason if last else None
-        # A trial whose evidence failed after its last decision ended it keeps that reason as detail.
-        if recorded is not None and recorded != r.termination_reason and not (
-                r.termination_reason in ("evidence-failure", "process-died") and r.termination_detail == recorded):
-            report.add(f"{where}: termination_reason {r.termination_reason}, but the last decision recorded "
-                       f"{recorded}")
-        if e.at_decision and recorded != r.termination_reason:
-            report.add(f"{where}: {r.termination_reason} must be recorded by the decision that ended the trial, "
-                       f"and the last decision records {recorded}")
-        m = ctx.manifest
-        if m is not None and r.termination_reason == "budget:accepted_actions" \
-                and tally.accepted_actions != m.budgets.accepted_actions:
-            report.add(f"{where}: ended on the action budget after {tally.accepted_actions} actions, the budget is "
-                       f"{m.budgets.accepted_actions}")
-        if m is not None and r.termination_reason == "budget:model_decisions" \
-                and (m.budgets.model_decisions is None or tally.model_calls < m.budgets.model_decisions):
-            report.add(f"{where}: ended on the decision budget after {tally.model_calls} calls")
-        goal_id = m.game.goal if m is not None else None
-        if ctx.game is not None and goal_id is None:
-            _check_final(r, tally, where, ctx.game, report)
-        if m is not None:
-            _check_goal(r, tally, where, goal_id, ctx.game, report)
-    # figures
-    t = r.telemetry
-    if t is not None:
-        from engine.loop.tally import LOOP_ONLY
-
-        recomputed = tally.telemetry().model_dump(exclude=set(LOOP_ONLY))
-        for name, actual in recomputed.items():
-            if getattr(t, name) != actual:
-                report.add(f"{where}: telemetry.{name} is {getattr(t, name)}, the trace gives {actual}")
-    if r.milestones_reached != tally.milestones_reached:
-        report.add(f"{where}: milestones_reached {r.milestones_reached}, the trace reached "
-                   f"{tally.milestones_reached}")
-    # A recovered trial lists no awards (their probe samples died with the process).
-    if [m.id for m in r.milestones] != r.milestones_reached and not (r.recovered and not r.milestones):
-        report.add(f"{where}: the milestone awards do not match milestones_reached")
-    for m in r.milestones:
-        if not 1 <= m.decision_id <= tally.decisions:
-            report.add(f"{where}: {m.id} awarded at decision {m.decision_id}, which was never recorded")
-    _check_active_stamps(r, where, report)
-    if ctx.game is not None:
-        points = sum(m.points for m in ctx.game.milestones if m.id in r.milestones_reached)
-    else:
-        points = sum(m.points for m in r.milestones)
-    if points != r.progress_points:
-        report.add(f"{where}: progress_points {r.progress_points}, the milestones reached are worth {points}")
-    if ctx.game is not None:
-        _check_ladder_figures(r, where, ctx.game, report)
-        _check_path_figures(r, tally, where, _trial_game(ctx, r.trial), g.rom_sha256, report)
+    case = _ResultCase(r, g, genesis_sha, head, tally, last, where, ctx, report)
+    for check in RESULT_CHECKS:
+        check(case)
 
 
 def _check_active_stamps(r: TrialResult, where: str, report: Report) -> None:

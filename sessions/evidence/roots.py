@@ -362,14 +362,7 @@ def check(folder: Path) -> list[str]:
     """verify's checks of the layers against what was recorded outside them; one line per problem."""
     entries, problems = history(folder)
     seen: dict[str, list[Recorded]] = {}
-    latest: dict[str, Recorded] = {}
-    unblinded_at: dict[str, str] = {}
-    for n, e in entries:
-        for name, s in e.layers.items():
-            latest[name] = Recorded(s.lines, s.sha256, s.frozen, f"{layout.ROOTS_LOG}:{n}")
-        unblinded = e.parts.get(f"{layout.UNBLINDED}/{layout.SUMS}")
-        if unblinded:  # the latest line that lists it
-            unblinded_at = {f"{layout.ROOTS_LOG}:{n}": unblinded}
+    latest, unblinded_at = _logged(entries)
     for name, r in latest.items():
         seen.setdefault(name, []).append(r)
     summary, problem = _read_json(folder, UNBLINDED_SUMMARY)
@@ -382,21 +375,40 @@ def check(folder: Path) -> list[str]:
         line = _check_layer(folder, name, seen[name])
         if line:
             problems.append(line)
-    # unblinded/ is written once: every record of its sums must be the file there.
     now = parts(folder)
+    problems += _unblinded_problems(folder, report, unblinded_at, now)
+    if summary is not None:
+        problems += _check_since_unblinding(folder, summary, now)
+    return problems
+
+
+def _logged(entries) -> tuple[dict[str, Recorded], dict[str, str]]:
+    """From the roots log: each layer's latest recorded state, and the latest line's record of
+    unblinded/'s sums (where, digest)."""
+    latest: dict[str, Recorded] = {}
+    unblinded_at: dict[str, str] = {}
+    for n, e in entries:
+        for name, s in e.layers.items():
+            latest[name] = Recorded(s.lines, s.sha256, s.frozen, f"{layout.ROOTS_LOG}:{n}")
+        unblinded = e.parts.get(f"{layout.UNBLINDED}/{layout.SUMS}")
+        if unblinded:  # the latest line that lists it
+            unblinded_at = {f"{layout.ROOTS_LOG}:{n}": unblinded}
+    return latest, unblinded_at
+
+
+def _unblinded_problems(folder: Path, report: dict | None, unblinded_at: dict[str, str],
+                        now: dict[str, str]) -> list[str]:
+    """unblinded/ is written once: every record of its sums (the log's, the report's) must be the file there."""
     key = f"{layout.UNBLINDED}/{layout.SUMS}"
     if report is not None and key in _cited_parts(report):
         unblinded_at[REPORT_JSON] = _cited_parts(report)[key]
     if unblinded_at and not (folder / layout.UNBLINDED).exists():
-        problems.append(f"{layout.UNBLINDED}: gone, yet {', '.join(unblinded_at)} recorded it")
-    else:
-        wrong = [src for src, digest in unblinded_at.items() if now.get(key) != digest]
-        if wrong:
-            problems.append(f"{key}: not the one `oakwatch unblind` wrote ({', '.join(wrong)} recorded "
-                            f"{unblinded_at[wrong[0]][:12]}…)")
-    if summary is not None:
-        problems += _check_since_unblinding(folder, summary, now)
-    return problems
+        return [f"{layout.UNBLINDED}: gone, yet {', '.join(unblinded_at)} recorded it"]
+    wrong = [src for src, digest in unblinded_at.items() if now.get(key) != digest]
+    if wrong:
+        return [f"{key}: not the one `oakwatch unblind` wrote ({', '.join(wrong)} recorded "
+                f"{unblinded_at[wrong[0]][:12]}…)"]
+    return []
 
 
 def _check_since_unblinding(folder: Path, summary: dict, now: dict[str, str]) -> list[str]:
@@ -417,15 +429,28 @@ def _check_since_unblinding(folder: Path, summary: dict, now: dict[str, str]) ->
 
 # -- what --expect-root says ------------------------------------------------------------------------
 
-def _published(folder: Path, expected: str, now: dict[str, str]) -> tuple[dict[str, str], str, bool] | None:
+Found = tuple[dict[str, str], str, bool]
+
+
+def _published(folder: Path, expected: str, now: dict[str, str]) -> Found | None:
     """The parts the published root was made of, where they are recorded, and whether it is the
     evidence's own root (the SHA-256 of SHA256SUMS, printed by oakwatch before roots covered layers)."""
     entries, _ = history(folder)
     for n, e in reversed(entries):
         if e.root == expected:
             return e.parts, f"the root {layout.ROOTS_LOG}:{n} recorded at {e.timestamp_utc}, after {e.cause}", False
-    # What unblind or a report was computed from, with any part written after it as it is now (the
-    # root printed after unblinding covers unblinded/ too).
+    found = _cited_root(folder, expected, now)
+    if found is not None:
+        return found
+    if now.get(layout.SUMS) == expected or any(e.parts.get(layout.SUMS) == expected for _, e in entries):
+        return ({layout.SUMS: expected}, "the evidence's own root (the SHA-256 of SHA256SUMS alone, as oakwatch "
+                                         "printed it before roots covered the layers)", True)
+    return _earlier_root(expected, now)
+
+
+def _cited_root(folder: Path, expected: str, now: dict[str, str]) -> Found | None:
+    """What unblind or a report was computed from, with any part written after it as it is now (the
+    root printed after unblinding covers unblinded/ too)."""
     for rel in (UNBLINDED_SUMMARY, REPORT_JSON):
         listed = _cited_parts(_read_json(folder, rel)[0])
         later = sorted(set(now) - set(listed))
@@ -435,17 +460,20 @@ def _published(folder: Path, expected: str, now: dict[str, str]) -> tuple[dict[s
                 if root_of(candidate) == expected:
                     also = f", with {', '.join(part_name(p) for p in extra)} as it is now" if extra else ""
                     return candidate, f"the root of what {rel} was computed from{also}", False
-    if now.get(layout.SUMS) == expected or any(e.parts.get(layout.SUMS) == expected for _, e in entries):
-        return ({layout.SUMS: expected}, "the evidence's own root (the SHA-256 of SHA256SUMS alone, as oakwatch "
-                                         "printed it before roots covered the layers)", True)
+    return None
+
+
+def _earlier_root(expected: str, now: dict[str, str]) -> Found | None:
+    """The root of the folder as it was before some of its parts were written (largest subsets first)."""
     names = sorted(now)
-    if len(names) <= MAX_SUBSET_PARTS:
-        for size in range(len(names) - 1, 0, -1):
-            for subset in itertools.combinations(names, size):
-                listed = {p: now[p] for p in subset}
-                if root_of(listed) == expected:
-                    later = ", ".join(part_name(p) for p in names if p not in listed)
-                    return listed, f"the root of this folder without {later} (printed before they were written)", False
+    if len(names) > MAX_SUBSET_PARTS:
+        return None
+    for size in range(len(names) - 1, 0, -1):
+        for subset in itertools.combinations(names, size):
+            listed = {p: now[p] for p in subset}
+            if root_of(listed) == expected:
+                later = ", ".join(part_name(p) for p in names if p not in listed)
+                return listed, f"the root of this folder without {later} (printed before they were written)", False
     return None
 
 

@@ -249,6 +249,21 @@ def client_report(text: str) -> dict:
     """The client's own account of the run: Claude Code's JSON result object, or Codex's JSON event
     lines. Whatever it did not say is None."""
     report = {"usage": None, "total_cost_usd": None, "num_turns": None, "session_id": None}
+    for item in _json_objects(text):
+        if "total_cost_usd" in item or item.get("type") == "result":  # Claude Code
+            _claude_result(report, item)
+        elif item.get("type") == "turn.completed" and isinstance(item.get("usage"), dict):  # Codex, per turn
+            turn = _tokens(item["usage"])
+            total = report["usage"] or {}
+            report["usage"] = {k: _add(total.get(k), v) if total else v for k, v in turn.items()}
+            report["num_turns"] = (report["num_turns"] or 0) + 1
+        elif item.get("type") == "thread.started" and item.get("thread_id"):
+            report["session_id"] = str(item["thread_id"])
+    return report
+
+
+def _json_objects(text: str) -> list[dict]:
+    """The JSON objects of the client's output: the whole text as one, else each line that is one."""
     objects = []
     try:
         whole = json.loads(text)
@@ -261,21 +276,16 @@ def client_report(text: str) -> dict:
                 continue
             if isinstance(item, dict):
                 objects.append(item)
-    for item in objects:
-        if "total_cost_usd" in item or item.get("type") == "result":  # Claude Code
-            usage = item.get("usage")
-            report["usage"] = _tokens(usage) if isinstance(usage, dict) else None
-            report["total_cost_usd"] = _number(item.get("total_cost_usd"))
-            report["num_turns"] = item.get("num_turns") if isinstance(item.get("num_turns"), int) else None
-            report["session_id"] = str(item["session_id"]) if item.get("session_id") else None
-        elif item.get("type") == "turn.completed" and isinstance(item.get("usage"), dict):  # Codex, per turn
-            turn = _tokens(item["usage"])
-            total = report["usage"] or {}
-            report["usage"] = {k: _add(total.get(k), v) if total else v for k, v in turn.items()}
-            report["num_turns"] = (report["num_turns"] or 0) + 1
-        elif item.get("type") == "thread.started" and item.get("thread_id"):
-            report["session_id"] = str(item["thread_id"])
-    return report
+    return objects
+
+
+def _claude_result(report: dict, item: dict) -> None:
+    """Claude Code's result object: its usage, cost, turns and session, each None when not said."""
+    usage = item.get("usage")
+    report["usage"] = _tokens(usage) if isinstance(usage, dict) else None
+    report["total_cost_usd"] = _number(item.get("total_cost_usd"))
+    report["num_turns"] = item.get("num_turns") if isinstance(item.get("num_turns"), int) else None
+    report["session_id"] = str(item["session_id"]) if item.get("session_id") else None
 
 
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",

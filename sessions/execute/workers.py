@@ -274,40 +274,49 @@ class _Driver:
         pending = deque(r.positions)
         while True:
             self._check_stops()
-            while self.stop_request is None and r.stop_reason is None and pending \
-                    and len(self.running) < r.workers:
-                position = pending[0]
-                if self.folder.block_of(position)[0] in self.voided:
-                    pending.popleft()
-                    continue
-                if self._human(position):
-                    if self.running:
-                        break  # a human plays alone, in the driver
-                    pending.popleft()
-                    result = await r._run_slot(position)
-                    self._after(result)
-                    self._void_ready()
-                    self._check_stops()
-                    continue
-                pending.popleft()
-                self.start(position)
+            await self._fill(pending)
             if not self.running:
                 if self.stop_request is not None or r.stop_reason is not None or not pending:
                     break
                 continue
-            handles = [w.handle for w in self.running.values()]
-            ready = await asyncio.to_thread(self.pool.wait, handles, 0.2)
-            for w in list(self.running.values()):
-                if id(w.handle) in ready:
-                    self._drain(w)
-                if w.result is not None or not w.handle.alive():
-                    self._drain(w)
-                    w.handle.join(5 if w.result is not None else 0.5)
-                    self._drain(w)
-                    if w.handle.alive() and w.result is None:
-                        continue
-                    self._ended(w)
+            await self._reap()
             self._void_ready()
+
+    async def _fill(self, pending: deque) -> None:
+        """Start pending positions while workers are free and nothing stops the run; skip voided blocks;
+        play a human's position here, alone, once no worker runs."""
+        r = self.r
+        while self.stop_request is None and r.stop_reason is None and pending and len(self.running) < r.workers:
+            position = pending[0]
+            if self.folder.block_of(position)[0] in self.voided:
+                pending.popleft()
+                continue
+            if self._human(position):
+                if self.running:
+                    return  # a human plays alone, in the driver
+                pending.popleft()
+                result = await r._run_slot(position)
+                self._after(result)
+                self._void_ready()
+                self._check_stops()
+                continue
+            pending.popleft()
+            self.start(position)
+
+    async def _reap(self) -> None:
+        """Wait briefly for the workers; drain what they sent, and end each one that finished or died."""
+        handles = [w.handle for w in self.running.values()]
+        ready = await asyncio.to_thread(self.pool.wait, handles, 0.2)
+        for w in list(self.running.values()):
+            if id(w.handle) in ready:
+                self._drain(w)
+            if w.result is not None or not w.handle.alive():
+                self._drain(w)
+                w.handle.join(5 if w.result is not None else 0.5)
+                self._drain(w)
+                if w.handle.alive() and w.result is None:
+                    continue
+                self._ended(w)
 
     def _human(self, position: int) -> bool:
         from sessions.execute.trial_factory import parse_key

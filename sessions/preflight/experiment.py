@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import platform
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
@@ -46,8 +46,11 @@ class Keys:
         return f"Keys({len(self._keys)} condition(s), values hidden)"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prepared:
+    """Everything preflight read, checked and hashed, once; frozen so no later step changes it (a resumed
+    run takes a new value with the folder's own labels, schedule and prompt)."""
+
     manifest: Manifest
     manifest_path: Path
     rom_path: Path
@@ -136,264 +139,410 @@ def sha256_file(path: Path, what: str, max_bytes: int | None = None) -> tuple[by
     return data, hashlib.sha256(data).hexdigest()
 
 
+@dataclass(frozen=True)
+class _Refs:
+    """Where a manifest's values came from, for messages: `at(field)` cites the field, `where(field, ref)`
+    turns one of its file references into a path."""
+    manifest_path: Path
+    origin: object = None
+
+    @property
+    def shown(self) -> str:
+        return self.origin.name if self.origin is not None else str(self.manifest_path)
+
+    def at(self, field: str) -> str:
+        """`MANIFEST:LINE: field` for a value that parsed but cannot be used."""
+        from sessions.preflight.yamlfile import field_line
+
+        if self.origin is not None:
+            return self.origin.at(field)
+        line = field_line(self.manifest_path, field)
+        return f"{self.manifest_path}:{line}: {field}" if line else f"{self.manifest_path}: {field}"
+
+    def where(self, field: str, ref: str) -> Path:
+        """A manifest's file reference as a path; a path the OS cannot take is refused here."""
+        try:
+            return resolve(ref, self.manifest_path.parent)
+        except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, `~nosuchuser/...`
+            raise PreflightError(f"{self.at(field)}: cannot use path {ref} ({exc})") from None
+
+
+@dataclass(frozen=True)
+class _Emulator:
+    """The backend the manifest names, as installed, and the start state listed for it."""
+    chosen: object
+    installed: str
+    entry: object  # the manifest's start-state entry for this backend
+    state_field: str
+    config_sha256: str
+
+
+@dataclass
+class _ConditionInputs:
+    """What each condition's policy reads before the run: scripts, notes, recordings, keys, prices."""
+    scripts: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, dict[int, dict]] = field(default_factory=dict)
+    replay_dirs: dict[str, Path] = field(default_factory=dict)
+    recordings: dict[str, list[list[str]]] = field(default_factory=dict)
+    keys: dict[str, str | None] = field(default_factory=dict)
+    prices: dict[str, object] = field(default_factory=dict)
+    schedules: dict[str, bytes] = field(default_factory=dict)
+
+
 def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: bool = False,
             origin=None, allow_mcp: bool = False) -> Prepared:
     """Every check first, nothing written; each refusal is one printable line (user text escaped).
     `origin`: for a manifest oakwatch built from the command line (app.commands.model_run.Origin), where the
     user set each field (`origin.at(field)`: an option or a line of their own file) and what to call
-    the manifest (`origin.name`), so no message cites the temporary copy."""
-    from engine.games.controls import check_controls
-    from engine.loop.script import parse_script
+    the manifest (`origin.name`), so no message cites the temporary copy.
+    The steps run in this order because it is the order refusals are reported in."""
     from engine.text import printable
-    from sessions.evidence.reader import FormatProblem, TrialReader
-    from sessions.preflight.romcheck import RomCheckError, probe_start_state
-    from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
-    from sessions.preflight.yamlfile import field_line
 
     try:
-        try:
-            manifest_path = (manifest_path or DEFAULT_MANIFEST).resolve()
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise PreflightError(f"cannot read manifest: {manifest_path} ({exc})") from None
-        try:
-            manifest = load_manifest(manifest_path)
-        except ManifestError as exc:
-            raise PreflightError(str(exc)) from None
-        base = manifest_path.parent
-        g, emu = manifest.game, manifest.emulator
-        shown = origin.name if origin is not None else str(manifest_path)
-
-        def at(field: str) -> str:
-            """`MANIFEST:LINE: field` for a value that parsed but cannot be used."""
-            if origin is not None:
-                return origin.at(field)
-            line = field_line(manifest_path, field)
-            return f"{manifest_path}:{line}: {field}" if line else f"{manifest_path}: {field}"
-
-        def where(field: str, ref: str) -> Path:
-            """A manifest's file reference as a path; a path the OS cannot take is refused here."""
-            try:
-                return resolve(ref, base)
-            except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, `~nosuchuser/...`
-                raise PreflightError(f"{at(field)}: cannot use path {ref} ({exc})") from None
-
-        try:
-            exists = output is not None and output.exists()
-        except (OSError, ValueError) as exc:
-            raise PreflightError(f"cannot use output folder {output} ({exc})") from None
-        if exists:
-            raise PreflightError(f"output folder already exists: {output} (choose a new one)")
-
-        chosen = BACKENDS[emu.name]
-        installed = chosen.version()
-        if installed is None:
-            raise PreflightError(chosen.missing_message())
-        if emu.version is not None and emu.version != installed:
-            raise PreflightError(f"{at('emulator.version')}: pins {emu.name} {emu.version}, "
-                                 f"but {installed} is installed (save states depend on the version)")
-        entry = manifest.start_state()
-        if entry is None:
-            _refuse_wrong_platform(chosen, where("game.definition", g.definition), at)
-            raise PreflightError(f"{at('emulator.name')}: no start state for {emu.name} in game.start_states "
-                                 f"(it lists one for: {', '.join(g.start_states)}); make one with "
-                                 f"`oakwatch make-state ROM --emulator {emu.name} --frames N --output FILE`")
-        state_field = f"game.start_states.{emu.name}"
-        if entry.emulator_version != installed:
-            raise PreflightError(f"{at(state_field + '.emulator_version')}: the {emu.name} start state was made by "
-                                 f"{emu.name} {entry.emulator_version}, but {installed} is installed (a state "
-                                 f"loads only in the version that made it): make it again with oakwatch make-state")
-        pinned = emu.model_copy(update={"version": installed})
-        computed = pinned.config_hash()
-        if emu.config_sha256 is not None and emu.config_sha256 != computed:
-            raise PreflightError(f"{at('emulator.config_sha256')}: does not match the emulator "
-                                 f"settings (computed {computed})")
-
-        rom_path = where("game.rom", g.rom)
-        rom, rom_sha = sha256_file(rom_path, "ROM")
-        if rom_sha != g.rom_sha256:
-            raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, but the manifest's game.rom_sha256 "
-                                 f"is {g.rom_sha256}: refusing a different ROM")
-        state_path = where(f"{state_field}.state", entry.state)
-        state, state_sha = sha256_file(state_path, "initial state")
-        if state_sha != entry.sha256:
-            raise PreflightError(f"initial state {state_path} has SHA-256 {state_sha}, but the manifest's "
-                                 f"{state_field}.sha256 is {entry.sha256}")
-
-        game_path = where("game.definition", g.definition)
-        try:
-            game = load_game_definition(game_path)
-        except GameDefinitionError as exc:
-            raise PreflightError(str(exc)) from None
-        if game.rom_sha256 is not None and game.rom_sha256 != g.rom_sha256:
-            raise PreflightError(f"game definition {game_path} is for ROM {game.rom_sha256}, "
-                                 f"not the manifest's {g.rom_sha256}")
-        # an episode's failure test on a field the game does not probe would fail mid-trial: refuse it here
-        unknown = sorted({t.field for t in (manifest.episodes.failure or [])} - set(game.fields) - set(game.pointers)) \
-            if manifest.episodes is not None else []
-        if unknown:
-            raise PreflightError(f"{at('episodes.failure')}: {', '.join(unknown)} is not a field of {game_path}")
-        track = manifest.agent.information_track
-        if track != "visual" and getattr(game.tracks, track) is None:
-            raise PreflightError(f"{at('agent.information_track')}: {track}, but game definition {game_path} "
-                                 f"declares no {track} track (tracks.{track})")
-        lacking = [s for s in manifest.agent.shortcuts if s not in game.shortcuts]
-        if lacking:
-            raise PreflightError(f"{at('agent.shortcuts')}: {', '.join(lacking)} is not a shortcut game definition "
-                                 f"{game_path} defines (it defines: {', '.join(game.shortcuts) or 'none'})")
-        for name in manifest.agent.shortcuts:
-            stray = sorted({b for step in game.shortcuts[name].steps for b in step.buttons()}
-                           - set(manifest.agent.allowed_actions))
-            if stray:
-                raise PreflightError(f"{at('agent.shortcuts')}: {name} presses {', '.join(stray)}, which "
-                                     f"agent.allowed_actions lacks")
-        if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle.battle)
-            from engine.battle.battle import settings_problem
-
-            if problem := settings_problem(manifest.battle, game.battle, f"game definition {game_path}"):
-                raise PreflightError(f"{at('battle')}: {problem}")
-        try:
-            rom_identity = identify(rom, game, force=g.allow_unidentified_rom, source=f"ROM {rom_path}")
-        except RomIdentityError as exc:
-            raise PreflightError(str(exc)) from None
-        if not chosen.runs(game.platform):
-            raise PreflightError(_platform_message(chosen, game.platform, game_path, at))
-        size = chosen.frame_size(game.platform)
-        if (emu.frame_width, emu.frame_height) != size:
-            raise PreflightError(f"{at('emulator.frame_width')}: frame width and height must be {size[0]}x{size[1]} "
-                                 f"for {game.platform} on {emu.name} (the manifest says "
-                                 f"{emu.frame_width}x{emu.frame_height})")
-
-        scripts: dict[str, list[str]] = {}
-        notes: dict[str, dict[int, dict]] = {}
-        replay_dirs: dict[str, Path] = {}
-        recordings: dict[str, list[list[str]]] = {}
-        keys: dict[str, str | None] = {}
-        prices: dict[str, object] = {}
-        schedules: dict[str, bytes] = {}
-        for i, c in enumerate(manifest.conditions):
-            if c.policy == "scripted":
-                script_path = where(f"conditions.{i}.script", c.script)
-                try:
-                    try:
-                        raw = read_input(script_path, what="input script", max_bytes=MAX_TEXT_BYTES)
-                    except InputFileError as exc:
-                        raise ScriptError(f"{script_path}: cannot read input script ({exc.reason})") from None
-                    scripts[c.id] = parse_script(raw, str(script_path))
-                    if c.script_notes is not None:
-                        notes[c.id] = load_notes(where(f"conditions.{i}.script_notes", c.script_notes))
-                except (ScriptError, NotesError) as exc:
-                    raise PreflightError(f"condition {c.id}: {exc}") from None
-            elif c.policy == "replay":
-                trial_dir = where(f"conditions.{i}.replay_trace", c.replay_trace)
-                if not (trial_dir / "responses.jsonl").is_file():
-                    raise PreflightError(f"{at(f'conditions.{i}.replay_trace')}: {trial_dir} is not a recorded "
-                                         f"trial (no responses.jsonl)")
-                try:  # read (and check) the recording now, not when the trial starts
-                    recordings[c.id] = TrialReader(trial_dir).recorded_attempts()
-                except (FormatProblem, OSError) as exc:
-                    raise PreflightError(f"condition {c.id}: replay_trace: {exc}") from None
-                replay_dirs[c.id] = trial_dir
-            elif c.policy == "human" and not allow_human:
-                raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
-            elif c.policy in ("mcp", "cli"):  # an agent on oakwatch's tool server (sessions.preflight.tool_conditions)
-                from sessions.preflight.tool_conditions import ToolConditionError, check_tool_condition
-
-                try:
-                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game, base=base,
-                                         protected=out_of_reach(manifest_path, rom_path, state_path, game_path,
-                                                                output))
-                except ToolConditionError as exc:
-                    raise PreflightError(f"{at(exc.field) if exc.field else f'condition {c.id}'}: {exc}") from None
-            elif c.policy == "model":
-                keys[c.id], prices[c.id] = _model_inputs(c, i, manifest, where, at, built=origin is not None,
-                                                         schedules=schedules)
-
-        variants = []
-        if manifest.variants:
-            from sessions.variants.suites import SuiteError, prepare_variants
-
-            try:
-                variants = prepare_variants(manifest, rom, game, emu.name)
-            except SuiteError as exc:
-                raise PreflightError(f"{shown}: {exc}") from None
-            for v, entry in zip(variants, manifest.variants, strict=True):
-                if entry.rom_sha256 is not None and entry.rom_sha256 != v.rom_sha256:
-                    raise PreflightError(f"{at(f'variants.{v.index}.rom_sha256')}: the seed makes ROM {v.rom_sha256}")
-        labels = blind_labels([c.id for c in manifest.conditions], manifest.trials.blinding_seed)
-        try:
-            schedule = trial_order(sorted(labels.values()), manifest.trials_per_label(), manifest.trials.order)
-        except ValueError as exc:
-            raise PreflightError(f"{at('trials.order')}: {str(exc).removeprefix('trials.order ')}") from None
-
-        # Last, being the slow check (~1 s): boot the ROM, restore and run the state, read the
-        # game's fields, all in a child process, so a cartridge or state PyBoy cannot run is
-        # refused here rather than after the folder exists.
-        try:
-            first_frame, start_sample = probe_start_state(
-                rom_path, rom, state, game, entry.first_frame_sha256, state_path=state_path, game_path=game_path,
-                emulator=emu.name, first_frame_field=f"{state_field}.first_frame_sha256")
-        except RomCheckError as exc:
-            raise PreflightError(str(exc)) from None
-        # The frozen controls (seed 000) against the state every trial starts from.
-        controls, mismatches = check_controls(
-            game, {"starter": g.starter, "text_speed": g.text_speed, "battle_style": g.battle_style}, start_sample)
-        if mismatches:
-            first_problem = mismatches[0]
-            raise PreflightError(f"{at('game.' + first_problem.control)}: {first_problem.message} "
-                                 f"(initial state {state_path})")
-        if g.goal is not None:  # seed 001's goal benchmark (engine.games.goals)
-            from engine.games.goals import room_problems
-
-            if g.goal not in game.goals:
-                raise PreflightError(f"{at('game.goal')}: game definition {game_path} defines no goal {g.goal!r} "
-                                     f"(its goals: {', '.join(sorted(game.goals)) or 'none'})")
-            if room := room_problems(game.goals[g.goal], start_sample):
-                raise PreflightError(f"{at('game.goal')}: the start state leaves goal {g.goal} no room: "
-                                     f"{'; '.join(room)} (initial state {state_path})")
-
-        instruction = instruction_for(manifest, game)
-        if instruction is None:
-            raise PreflightError(f"{at('agent.instruction')}: say what the agent is asked to do (game definition "
-                                 f"{game_path} gives no instruction)")
-        if hidden := game.hidden_in(instruction):
-            raise PreflightError(f"{at('agent.instruction')}: names hidden state ({', '.join(hidden)}): say the "
-                                 "objective as the player sees it")
-
-        frozen = manifest.model_copy(deep=True)
-        frozen.agent.instruction = instruction  # the frozen manifest names what every agent was told
-        frozen.emulator.version = installed  # the frozen manifest records the version that ran
-        frozen.emulator.config_sha256 = computed
-        # The frozen copy lives elsewhere: anchor relative file references to absolute paths.
-        for section, key in [(frozen.game, "rom"), (frozen.game, "definition"),
-                             *[(s, "state") for s in frozen.game.start_states.values()],
-                             *[(c, k) for c in frozen.conditions for k in ("script", "script_notes", "replay_trace")]]:
-            ref = getattr(section, key)
-            if ref is not None and not ref.startswith(BUNDLED_PREFIX):
-                try:
-                    setattr(section, key, str(resolve(ref, base).resolve()))
-                except (OSError, ValueError, RuntimeError) as exc:
-                    raise PreflightError(f"{shown}: cannot use path {ref} ({exc})") from None
-        if variants:
-            from sessions.preflight.manifest import VariantEntry
-            from sessions.variants.suites import frozen_entries
-
-            frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
-        for c in frozen.conditions:  # the client that will play is the one the run records
-            if c.policy == "cli":
-                from sessions.preflight.tool_conditions import client_reads, client_version
-
-                c.client_version = client_version(c)
-                if c.client_reads is not None:
-                    c.client_reads = [str(p) for p in client_reads(c, base)]
-        if frozen.created_utc is None:
-            frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        system_prompt = system_prompt_for(frozen)
+        manifest_path, manifest = _read_manifest(manifest_path)
+        refs = _Refs(manifest_path, origin)
+        _check_output(output)
+        emu = _check_emulator(manifest, refs)
+        rom_path, rom, state_path, state = _read_rom_and_state(manifest, emu, refs)
+        game_path, game = _read_game(manifest, refs)
+        _check_game_fits(manifest, game, game_path, refs)
+        rom_identity = _identify_rom(manifest, rom, rom_path, game)
+        _check_platform(manifest, emu, game, game_path, refs)
+        inputs = _condition_inputs(manifest, game, refs, allow_human=allow_human, allow_mcp=allow_mcp,
+                                   protected=out_of_reach(manifest_path, rom_path, state_path, game_path, output))
+        variants = _variants(manifest, rom, game, refs)
+        labels, schedule = _blind_and_schedule(manifest, refs)
+        first_frame, start_sample = _probe(manifest, emu, rom_path, rom, state_path, state, game, game_path)
+        controls = _check_controls(manifest, game, start_sample, state_path, refs)
+        _check_goal(manifest, game, game_path, start_sample, state_path, refs)
+        instruction = _instruction(manifest, game, game_path, refs)
+        frozen = _freeze(manifest, instruction, emu, variants, refs)
         return Prepared(frozen, manifest_path, rom_path, state, game, game_path, labels, schedule,
-                        scripts, notes, replay_dirs, first_frame, recordings, rom, prices, Keys(keys),
-                        system_prompt, rom_identity, variants=variants, start_sample=start_sample,
-                        controls=controls, price_schedules=schedules)
+                        inputs.scripts, inputs.notes, inputs.replay_dirs, first_frame, inputs.recordings, rom,
+                        inputs.prices, Keys(inputs.keys), system_prompt_for(frozen), rom_identity,
+                        variants=variants, start_sample=start_sample, controls=controls,
+                        price_schedules=inputs.schedules)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
+
+
+def _read_manifest(manifest_path: Path | None) -> tuple[Path, Manifest]:
+    """The manifest's absolute path (the bundled dry-run's when none is given) and its parsed contents."""
+    try:
+        manifest_path = (manifest_path or DEFAULT_MANIFEST).resolve()
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise PreflightError(f"cannot read manifest: {manifest_path} ({exc})") from None
+    try:
+        return manifest_path, load_manifest(manifest_path)
+    except ManifestError as exc:
+        raise PreflightError(str(exc)) from None
+
+
+def _check_output(output: Path | None) -> None:
+    """The evidence folder must not exist yet (a run never writes into an old one)."""
+    try:
+        exists = output is not None and output.exists()
+    except (OSError, ValueError) as exc:
+        raise PreflightError(f"cannot use output folder {output} ({exc})") from None
+    if exists:
+        raise PreflightError(f"output folder already exists: {output} (choose a new one)")
+
+
+def _check_emulator(manifest: Manifest, refs: _Refs) -> _Emulator:
+    """The backend is installed at the pinned version, has a start state made by that version, and
+    its settings hash to the manifest's pin."""
+    g, emu = manifest.game, manifest.emulator
+    at = refs.at
+    chosen = BACKENDS[emu.name]
+    installed = chosen.version()
+    if installed is None:
+        raise PreflightError(chosen.missing_message())
+    if emu.version is not None and emu.version != installed:
+        raise PreflightError(f"{at('emulator.version')}: pins {emu.name} {emu.version}, "
+                             f"but {installed} is installed (save states depend on the version)")
+    entry = manifest.start_state()
+    if entry is None:
+        _refuse_wrong_platform(chosen, refs.where("game.definition", g.definition), at)
+        raise PreflightError(f"{at('emulator.name')}: no start state for {emu.name} in game.start_states "
+                             f"(it lists one for: {', '.join(g.start_states)}); make one with "
+                             f"`oakwatch make-state ROM --emulator {emu.name} --frames N --output FILE`")
+    state_field = f"game.start_states.{emu.name}"
+    if entry.emulator_version != installed:
+        raise PreflightError(f"{at(state_field + '.emulator_version')}: the {emu.name} start state was made by "
+                             f"{emu.name} {entry.emulator_version}, but {installed} is installed (a state "
+                             f"loads only in the version that made it): make it again with oakwatch make-state")
+    computed = emu.model_copy(update={"version": installed}).config_hash()
+    if emu.config_sha256 is not None and emu.config_sha256 != computed:
+        raise PreflightError(f"{at('emulator.config_sha256')}: does not match the emulator "
+                             f"settings (computed {computed})")
+    return _Emulator(chosen, installed, entry, state_field, computed)
+
+
+def _read_rom_and_state(manifest: Manifest, emu: _Emulator, refs: _Refs) -> tuple[Path, bytes, Path, bytes]:
+    """The ROM's and the start state's bytes, read once and checked against the manifest's hashes."""
+    g = manifest.game
+    rom_path = refs.where("game.rom", g.rom)
+    rom, rom_sha = sha256_file(rom_path, "ROM")
+    if rom_sha != g.rom_sha256:
+        raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, but the manifest's game.rom_sha256 "
+                             f"is {g.rom_sha256}: refusing a different ROM")
+    state_path = refs.where(f"{emu.state_field}.state", emu.entry.state)
+    state, state_sha = sha256_file(state_path, "initial state")
+    if state_sha != emu.entry.sha256:
+        raise PreflightError(f"initial state {state_path} has SHA-256 {state_sha}, but the manifest's "
+                             f"{emu.state_field}.sha256 is {emu.entry.sha256}")
+    return rom_path, rom, state_path, state
+
+
+def _read_game(manifest: Manifest, refs: _Refs) -> tuple[Path, GameDefinition]:
+    """The game definition, read and checked to be for the manifest's ROM."""
+    g = manifest.game
+    game_path = refs.where("game.definition", g.definition)
+    try:
+        game = load_game_definition(game_path)
+    except GameDefinitionError as exc:
+        raise PreflightError(str(exc)) from None
+    if game.rom_sha256 is not None and game.rom_sha256 != g.rom_sha256:
+        raise PreflightError(f"game definition {game_path} is for ROM {game.rom_sha256}, "
+                             f"not the manifest's {g.rom_sha256}")
+    return game_path, game
+
+
+def _check_game_fits(manifest: Manifest, game: GameDefinition, game_path: Path, refs: _Refs) -> None:
+    """Everything the manifest asks of the game definition, it defines: failure fields, the
+    information track, shortcuts (pressing only allowed buttons) and the battle adapter."""
+    at = refs.at
+    # an episode's failure test on a field the game does not probe would fail mid-trial: refuse it here
+    unknown = sorted({t.field for t in (manifest.episodes.failure or [])} - set(game.fields) - set(game.pointers)) \
+        if manifest.episodes is not None else []
+    if unknown:
+        raise PreflightError(f"{at('episodes.failure')}: {', '.join(unknown)} is not a field of {game_path}")
+    track = manifest.agent.information_track
+    if track != "visual" and getattr(game.tracks, track) is None:
+        raise PreflightError(f"{at('agent.information_track')}: {track}, but game definition {game_path} "
+                             f"declares no {track} track (tracks.{track})")
+    _check_shortcuts(manifest, game, game_path, refs)
+    if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle.battle)
+        from engine.battle.battle import settings_problem
+
+        if problem := settings_problem(manifest.battle, game.battle, f"game definition {game_path}"):
+            raise PreflightError(f"{at('battle')}: {problem}")
+
+
+def _check_shortcuts(manifest: Manifest, game: GameDefinition, game_path: Path, refs: _Refs) -> None:
+    lacking = [s for s in manifest.agent.shortcuts if s not in game.shortcuts]
+    if lacking:
+        raise PreflightError(f"{refs.at('agent.shortcuts')}: {', '.join(lacking)} is not a shortcut game definition "
+                             f"{game_path} defines (it defines: {', '.join(game.shortcuts) or 'none'})")
+    for name in manifest.agent.shortcuts:
+        stray = sorted({b for step in game.shortcuts[name].steps for b in step.buttons()}
+                       - set(manifest.agent.allowed_actions))
+        if stray:
+            raise PreflightError(f"{refs.at('agent.shortcuts')}: {name} presses {', '.join(stray)}, which "
+                                 f"agent.allowed_actions lacks")
+
+
+def _identify_rom(manifest: Manifest, rom: bytes, rom_path: Path, game: GameDefinition) -> RomIdentity | None:
+    """Which dump the ROM is (sessions.preflight.romid); an unknown one only when the manifest allows it."""
+    try:
+        return identify(rom, game, force=manifest.game.allow_unidentified_rom, source=f"ROM {rom_path}")
+    except RomIdentityError as exc:
+        raise PreflightError(str(exc)) from None
+
+
+def _check_platform(manifest: Manifest, emu: _Emulator, game: GameDefinition, game_path: Path,
+                    refs: _Refs) -> None:
+    """The backend runs the game's platform, at the frame size the manifest states."""
+    m = manifest.emulator
+    if not emu.chosen.runs(game.platform):
+        raise PreflightError(_platform_message(emu.chosen, game.platform, game_path, refs.at))
+    size = emu.chosen.frame_size(game.platform)
+    if (m.frame_width, m.frame_height) != size:
+        raise PreflightError(f"{refs.at('emulator.frame_width')}: frame width and height must be "
+                             f"{size[0]}x{size[1]} for {game.platform} on {m.name} (the manifest says "
+                             f"{m.frame_width}x{m.frame_height})")
+
+
+def _condition_inputs(manifest: Manifest, game: GameDefinition, refs: _Refs, *, allow_human: bool,
+                      allow_mcp: bool, protected: list[tuple[str, Path]]) -> _ConditionInputs:
+    """Each condition's policy inputs, read and checked in manifest order."""
+    inputs = _ConditionInputs()
+    for i, c in enumerate(manifest.conditions):
+        if c.policy == "scripted":
+            _read_script(c, i, refs, inputs)
+        elif c.policy == "replay":
+            _read_recording(c, i, refs, inputs)
+        elif c.policy == "human" and not allow_human:
+            raise PreflightError(f"condition {c.id}: policy 'human' needs the console (not --headless)")
+        elif c.policy in ("mcp", "cli"):  # an agent on oakwatch's tool server (sessions.preflight.tool_conditions)
+            from sessions.preflight.tool_conditions import ToolConditionError, check_tool_condition
+
+            try:
+                check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game,
+                                     base=refs.manifest_path.parent, protected=protected)
+            except ToolConditionError as exc:
+                raise PreflightError(f"{refs.at(exc.field) if exc.field else f'condition {c.id}'}: {exc}") from None
+        elif c.policy == "model":
+            inputs.keys[c.id], inputs.prices[c.id] = _model_inputs(
+                c, i, manifest, refs.where, refs.at, built=refs.origin is not None, schedules=inputs.schedules)
+    return inputs
+
+
+def _read_script(c: Condition, i: int, refs: _Refs, inputs: _ConditionInputs) -> None:
+    """A scripted condition's input script (parsed) and its notes, if any."""
+    from engine.loop.script import parse_script
+    from sessions.preflight.safe_read import MAX_TEXT_BYTES, InputFileError, read_input
+
+    script_path = refs.where(f"conditions.{i}.script", c.script)
+    try:
+        try:
+            raw = read_input(script_path, what="input script", max_bytes=MAX_TEXT_BYTES)
+        except InputFileError as exc:
+            raise ScriptError(f"{script_path}: cannot read input script ({exc.reason})") from None
+        inputs.scripts[c.id] = parse_script(raw, str(script_path))
+        if c.script_notes is not None:
+            inputs.notes[c.id] = load_notes(refs.where(f"conditions.{i}.script_notes", c.script_notes))
+    except (ScriptError, NotesError) as exc:
+        raise PreflightError(f"condition {c.id}: {exc}") from None
+
+
+def _read_recording(c: Condition, i: int, refs: _Refs, inputs: _ConditionInputs) -> None:
+    """A replay condition's recorded trial, read (and checked) now, not when the trial starts."""
+    from sessions.evidence.reader import FormatProblem, TrialReader
+
+    trial_dir = refs.where(f"conditions.{i}.replay_trace", c.replay_trace)
+    if not (trial_dir / "responses.jsonl").is_file():
+        raise PreflightError(f"{refs.at(f'conditions.{i}.replay_trace')}: {trial_dir} is not a recorded "
+                             f"trial (no responses.jsonl)")
+    try:
+        inputs.recordings[c.id] = TrialReader(trial_dir).recorded_attempts()
+    except (FormatProblem, OSError) as exc:
+        raise PreflightError(f"condition {c.id}: replay_trace: {exc}") from None
+    inputs.replay_dirs[c.id] = trial_dir
+
+
+def _variants(manifest: Manifest, rom: bytes, game: GameDefinition, refs: _Refs) -> list:
+    """A suite's variants (sessions.variants.suites), each ROM matching the hash the manifest pins."""
+    if not manifest.variants:
+        return []
+    from sessions.variants.suites import SuiteError, prepare_variants
+
+    try:
+        variants = prepare_variants(manifest, rom, game, manifest.emulator.name)
+    except SuiteError as exc:
+        raise PreflightError(f"{refs.shown}: {exc}") from None
+    for v, entry in zip(variants, manifest.variants, strict=True):
+        if entry.rom_sha256 is not None and entry.rom_sha256 != v.rom_sha256:
+            raise PreflightError(f"{refs.at(f'variants.{v.index}.rom_sha256')}: the seed makes ROM {v.rom_sha256}")
+    return variants
+
+
+def _blind_and_schedule(manifest: Manifest, refs: _Refs) -> tuple[dict[str, str], list[tuple[str, int]]]:
+    """The conditions' blinded labels and the trials' run order."""
+    labels = blind_labels([c.id for c in manifest.conditions], manifest.trials.blinding_seed)
+    try:
+        schedule = trial_order(sorted(labels.values()), manifest.trials_per_label(), manifest.trials.order)
+    except ValueError as exc:
+        raise PreflightError(f"{refs.at('trials.order')}: {str(exc).removeprefix('trials.order ')}") from None
+    return labels, schedule
+
+
+def _probe(manifest: Manifest, emu: _Emulator, rom_path: Path, rom: bytes, state_path: Path, state: bytes,
+           game: GameDefinition, game_path: Path) -> tuple[str | None, dict]:
+    """Last, being the slow check (~1 s): boot the ROM, restore and run the state, read the game's
+    fields, all in a child process, so a cartridge or state the emulator cannot run is refused here
+    rather than after the folder exists."""
+    from sessions.preflight.romcheck import RomCheckError, probe_start_state
+
+    try:
+        return probe_start_state(
+            rom_path, rom, state, game, emu.entry.first_frame_sha256, state_path=state_path, game_path=game_path,
+            emulator=manifest.emulator.name, first_frame_field=f"{emu.state_field}.first_frame_sha256")
+    except RomCheckError as exc:
+        raise PreflightError(str(exc)) from None
+
+
+def _check_controls(manifest: Manifest, game: GameDefinition, start_sample: dict, state_path: Path,
+                    refs: _Refs) -> dict[str, str]:
+    """The frozen controls (seed 000) against the state every trial starts from; each control's status."""
+    from engine.games.controls import check_controls
+
+    g = manifest.game
+    controls, mismatches = check_controls(
+        game, {"starter": g.starter, "text_speed": g.text_speed, "battle_style": g.battle_style}, start_sample)
+    if mismatches:
+        first_problem = mismatches[0]
+        raise PreflightError(f"{refs.at('game.' + first_problem.control)}: {first_problem.message} "
+                             f"(initial state {state_path})")
+    return controls
+
+
+def _check_goal(manifest: Manifest, game: GameDefinition, game_path: Path, start_sample: dict,
+                state_path: Path, refs: _Refs) -> None:
+    """Seed 001's goal benchmark (engine.games.goals): the goal exists and the start state leaves it room."""
+    goal = manifest.game.goal
+    if goal is None:
+        return
+    from engine.games.goals import room_problems
+
+    if goal not in game.goals:
+        raise PreflightError(f"{refs.at('game.goal')}: game definition {game_path} defines no goal {goal!r} "
+                             f"(its goals: {', '.join(sorted(game.goals)) or 'none'})")
+    if room := room_problems(game.goals[goal], start_sample):
+        raise PreflightError(f"{refs.at('game.goal')}: the start state leaves goal {goal} no room: "
+                             f"{'; '.join(room)} (initial state {state_path})")
+
+
+def _instruction(manifest: Manifest, game: GameDefinition, game_path: Path, refs: _Refs) -> str:
+    """What every agent is told to do: someone must say, and it must not name hidden state."""
+    instruction = instruction_for(manifest, game)
+    if instruction is None:
+        raise PreflightError(f"{refs.at('agent.instruction')}: say what the agent is asked to do (game definition "
+                             f"{game_path} gives no instruction)")
+    if hidden := game.hidden_in(instruction):
+        raise PreflightError(f"{refs.at('agent.instruction')}: names hidden state ({', '.join(hidden)}): say the "
+                             "objective as the player sees it")
+    return instruction
+
+
+def _freeze(manifest: Manifest, instruction: str, emu: _Emulator, variants: list, refs: _Refs) -> Manifest:
+    """The manifest as the folder records it: the instruction told, the emulator version and settings
+    hash that ran, absolute file references, the suite's variants, the CLI clients that will play,
+    and when it was made."""
+    frozen = manifest.model_copy(deep=True)
+    frozen.agent.instruction = instruction  # the frozen manifest names what every agent was told
+    frozen.emulator.version = emu.installed  # the frozen manifest records the version that ran
+    frozen.emulator.config_sha256 = emu.config_sha256
+    _anchor_paths(frozen, refs)
+    if variants:
+        from sessions.preflight.manifest import VariantEntry
+        from sessions.variants.suites import frozen_entries
+
+        frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
+    for c in frozen.conditions:  # the client that will play is the one the run records
+        if c.policy == "cli":
+            from sessions.preflight.tool_conditions import client_reads, client_version
+
+            c.client_version = client_version(c)
+            if c.client_reads is not None:
+                c.client_reads = [str(p) for p in client_reads(c, refs.manifest_path.parent)]
+    if frozen.created_utc is None:
+        frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return frozen
+
+
+def _anchor_paths(frozen: Manifest, refs: _Refs) -> None:
+    """The frozen copy lives elsewhere: anchor relative file references to absolute paths."""
+    base = refs.manifest_path.parent
+    for section, key in [(frozen.game, "rom"), (frozen.game, "definition"),
+                         *[(s, "state") for s in frozen.game.start_states.values()],
+                         *[(c, k) for c in frozen.conditions for k in ("script", "script_notes", "replay_trace")]]:
+        ref = getattr(section, key)
+        if ref is not None and not ref.startswith(BUNDLED_PREFIX):
+            try:
+                setattr(section, key, str(resolve(ref, base).resolve()))
+            except (OSError, ValueError, RuntimeError) as exc:
+                raise PreflightError(f"{refs.shown}: cannot use path {ref} ({exc})") from None
 
 
 def out_of_reach(manifest_path: Path, rom_path: Path, state_path: Path, game_path: Path,
@@ -551,10 +700,11 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
             blinding = parse(BlindingFile, (root / layout.BLINDING).read_bytes(), layout.BLINDING)
         except (OSError, FormatProblem) as exc:
             raise PreflightError(f"{root}: {exc}") from None
-        prepared.labels = {cid: label for label, cid in blinding.labels.items()}
-        prepared.system_prompt = (root / "prompts" / "system.txt").read_text(encoding="utf-8")  # as frozen
         order = folder.schedule.order
-        prepared.schedule = [(key.split("-")[0], int(key.split("-")[1])) for key in order]
+        prepared = replace(
+            prepared, labels={cid: label for label, cid in blinding.labels.items()},
+            system_prompt=(root / "prompts" / "system.txt").read_text(encoding="utf-8"),  # as frozen
+            schedule=[(key.split("-")[0], int(key.split("-")[1])) for key in order])
         positions = missing_positions(order, read_results(root))
         folder.reopen_log()
         if positions:

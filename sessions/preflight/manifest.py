@@ -379,6 +379,20 @@ class Condition(_Strict):
 
     @model_validator(mode="after")
     def _policy_needs(self) -> Condition:
+        self._check_policy_fields()
+        self._check_command()
+        model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request",
+                      "presentation", "screenshot_recall", "max_images")
+        if self.policy != "model":
+            given = [k for k in model_only if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} apply only to policy 'model'")
+            return self
+        self._check_model()
+        return self
+
+    def _check_policy_fields(self) -> None:
+        """The field the policy needs is given; script notes and client fields only with their policy."""
         needs = {"scripted": "script", "random": "seed", "replay": "replay_trace", "model": "model",
                  "cli": "command"}
         key = needs.get(self.policy)
@@ -390,18 +404,19 @@ class Condition(_Strict):
         if self.policy != "cli" and any(getattr(self, k) is not None for k in cli_only):
             raise ValueError(f"{', '.join(k for k in cli_only if getattr(self, k) is not None)} apply only to "
                              "policy 'cli'")
-        if self.command is not None and not self.command[0]:
+
+    def _check_command(self) -> None:
+        """A client's command names its program and says where the MCP config (or address) goes."""
+        if self.command is None:
+            return
+        if not self.command[0]:
             raise ValueError("command: its first item is the client's program (empty here)")
-        if self.command is not None and not any("{mcp_config}" in a or "{mcp_url}" in a for a in self.command):
+        if not any("{mcp_config}" in a or "{mcp_url}" in a for a in self.command):
             raise ValueError("command: put {mcp_config} where the client takes its MCP config file (or {mcp_url} "
                              "where it takes the server's address)")
-        model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request",
-                      "presentation", "screenshot_recall", "max_images")
-        if self.policy != "model":
-            given = [k for k in model_only if getattr(self, k) is not None]
-            if given:
-                raise ValueError(f"{', '.join(given)} apply only to policy 'model'")
-            return self
+
+    def _check_model(self) -> None:
+        """A model condition against its provider: a known provider, its API, temperature, address, images."""
         if self.provider not in PROVIDERS:
             raise ValueError(f"policy 'model' needs 'provider', one of: {', '.join(PROVIDERS)}"
                              + (f" (not {self.provider!r})" if self.provider is not None else ""))
@@ -413,14 +428,17 @@ class Condition(_Strict):
                              "(leave it out; the result records that sampling was not pinned)")
         if entry.needs_base_url and self.base_url is None:
             raise ValueError(f"provider {self.provider!r} needs 'base_url' (the server's /v1 address)")
+        self._check_presentation(entry.max_images)
+
+    def _check_presentation(self, provider_max_images: int | None) -> None:
+        """The screens a request sends fit the presentation and the provider's image limit."""
         if self.screenshot_recall is not None and self.presentation == "before-after":
             raise ValueError("screenshot_recall goes with presentation current, not before-after (which sends "
                              "the screen before and after the last actions)")
-        images, cap = self.presentation_rules().images, self.max_images or entry.max_images
+        images, cap = self.presentation_rules().images, self.max_images or provider_max_images
         if cap is not None and images > cap:
             raise ValueError(f"presentation {self.presentation or 'current'} sends {images} images a request; "
                              f"{self.provider} here takes {cap} (max_images)")
-        return self
 
     def presentation_rules(self):
         from engine.policies.presentation import PresentationRules

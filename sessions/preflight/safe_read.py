@@ -46,6 +46,17 @@ def read_input(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> by
     (Permission denied)`, `ROM is not a regular file: PATH (a FIFO)`, `ROM is too large: PATH
     (N bytes, at most M)`, `ROM path contains a NUL byte: PATH`.
     """
+    name, shown = _checked_name(path, what)
+    fd = _open(name, what, shown)
+    try:
+        _check_regular(fd, what, shown, max_bytes)
+        return _read_capped(fd, what, shown, max_bytes)
+    finally:
+        os.close(fd)
+
+
+def _checked_name(path, what: str) -> tuple:
+    """The path as the OS takes it (str or bytes) and as shown in messages; refuses a NUL byte or nothing."""
     try:
         name = os.fspath(path)
     except TypeError:
@@ -55,9 +66,14 @@ def read_input(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> by
         raise _fail(what, shown, "path contains a NUL byte", f"{what} path contains a NUL byte: {shown}")
     if not name:
         raise _fail(what, shown, "empty path", f"{what} path is empty")
+    return name, shown
+
+
+def _open(name, what: str, shown: str) -> int:
+    """A read-only descriptor that never blocks on a FIFO nor takes a terminal."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(name, flags)
+        return os.open(name, flags)
     except FileNotFoundError:
         raise _fail(what, shown, "No such file or directory", f"{what} not found: {shown}") from None
     except UnicodeEncodeError:
@@ -67,37 +83,42 @@ def read_input(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> by
     except OSError as exc:
         reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "error")
         raise _fail(what, shown, reason, f"{what} unreadable: {shown} ({reason})") from None
+
+
+def _check_regular(fd: int, what: str, shown: str, max_bytes: int) -> None:
+    """The open file is a regular file no larger than the cap (as fstat sees it)."""
     try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        raise _fail(what, shown, exc.strerror or "fstat failed",
+                    f"{what} unreadable: {shown} ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        if stat.S_ISDIR(st.st_mode):  # the wording callers and users already know
+            raise _fail(what, shown, "Is a directory", f"{what} unreadable: {shown} (Is a directory)")
+        raise _fail(what, shown, f"not a regular file: {kind}",
+                    f"{what} is not a regular file: {shown} ({kind})")
+    if st.st_size > max_bytes:
+        raise _too_large(what, shown, st.st_size, max_bytes)
+
+
+def _read_capped(fd: int, what: str, shown: str, max_bytes: int) -> bytes:
+    """Everything the file holds; refused when it holds more than the cap."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= max_bytes:  # the file may grow after fstat: read at most one byte past the cap
         try:
-            st = os.fstat(fd)
+            chunk = os.read(fd, min(max_bytes + 1 - total, 1 << 20))
         except OSError as exc:
-            raise _fail(what, shown, exc.strerror or "fstat failed",
+            raise _fail(what, shown, exc.strerror or "read failed",
                         f"{what} unreadable: {shown} ({exc.strerror})") from None
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
-            if stat.S_ISDIR(st.st_mode):  # the wording callers and users already know
-                raise _fail(what, shown, "Is a directory", f"{what} unreadable: {shown} (Is a directory)")
-            raise _fail(what, shown, f"not a regular file: {kind}",
-                        f"{what} is not a regular file: {shown} ({kind})")
-        if st.st_size > max_bytes:
-            raise _too_large(what, shown, st.st_size, max_bytes)
-        chunks: list[bytes] = []
-        total = 0
-        while total <= max_bytes:  # the file may grow after fstat: read at most one byte past the cap
-            try:
-                chunk = os.read(fd, min(max_bytes + 1 - total, 1 << 20))
-            except OSError as exc:
-                raise _fail(what, shown, exc.strerror or "read failed",
-                            f"{what} unreadable: {shown} ({exc.strerror})") from None
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > max_bytes:
-            raise _too_large(what, shown, total, max_bytes, at_least=True)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > max_bytes:
+        raise _too_large(what, shown, total, max_bytes, at_least=True)
+    return b"".join(chunks)
 
 
 def _too_large(what: str, shown: str, size: int, cap: int, at_least: bool = False) -> InputFileError:

@@ -51,6 +51,19 @@ def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_
     if c.policy == "mcp" and not allow_mcp:
         raise ToolConditionError("policy 'mcp' is played by an agent connecting to `oakwatch mcp MANIFEST` "
                                  "(not by `oakwatch run`); policy 'cli' launches a client for you")
+    _check_agent(manifest, game)
+    b = manifest.budgets
+    if b.total_cost_usd is not None or b.tokens is not None:
+        raise ToolConditionError(f"policy {c.policy!r}: the tool server does not know what each call cost, so "
+                                 "budgets.total_cost_usd and budgets.tokens cannot be kept (leave them out; a cli "
+                                 "client's own reported usage is recorded with the result)",
+                                 "budgets.total_cost_usd" if b.total_cost_usd is not None else "budgets.tokens")
+    if c.policy == "cli":
+        _check_cli_client(c, index, protected or [], base or Path.cwd())
+
+
+def _check_agent(manifest: Manifest, game) -> None:
+    """The agent section fits the tool server: its ruleset, track, shortcuts and the game's battle adapter."""
     agent = manifest.agent
     if agent.ruleset == "human" and agent.information_track != "visual":
         raise ToolConditionError("the human ruleset shows the screen only: it does not go with "
@@ -65,35 +78,33 @@ def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_
     if agent.ruleset == "battle" and game is not None and game.battle is None:
         raise ToolConditionError(f"the battle ruleset plays through the game's battle adapter, and {game.id} has "
                                  "none (its game definition's battle section: docs/mcp.md)", "agent.ruleset")
-    b = manifest.budgets
-    if b.total_cost_usd is not None or b.tokens is not None:
-        raise ToolConditionError(f"policy {c.policy!r}: the tool server does not know what each call cost, so "
-                                 "budgets.total_cost_usd and budgets.tokens cannot be kept (leave them out; a cli "
-                                 "client's own reported usage is recorded with the result)",
-                                 "budgets.total_cost_usd" if b.total_cost_usd is not None else "budgets.tokens")
-    if c.policy == "cli":
-        tools = client_tools(c.command)
-        if tools["file_and_shell"] and not c.allow_file_and_shell_tools:
-            raise ToolConditionError(f"{tools['kind']}'s own file and shell tools are open to it "
-                                     f"({', '.join(tools['file_and_shell'])}): {CLOSE_THEM[tools['kind']]}, or say "
-                                     "in so many words that it may use them (allow_file_and_shell_tools: true)",
-                                     f"conditions.{index}.command")
-        from sessions.execute.cli_sandbox import overlap
 
-        for j, path in enumerate(client_reads(c, base or Path.cwd())):
-            if not path.exists():  # bwrap would refuse to start the client
-                raise ToolConditionError(f"{path} does not exist", f"conditions.{index}.client_reads.{j}")
-            if (hit := overlap(path, protected or [])) is not None:
-                raise ToolConditionError(f"{path} would put {hit} in the client's reach", f"conditions.{index}."
-                                         f"client_reads.{j}")
-        exe = shutil.which(c.command[0])
-        if exe is not None and (hit := overlap(Path(exe), protected or [])) is not None:
-            raise ToolConditionError(f"the client {exe} lies in {hit}: it would be in the client's reach "
-                                     "(install the client elsewhere)", f"conditions.{index}.command")
-        found = client_version(c, index)
-        if c.client_version is not None and c.client_version != found:
-            raise ToolConditionError(f"pins client version {c.client_version!r}, but `{c.command[0]} --version` "
-                                     f"says {found!r}", f"conditions.{index}.client_version")
+
+def _check_cli_client(c: Condition, index: int, protected: list[tuple[str, Path]], base: Path) -> None:
+    """A cli client: its own file and shell tools closed (or allowed in so many words), nothing protected in
+    its reach (what it reads, its own program), and its version as pinned."""
+    from sessions.execute.cli_sandbox import overlap
+
+    tools = client_tools(c.command)
+    if tools["file_and_shell"] and not c.allow_file_and_shell_tools:
+        raise ToolConditionError(f"{tools['kind']}'s own file and shell tools are open to it "
+                                 f"({', '.join(tools['file_and_shell'])}): {CLOSE_THEM[tools['kind']]}, or say "
+                                 "in so many words that it may use them (allow_file_and_shell_tools: true)",
+                                 f"conditions.{index}.command")
+    for j, path in enumerate(client_reads(c, base)):
+        if not path.exists():  # bwrap would refuse to start the client
+            raise ToolConditionError(f"{path} does not exist", f"conditions.{index}.client_reads.{j}")
+        if (hit := overlap(path, protected)) is not None:
+            raise ToolConditionError(f"{path} would put {hit} in the client's reach", f"conditions.{index}."
+                                     f"client_reads.{j}")
+    exe = shutil.which(c.command[0])
+    if exe is not None and (hit := overlap(Path(exe), protected)) is not None:
+        raise ToolConditionError(f"the client {exe} lies in {hit}: it would be in the client's reach "
+                                 "(install the client elsewhere)", f"conditions.{index}.command")
+    found = client_version(c, index)
+    if c.client_version is not None and c.client_version != found:
+        raise ToolConditionError(f"pins client version {c.client_version!r}, but `{c.command[0]} --version` "
+                                 f"says {found!r}", f"conditions.{index}.client_version")
 
 
 def client_version(c: Condition, index: int | None = None) -> str:

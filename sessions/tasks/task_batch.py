@@ -257,10 +257,6 @@ def recover_batch(batch: Path) -> list[str]:
     """Finish every run folder under runs/ (sessions.recover), list in the ledger each task whose folder it
     lacks, and mark a batch that did not finish as stopped. Returns what was done, a line each. Raises
     FolderBusy, RecoverRefused or EvidenceError from a folder's recover, BatchError for the ledger."""
-    import hashlib
-
-    import yaml
-
     from sessions.audit.recover import recover
 
     try:
@@ -276,17 +272,7 @@ def recover_batch(batch: Path) -> list[str]:
     for folder in run_folders(batch):
         if folder.name in rows:
             continue
-        copy = batch / TASK_FILES / folder.name / "task.yaml"
-        try:
-            data = copy.read_bytes()
-            f = TaskFile.model_validate(yaml.safe_load(data))
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            raise BatchError(f"{copy}: cannot read the task file the batch ran ({exc})") from None
-        sha = hashlib.sha256(data).hexdigest()
-        row = TaskRow(task_id=f.task_id, title=f.title, task_sha256=sha, status="run",
-                      folder=f"{RUNS}/{folder.name}", episode_budget=f.episodes.budget if f.episodes else None,
-                      battle={**f.battle.model_dump(mode="json"), "task_sha256": sha} if f.battle is not None
-                      else None)  # as compiled_rules names them
+        row = _recovered_row(batch, folder.name)
         ledger.tasks.append(row)
         order = [p.task_id for p in ledger.planned or []]
         ledger.tasks.sort(key=lambda r: order.index(r.task_id) if r.task_id in order else len(order))
@@ -300,13 +286,28 @@ def recover_batch(batch: Path) -> list[str]:
     return done
 
 
+def _recovered_row(batch: Path, name: str) -> TaskRow:
+    """The ledger row of a run folder the ledger lacks, from the task file the batch copied for it."""
+    import hashlib
+
+    import yaml
+
+    copy = batch / TASK_FILES / name / "task.yaml"
+    try:
+        data = copy.read_bytes()
+        f = TaskFile.model_validate(yaml.safe_load(data))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise BatchError(f"{copy}: cannot read the task file the batch ran ({exc})") from None
+    sha = hashlib.sha256(data).hexdigest()
+    return TaskRow(task_id=f.task_id, title=f.title, task_sha256=sha, status="run",
+                   folder=f"{RUNS}/{name}", episode_budget=f.episodes.budget if f.episodes else None,
+                   battle={**f.battle.model_dump(mode="json"), "task_sha256": sha} if f.battle is not None
+                   else None)  # as compiled_rules names them
+
+
 def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
     """Finish a stopped batch: rerun each run folder's missing schedule positions (as `run --resume`),
     then run the planned tasks that have no row yet. BatchError (nothing written) when it cannot."""
-    from sessions.execute.runner import ExperimentRunner
-    from sessions.preflight.experiment import PreflightError, prepare_resume
-    from sessions.tasks.tasks import load_task
-
     try:
         ledger = read_ledger(batch)
     except ValueError as exc:
@@ -317,35 +318,13 @@ def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
     problems = [p for p in unfinished(batch, ledger) if not p.startswith(f"{LEDGER}:")]
     if problems:
         raise BatchError(f"{batch}: {problems[0]}; `oakwatch recover {batch}` first")
-    tasks = []
-    for planned in ledger.planned:
-        if planned.task_id in {r.task_id for r in ledger.tasks}:
-            continue
-        try:
-            task = load_task(Path(planned.path))
-        except TaskError as exc:
-            raise BatchError(f"task {planned.task_id}: {exc}") from None
-        if task.sha256 != planned.sha256:
-            raise BatchError(f"{planned.path}: not the task file the batch started with (it changed)")
-        tasks.append(task)
+    tasks = _tasks_not_reached(ledger)
     choice = PolicyChoice(**ledger.policy)
     changed = ledger.stopped is not None or ledger.finished_utc is None or bool(tasks)
     ledger.stopped = None
     for row in ledger.tasks:
-        if row.status != "run":
-            continue
-        try:
-            prepared, folder, positions = prepare_resume(batch / row.folder)
-        except PreflightError as exc:
-            raise BatchError(str(exc)) from None
-        if not positions:
-            folder.leave_as_found()
-            continue
-        changed = True
-        say(f"  {row.task_id}: rerunning schedule position(s) {', '.join(map(str, positions))}")
-        ExperimentRunner(prepared, folder, positions=positions, resumed=True).run()
-        _settle(row, batch, ledger, choice)
-        _said(row, say)
+        if row.status == "run" and _rerun_missing(row, batch, ledger, choice, say):
+            changed = True
     for task in tasks:
         leftover = batch / TASK_FILES / task.id
         if leftover.is_dir() and not (batch / RUNS / task.id).exists():  # its inputs, written before it died
@@ -359,6 +338,43 @@ def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
     else:
         say("  nothing to resume: every task ran and every schedule position holds a valid trial")
     return ledger
+
+
+def _tasks_not_reached(ledger: Ledger) -> list:
+    """The planned tasks without a ledger row, each loaded and checked to be the file the batch started with."""
+    from sessions.tasks.tasks import load_task
+
+    tasks = []
+    for planned in ledger.planned:
+        if planned.task_id in {r.task_id for r in ledger.tasks}:
+            continue
+        try:
+            task = load_task(Path(planned.path))
+        except TaskError as exc:
+            raise BatchError(f"task {planned.task_id}: {exc}") from None
+        if task.sha256 != planned.sha256:
+            raise BatchError(f"{planned.path}: not the task file the batch started with (it changed)")
+        tasks.append(task)
+    return tasks
+
+
+def _rerun_missing(row, batch: Path, ledger: Ledger, choice: PolicyChoice, say: Callable[[str], None]) -> bool:
+    """Rerun the schedule positions a task's run folder lacks (as `run --resume`); whether there were any."""
+    from sessions.execute.runner import ExperimentRunner
+    from sessions.preflight.experiment import PreflightError, prepare_resume
+
+    try:
+        prepared, folder, positions = prepare_resume(batch / row.folder)
+    except PreflightError as exc:
+        raise BatchError(str(exc)) from None
+    if not positions:
+        folder.leave_as_found()
+        return False
+    say(f"  {row.task_id}: rerunning schedule position(s) {', '.join(map(str, positions))}")
+    ExperimentRunner(prepared, folder, positions=positions, resumed=True).run()
+    _settle(row, batch, ledger, choice)
+    _said(row, say)
+    return True
 
 
 def _paid(choice: PolicyChoice) -> bool:
@@ -388,8 +404,6 @@ def is_batch(folder: Path) -> bool:
 
 def verify_batch(batch: Path, deep: bool = False) -> list[str]:
     """Problems: each run folder's own audit (sessions.audit.verify), and the ledger against the folders."""
-    from sessions.audit.verify import audit
-
     try:
         ledger = read_ledger(batch)
     except ValueError as exc:
@@ -398,35 +412,47 @@ def verify_batch(batch: Path, deep: bool = False) -> list[str]:
     listed = {r.folder for r in ledger.tasks if r.folder}
     for folder in run_folders(batch):  # a folder the ledger does not list is audited all the same
         if f"{RUNS}/{folder.name}" not in listed:
-            report = audit(folder, deep=deep)
-            problems += [f"{RUNS}/{folder.name}: {p}" for p in report.interrupted + report.problems]
+            problems += _audit_problems(folder, f"{RUNS}/{folder.name}", deep)
     for row in ledger.tasks:
-        if row.status != "run":
-            if row.folder is not None or row.trials:
-                problems.append(f"{LEDGER}: task {row.task_id} is {row.status}, yet lists a folder or trials")
-            continue
-        folder = batch / (row.folder or "")
-        if row.folder != f"{RUNS}/{row.task_id}" or not folder.is_dir():
-            problems.append(f"{LEDGER}: task {row.task_id}: no run folder {row.folder}")
-            continue
-        report = audit(folder, deep=deep)
-        problems += [f"{row.folder}: {p}" for p in report.interrupted + report.problems]
-        try:
-            task_copy = (batch / TASK_FILES / row.task_id / "task.yaml").read_bytes()
-        except OSError:
-            problems.append(f"{TASK_FILES}/{row.task_id}/task.yaml: missing")
-        else:
-            import hashlib
-
-            if hashlib.sha256(task_copy).hexdigest() != row.task_sha256:
-                problems.append(f"{TASK_FILES}/{row.task_id}/task.yaml: not the task file the ledger ran")
-        if trial_rows(folder) != row.trials:
-            problems.append(f"{LEDGER}: task {row.task_id}: the trials it lists differ from {row.folder}'s results")
+        problems += _row_problems(batch, row, deep)
     spent = [r.tokens for r in ledger.tasks if r.status == "run"]
     if ledger.spent_tokens is not None and None not in spent and sum(spent) != ledger.spent_tokens:
         problems.append(f"{LEDGER}: spent_tokens {ledger.spent_tokens}, the tasks spent {sum(spent)}")
     allowed = {e.name for e in batch.iterdir()} - {LEDGER, TASK_FILES, RUNS, "reports"}
     problems += [f"{name}: an unknown file in the batch folder" for name in sorted(allowed)]
+    return problems
+
+
+def _audit_problems(folder: Path, rel: str, deep: bool) -> list[str]:
+    """A run folder's own audit (sessions.audit.verify), each problem under its place in the batch."""
+    from sessions.audit.verify import audit
+
+    report = audit(folder, deep=deep)
+    return [f"{rel}: {p}" for p in report.interrupted + report.problems]
+
+
+def _row_problems(batch: Path, row, deep: bool) -> list[str]:
+    """One ledger row against the batch: a task run has its run folder (audited), its task file's copy
+    as the ledger hashed it, and the trials its folder's results list; one not run lists neither."""
+    import hashlib
+
+    if row.status != "run":
+        if row.folder is not None or row.trials:
+            return [f"{LEDGER}: task {row.task_id} is {row.status}, yet lists a folder or trials"]
+        return []
+    folder = batch / (row.folder or "")
+    if row.folder != f"{RUNS}/{row.task_id}" or not folder.is_dir():
+        return [f"{LEDGER}: task {row.task_id}: no run folder {row.folder}"]
+    problems = _audit_problems(folder, row.folder, deep)
+    try:
+        task_copy = (batch / TASK_FILES / row.task_id / "task.yaml").read_bytes()
+    except OSError:
+        problems.append(f"{TASK_FILES}/{row.task_id}/task.yaml: missing")
+    else:
+        if hashlib.sha256(task_copy).hexdigest() != row.task_sha256:
+            problems.append(f"{TASK_FILES}/{row.task_id}/task.yaml: not the task file the ledger ran")
+    if trial_rows(folder) != row.trials:
+        problems.append(f"{LEDGER}: task {row.task_id}: the trials it lists differ from {row.folder}'s results")
     return problems
 
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.battle.battle import BattleAdapter
 from sessions.tasks.tasks import Task
+
+if TYPE_CHECKING:
+    from engine.battle.gen3_battle import Gen3BattleAdapter
 
 
 class TaskDataError(ValueError):
@@ -33,24 +37,10 @@ def task_data(task: Task) -> dict[str, object]:
     if adapter is None:
         raise TaskDataError(f"{task.path}: its game has no battle adapter, so no battle tables")
     pool = rules.pool
-    min_levels = pool.min_levels or {}
-    species = []
     if isinstance(adapter, BattleAdapter):
-        for s in adapter.species:
-            if _allowed(pool.species, s.name):
-                species.append({"name": s.name, "type": s.type,
-                                "moves": [m for m in s.moves if _allowed(pool.moves, m)]})
-        moves = sorted({m for s in species for m in s["moves"]})
-        move_rows = [{"name": m} for m in moves]
+        species, move_rows = _battle_tables(adapter, pool)
     else:
-        for s in adapter.species:
-            if _allowed(pool.species, s.name):
-                species.append({"name": s.name, "types": list(s.types), "base_stats": s.base.model_dump(),
-                                "abilities": list(s.abilities), "min_level": min_levels.get(s.name),
-                                "moves": [m for m in s.moves if _allowed(pool.moves, m)]})
-        usable = {m for s in species for m in s["moves"]}
-        move_rows = [{"name": m.name, "type": m.type, "power": m.power, "accuracy": m.accuracy, "pp": m.pp}
-                     for m in adapter.moves if m.name in usable]
+        species, move_rows = _gen3_tables(adapter, pool)
     items = [{"name": i.name} for i in adapter.items if _allowed(pool.items, i.name)]
     rules_out = {"task_id": task.id, "title": task.file.title, "party_limit": rules.party_limit,
                  "level_cap": rules.level_cap, "difficulty": dict(rules.difficulty),
@@ -59,6 +49,28 @@ def task_data(task: Task) -> dict[str, object]:
     if rules.derived is not None:
         rules_out["derived"] = rules.derived.model_dump(mode="json")
     return {"task.json": rules_out, "species.json": species, "moves.json": move_rows, "items.json": items}
+
+
+def _battle_tables(adapter: BattleAdapter, pool) -> tuple[list[dict], list[dict]]:
+    """The pool's species (name, type, allowed moves) and the moves they know, by name."""
+    species = [{"name": s.name, "type": s.type, "moves": [m for m in s.moves if _allowed(pool.moves, m)]}
+               for s in adapter.species if _allowed(pool.species, s.name)]
+    moves = sorted({m for s in species for m in s["moves"]})
+    return species, [{"name": m} for m in moves]
+
+
+def _gen3_tables(adapter: Gen3BattleAdapter, pool) -> tuple[list[dict], list[dict]]:
+    """The pool's species with types, base stats, abilities and minimum level, and the moves they know with
+    their type, power, accuracy and PP (in the adapter's order)."""
+    min_levels = pool.min_levels or {}
+    species = [{"name": s.name, "types": list(s.types), "base_stats": s.base.model_dump(),
+                "abilities": list(s.abilities), "min_level": min_levels.get(s.name),
+                "moves": [m for m in s.moves if _allowed(pool.moves, m)]}
+               for s in adapter.species if _allowed(pool.species, s.name)]
+    usable = {m for s in species for m in s["moves"]}
+    move_rows = [{"name": m.name, "type": m.type, "power": m.power, "accuracy": m.accuracy, "pp": m.pp}
+                 for m in adapter.moves if m.name in usable]
+    return species, move_rows
 
 
 def write_task_data(task: Task, output: Path) -> list[Path]:

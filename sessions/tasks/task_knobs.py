@@ -72,6 +72,22 @@ def derive_rules(rules: BattleSettings, knobs: Knobs, base_id: str, base_sha: st
                              f"the knob only shrinks it")
         data["party_limit"] = knobs.party_limit
     pool, ex = data["pool"], knobs.exclude
+    _exclude(pool, ex, all_species)
+    if pool.get("min_levels"):
+        pool["min_levels"] = {k: v for k, v in pool["min_levels"].items() if k not in ex.species}
+    if data.get("team") is not None:
+        data["team"] = _fit_team(data["team"], data, ex)
+    data["derived"] = Derived(base_task=base_id, base_sha256=base_sha, knobs=knobs).model_dump(mode="json")
+    try:
+        derived = BattleSettings.model_validate(data)
+    except ValueError as exc:
+        raise KnobsError(f"the derived rules do not hold: {exc}") from None
+    return derived
+
+
+def _exclude(pool: dict, ex, all_species: list[str] | None) -> None:
+    """The excluded species, moves and items taken out of the pool (dumped); each must be in it (a pool
+    that allows every species of the game is the adapter's list)."""
     for what, names in (("species", ex.species), ("moves", ex.moves), ("items", ex.items)):
         if not names:
             continue
@@ -84,16 +100,6 @@ def derive_rules(rules: BattleSettings, knobs: Knobs, base_id: str, base_sha: st
         if missing := sorted(set(names) - set(current)):
             raise KnobsError(f"exclude.{what}: {', '.join(missing)} not in the base task's pool")
         pool[what] = [n for n in current if n not in names]
-    if pool.get("min_levels"):
-        pool["min_levels"] = {k: v for k, v in pool["min_levels"].items() if k not in ex.species}
-    if data.get("team") is not None:
-        data["team"] = _fit_team(data["team"], data, ex)
-    data["derived"] = Derived(base_task=base_id, base_sha256=base_sha, knobs=knobs).model_dump(mode="json")
-    try:
-        derived = BattleSettings.model_validate(data)
-    except ValueError as exc:
-        raise KnobsError(f"the derived rules do not hold: {exc}") from None
-    return derived
 
 
 def _fit_team(team: list[dict], rules: dict, ex) -> list[dict]:
@@ -125,35 +131,10 @@ def derive_task(knobs_path: Path, output: Path, folder: Path = TASKS_DIR) -> Pat
     except (OSError, ValueError) as exc:
         raise KnobsError(f"{knobs_path}: {exc}") from None
     where = f"{knobs_path}: "
-    try:
-        if spec.base.endswith((".yaml", ".yml")) or "/" in spec.base:
-            base_path = (knobs_path.parent / spec.base)
-            base = load_task(base_path)
-        else:
-            base = next((t for t in catalog(folder) if t.id == spec.base), None)
-            if base is None:
-                raise KnobsError(f"{where}base: no task {spec.base!r} in {folder}")
-    except TaskError as exc:
-        raise KnobsError(f"{where}base: {exc}") from None
-    if base.file.battle is None:
-        raise KnobsError(f"{where}base: {base.id} has no battle rules for the knobs to turn")
-    adapter = base.game.battle if base.game is not None else None
-    all_species = [s.name for s in adapter.species] if adapter is not None else None
-    try:
-        rules = derive_rules(base.file.battle, spec.knobs, base.id, base.sha256, all_species)
-    except KnobsError as exc:
-        raise KnobsError(f"{where}{exc}") from None
-    game_id = base.game.id if base.game is not None else "the base's game"
-    if adapter is not None and (problem := settings_problem(rules, adapter, game_id)):
-        raise KnobsError(f"{where}an impossible task: {problem}")
+    base = _base_task(spec.base, knobs_path, folder, where)
+    rules = _derived_rules(base, spec.knobs, where)
     data = yaml.safe_load(base.path.read_text())
-    for mapping, key in _ref_keys(data):
-        mapping[key] = _rebase(mapping[key], base.path.parent, output.parent)
-        ref = mapping[key]
-        target = Path(os.path.normpath(output.parent.resolve() / ref))
-        if key not in ("reference_script", "reference_notes") and not ref.startswith(BUNDLED_PREFIX) \
-                and not target.exists():
-            raise KnobsError(f"{where}{key}: {ref} does not resolve from {output.parent}")
+    _rebase_refs(data, base.path.parent, output.parent, where)
     data.pop("reference_script", None)
     data.pop("reference_notes", None)
     data["task_id"] = spec.task_id
@@ -175,6 +156,47 @@ def derive_task(knobs_path: Path, output: Path, folder: Path = TASKS_DIR) -> Pat
         output.unlink()
         raise KnobsError(f"{where}the derived task does not load: {exc}") from None
     return output
+
+
+def _base_task(name: str, knobs_path: Path, folder: Path, where: str):
+    """The base task a knobs file names: a task file (read beside the knobs file) or an id of the catalog."""
+    try:
+        if name.endswith((".yaml", ".yml")) or "/" in name:
+            return load_task(knobs_path.parent / name)
+        base = next((t for t in catalog(folder) if t.id == name), None)
+    except TaskError as exc:
+        raise KnobsError(f"{where}base: {exc}") from None
+    if base is None:
+        raise KnobsError(f"{where}base: no task {name!r} in {folder}")
+    return base
+
+
+def _derived_rules(base, knobs: Knobs, where: str) -> BattleSettings:
+    """The base task's battle rules turned by the knobs, checked against the game's battle adapter."""
+    if base.file.battle is None:
+        raise KnobsError(f"{where}base: {base.id} has no battle rules for the knobs to turn")
+    adapter = base.game.battle if base.game is not None else None
+    all_species = [s.name for s in adapter.species] if adapter is not None else None
+    try:
+        rules = derive_rules(base.file.battle, knobs, base.id, base.sha256, all_species)
+    except KnobsError as exc:
+        raise KnobsError(f"{where}{exc}") from None
+    game_id = base.game.id if base.game is not None else "the base's game"
+    if adapter is not None and (problem := settings_problem(rules, adapter, game_id)):
+        raise KnobsError(f"{where}an impossible task: {problem}")
+    return rules
+
+
+def _rebase_refs(data: dict, old: Path, new: Path, where: str) -> None:
+    """The task file's references (in `data`) rebased from `old` to `new`; each one the derived task needs
+    must resolve from there (the reference script and notes are dropped, so they need not)."""
+    for mapping, key in _ref_keys(data):
+        mapping[key] = _rebase(mapping[key], old, new)
+        ref = mapping[key]
+        target = Path(os.path.normpath(new.resolve() / ref))
+        if key not in ("reference_script", "reference_notes") and not ref.startswith(BUNDLED_PREFIX) \
+                and not target.exists():
+            raise KnobsError(f"{where}{key}: {ref} does not resolve from {new}")
 
 
 def describe(knobs: Knobs) -> str:

@@ -207,6 +207,17 @@ def _check_against_game(task: Task) -> None:
     if hidden := game.hidden_in(f.instruction):
         raise TaskError(f"{where}: instruction names hidden state ({', '.join(hidden)}): say the objective as the "
                         f"player sees it")
+    _check_tests(f, game, where)
+    _check_shortcuts(f, game, where)
+    if f.battle is not None and (problem := settings_problem(f.battle, game.battle, game.id)):
+        raise TaskError(f"{where}: battle: {problem}")
+    if task.base is not None and f.start_states is not None and task.base.emulator.name not in f.start_states:
+        raise TaskError(f"{where}: start_states lists no state for the experiment's emulator "
+                        f"{task.base.emulator.name}")
+
+
+def _check_tests(f: TaskFile, game: GameDefinition, where: Path) -> None:
+    """Each goal probe and failure test names a field the game probes, tested as its kind (bytes or number)."""
     tests = list(f.goal.probe or []) + list(f.episodes.failure or [] if f.episodes else [])
     known = set(game.fields) | set(game.pointers)
     for t in tests:
@@ -217,20 +228,20 @@ def _check_against_game(task: Task) -> None:
         if is_bytes != (t.contains is not None or t.lacks is not None):
             kind = "bytes: test it with contains or lacks" if is_bytes else "a number: contains/lacks are for bytes"
             raise TaskError(f"{where}: field {t.field!r} holds {kind}")
+
+
+def _check_shortcuts(f: TaskFile, game: GameDefinition, where: Path) -> None:
+    """Each shortcut is one the game defines and reads none of the fields the goal reads.
+    (Called after the goal's rungs are known to be on the ladder.)"""
     lacking = [s for s in f.shortcuts if s not in game.shortcuts]
     if lacking:
         raise TaskError(f"{where}: shortcuts: {', '.join(lacking)} is not a shortcut {game.id} defines (it defines: "
                         f"{', '.join(game.shortcuts) or 'none'})")
-    hidden = goal_fields(f, game) if f.goal.milestones is None or all(m in ids for m in f.goal.milestones) else set()
+    hidden = goal_fields(f, game)
     for name in f.shortcuts:
         if read := sorted(set(game.shortcuts[name].fields()) & hidden):
             raise TaskError(f"{where}: shortcuts: {name} reads {', '.join(read)}, which the goal reads and the agent "
                             f"may not learn")
-    if f.battle is not None and (problem := settings_problem(f.battle, game.battle, game.id)):
-        raise TaskError(f"{where}: battle: {problem}")
-    if task.base is not None and f.start_states is not None and task.base.emulator.name not in f.start_states:
-        raise TaskError(f"{where}: start_states lists no state for the experiment's emulator "
-                        f"{task.base.emulator.name}")
 
 
 def catalog(folder: Path = TASKS_DIR) -> list[Task]:
@@ -274,7 +285,14 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
     data = game.model_dump(mode="json")
     data.update(milestones=milestones, final_milestone=final, optimal_presses=None, optimal_presses_for=None,
                 instruction=task.instruction)
-    hidden = goal_fields(task, game)
+    _hide_from_tracks(data, game, goal_fields(task, game))
+    data["long_horizon"] = None  # its final rung and rubric belong to the whole game, not the task
+    return GameDefinition.model_validate(data)
+
+
+def _hide_from_tracks(data: dict, game: GameDefinition, hidden: set[str]) -> None:
+    """Drop the goal's fields from the structured and gameplay tracks (in `data`, a dumped definition),
+    and the gameplay track's press outcomes when they would tell one of them."""
     for key in ("structured", "gameplay"):
         track = (data.get("tracks") or {}).get(key)
         if track and track.get("fields"):
@@ -285,8 +303,6 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
         read = {outcomes.get("facing"), outcomes.get("menu"), *game.position.model_dump().values()}
         if read & hidden:
             gameplay["outcomes"] = None
-    data["long_horizon"] = None  # its final rung and rubric belong to the whole game, not the task
-    return GameDefinition.model_validate(data)
 
 
 def _absolute(ref: str, base: Path) -> str:
@@ -313,31 +329,14 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     experiment's cost ceiling and the trial's token budget (whichever is lower)."""
     f, base = task.file, task.base
     data = base.model_dump(mode="json")
-    bdir, tdir = task.base_path.parent, task.path.parent
-    g = data["game"]
-    g["definition"] = game_ref
-    g["rom"] = _absolute(g["rom"], bdir)
-    if f.start_states is not None:
-        g["start_states"] = {k: v.model_dump(mode="json") for k, v in f.start_states.items()}
-        states_base = tdir
-    else:
-        states_base = bdir
-    for entry in g["start_states"].values():
-        entry["state"] = _absolute(entry["state"], states_base)
+    _set_game(data["game"], task, game_ref)
     data["experiment_id"] = f.task_id
     data["created_utc"] = None
     data["variants"] = None
     data["agent"]["information_track"] = f.track
     data["agent"]["shortcuts"] = list(f.shortcuts)
     data["agent"]["instruction"] = f.instruction  # the task's objective, not the base's ladder's
-    budgets = data["budgets"]
-    for key, value in f.budgets.model_dump().items():
-        if value is not None:
-            budgets[key] = value
-    if tokens_left is not None:
-        budgets["tokens"] = min(budgets["tokens"] or tokens_left, tokens_left)
-    if cost_left is not None:
-        budgets["experiment_cost_usd"] = min(budgets["experiment_cost_usd"] or cost_left, cost_left)
+    _set_budgets(data["budgets"], f, tokens_left, cost_left)
     data["trials"] = {"per_condition": trials, "order": "sequential",
                       "restore_initial_state_before_each_trial": True}
     data["conditions"] = [_condition(task, choice)]
@@ -352,6 +351,32 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
         return Manifest.model_validate(data)
     except ValueError as exc:
         raise TaskError(f"{task.path}: cannot run with these options: {exc}") from None
+
+
+def _set_game(g: dict, task: Task, game_ref: str) -> None:
+    """The base's game section (dumped) with the task's definition, and every file reference absolute:
+    the task's own start states (read beside the task file) or the base's."""
+    bdir, tdir = task.base_path.parent, task.path.parent
+    g["definition"] = game_ref
+    g["rom"] = _absolute(g["rom"], bdir)
+    if task.file.start_states is not None:
+        g["start_states"] = {k: v.model_dump(mode="json") for k, v in task.file.start_states.items()}
+        states_base = tdir
+    else:
+        states_base = bdir
+    for entry in g["start_states"].values():
+        entry["state"] = _absolute(entry["state"], states_base)
+
+
+def _set_budgets(budgets: dict, f: TaskFile, tokens_left: int | None, cost_left: float | None) -> None:
+    """The base's budgets (dumped) overridden by the task's, capped by what the batch's ceiling leaves."""
+    for key, value in f.budgets.model_dump().items():
+        if value is not None:
+            budgets[key] = value
+    if tokens_left is not None:
+        budgets["tokens"] = min(budgets["tokens"] or tokens_left, tokens_left)
+    if cost_left is not None:
+        budgets["experiment_cost_usd"] = min(budgets["experiment_cost_usd"] or cost_left, cost_left)
 
 
 def compiled_rules(task: Task) -> dict | None:

@@ -175,85 +175,110 @@ class World:
 
 def solve(t: Tables, max_nodes: int = 200_000) -> Solution:
     """The shortest plan to M8 and the fewest presses to each rung; Unsolvable if there is none."""
-    w = World(t)
-    s = t.start
-    start: Node = (1 if s.map == TOWN_MAP else 0, -1, s.map, s.x, s.y, s.facing)
-    dist: dict[Node, int] = {start: 0}
-    prev: dict[Node, tuple[Node, list[str], list[tuple[str, int]]]] = {}  # via, presses, (rung, press) on the way
-    best: dict[str, int] = {}
-    heap = [(0, start)]
-    done: set[Node] = set()
-    goal: Node | None = None
-
-    def relax(node: Node, n: int, via: Node, actions: list[str], events: list[tuple[str, int]]) -> None:
-        if node not in done and n < dist.get(node, 1 << 30):
-            dist[node] = n
-            prev[node] = (via, actions, events)
-            heapq.heappush(heap, (n, node))
-
-    def reach(rung: str, n: int) -> None:
-        best[rung] = min(best.get(rung, n), n)
-
-    while heap:
-        n, node = heapq.heappop(heap)
-        if node in done:
-            continue
-        done.add(node)
-        if len(done) > max_nodes:
-            raise Unsolvable("search too large")
-        stage, ball, m, x, y, f = node
-        if stage == 6:
-            goal = node
-            break
-        for d in range(4):
-            nxt, stopped = w.move(node, d)
-            ns = nxt[0]
-            events: list[tuple[str, int]] = []
-            if ns == 0 and nxt[2] == TOWN_MAP:
-                reach("M1", n + 1)
-                events.append(("M1", 1))
-                ns = 1
-            if stopped:
-                if ns != 1:
-                    continue  # the stop again after it sent you to the lab: a loop, never shorter
-                reach("M2", n + 1)
-                p = t.stop.to
-                relax((2, -1, p.map, p.x, p.y, p.facing), n + 4, node, [DIR_NAME[d], "A", "A", "A"], [("M2", 1)])
-                continue
-            if ns == 3 and nxt[2] == CITY_MAP:
-                reach("M5", n + 1)
-                events.append(("M5", 1))
-                ns = 4
-            relax((ns, *nxt[1:]), n + 1, node, [DIR_NAME[d]], events)
-        who = w.talks_to(node)
-        if stage == 2 and who is not None and BALL0 <= who < BALL0 + 3:
-            b = who - BALL0
-            # A (the ball, YES/NO), A (YES) = M3, three pages, then the battle from its first text
-            reach("M3", n + 2)
-            fight = battle(rng_after(n + 5))
-            reach("M4", n + 5 + len(fight))
-            relax((3, b, m, x, y, f), n + 5 + len(fight) + 3, node, ["A"] * 5 + fight + ["A"] * 3,
-                  [("M3", 2), ("M4", 5 + len(fight))])
-        elif stage == 4 and who == CLERK:
-            reach("M6", n + 2)
-            relax((5, ball, m, x, y, f), n + 3, node, ["A", "A", "A"], [("M6", 2)])
-        elif stage == 5 and who == PROF:
-            reach("M7", n + 2)
-            reach("M8", n + 4)
-            relax((6, ball, m, x, y, f), n + 4, node, ["A"] * 4, [("M7", 2), ("M8", 4)])
+    search = _Search(t)
+    goal = search.run(max_nodes)
     if goal is None:
         raise Unsolvable("no path from the start to M8")
-    actions: list[str] = []
-    reached: dict[str, int] = {}
-    node = goal
-    while node in prev:
-        via, acts, events = prev[node]
-        for rung, offset in events:
-            reached[rung] = dist[via] + offset
-        actions[:0] = acts
-        node = via
+    actions, reached = search.plan(goal)
+    best = search.best
     # a rung that holds at the start (a start in town: M1) has no optimum: it is never reached
     sol = Solution(actions=actions, optimal={r: best[r] for r in RUNGS if r in best}, reached_at=reached)
     if len(actions) != best["M8"]:
         raise Unsolvable("internal: the plan is not the optimum")  # keeps the two bookkeepings honest
     return sol
+
+
+class _Search:
+    """Dijkstra over (stage, ball, map, x, y, facing): each node's shortest press count, how it was reached
+    (via, presses, (rung, press) on the way), and the fewest presses to each rung."""
+
+    def __init__(self, t: Tables):
+        self.t, self.w = t, World(t)
+        s = t.start
+        self.start: Node = (1 if s.map == TOWN_MAP else 0, -1, s.map, s.x, s.y, s.facing)
+        self.dist: dict[Node, int] = {self.start: 0}
+        self.prev: dict[Node, tuple[Node, list[str], list[tuple[str, int]]]] = {}
+        self.best: dict[str, int] = {}
+        self.heap = [(0, self.start)]
+        self.done: set[Node] = set()
+
+    def relax(self, node: Node, n: int, via: Node, actions: list[str], events: list[tuple[str, int]]) -> None:
+        if node not in self.done and n < self.dist.get(node, 1 << 30):
+            self.dist[node] = n
+            self.prev[node] = (via, actions, events)
+            heapq.heappush(self.heap, (n, node))
+
+    def reach(self, rung: str, n: int) -> None:
+        self.best[rung] = min(self.best.get(rung, n), n)
+
+    def run(self, max_nodes: int) -> Node | None:
+        """The first goal node settled (stage 6), or None when every reachable node is settled first."""
+        while self.heap:
+            n, node = heapq.heappop(self.heap)
+            if node in self.done:
+                continue
+            self.done.add(node)
+            if len(self.done) > max_nodes:
+                raise Unsolvable("search too large")
+            if node[0] == 6:
+                return node
+            for d in range(4):
+                self._step(node, n, d)
+            self._talk(node, n)
+        return None
+
+    def _step(self, node: Node, n: int, d: int) -> None:
+        """One press of direction `d`: into town (M1), onto the stop (M2, sent to the lab), into the city (M5)."""
+        t = self.t
+        nxt, stopped = self.w.move(node, d)
+        ns = nxt[0]
+        events: list[tuple[str, int]] = []
+        if ns == 0 and nxt[2] == TOWN_MAP:
+            self.reach("M1", n + 1)
+            events.append(("M1", 1))
+            ns = 1
+        if stopped:
+            if ns != 1:
+                return  # the stop again after it sent you to the lab: a loop, never shorter
+            self.reach("M2", n + 1)
+            p = t.stop.to
+            self.relax((2, -1, p.map, p.x, p.y, p.facing), n + 4, node, [DIR_NAME[d], "A", "A", "A"], [("M2", 1)])
+            return
+        if ns == 3 and nxt[2] == CITY_MAP:
+            self.reach("M5", n + 1)
+            events.append(("M5", 1))
+            ns = 4
+        self.relax((ns, *nxt[1:]), n + 1, node, [DIR_NAME[d]], events)
+
+    def _talk(self, node: Node, n: int) -> None:
+        """Talking to who is in front: a ball (M3, the battle M4), the clerk (M6), the professor (M7, M8)."""
+        stage, ball, m, x, y, f = node
+        who = self.w.talks_to(node)
+        if stage == 2 and who is not None and BALL0 <= who < BALL0 + 3:
+            b = who - BALL0
+            # A (the ball, YES/NO), A (YES) = M3, three pages, then the battle from its first text
+            self.reach("M3", n + 2)
+            fight = battle(rng_after(n + 5))
+            self.reach("M4", n + 5 + len(fight))
+            self.relax((3, b, m, x, y, f), n + 5 + len(fight) + 3, node, ["A"] * 5 + fight + ["A"] * 3,
+                       [("M3", 2), ("M4", 5 + len(fight))])
+        elif stage == 4 and who == CLERK:
+            self.reach("M6", n + 2)
+            self.relax((5, ball, m, x, y, f), n + 3, node, ["A", "A", "A"], [("M6", 2)])
+        elif stage == 5 and who == PROF:
+            self.reach("M7", n + 2)
+            self.reach("M8", n + 4)
+            self.relax((6, ball, m, x, y, f), n + 4, node, ["A"] * 4, [("M7", 2), ("M8", 4)])
+
+    def plan(self, goal: Node) -> tuple[list[str], dict[str, int]]:
+        """The presses from the start to `goal`, and the press at which the plan reaches each rung."""
+        actions: list[str] = []
+        reached: dict[str, int] = {}
+        node = goal
+        while node in self.prev:
+            via, acts, events = self.prev[node]
+            for rung, offset in events:
+                reached[rung] = self.dist[via] + offset
+            actions[:0] = acts
+            node = via
+        return actions, reached

@@ -336,10 +336,24 @@ def furnish(s: Stream, base: Tables, m: int, plant: int, floor: int, count: int,
 
 
 def draw_tables(seed: int, attempt: int, base: Tables, spec: ct.WorldSpec) -> Tables:
+    # The stream's draws come in a fixed order (people, names, rooms, balls): the same seed, the same ROM.
     s = Stream(seed, attempt)
     drawn = draw_world(s, base)
     base = shrink_rooms(s, base, tile_ids()["VOID"])
-    # the start in the bedroom; the mother, the professor and the rival indoors
+    start, actors = _place_people(s, base, drawn)
+    names, texts = _draw_names(s, spec)
+    tiles, kinds = _furnish_rooms(s, base, drawn, actors, start)
+    signs = [(Pos(map=sg.map, x=sg.x, y=sg.y), ct.TEXT_IDS.index(sg.text))
+             for sg in drawn.signs] + [(p, t) for p, t in base.signs if p.map not in drawn.tiles]
+    interior_warps = [w for w in base.warps if w.map in (0, 1) and w.to.map in (0, 1)]
+    return Tables(start=start, stop=base.stop, balls=tuple(s.shuffled([1, 2, 3])),  # type: ignore[arg-type]
+                  actors=tuple(list(actors)), signs=tuple(signs), warps=tuple(interior_warps + drawn.warps),
+                  species=tuple(names.species), texts=texts, tiles=tuple(tiles),  # type: ignore[arg-type]
+                  kinds=tuple(kinds))
+
+
+def _place_people(s: Stream, base: Tables, drawn) -> tuple[Place, list[Pos]]:
+    """The start in the bedroom; the mother, the professor and the rival indoors; the outdoor people drawn."""
     x, y = indoor_cell(s, base, 0, set())
     start = Place(map=0, x=x, y=y, facing=s.below(4))
     actors = list(base.actors)  # indices are the fixed actor ids (ct.ACTOR_NAMES)
@@ -352,7 +366,11 @@ def draw_tables(seed: int, attempt: int, base: Tables, spec: ct.WorldSpec) -> Ta
     actors[2] = Pos(map=3, x=rival[0], y=rival[1])
     for i, p in drawn.actors.items():
         actors[i] = p
-    # names and wording: redraw names until every page fits the box
+    return start, actors
+
+
+def _draw_names(s: Stream, spec: ct.WorldSpec) -> tuple[ct.Names, tuple]:
+    """Names and wording: redrawn until every page fits the box."""
     for _ in range(100):
         names = ct.Names(town=s.choice(TOWNS), route=s.choice(ROUTES), city=s.choice(CITIES),
                          prof=s.choice(PROFS), rival=s.choice(RIVALS),
@@ -360,27 +378,24 @@ def draw_tables(seed: int, attempt: int, base: Tables, spec: ct.WorldSpec) -> Ta
         wording = {t: s.below(len(spec.texts[t])) for t in ct.TEXT_IDS}
         texts = tuple(ct.render_page(spec.texts[t][wording[t]], names) for t in ct.TEXT_IDS)
         if all(ct.page_fits(p) for p in texts):
-            break
-    else:
-        raise Unsolvable("no names fit the dialogue box")
+            return names, texts
+    raise Unsolvable("no names fit the dialogue box")
+
+
+def _furnish_rooms(s: Stream, base: Tables, drawn, actors: list[Pos], start: Place) -> tuple[list, list]:
+    """The drawn outdoor maps, and the rooms with a different set of obstacles: a few plants, never on a
+    warp, an arrival or a person."""
     tiles = list(base.tiles)
     kinds = list(base.kinds)
     for m, (tl, kd) in drawn.tiles.items():
         tiles[m], kinds[m] = tl, kd
-    # the rooms get a different set of obstacles: a few plants, never on a warp, an arrival or a person
     T = tile_ids()
     for m in (0, 1, 3, 6):
         avoid = {(a.x, a.y) for a in actors if a.map == m}
         avoid |= {(start.x, start.y)} if start.map == m else set()
         avoid |= {(base.stop.to.x, base.stop.to.y)} if base.stop.to.map == m else set()
         tiles[m], kinds[m] = furnish(s, base, m, T["PLANT"], T["FLOOR"], s.between(1, 3), avoid)
-    signs = [(Pos(map=sg.map, x=sg.x, y=sg.y), ct.TEXT_IDS.index(sg.text))
-             for sg in drawn.signs] + [(p, t) for p, t in base.signs if p.map not in drawn.tiles]
-    interior_warps = [w for w in base.warps if w.map in (0, 1) and w.to.map in (0, 1)]
-    return Tables(start=start, stop=base.stop, balls=tuple(s.shuffled([1, 2, 3])),  # type: ignore[arg-type]
-                  actors=tuple(list(actors)), signs=tuple(signs), warps=tuple(interior_warps + drawn.warps),
-                  species=tuple(names.species), texts=texts, tiles=tuple(tiles),  # type: ignore[arg-type]
-                  kinds=tuple(kinds))
+    return tiles, kinds
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """Seed 000's frozen controls (starter, text speed, battle style): told to the agent, checked against
 the probed start state in preflight, and every trial's restore checked against that probe."""
 
+import dataclasses
+
 import yaml
 
 from engine.games.gamedef import GameDefinition
@@ -101,7 +103,7 @@ def test_a_restore_to_other_hidden_state_ends_the_trial_as_a_harness_error(tmp_p
     assert at >= 0 and state.find(pattern, at + 1) < 0, "the WRAM image is not where this test expects"
     tampered = bytearray(state)
     tampered[at + 2] = s["x"] + 1
-    prepared.start_state = bytes(tampered)
+    prepared = dataclasses.replace(prepared, start_state=bytes(tampered))
     folder = create_folder(prepared, out)
     runner = ExperimentRunner(prepared, folder, sinks=[])
     runner.run()
