@@ -2,9 +2,9 @@
 
 Two benchmarks are kept apart, never averaged together: **PokeBench focused** (task batches: per-task
 success, the ability average = mean of per-task success rates, docs/tasks.md) and **PokeBench Long**
-(campaign folders: a whole playthrough's ladder, seed 002's long-horizon score = the share of the
-ladder's progress points reached, per trial, averaged). Every figure links to the evidence folder it
-came from and shows that folder's root (`oakwatch verify --print-root`). No network, inline CSS.
+(campaign folders: a whole playthrough's ladder, seed 002's overall long-horizon score from
+sessions.analysis.metrics.long_horizon, per trial, averaged). Every figure links to the evidence
+folder it came from and shows that folder's root (`oakwatch verify --print-root`). No network, inline CSS.
 """
 
 from __future__ import annotations
@@ -76,21 +76,35 @@ def _batch_rows(batch: Path) -> list[Row]:
         rate = sum(bool(t.get("success")) for t in valid) / len(valid) if valid else None
         root = folder_root(folder) if folder.is_dir() else None
         rows.append(Row(FOCUSED, str(task["task_id"]), model, len(valid), rate, folder, root,
-                        str(task.get("status", ""))))
+                        str(task.get("status") or "")))
     return rows
 
 
 def _campaign_rows(folder: Path) -> list[Row]:
-    by_condition: dict[str, list[float]] = {}
+    """Per condition the mean of seed 002's overall score (sessions.analysis.metrics.long_horizon) over
+    valid trials; null, with the scorer's reason, when any trial's score is unknown."""
+    from engine.loop.records import TrialResult
+    from sessions.analysis.metrics import load_game, long_horizon
+
+    game, _ = load_game(folder)
+    by_condition: dict[str, list[dict]] = {}
     for result_path in sorted(folder.glob("trials/*/result.json")):
-        result = _read_json(result_path)
-        total = result.get("total_points")
-        if result.get("outcome") not in ("success", "failure") or not total:
-            continue  # invalid or unscored trials never count (null, not zero)
-        by_condition.setdefault(str(result.get("condition")), []).append(result.get("progress_points", 0) / total)
+        doc = _read_json(result_path)
+        if doc.get("outcome") not in ("success", "failure"):
+            continue  # invalid trials never count
+        try:
+            result = TrialResult.model_validate(doc)
+        except ValueError:
+            raise PortalError(f"{result_path}: not a trial result") from None
+        by_condition.setdefault(result.condition, []).append(long_horizon(result, game, None))
     root = folder_root(folder)
-    return [Row(LONG, "campaign", condition, len(scores), sum(scores) / len(scores), folder, root)
-            for condition, scores in sorted(by_condition.items())]
+    rows = []
+    for condition, scores in sorted(by_condition.items()):
+        known = [s["overall"] for s in scores if s.get("overall") is not None]
+        value = sum(known) / len(known) if known and len(known) == len(scores) else None
+        reason = next((s.get("reason") for s in scores if s.get("overall") is None), None) or ""
+        rows.append(Row(LONG, "campaign", condition, len(scores), value, folder, root, reason))
+    return rows
 
 
 def collect(folders: list[Path]) -> Site:
@@ -118,7 +132,7 @@ def _e(text: object) -> str:
 
 
 def _value(row: Row) -> str:
-    return "null (no valid trial)" if row.value is None else f"{row.value:.3f}"
+    return "null" if row.value is None else f"{row.value:.3f}"
 
 
 def _evidence(row: Row) -> str:
@@ -134,14 +148,14 @@ def _page(title: str, body: str) -> str:
 
 
 def _table(rows: list[Row]) -> str:
-    head = "<tr><th>benchmark</th><th>task</th><th>model</th><th>valid trials</th><th>value</th><th>evidence</th></tr>"
+    head = "<tr><th>benchmark</th><th>task</th><th>model</th><th>valid trials</th><th>value</th><th>note</th><th>evidence</th></tr>"
     cells = []
     for r in rows:
         task = f'<a href="task-{slug(r.task)}.html">{_e(r.task)}</a>'
         model = f'<a href="model-{slug(r.model)}.html">{_e(r.model)}</a>'
         bench = f'<a href="bench-{slug(r.benchmark)}.html">{_e(r.benchmark)}</a>'
         cells.append(f"<tr><td>{bench}</td><td>{task}</td><td>{model}</td><td>{r.trials}</td>"
-                     f"<td>{_value(r)}</td><td>{_evidence(r)}</td></tr>")
+                     f"<td>{_value(r)}</td><td>{_e(r.detail)}</td><td>{_evidence(r)}</td></tr>")
     return f"<table>{head}{''.join(cells)}</table>"
 
 

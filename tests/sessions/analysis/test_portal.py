@@ -48,6 +48,7 @@ def test_portal_has_a_page_per_benchmark_task_and_model_linked_to_evidence_and_r
     assert root and root in focused and (batch / "runs" / "reach-ground-floor").resolve().as_uri() in focused
     long_page = (out / "bench-pokebench-long.html").read_text()
     assert folder_root(campaign) in long_page and "reach-ground-floor" not in long_page  # never mixed
+    assert "<td>null</td>" in long_page and "no long_horizon section" in long_page  # unknown, not 0
     for page in out.iterdir():  # self-contained: no external fetches
         text = page.read_text()
         assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"https?:", text)
