@@ -148,7 +148,8 @@ def _page(title: str, body: str) -> str:
 
 
 def _table(rows: list[Row]) -> str:
-    head = "<tr><th>benchmark</th><th>task</th><th>model</th><th>valid trials</th><th>value</th><th>note</th><th>evidence</th></tr>"
+    columns = ("benchmark", "task", "model", "valid trials", "value", "note", "evidence")
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
     cells = []
     for r in rows:
         task = f'<a href="task-{slug(r.task)}.html">{_e(r.task)}</a>'
