@@ -286,6 +286,9 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
         if read & hidden:
             gameplay["outcomes"] = None
     data["long_horizon"] = None  # its final rung and rubric belong to the whole game, not the task
+    # Only the shortcuts the task permits: one it does not (a menu task permits none) may read a goal field.
+    if data.get("shortcuts"):
+        data["shortcuts"] = {k: v for k, v in data["shortcuts"].items() if k in task.shortcuts}
     return GameDefinition.model_validate(data)
 
 
