@@ -147,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     from app.commands.tasks_cli import add_parsers as tasks_parsers
 
     tasks_parsers(sub)  # tasks list|run|derive|data (docs/tasks.md)
+    from app.commands.portal_cli import add_parser as portal_parser
+
+    portal_parser(sub)  # the static results site (docs/portal.md)
     from app.servers.demo_server import add_parser as demo_parser
 
     demo_parser(sub)  # demo-server
@@ -279,6 +282,10 @@ def _main(argv: list[str] | None) -> int:
         from app.commands.mcp_cli import run_command as mcp_command
 
         return mcp_command(args)
+    if args.command == "portal":
+        from app.commands.portal_cli import portal_main
+
+        return portal_main(args)
     if args.command == "tasks":
         from app.commands import tasks_cli
 

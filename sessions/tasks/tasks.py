@@ -287,6 +287,9 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
                 instruction=task.instruction)
     _hide_from_tracks(data, game, goal_fields(task, game))
     data["long_horizon"] = None  # its final rung and rubric belong to the whole game, not the task
+    # Only the shortcuts the task permits: one it does not (a menu task permits none) may read a goal field.
+    if data.get("shortcuts"):
+        data["shortcuts"] = {k: v for k, v in data["shortcuts"].items() if k in task.shortcuts}
     return GameDefinition.model_validate(data)
 
 
