@@ -142,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     cartridge_parsers(sub)  # cartridge variant
     from app.commands.tasks_cli import add_parsers as tasks_parsers
 
-    tasks_parsers(sub)  # tasks list|run (docs/tasks.md)
+    tasks_parsers(sub)  # tasks list|run|derive|data (docs/tasks.md)
     from app.servers.demo_server import add_parser as demo_parser
 
     demo_parser(sub)  # demo-server

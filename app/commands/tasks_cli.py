@@ -1,4 +1,4 @@
-"""`oakwatch tasks list|run`: the task catalog (seed 003) and a batch of its tasks.
+"""`oakwatch tasks list|run|derive|data`: the task catalog (seed 003), a batch of its tasks, a derived task.
 
 Exit status: 0 every task ran and every trial succeeded; 1 a task failed, was not run (the batch's
 ceiling) or a trial was invalid; 2 bad input (a bad task file, bad options), nothing written.
@@ -41,6 +41,14 @@ def add_parsers(sub) -> None:
     run.add_argument("--trials", type=int, default=1, help="trials per task (default 1)")
     run.add_argument("--max-tokens", type=int, metavar="N", help="the batch's token ceiling (input + output)")
     run.add_argument("--max-cost-usd", type=float, metavar="USD", help="the batch's cost ceiling")
+    derive = tsub.add_parser("derive", help="a harder battle task from a knobs file (seed 004's difficulty knobs)")
+    derive.add_argument("knobs", type=Path, help="the knobs file: base task, new task id, knobs (docs/tasks.md)")
+    derive.add_argument("--output", type=Path, required=True, help="the new task file")
+    derive.add_argument("--dir", type=Path, help="the catalog the base task id names (default: assets/tasks)")
+    data = tsub.add_parser("data", help="a battle task's game data as JSON files (seed 004's sandbox)")
+    data.add_argument("task", help="a task id of the catalog, or a task file")
+    data.add_argument("--output", type=Path, required=True, help="new folder for species/moves/items/task.json")
+    data.add_argument("--dir", type=Path, help="a folder of task files (default: the bundled assets/tasks)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +72,43 @@ def run(args: argparse.Namespace) -> int:
             game = t.game.id if t.game else "?"
             print(f"{f.task_id:24} {state:8} {game:30} {f.track:10} {goal}{episodes}  {f.title}")
         return EXIT_OK
+    if args.tasks_command == "derive":
+        return _derive(args, folder)
+    if args.tasks_command == "data":
+        return _data(args, folder)
     return _run(args, folder)
+
+
+def _data(args: argparse.Namespace, folder: Path) -> int:
+    from sessions.tasks.task_data import TaskDataError, write_task_data
+    from sessions.tasks.tasks import TaskError, catalog, load_task
+
+    try:
+        if _is_file(args.task):
+            task = load_task(Path(args.task))
+        else:
+            task = next((t for t in catalog(folder) if t.id == args.task), None)
+            if task is None:
+                return _fail(f"no task {args.task!r} in {folder} (`oakwatch tasks list` lists them)")
+        written = write_task_data(task, args.output)
+    except (TaskError, TaskDataError) as exc:
+        return _fail(str(exc))
+    print(f"oakwatch tasks data: {', '.join(p.name for p in written)} in {args.output}")
+    return EXIT_OK
+
+
+def _derive(args: argparse.Namespace, folder: Path) -> int:
+    from sessions.tasks.task_knobs import KnobsError, derive_task
+    from sessions.tasks.tasks import load_task
+
+    try:
+        path = derive_task(args.knobs, args.output, folder)
+    except KnobsError as exc:
+        return _fail(str(exc))
+    task = load_task(path)
+    print(f"oakwatch tasks derive: {path} (task {task.id}, sha256 {task.sha256}; from "
+          f"{task.file.battle.derived.base_task} {task.file.battle.derived.base_sha256[:12]})")
+    return EXIT_OK
 
 
 def _run(args: argparse.Namespace, folder: Path) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_serializer, model_validator
 
 Address = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
 Byte = Annotated[int, Field(ge=0, le=255)]
@@ -164,21 +164,74 @@ class BattleAdapter(_Strict):
 
 # -- the task's side: the rules ---------------------------------------------------------------------
 
+StatValues = Annotated[dict[Name, Annotated[int, Field(ge=0, le=255)]], Field(max_length=6)]
+GEN3_FIELDS = ("nature", "ability", "evs", "ivs")
+
+
 class Member(_Strict):
-    """One creature of a team. Unknown values are null: a game without levels or items takes none."""
+    """One creature of a team. Unknown values are null: a game without levels or items takes none. Nature,
+    ability, EVs and IVs are for a game whose records hold them (engine.battle.gen3_battle); null elsewhere, and
+    left out of the member's dump when null (a GB team's record reads as before they existed)."""
 
     species: Name
     level: Annotated[int, Field(ge=1, le=255)] | None = None
     moves: Annotated[list[Name], Field(max_length=4)] = []  # empty: the species' first moves
     item: Name | None = None
+    nature: Name | None = None
+    ability: Name | None = None
+    evs: StatValues | None = None  # by stat (hp, attack, defense, speed, sp_attack, sp_defense); absent 0
+    ivs: StatValues | None = None  # absent: the adapter's default (31)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_gen3(self, handler):
+        data = handler(self)
+        for key in GEN3_FIELDS:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class Pool(_Strict):
-    """What a team may use, by name; an absent list allows everything the game has."""
+    """What a team may use, by name; an absent list allows everything the game has. `min_levels`: a species
+    the task allows only from a level (an evolved form, as a Radical Red task's pool has them)."""
 
     species: Annotated[list[Name], Field(max_length=2048)] | None = None
     moves: Annotated[list[Name], Field(max_length=4096)] | None = None
     items: Annotated[list[Name], Field(max_length=2048)] | None = None
+    min_levels: Annotated[dict[Name, Annotated[int, Field(ge=1, le=255)]], Field(max_length=2048)] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_min_levels(self, handler):
+        data = handler(self)
+        if data.get("min_levels") is None:
+            data.pop("min_levels", None)  # a pool without them dumps (and hashes) as before they existed
+        return data
+
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Exclude(_Strict):
+    species: Annotated[list[Name], Field(max_length=2048)] = []
+    moves: Annotated[list[Name], Field(max_length=4096)] = []
+    items: Annotated[list[Name], Field(max_length=2048)] = []
+
+
+class Knobs(_Strict):
+    """Seed 004's difficulty knobs: scale the level cap down by a percentage, shrink the party limit,
+    exclude named species, moves or items (sessions.tasks.task_knobs derives a task file with them)."""
+
+    level_cap_down_percent: Annotated[int, Field(ge=0, le=99)] | None = None
+    party_limit: Annotated[int, Field(ge=1, le=6)] | None = None
+    exclude: Exclude = Exclude()
+
+
+class Derived(_Strict):
+    """Where a derived task's rules come from: the base task file (its id and sha256) and the knobs."""
+
+    base_task: Name
+    base_sha256: Sha256
+    knobs: Knobs
 
 
 DifficultyValue = Annotated[str, Field(max_length=64)] | int | bool
@@ -192,18 +245,62 @@ class BattleSettings(_Strict):
     pool: Pool = Pool()
     difficulty: Annotated[dict[Name, DifficultyValue], Field(max_length=16)] = {}
     team: Annotated[list[Member], Field(min_length=1, max_length=6)] | None = None  # when the agent applies none
+    derived: Derived | None = None  # a task derived by difficulty knobs (sessions.tasks.task_knobs)
+    # the task file these rules were compiled from (sessions.tasks.task_manifest sets it): every result
+    # carries the rules, so every result names the task file's sha256
+    task_sha256: Sha256 | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_derived(self, handler):
+        data = handler(self)
+        for key in ("derived", "task_sha256"):
+            if data.get(key) is None:
+                data.pop(key, None)  # rules without them dump (and hash) as before they existed
+        return data
 
 
 class BattleRefused(ValueError):
     """A call the rules refuse: the message says why (charged as an invalid output)."""
 
 
+def pool_problem(settings: BattleSettings) -> str | None:
+    """Why no team can be built under these rules, whatever the game: an empty species (or move) pool, or a
+    level cap below every pool species' minimum level."""
+    pool = settings.pool
+    if pool.species is not None and not pool.species:
+        return "pool.species is empty: no team can be built"
+    if pool.moves is not None and not pool.moves:
+        return "pool.moves is empty: no team can be built"
+    if pool.min_levels:
+        if unknown := sorted(set(pool.min_levels) - set(pool.species or pool.min_levels)):
+            return f"pool.min_levels: {', '.join(unknown)} not in pool.species"
+        cap = settings.level_cap
+        species = pool.species if pool.species is not None else None
+        if cap is not None and species is not None and all(pool.min_levels.get(s, 1) > cap for s in species):
+            lowest = min(pool.min_levels.get(s, 1) for s in species)
+            return f"level_cap {cap} is below every pool species' minimum level (the lowest is {lowest})"
+    return None
+
+
+def min_level_problem(settings: BattleSettings, species: str, level: int | None) -> str | None:
+    need = (settings.pool.min_levels or {}).get(species)
+    if need is not None and (level is None or level < need):
+        return f"{species} is in the task's pool from level {need}"
+    return None
+
+
 def settings_problem(settings: BattleSettings, adapter: BattleAdapter | None, game: str) -> str | None:
     """Why a task's battle rules cannot be played on `game` (named so in the message), or None."""
+    if problem := pool_problem(settings):
+        return problem
     if adapter is None:
         return f"{game} has no battle adapter (its game definition's battle: section)"
     try:
-        check_settings(settings, adapter)
+        if isinstance(adapter, BattleAdapter):
+            check_settings(settings, adapter)
+        else:  # a Gen-3 adapter (engine.battle.gen3_battle)
+            from engine.battle.gen3_battle import check_team_settings
+            check_team_settings(settings, adapter)
     except BattleRefused as exc:
         return str(exc)
     return None
@@ -239,6 +336,8 @@ def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: Battl
     writes: list[tuple[int, list[int]]] = [(layout.count, [len(team)])]
     for i, m in enumerate(team):
         at = f"member {i}"
+        if given := [k for k in GEN3_FIELDS if getattr(m, k) is not None]:
+            raise BattleRefused(f"{at}: this game's creatures have no {', '.join(given)}: leave them null")
         sp = adapter.species_named(m.species)
         if sp is None:
             raise BattleRefused(f"{at}: no species {m.species!r} in this game")
@@ -246,6 +345,8 @@ def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: Battl
             raise BattleRefused(f"{at}: species {m.species} is not in the task's pool")
         if m.level is not None and settings.level_cap is not None and m.level > settings.level_cap:
             raise BattleRefused(f"{at}: level {m.level} is over the task's level cap of {settings.level_cap}")
+        if why := min_level_problem(settings, m.species, m.level):
+            raise BattleRefused(f"{at}: {why}")
         # no moves given: the species' first (a one-move game: its move), which the pool must allow too
         chosen = m.moves or sp.moves[:len(layout.moves[i]) if layout.moves is not None else 1]
         for move in chosen:
@@ -280,6 +381,14 @@ def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: Battl
 
 
 # -- one trial's judge ------------------------------------------------------------------------------
+
+def make_judge(adapter, settings: BattleSettings):
+    """The judge for a game's adapter: BattleJudge for byte fields, Gen3BattleJudge for Gen-3 records."""
+    if isinstance(adapter, BattleAdapter):
+        return BattleJudge(adapter, settings)
+    from engine.battle.gen3_battle import Gen3BattleJudge
+    return Gen3BattleJudge(adapter, settings)
+
 
 ReadFn = Callable[[int, int], Sequence[int]]
 

@@ -38,8 +38,16 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from engine.battle.battle import BattleAdapter
+from engine.battle.gen3_battle import Gen3BattleAdapter
 
 Sample = dict[str, "int | list[int]"]
+
+
+def _record_kind(value) -> str:
+    """A battle section's record kind: `party.records` (gen3), or byte fields when it names none."""
+    party = value.get("party") if isinstance(value, dict) else getattr(value, "party", None)
+    kind = party.get("records") if isinstance(party, dict) else getattr(party, "records", None)
+    return "gen3" if kind == "gen3" else "bytes"
 
 
 Name = Annotated[str, Field(min_length=1, max_length=64)]
@@ -529,7 +537,10 @@ class GameDefinition(_Strict):
     goals: Annotated[dict[Name, GoalDef], Field(max_length=16)] = {}
     # Seed 004's battle adapter (engine.battle.battle): the party in RAM, the species table, the battle screen's
     # facts and each battle action as presses. Absent: the battle ruleset cannot serve this game.
-    battle: BattleAdapter | None = None
+    # The party's record kind picks the adapter: `party.records: gen3` (engine.battle.gen3_battle, FireRed's
+    # encrypted struct Pokemon) or byte fields (engine.battle).
+    battle: Annotated[Annotated[BattleAdapter, Tag("bytes")] | Annotated[Gen3BattleAdapter, Tag("gen3")],
+                      Discriminator(_record_kind)] | None = None
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from engine.battle.battle import BattleJudge, BattleRefused, BattleSettings, Plan
+from engine.battle.battle import BattleRefused, BattleSettings, Plan, make_judge
 from engine.battle.episodes import EpisodeRules, Step, episode_records
 from engine.emulators.emulator import Emulator, EmulatorError, Timing, frame_sha256
 from engine.games.controls import start_differences
@@ -234,7 +234,7 @@ class Trial:
         self._steps: list[Step] = []
         self._episode_note: str | None = None
         # The battle ruleset's judge (engine.battle.battle): one episode's team, lead and active slot.
-        self._battle = BattleJudge(game.battle, config.battle) if config.battle and game.battle else None
+        self._battle = make_judge(game.battle, config.battle) if config.battle and game.battle else None
 
     def request_reset(self) -> None:
         """End the current episode with the decision in progress (or the next one) and restore the start

@@ -38,7 +38,7 @@ INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen
                 "at its final milestone or when a budget runs out; then every call is refused.")
 
 
-BATTLE_INSTRUCTIONS = ("You are playing a battle in a Game Boy game in an emulator, through battle tools: observe "
+BATTLE_INSTRUCTIONS = ("You are playing a battle in a game in an emulator, through battle tools: observe "
                        "(the battle screen's facts: your party, the enemy, the phase; phase before-battle: it has "
                        "not started, your first action starts it), apply_team (your team, checked against the "
                        "task's party limit {limit}, level cap {cap} and pool: {pool}; only before lead), lead (the "
@@ -157,8 +157,9 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         return text
 
     async def apply_team(team: list, ctx: Context) -> str:
-        """Make your team the party, before lead in an episode: a list of {species, level, moves, item}
-        (null where the game has none), checked against the task's party limit, level cap and pool. The
+        """Make your team the party, before lead in an episode: a list of {species, level, moves, item} and,
+        in a Gen-3 game, nature, ability, evs and ivs by stat (hp, attack, defense, speed, sp_attack,
+        sp_defense) (null where the game has none), checked against the task's party limit, level cap and pool. The
         party is written into the game's memory; one decision."""
         seen(ctx)
         return await decision("apply_team", {"team": team})
@@ -194,12 +195,17 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     return server
 
 
+_BY_STAT = {"type": ["object", "null"], "additionalProperties": {"type": "integer", "minimum": 0}}
 TEAM_SCHEMA = {"type": "array", "minItems": 1, "maxItems": 6, "description": "the team, in party order",
                "items": {"type": "object", "required": ["species"], "additionalProperties": False,
                          "properties": {"species": {"type": "string"},
                                         "level": {"type": ["integer", "null"], "minimum": 1},
                                         "moves": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
-                                        "item": {"type": ["string", "null"]}}}}
+                                        "item": {"type": ["string", "null"]},
+                                        # a Gen-3 game's records (engine.battle.gen3_battle); null elsewhere
+                                        "nature": {"type": ["string", "null"]},
+                                        "ability": {"type": ["string", "null"]},
+                                        "evs": _BY_STAT, "ivs": _BY_STAT}}}
 
 
 def _session_id(ctx: Context) -> str | None:

@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sessions.tasks.tasks import PolicyChoice, Task, TaskError, write_task_inputs
+from sessions.tasks.tasks import PolicyChoice, Task, TaskError, compiled_rules, write_task_inputs
 
 LEDGER = "batch.json"
 TASK_FILES = "task-files"
@@ -139,7 +139,7 @@ def run_batch(tasks: list[Task], choice: PolicyChoice, batch: Path, *, trials: i
     for task in tasks:
         row = TaskRow(task_id=task.id, title=task.file.title, task_sha256=task.sha256, status="run", folder=None,
                       episode_budget=task.file.episodes.budget if task.file.episodes else None,
-                      battle=task.file.battle.model_dump(mode="json") if task.file.battle is not None else None)
+                      battle=compiled_rules(task))
         tokens_left = _left(ceiling.tokens, ledger.spent_tokens)
         cost_left = _left(ceiling.cost_usd, ledger.spent_cost_usd)
         if (tokens_left is not None and tokens_left <= 0) or (cost_left is not None and cost_left <= 0):

@@ -318,11 +318,18 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
             for k in [k for k, v in t.items() if v is None]:
                 t.pop(k)
     if f.battle is not None:
-        data["battle"] = f.battle.model_dump(mode="json")
+        data["battle"] = compiled_rules(task)
     try:
         return Manifest.model_validate(data)
     except ValueError as exc:
         raise TaskError(f"{task.path}: cannot run with these options: {exc}") from None
+
+
+def compiled_rules(task: Task) -> dict | None:
+    """A battle task's rules as its manifest freezes them: the file's, named by the file's sha256."""
+    if task.file.battle is None:
+        return None
+    return {**task.file.battle.model_dump(mode="json"), "task_sha256": task.sha256}
 
 
 def _condition(task: Task, choice: PolicyChoice) -> dict:

@@ -107,7 +107,8 @@ def test_switch_and_send_on_a_party_of_two():
     ([{"species": "NOPE"}], "no species 'NOPE'"),
     ([{"species": "ONE", "moves": ["SPLASH"]}], "cannot learn SPLASH"),
     ([{"species": "ONE", "item": "ORB"}], "item ORB is not in the task's pool"),
-    ([{"species": "ONE", "nature": "calm"}], "member 0: nature: Extra inputs are not permitted"),
+    ([{"species": "ONE", "nature": "calm"}], "member 0: this game.s creatures have no nature: leave them null"),
+    ([{"species": "ONE", "shiny": True}], "member 0: shiny: Extra inputs are not permitted"),
     ([], "at least one member"),
 ])
 def test_team_violations_are_refused_with_the_reason(team, why):
