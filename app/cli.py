@@ -112,8 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     state.add_argument("rom", type=Path)
     state.add_argument("--frames", type=int, required=True, help="frames to run from power-on with no input")
     state.add_argument("--output", type=Path, required=True, help="state file to write (must not exist)")
-    state.add_argument("--emulator", choices=list(BACKENDS), default="pyboy",
-                       help="the emulator backend whose state this is (default: pyboy)")
+    state.add_argument("--emulator", choices=list(BACKENDS),
+                       help="the emulator backend whose state this is (default: pyboy for a Game Boy ROM, "
+                            "mgba for a Game Boy Advance ROM)")
     state_cmd = sub.add_parser("state", help="start states from your own ROM")
     state_sub = state_cmd.add_subparsers(dest="state_command", required=True)
     new = state_sub.add_parser(
@@ -163,6 +164,8 @@ def _parser() -> argparse.ArgumentParser:
                             "(target <= 1/6 of the serial time) and the console attached to that run")
     bench.add_argument("--mcp-calls", type=int, default=100, metavar="N",
                        help="press_keys calls through `oakwatch mcp` timed against the raw press (0 to skip)")
+    bench.add_argument("--gba-actions", type=int, default=2000, metavar="N",
+                       help="length of the random trial on the open GBA cartridge timed against raw mGBA (0 to skip)")
     bench.add_argument("--report-only", action="store_true",
                        help="exit 0 even when a target is missed (a bench that broke still exits 1)")
     bench.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE as JSON")
@@ -286,7 +289,7 @@ def _main(argv: list[str] | None) -> int:
 
         return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase,
                          args.parallel_models, report_only=args.report_only, json_path=args.json,
-                         mcp_calls=max(0, args.mcp_calls))
+                         mcp_calls=max(0, args.mcp_calls), gba_actions=max(0, args.gba_actions))
     return _fail(f"unknown command {args.command}")
 
 
@@ -531,7 +534,7 @@ def _attach(folder: Path, read_only: bool = False) -> int:
     return run_attach(folder, read_only=read_only or os.environ.get("OAKWATCH_READONLY") == "1")
 
 
-def _make_state(rom: Path, frames: int, output: Path, emulator: str = "pyboy") -> int:
+def _make_state(rom: Path, frames: int, output: Path, emulator: str | None = None) -> int:
     from engine.emulators.emulator import EmulatorError
     from sessions.preflight.startstate import write_start_state
 

@@ -57,6 +57,8 @@ Phase 4, verify: a random-policy trial of --verify-decisions decisions (one acti
   above the small one's (under ~190 bytes per extra decision; holding every decision's
   record would cost kilobytes each).
 
+`--gba-actions N` (on by default) adds app.bench.bench_gba's: per action on the open GBA cartridge against
+raw mGBA + frame hash (target <= 1.3x) and raw mGBA's frames per second.
 `--console` adds app.bench.bench_console's figures; `--parallel-models` adds app.bench.bench_parallel's (16 model
 trials against a local 200 ms server, 8 workers vs 1, and the attached console over that run).
 The run ends with a tally (app.bench.bench_tally): one line per target, measured, met or not, and a
@@ -691,7 +693,7 @@ def json_path_problem(path: Path | None) -> str | None:
 
 def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
               workers_phase: bool = False, parallel_models: bool = False, *, report_only: bool = False,
-              json_path: Path | None = None, mcp_calls: int = 0) -> int:
+              json_path: Path | None = None, mcp_calls: int = 0, gba_actions: int = 0) -> int:
     from app.bench.bench_tally import exit_status, tally_lines, targets
 
     problem = json_path_problem(json_path)
@@ -729,6 +731,10 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
                 from app.bench.bench_mcp import mcp_figures
 
                 report["mcp"] = mcp_figures(prepared, mcp_calls, tmp, _raw)
+            if gba_actions:
+                from app.bench.bench_gba import gba_figures
+
+                report["gba"] = gba_figures(gba_actions, runs, tmp)
             if workers_phase:
                 report["workers"] = workers_figures(tmp)
             if parallel_models:

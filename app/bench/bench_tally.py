@@ -105,6 +105,11 @@ def _optional(report: dict, asked: set[str]) -> list[Target]:
         t = _get(report, "mcp") or {}
         out.append(_target("MCP press_keys call over the raw press", f"<= {t.get('target_ms', 2.0):g} ms",
                            t.get("overhead_ms"), "{:.3f} ms", t.get("target_met")))
+    if "gba" in report:  # `--gba-actions N` (on by default): the open GBA cartridge on mGBA (app.bench.bench_gba)
+        g = _get(report, "gba") or {}
+        out.append(_target("per accepted action on the GBA cartridge, wall time",
+                           f"<= {g.get('target', 1.3):.2f}x raw mGBA + hash", g.get("ratio"), "{:.2f}x raw",
+                           g.get("target_met")))
     if "workers" in asked:
         w = _get(report, "workers") or {}
         out.append(_target("2 workers against 1, random trials", f">= {w.get('target', 1.8)}x", w.get("speedup"),

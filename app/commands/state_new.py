@@ -40,8 +40,7 @@ def state_new(rom: Path, game: str, output: Path, *, inputs: Path | None = None,
     except OSError as exc:
         return _fail(f"cannot write {output} ({exc})")
     ident = record["rom_identity"]
-    known = ident["matched"] or ("not a known dump (--force)" if ident["forced"] else "not identified (no dump list)")
-    print(f"ROM: {known} · SHA-1 {ident['sha1']}")
+    print(f"ROM: {s.identity.label(s.game.title)} · SHA-1 {ident['sha1']}")
     if not record["definition_verified"]:
         print(f"note: game definition {record['game']} says verified: false (no real-ROM test has passed on it yet; "
               "runs record that)")

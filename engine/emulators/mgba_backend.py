@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import calendar
 import time
+from collections.abc import Sequence
 from importlib.metadata import version as _dist_version
 
 import numpy as np
@@ -231,12 +232,13 @@ class MGBAEmulator:
     def frame_index(self) -> int:
         return self._frames
 
-    def read_range(self, address: int, length: int) -> list[int]:
+    def read_range(self, address: int, length: int) -> Sequence[int]:
         """Bus reads (GB: 0x0000-0xFFFF; GBA: 32-bit bus addresses). Outside the address space,
-        zeros; an unmapped GBA address reads what the bus gives (mGBA's open-bus value)."""
+        zeros; an unmapped GBA address reads what the bus gives (mGBA's open-bus value). GBA work
+        RAM comes back as bytes (a copy; no list is built: the probe reads it twice per action)."""
         for start, end, buffer in self._direct:
             if start <= address and address + length <= end:
-                return list(buffer[address - start:address - start + length])
+                return buffer[address - start:address - start + length]
         read, native, space = self._bus_read, self._native, self._space
         return [read(native, a) if 0 <= a < space else 0 for a in range(address, address + length)]
 

@@ -60,7 +60,11 @@ def platform_of(rom: bytes) -> str | None:
     """gb, gbc or gba from the cartridge header; None when neither header is there."""
     if len(rom) >= 0x150 and rom[0x104:0x108] == GB_LOGO_START:
         return "gbc" if rom[0x143] & 0x80 else "gb"
-    if len(rom) >= 0xC0 and rom[4:8] == GBA_LOGO_START and rom[0xB2] == 0x96:
+    # A GBA header: the fixed byte 0x96 at 0xB2, and either the boot logo's first bytes or (an open
+    # cartridge that carries no copy of the logo; mGBA's built-in BIOS does not check it) an ARM
+    # branch at 0 (the entry point jumping over the header) and a complement that matches.
+    if len(rom) >= 0xC0 and rom[0xB2] == 0x96 and (
+            rom[4:8] == GBA_LOGO_START or (rom[3] == 0xEA and rom[0xBD] == gba_complement(rom))):
         return "gba"
     return None
 

@@ -342,6 +342,22 @@ class RomIdentity(_Strict):
     source: Annotated[str, Field(min_length=1, max_length=500)]  # where the SHA-1 comes from
 
 
+class ConformanceBuild(_Strict):
+    """An open cartridge build that ran this definition unchanged (issue 29's conformance record).
+
+    It says where the definition's mechanisms (pointers, arrays, the XOR-keyed bag, party records,
+    the ladder) have run on a real ROM in a real emulator: a ROM written from scratch that keeps its
+    state where the commercial game does, at the addresses the definition cites. It is NOT a check
+    on the commercial game: `verified` stays false until a real dump has passed the real-ROM test.
+    The ROM check accepts this exact ROM (by SHA-256) and labels it as a conformance build."""
+
+    build: Annotated[str, Field(min_length=1, max_length=200)]  # e.g. "Parcel Quest Advance (FireRed layout)"
+    rom: Annotated[str, Field(min_length=1, max_length=200)]  # where it lives, e.g. bundled:parcel-quest-advance.gba
+    rom_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{7,40}$")]  # the git commit of the source it was built from
+    ran: Annotated[str, Field(min_length=1, max_length=500)]  # what ran through the definition, and which test
+
+
 class RequiredBacktrack(_Strict):
     """A return the task requires (seed 000: Viridian back to Pallet): transitions whose maps before and
     after all lie in {from_map, to_map, *via} are never repetition while the ladder is inside the window
@@ -503,6 +519,8 @@ class GameDefinition(_Strict):
     rom_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     verified: bool = False  # true only once an opt-in real-ROM test has passed on this definition
     roms: Annotated[list[RomIdentity], Field(max_length=64)] = []
+    # open cartridge builds that ran this definition unchanged: never a check on the game in `roms`
+    conformance: Annotated[list[ConformanceBuild], Field(max_length=16)] = []
     pointers: Annotated[dict[Name, Pointer], Field(max_length=64)] = {}
     arrays: Annotated[dict[Name, Array], Field(max_length=256)] = {}
     fields: Annotated[dict[Name, RamField], Field(min_length=1, max_length=1024)]
@@ -591,6 +609,9 @@ class GameDefinition(_Strict):
         shas = [r.sha1 for r in self.roms]
         if len(set(shas)) != len(shas):
             raise ValueError("roms: the same sha1 is listed twice")
+        builds = [c.rom_sha256 for c in self.conformance]
+        if len(set(builds)) != len(builds):
+            raise ValueError("conformance: the same rom_sha256 is listed twice")
         return self
 
     def _check_goals(self) -> None:

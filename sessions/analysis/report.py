@@ -464,6 +464,7 @@ CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;p
 def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None, replay: bool = True) -> dict:
     """Write the report files; return report.json's content (and `paths`)."""
+    from sessions.analysis.game_rom_note import game_and_rom
     from sessions.audit.verify import audit
     from sessions.evidence.roots import cited
 
@@ -522,6 +523,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         "annotation_basis": confirmed.basis, "disputed": confirmed.disputed,
         "reconciliation": recon, "checklist": checks, "conclusion": sentence,
         "roots": cited(root),  # what it was computed from: a reader checks the layers it used
+        "game_and_rom": game_and_rom(root, game.title if game is not None else None),
     }
     say("writing report files")
     out.mkdir(parents=True, exist_ok=True)
@@ -639,6 +641,8 @@ def render_md(doc: dict, rows: list[dict], figures: dict) -> str:
     lines += [("Blinded: conditions appear by label only (no unblinded/ folder)." if doc["blinded"]
                else "Unblinded: condition ids shown beside labels."), ""]
     lines += ["## Conclusion", "", doc["conclusion"], ""]
+    if doc.get("game_and_rom"):
+        lines += ["## Game and ROM", "", " ".join(doc["game_and_rom"]["sentences"]), ""]
     lines += ["## Trial-level results", "", _md_table(*trial_table(rows)), ""]
     lines += ["## Per-condition summary (median, full range)", "", _md_table(*_side_by_side(s)), ""]
     lines += [f"Bootstrap: seed {s['bootstrap']['seed']}, {s['bootstrap']['resamples']} resamples, "
@@ -708,6 +712,8 @@ def render_html(doc: dict, rows: list[dict], figures: dict) -> str:
     parts = [f"<h1>Report: {e(doc['experiment_id'])}</h1>",
              f"<p>{e('Blinded: conditions appear by label only.' if doc['blinded'] else 'Unblinded.')}</p>"]
     parts.append(section("conclusion", "Conclusion", f"<p>{e(doc['conclusion'])}</p>"))
+    if doc.get("game_and_rom"):
+        parts.append(section("game-and-rom", "Game and ROM", f"<p>{e(' '.join(doc['game_and_rom']['sentences']))}</p>"))
     parts.append(section("trials", "Trial-level results", _html_table(*trial_table(rows))))
     summ = _html_table(*_side_by_side(s))
     b = s["bootstrap"]

@@ -585,6 +585,9 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
         entry = _variant_entry(ctx.manifest, trial_number) if trial_number is not None else None
         first_frame = entry.first_frame_sha256 if entry is not None else None
     awards = {(m.frame_index, m.frame_sha256) for m in result.milestones} if result else set()
+    # a met goal's frame is evidence too: it must be one an input captured (checked with the goal)
+    goal = result.goal if result is not None else None
+    evidence = awards | ({(goal.frame_index, goal.frame_sha256)} if goal is not None and goal.met else set())
     award_frames: set[tuple[int, str]] = set()
     inputs_read = 0
     last_capture = -1
@@ -667,7 +670,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
                 add(f"{rel}/{layout.INPUTS}:{k}: capture frames do not increase")
             last_capture = r.capture_frame
             inputs_read += 1
-            if awards and (r.capture_frame, r.frame_sha256) in awards:
+            if evidence and (r.capture_frame, r.frame_sha256) in evidence:
                 award_frames.add((r.capture_frame, r.frame_sha256))
                 tally.award_actions.setdefault((r.capture_frame, r.frame_sha256), inputs_read)
         if chunk:

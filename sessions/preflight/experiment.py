@@ -113,6 +113,9 @@ class Prepared:
             "python_version": platform.python_version(),
             "rom_identity": self.rom_identity.as_dict() if self.rom_identity else None,
             "game_definition_verified": self.game.verified,
+            # where the definition has run unchanged on an open cartridge (never a check on the game itself)
+            "game_definition_conformance": [c.model_dump(include={"build", "rom_sha256", "commit"})
+                                            for c in self.game.conformance],
             "controls": dict(self.controls) or None,
         }
 
@@ -190,6 +193,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                                  f"but {installed} is installed (save states depend on the version)")
         entry = manifest.start_state()
         if entry is None:
+            _refuse_wrong_platform(chosen, where("game.definition", g.definition), at)
             raise PreflightError(f"{at('emulator.name')}: no start state for {emu.name} in game.start_states "
                                  f"(it lists one for: {', '.join(g.start_states)}); make one with "
                                  f"`oakwatch make-state ROM --emulator {emu.name} --frames N --output FILE`")
@@ -241,10 +245,7 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
         except RomIdentityError as exc:
             raise PreflightError(str(exc)) from None
         if not chosen.runs(game.platform):
-            others = [b.name for b in BACKENDS.values() if b.runs(game.platform)]
-            raise PreflightError(f"{at('emulator.name')}: {emu.name} runs {', '.join(chosen.platforms)} games; "
-                                 f"game definition {game_path} is for {game.platform}"
-                                 + (f" (run it on {' or '.join(others)})" if others else ""))
+            raise PreflightError(_platform_message(chosen, game.platform, game_path, at))
         size = chosen.frame_size(game.platform)
         if (emu.frame_width, emu.frame_height) != size:
             raise PreflightError(f"{at('emulator.frame_width')}: frame width and height must be {size[0]}x{size[1]} "
@@ -501,3 +502,22 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
     except BaseException:
         folder.leave_as_found()
         raise
+
+
+def _platform_message(chosen, platform: str, game_path: Path, at) -> str:
+    others = [b.name for b in BACKENDS.values() if b.runs(platform)]
+    return (f"{at('emulator.name')}: {chosen.name} runs {', '.join(chosen.platforms)} games; "
+            f"game definition {game_path} is for {platform}"
+            + (f" (run it on {' or '.join(others)})" if others else ""))
+
+
+def _refuse_wrong_platform(chosen, game_path: Path, at) -> None:
+    """A manifest (or --emulator) asking a backend for a game of a platform it does not run is told
+    so before anything else about it (a GBA game on PyBoy lists no PyBoy start state, and making one
+    would not help). A definition that cannot be read is left to the check that reads it."""
+    try:
+        game = load_game_definition(game_path)
+    except (GameDefinitionError, OSError):
+        return
+    if not chosen.runs(game.platform):
+        raise PreflightError(_platform_message(chosen, game.platform, game_path, at))

@@ -27,15 +27,31 @@ class RomIdentity:
     header: RomHeader
     matched: str | None  # the definition's name for the dump, when identified
     forced: bool  # run although not identified (`--force`)
+    # an open cartridge listed in the definition's `conformance:` (its build name): never a dump of the game
+    conformance_build: str | None = None
 
     def as_dict(self) -> dict:
-        return {**asdict(self.header), "matched": self.matched, "forced": self.forced}
+        return {**asdict(self.header), "matched": self.matched, "forced": self.forced,
+                "conformance_build": self.conformance_build}
+
+    def label(self, game_title: str) -> str:
+        """What the ROM is, in one phrase, for lines and reports."""
+        if self.conformance_build:
+            return (f"conformance build {self.conformance_build} (an open cartridge that keeps its state where "
+                    f"{game_title} does; not a {game_title} ROM)")
+        if self.matched:
+            return self.matched
+        return "not a known dump (--force)" if self.forced else "not identified (no dump list)"
 
 
 def identify(rom: bytes, game: GameDefinition, *, force: bool = False, source: str = "the ROM") -> RomIdentity:
-    """Identify `rom` against `game.roms`. A definition listing no dumps (the open cartridge,
+    """Identify `rom` against `game.roms` (or, by SHA-256, one of its `conformance` builds: accepted
+    and labelled as the open cartridge it is, never as the game). A definition listing no dumps (the open cartridge,
     pinned by its SHA-256 instead) identifies nothing and refuses nothing."""
     header = read_header(rom)
+    for build in game.conformance:  # an open cartridge the definition ran on unchanged: accepted, labelled
+        if build.rom_sha256 == header.sha256:
+            return RomIdentity(header, None, False, build.build)
     if not game.roms:
         return RomIdentity(header, None, False)
     for known in game.roms:

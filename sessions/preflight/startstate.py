@@ -37,11 +37,14 @@ def make_start_state(rom: Path | bytes, boot_frames: int, emulator: str = "pyboy
     return state, first
 
 
-def write_start_state(rom: Path, boot_frames: int, output: Path, emulator: str = "pyboy") -> dict:
+def write_start_state(rom: Path, boot_frames: int, output: Path, emulator: str | None = None) -> dict:
+    """`emulator` None: mGBA for a Game Boy Advance ROM, PyBoy otherwise."""
     data = rom.read_bytes()
+    platform = platform_of(data) or "gb"
+    emulator = emulator or ("mgba" if platform == "gba" else "pyboy")
     version = backend(emulator).require()
-    state, first = make_start_state(data, boot_frames, emulator)
+    state, first = make_start_state(data, boot_frames, emulator, platform)
     output.write_bytes(state)
     return {"state": str(output), "state_sha256": hashlib.sha256(state).hexdigest(),
             "first_frame_sha256": first, "rom_sha256": hashlib.sha256(data).hexdigest(),
-            "boot_frames": boot_frames, "emulator": emulator, "emulator_version": version}
+            "boot_frames": boot_frames, "emulator": emulator, "emulator_version": version, "platform": platform}

@@ -11,6 +11,9 @@ import pytest
 from app.bench import bench
 from app.bench.bench_tally import exit_status, tally_lines, targets
 from app.cli import main
+from sessions.preflight.assets import ASSETS
+
+GBA_ROM = ASSETS / "gba-cartridge" / "parcel-quest-advance.gba"
 
 DEFAULT_MEASURED = {"(c) headless dry-run against the naive floor (b)",
                     "(d) replay against raw PyBoy + frame hash (a+)",
@@ -23,14 +26,17 @@ def test_the_bench_runs_its_default_phases(tmp_path, monkeypatch, capsys):
     # One environment variant is enough to show phase 3 runs (the bytecode-cached one doubles its cost).
     monkeypatch.setattr(bench, "_process_variants", lambda tmp: {"as configured": None})
     status = main(["bench", "--runs", "1", "--memory-actions", "0", "--verify-decisions", "0",
-                   "--json", "figures.json"])
+                   "--gba-actions", "60", "--json", "figures.json"])
     out = capsys.readouterr().out
     report = json.loads((tmp_path / "figures.json").read_text())
     assert report["dry_run"]["median_seconds"]["c"] > 0
     assert report["process"]["as configured"]["oakwatch_seconds"]
     found = targets(report)
     # The tally reads the real figures (not only the synthetic ones below): these are measured.
-    assert {t.name for t in found if t.met is not None} == DEFAULT_MEASURED
+    gba = {"per accepted action on the GBA cartridge, wall time"} if GBA_ROM.is_file() else set()
+    assert {t.name for t in found if t.met is not None} == DEFAULT_MEASURED | gba
+    if gba:
+        assert report["gba"]["actions"] == 60 and report["gba"]["raw_fps"] > 60
     tally = tally_lines(found, json_path="figures.json")
     assert out.rstrip("\n").splitlines()[-len(tally) + 1:] == tally[1:]  # the tally is the last thing printed
     assert status == exit_status(found) and "json: " not in out
@@ -98,7 +104,7 @@ def synthetic_bench(monkeypatch, tmp_path):
     figures = _figures(process_ratio=1.74)
     monkeypatch.setattr(bench, "dry_run_figures", lambda *a: figures["dry_run"])
     monkeypatch.setattr(bench, "process_figures", lambda *a: figures["process"])
-    return ["bench", "--memory-actions", "0", "--verify-decisions", "0", "--mcp-calls", "0"]
+    return ["bench", "--memory-actions", "0", "--verify-decisions", "0", "--mcp-calls", "0", "--gba-actions", "0"]
 
 
 def test_the_command_exits_1_on_a_missed_target_and_0_with_report_only(synthetic_bench, tmp_path, capsys):
@@ -116,6 +122,18 @@ def test_a_json_file_that_cannot_be_written_is_refused_before_the_bench_runs(syn
     assert main([*synthetic_bench, "--json", str(tmp_path / "no-such-folder" / "f.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no-such-folder" in err
+
+
+def test_the_gba_row_is_tallied_when_the_phase_ran():
+    report = _figures()
+    assert not [t for t in targets(report) if "GBA" in t.name]  # --gba-actions 0
+    report["gba"] = {"skipped": "no gba-dry-run.yaml"}
+    (row,) = [t for t in targets(report) if "GBA" in t.name]
+    assert row.verdict == "not measured" and exit_status(targets(report)) == 0
+    report["gba"] = {"ratio": 1.42, "target": 1.3, "target_met": False, "raw_fps": 2400.0}
+    (row,) = [t for t in targets(report) if "GBA" in t.name]
+    assert (row.measured, row.target, row.verdict) == ("1.42x raw", "<= 1.30x raw mGBA + hash", "NOT met")
+    assert exit_status(targets(report)) == 1
 
 
 def test_the_tool_server_row_is_tallied_only_when_measured():

@@ -201,12 +201,13 @@ def test_work_ram_read_straight_from_mgba_equals_bus_reads():
         ewram[0x100:0x104] = bytes([1, 2, 3, 4])  # the game's RAM, as the core sees it
         emu.step("A", Timing(2, 8), lambda read_range: {})
         bus = [emu._bus_read(emu._native, a) for a in range(0x020000FE, 0x02000106)]
-        assert emu.read_range(0x020000FE, 8) == bus == [0, 0, 1, 2, 3, 4, 0, 0]
+        assert list(emu.read_range(0x020000FE, 8)) == bus == [0, 0, 1, 2, 3, 4, 0, 0]
         for start in (0x0203FF00, 0x03000000, 0x03007F00):
-            assert emu.read_range(start, 256) == [emu._bus_read(emu._native, a) for a in range(start, start + 256)]
+            bus = [emu._bus_read(emu._native, a) for a in range(start, start + 256)]
+            assert list(emu.read_range(start, 256)) == bus
         # across the end of EWRAM: the bus (its mirror and open bus), not the buffer
         across = emu.read_range(0x0203FFFE, 4)
-        assert across == [emu._bus_read(emu._native, a) for a in range(0x0203FFFE, 0x02040002)]
+        assert list(across) == [emu._bus_read(emu._native, a) for a in range(0x0203FFFE, 0x02040002)]
     finally:
         emu.close()
 
