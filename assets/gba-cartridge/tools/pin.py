@@ -196,7 +196,7 @@ def definition_text(b: Build, rom_sha: str, commit: str) -> str:
 TASKS = REPO / "assets" / "tasks"
 
 
-def deliver_parcel_task(version: str) -> dict[Path, bytes]:
+def deliver_parcel_task(version: str, start: bytes) -> dict[Path, bytes]:
     """A task from a mid-game state: the walkthrough played until the parcel is in the bag (M6), then
     the rest is the task: deliver it and get the Pokédex (goal M8). Its state is the prefix played from
     the canonical start state (restore, then the presses), as the GB cartridge's rival-battle task's."""
@@ -213,7 +213,7 @@ def deliver_parcel_task(version: str) -> dict[Path, bytes]:
     actions = parse_script((HERE / b.walkthrough).read_text(encoding="utf-8"), b.walkthrough)
     machine = backend("mgba").open(b.rom.read_bytes(), str(b.rom), "gba")
     try:
-        machine.restore(b.state.read_bytes())
+        machine.restore(start)  # the canonical start just made (the file on disk may be stale)
         n, held = 0, False
         while not held:  # play until the parcel is in the bag
             held = m6.holds(machine.step(actions[n], Timing(PRESS, SETTLE), probe).ram_last)
@@ -266,7 +266,7 @@ def wanted(commit: str | None = None) -> dict[Path, bytes]:
         for kind in b.kinds:
             files[EXPERIMENTS / f"{b.name}-{kind}.yaml"] = manifest_text(b, kind, game, after).encode()
     files[START] = start_text(pins).encode()
-    files.update(deliver_parcel_task(pins[FIRERED.name]["emulator_version"]))
+    files.update(deliver_parcel_task(pins[FIRERED.name]["emulator_version"], files[FIRERED.state]))
     return files
 
 
