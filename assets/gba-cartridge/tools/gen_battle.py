@@ -78,9 +78,48 @@ def battle_tables() -> dict:
     return {"species": species, "moves": moves, "items": items}
 
 
+
+
+# -- the definition the cartridge's battle tasks use --------------------------------------------------
+
+GAMES = HERE.parent.parent / "games"
+DEFINITION = GAMES / "parcel-quest-advance-battles.yaml"
+BOSS_FLAG = 0x500  # pret/pokefirered include/constants/flags.h TRAINER_FLAGS_START
+
+
+def definition_text(firered: str) -> str:
+    """The bundled FireRed definition with its battle tables replaced by the cartridge's, its menus'
+    waits as B presses (the cartridge's battle text goes on with A or B, never by itself; B does nothing
+    at a menu that cannot be left, so spare ones are harmless), and one flag field per boss."""
+    import yaml
+
+    head = firered[:firered.index("# Seed 004's battle adapter")]
+    head = head.replace("id: pokemon-firered-leafgreen-en\n", "id: parcel-quest-advance-battles\n", 1)
+    head = head.replace("title: Pokémon FireRed / LeafGreen (English, 1.0 and 1.1)\n",
+                        "title: Parcel Quest Advance battles (FireRed layout)\n", 1)
+    anchor = head.index("  beat_rival_lab:")
+    line_end = head.index("\n", anchor) + 1
+    flags = "".join(f"  beat_boss_{tid}: {{flag: event_flags, index: {BOSS_FLAG + tid:#x}, source: \"the cartridge's "
+                    f"trainer flag of {name} (pret/pokefirered TRAINER_FLAGS_START 0x500 + its id {tid})\"}}\n"
+                    for tid, name, _, _ in d.TRAINERS)
+    head = head[:line_end] + flags + head[line_end:]
+    firered_battle = yaml.safe_load(firered[firered.index("\nbattle:"):])["battle"]
+    battle = {k: firered_battle[k] for k in ("source", "party", "screen")}
+    battle["source"] = ("the FireRed definition's addresses (pret/pokefirered symbols branch); the tables are Parcel Quest "
+                        "Advance's own (assets/gba-cartridge/tools/battle_data.py)")
+    battle["menus"] = {**firered_battle["menus"], "to_menu": ["B"] * 8, "settle": ["B"] * 10,
+                       "before": ["A"] + ["B"] * 6}
+    battle.update(battle_tables())
+    return (head + "# Written by assets/gba-cartridge/tools/gen_battle.py from the FireRed definition above this line\n"
+            "# and tools/battle_data.py: the same RAM, the cartridge's own species, moves and items.\n"
+            + yaml.safe_dump({"battle": battle}, sort_keys=False, width=120))
+
+
 def main() -> int:
     OUT.write_text(c_source(), encoding="utf-8")
-    print(f"wrote {OUT}")
+    firered = (GAMES / "pokemon-firered-leafgreen-en.yaml").read_text(encoding="utf-8")
+    DEFINITION.write_text(definition_text(firered), encoding="utf-8")
+    print(f"wrote {OUT} and {DEFINITION}")
     return 0
 
 
