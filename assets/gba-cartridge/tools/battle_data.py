@@ -204,3 +204,66 @@ SPECIES_BY_NAME = {s[1]: s for s in SPECIES}
 MOVE_BY_NAME = {m[1]: m for m in MOVES}
 ITEM_BY_NAME = {i[1]: i for i in ITEMS}
 ABILITY_BY_NAME = {a[1]: a for a in ABILITIES}
+
+
+# -- the boss-battle task set (seed 004), easy to hard: written by tools/pin.py into assets/tasks/ ------
+
+def member(species: str, level: int, moves: list[str], item: str | None, nature: str, evs: dict) -> dict:
+    out = {"species": species, "level": level, "moves": moves, "nature": nature, "evs": evs}
+    if item:
+        out["item"] = item
+    return out
+
+
+PHYS = {"hp": 4, "attack": 252, "speed": 252}
+SPEC = {"hp": 4, "sp_attack": 252, "speed": 252}
+BASE_POOL = ["SPROUTLE", "EMBERPUP", "DRIPLET", "PIPWING", "NIBBLET", "ZAPLING", "PEBBLIT", "PUNCHLET"]
+POOL_2 = BASE_POOL + ["FROSTKIT", "DUNEMOLE"]
+POOL_3 = POOL_2 + ["SHADEFOX"]
+POOL_5 = POOL_3 + ["SURFSEAL", "THORNBACK", "MYSTOWL"]
+POOL_6 = POOL_5 + ["BRAWLMOTH", "MAGMANE", "TERRAMOLE"]
+POOL_7 = POOL_6 + ["VOLTHORN", "DUSKWOLF", "GLACIKIT"]
+POOL_8 = [s[1] for s in SPECIES]
+ALL_ITEMS = [i[1] for i in ITEMS]
+
+# (trainer id, slug, level cap, species pool, items pool, reference team); the party limit is the
+# boss's party size; the reference team (at the cap) wins with tests/gba/test_boss_tasks.py's greedy play
+TASKS = [
+    (1, "scout-tomas", 8, BASE_POOL, ["POWER BAND", "BERRY DROP"], [
+        member("ZAPLING", 8, ["SPARK ZAP", "BOLT CANNON", "PALM STRIKE"], "POWER BAND", "MODEST", SPEC),
+        member("PUNCHLET", 8, ["PALM STRIKE", "DROP KICK", "PEBBLE TOSS"], None, "ADAMANT", PHYS)]),
+    (2, "picnicker-mae", 11, POOL_2, ["POWER BAND", "BERRY DROP"], [
+        member("EMBERPUP", 11, ["FLARE NIP", "BLAZE ROAR", "SNEAK BITE"], "POWER BAND", "MODEST", SPEC),
+        member("PUNCHLET", 11, ["PALM STRIKE", "DROP KICK", "PEBBLE TOSS"], None, "ADAMANT", PHYS)]),
+    (3, "hiker-brant", 14, POOL_3, ALL_ITEMS, [
+        member("DRIPLET", 14, ["BUBBLE POP", "TIDE CRASH", "CHILL NIP"], "MOSS WRAP", "MODEST", SPEC),
+        member("SPROUTLE", 14, ["LEAF JAB", "THORN STORM", "MUD FLING"], None, "MODEST", SPEC),
+        member("PUNCHLET", 14, ["PALM STRIKE", "DROP KICK"], None, "ADAMANT", PHYS)]),
+    (4, "ace-nell", 19, POOL_3, ALL_ITEMS, [
+        member("DUNEMOLE", 19, ["MUD FLING", "QUAKE STOMP", "PEBBLE TOSS"], "BERRY DROP", "ADAMANT", PHYS),
+        member("PUNCHLET", 19, ["PALM STRIKE", "DROP KICK", "PEBBLE TOSS"], "POWER BAND", "ADAMANT", PHYS),
+        member("ZAPLING", 19, ["SPARK ZAP", "BOLT CANNON", "PALM STRIKE"], None, "MODEST", SPEC)]),
+    (5, "leader-rowan", 24, POOL_5, ALL_ITEMS, [
+        member("SURFSEAL", 24, ["BUBBLE POP", "TIDE CRASH", "GLACIER BEAM"], "MOSS WRAP", "MODEST", SPEC),
+        member("THORNBACK", 24, ["THORN STORM", "QUAKE STOMP", "PEBBLE TOSS"], "BERRY DROP", "MODEST", SPEC),
+        member("DRIPLET", 24, ["TIDE CRASH", "CHILL NIP"], None, "MODEST", SPEC),
+        member("SPROUTLE", 24, ["THORN STORM", "MUD FLING"], None, "MODEST", SPEC)]),
+    (6, "leader-ivy", 28, POOL_6, ALL_ITEMS, [
+        member("THORNBACK", 28, ["THORN STORM", "QUAKE STOMP", "PEBBLE TOSS"], "MOSS WRAP", "ADAMANT", PHYS),
+        member("BRAWLMOTH", 28, ["DROP KICK", "PEBBLE TOSS", "SNEAK BITE"], "POWER BAND", "ADAMANT", PHYS),
+        member("MAGMANE", 28, ["BLAZE ROAR", "BOULDER DROP", "MUD FLING"], "BERRY DROP", "ADAMANT", PHYS),
+        member("TERRAMOLE", 28, ["QUAKE STOMP", "BOULDER DROP", "PALM STRIKE"], "GRIT BAND", "ADAMANT", PHYS)]),
+    (7, "captain-oda", 32, POOL_7, ALL_ITEMS, [
+        member("VOLTHORN", 32, ["BOLT CANNON", "BOULDER DROP", "MUD FLING"], "POWER BAND", "MODEST", SPEC),
+        member("DUSKWOLF", 32, ["SHADE CLAW", "PALM STRIKE", "FLARE NIP", "QUICK DASH"], "GRIT BAND", "JOLLY", PHYS),
+        member("GLACIKIT", 32, ["GLACIER BEAM", "MIND BLAST", "BUBBLE POP"], "MOSS WRAP", "MODEST", SPEC),
+        member("TERRAMOLE", 32, ["QUAKE STOMP", "BOULDER DROP", "PALM STRIKE"], "BERRY DROP", "ADAMANT", PHYS),
+        member("BRAWLMOTH", 32, ["DROP KICK", "PEBBLE TOSS", "SNEAK BITE"], None, "ADAMANT", PHYS)]),
+    (8, "boss-vance", 38, POOL_8, ALL_ITEMS, [
+        member("TERRAMOLE", 38, ["QUAKE STOMP", "BOULDER DROP", "PALM STRIKE"], "GRIT BAND", "ADAMANT", PHYS),
+        member("SURFSEAL", 38, ["TIDE CRASH", "GLACIER BEAM", "MIND POKE"], "MOSS WRAP", "MODEST", SPEC),
+        member("BRAWLMOTH", 38, ["DROP KICK", "PEBBLE TOSS", "SNEAK BITE"], "POWER BAND", "ADAMANT", PHYS),
+        member("MAGMANE", 38, ["BLAZE ROAR", "BOULDER DROP", "MUD FLING"], "BERRY DROP", "ADAMANT", PHYS),
+        member("DUSKWOLF", 38, ["SHADE CLAW", "PALM STRIKE", "FLARE NIP", "QUICK DASH"], None, "JOLLY", PHYS),
+        member("GLACIKIT", 38, ["GLACIER BEAM", "MIND BLAST", "BUBBLE POP"], None, "MODEST", SPEC)]),
+]

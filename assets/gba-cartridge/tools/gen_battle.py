@@ -23,7 +23,7 @@ def c_name(name: str) -> str:
 
 def c_source() -> str:
     out = ["/* Written by tools/gen_battle.py from tools/battle_data.py: do not edit. The FireRed build's battle",
-           " * tables: original species, moves, items and abilities; Gen 3's type ids and chart (battle_data.py). */", ""]
+           " * tables: original species, moves, items and abilities; Gen 3's type ids and chart. */", ""]
     for name, tid in d.TYPES.items():
         out.append(f"#define TYPE_{name} {tid}")
     for aid, name, why in d.ABILITIES:
@@ -32,10 +32,13 @@ def c_source() -> str:
         out.append(f"#define ITEM_{c_name(name)} {iid} /* {why} */")
     for mid, name, *_ in d.MOVES:
         out.append(f"#define MOVE_{c_name(name)} {mid}")
-    out += ["", "typedef struct { u16 id; const char *name; u8 type1, type2; u8 base[6]; u8 ability[2]; } SpeciesInfo;",
+    out += ["", "typedef struct { u16 id; const char *name; u8 type1, type2; u8 base[6]; u8 ability[2]; } "
+            "SpeciesInfo;",
             "typedef struct { u16 id; const char *name; u8 type, power, accuracy, pp; s8 priority; } MoveInfo;",
-            "typedef struct { u16 species; u8 level; u16 moves[4]; u16 item; u8 ability_num, nature, ivs; u8 evs[6]; } TrainerMon;",
-            "typedef struct { u8 id; const char *name; const char *text; u8 count; const TrainerMon *party; } Trainer;",
+            "typedef struct { u16 species; u8 level; u16 moves[4]; u16 item; u8 ability_num, nature, ivs; "
+            "u8 evs[6]; } TrainerMon;",
+            "typedef struct { u8 id; const char *name; const char *text; u8 count; const TrainerMon *party; } "
+            "Trainer;",
             "", "/* base stats: hp, attack, defense, speed, sp. attack, sp. defense */",
             "static const SpeciesInfo species_info[] = {"]
     for sid, name, types, base, abilities, _ in d.SPECIES:
@@ -52,13 +55,14 @@ def c_source() -> str:
     for a, b, m in d.CHART:
         out.append(f"    {{TYPE_{a}, TYPE_{b}, {m}}},")
     out += ["};", "#define TYPE_CHART_COUNT (sizeof type_chart / sizeof type_chart[0])", ""]
-    for tid, name, text, party in d.TRAINERS:
+    for tid, _, _, party in d.TRAINERS:
         out.append(f"static const TrainerMon trainer{tid}_party[] = {{")
         for m in party:
             moves = [f"MOVE_{c_name(x)}" for x in m["moves"]] + ["0"] * (4 - len(m["moves"]))
             item = f"ITEM_{c_name(m['item'])}" if m["item"] else "0"
+            evs = ", ".join(map(str, m["evs"]))
             out.append(f"    {{{d.SPECIES_BY_NAME[m['species']][0]}, {m['level']}, {{{', '.join(moves)}}}, {item}, "
-                       f"{m['ability']}, {d.NATURES.index(m['nature'])}, {m['ivs']}, {{{', '.join(map(str, m['evs']))}}}}},")
+                       f"{m['ability']}, {d.NATURES.index(m['nature'])}, {m['ivs']}, {{{evs}}}}},")
         out.append("};")
     out.append("static const Trainer trainers[] = {")
     for tid, name, text, party in d.TRAINERS:
@@ -99,14 +103,14 @@ def definition_text(firered: str) -> str:
                         "title: Parcel Quest Advance battles (FireRed layout)\n", 1)
     anchor = head.index("  beat_rival_lab:")
     line_end = head.index("\n", anchor) + 1
-    flags = "".join(f"  beat_boss_{tid}: {{flag: event_flags, index: {BOSS_FLAG + tid:#x}, source: \"the cartridge's "
-                    f"trainer flag of {name} (pret/pokefirered TRAINER_FLAGS_START 0x500 + its id {tid})\"}}\n"
+    flags = "".join(f"  beat_boss_{tid}: {{flag: event_flags, index: {BOSS_FLAG + tid:#x}, source: \"the "
+                    f"cartridge's trainer flag of {name} (pret/pokefirered TRAINER_FLAGS_START 0x500 + id {tid})\"}}\n"
                     for tid, name, _, _ in d.TRAINERS)
     head = head[:line_end] + flags + head[line_end:]
     firered_battle = yaml.safe_load(firered[firered.index("\nbattle:"):])["battle"]
     battle = {k: firered_battle[k] for k in ("source", "party", "screen")}
-    battle["source"] = ("the FireRed definition's addresses (pret/pokefirered symbols branch); the tables are Parcel Quest "
-                        "Advance's own (assets/gba-cartridge/tools/battle_data.py)")
+    battle["source"] = ("the FireRed definition's addresses (pret/pokefirered symbols branch); the tables are Parcel "
+                        "Quest Advance's own (assets/gba-cartridge/tools/battle_data.py)")
     battle["menus"] = {**firered_battle["menus"], "to_menu": ["B"] * 8, "settle": ["B"] * 10,
                        "before": ["A"] + ["B"] * 6}
     battle.update(battle_tables())
