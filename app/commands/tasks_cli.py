@@ -184,11 +184,11 @@ def verify_main(batch: Path, deep: bool, root_options: bool) -> int:
 
 
 def report_main(batch: Path, output: Path | None) -> int:
-    """`oakwatch report BATCH`: tasks.md and tasks.json (per-task success, the ability average, each
+    """`oakwatch report BATCH`: tasks.md, tasks.html and tasks.json (per-task success, the ability average, each
     episodic task's success-within-E curve and change log), in BATCH/reports/ or OUT."""
     import json
 
-    from sessions.tasks.task_batch import batch_report, report_markdown
+    from sessions.tasks.task_batch import batch_report, report_html, report_markdown
 
     try:
         doc = batch_report(batch)
@@ -201,8 +201,9 @@ def report_main(batch: Path, output: Path | None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "tasks.json").write_text(json.dumps(doc, indent=2) + "\n")
         (out / "tasks.md").write_text(report_markdown(doc))
+        (out / "tasks.html").write_text(report_html(doc))
     except OSError as exc:
         return _fail(f"cannot write the report ({exc.strerror or exc})")
     print(report_markdown(doc), end="")
-    print(f"oakwatch report: {out / 'tasks.md'} and tasks.json written")
+    print(f"oakwatch report: {out / 'tasks.md'}, tasks.html and tasks.json written")
     return EXIT_OK
