@@ -30,9 +30,11 @@ def add_parsers(sub) -> None:
                      help="task ids of the catalog, or task files (default: every runnable task of the catalog)")
     run.add_argument("--dir", type=Path, help="a folder of task files (default: the bundled assets/tasks)")
     run.add_argument("--output", type=Path, required=True, help="new batch folder")
-    run.add_argument("--policy", choices=["scripted", "random", "model"], default="scripted",
-                     help="who plays: each task's reference script (default), a seeded random policy, or a model "
-                          "(--provider, --model)")
+    run.add_argument("--policy", choices=["scripted", "random", "model", "cli"], default="scripted",
+                     help="who plays: each task's reference script (default), a seeded random policy, a model "
+                          "(--provider, --model), or your own agent over MCP (--agent)")
+    run.add_argument("--agent", metavar="COMMAND", help="with --policy cli: the agent's command, naming {mcp_url} or "
+                                                        "{mcp_config} (docs/mcp.md, policy: cli)")
     run.add_argument("--seed", type=int, default=0, help="with --policy random: the generator seed (default 0)")
     run.add_argument("--provider", choices=list(PROVIDERS), help="with --policy model")
     run.add_argument("--model", help="with --policy model: the exact model id")
@@ -126,6 +128,8 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
         return _fail("--policy model needs --provider and --model")
     if args.policy != "model" and model_opts:
         return _fail(f"--{model_opts[0].replace('_', '-')} goes with --policy model")
+    if (args.policy == "cli") != (args.agent is not None):
+        return _fail("--policy cli and --agent COMMAND go together")
     if args.output.exists():
         return _fail(f"output folder already exists: {args.output} (choose a new one)")
     try:
@@ -152,7 +156,7 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
     if len(set(ids)) != len(ids):
         return _fail("a task is named twice")
     choice = PolicyChoice(args.policy, seed=args.seed, provider=args.provider, model=args.model,
-                          base_url=args.base_url, api=args.api)
+                          base_url=args.base_url, api=args.api, agent=args.agent)
     print(f"oakwatch tasks: {len(tasks)} task(s) → {args.output}")
     ledger = run_batch(tasks, choice, args.output, trials=args.trials,
                        ceiling=Ceiling(tokens=args.max_tokens, cost_usd=args.max_cost_usd))

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Callable
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal
@@ -161,7 +163,8 @@ def run_batch(tasks: list[Task], choice: PolicyChoice, batch: Path, *, trials: i
             _write_ledger(batch, ledger)
             say(f"  {task.id}: not run: {exc}")
             continue
-        ExperimentRunner(prepared, folder).run()
+        with agent_sandbox(task, choice):
+            ExperimentRunner(prepared, folder).run()
         row.folder = f"{RUNS}/{task.id}"
         row.trials = trial_rows(out)
         row.tokens = _sum(r.tokens for r in row.trials)
@@ -177,6 +180,33 @@ def run_batch(tasks: list[Task], choice: PolicyChoice, batch: Path, *, trials: i
             + (f" (episodes used: {', '.join(str(r.episodes_used) for r in row.trials)})"
                if row.episode_budget else ""))
     return ledger
+
+
+@contextmanager
+def agent_sandbox(task: Task, choice: PolicyChoice):
+    """For your own agent (`policy: cli`): the task's id and its sandbox data (`oakwatch tasks data`, in a
+    temporary folder) in OAKWATCH_TASK_ID and OAKWATCH_TASK_DATA, which the launched client inherits."""
+    if choice.policy != "cli":
+        yield
+        return
+    import tempfile
+
+    from sessions.tasks.task_data import task_data
+
+    saved = {k: os.environ.get(k) for k in ("OAKWATCH_TASK_ID", "OAKWATCH_TASK_DATA")}
+    with tempfile.TemporaryDirectory(prefix="oakwatch-task-data-") as data:
+        if task.file.battle is not None:
+            for name, content in task_data(task).items():
+                (Path(data) / name).write_text(json.dumps(content, indent=1) + "\n")
+        os.environ.update(OAKWATCH_TASK_ID=task.id, OAKWATCH_TASK_DATA=data)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def _paid(choice: PolicyChoice) -> bool:

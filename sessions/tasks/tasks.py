@@ -13,6 +13,7 @@ written: a bad task file is one line (TaskError), and nothing is written.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -269,14 +270,16 @@ def _absolute(ref: str, base: Path) -> str:
 
 @dataclass(frozen=True)
 class PolicyChoice:
-    """Who plays the batch: the task's reference script, a seeded random policy, or a model."""
+    """Who plays the batch: the task's reference script, a seeded random policy, a model, or your own agent
+    over MCP (`policy: cli`, `agent`: its command with {mcp_url} or {mcp_config}, launched per trial)."""
 
-    policy: Literal["scripted", "random", "model"]
+    policy: Literal["scripted", "random", "model", "cli"]
     seed: int = 0
     provider: str | None = None
     model: str | None = None
     base_url: str | None = None
     api: str | None = None
+    agent: str | None = None
 
 
 def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
@@ -312,6 +315,8 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     data["trials"] = {"per_condition": trials, "order": "sequential",
                       "restore_initial_state_before_each_trial": True}
     data["conditions"] = [_condition(task, choice)]
+    if choice.policy == "cli":  # the agent's tools: a battle task's battle tools, else the buttons
+        data["agent"]["ruleset"] = "battle" if f.battle is not None else "human"
     if f.episodes is not None:
         data["episodes"] = f.episodes.model_dump(mode="json", exclude_none=True)
         for t in data["episodes"].get("failure", []):
@@ -344,6 +349,8 @@ def _condition(task: Task, choice: PolicyChoice) -> dict:
         return cond
     if choice.policy == "random":
         return {"id": "random", "policy": "random", "seed": choice.seed, "actions_per_decision": 1}
+    if choice.policy == "cli":
+        return {"id": "cli", "policy": "cli", "command": shlex.split(choice.agent or "")}
     cond = {"id": "model", "policy": "model", "model": choice.model, "provider": choice.provider}
     if choice.base_url is not None:
         cond["base_url"] = choice.base_url

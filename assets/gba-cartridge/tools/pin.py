@@ -296,11 +296,11 @@ def boss_tasks(version: str, after_dex: bytes) -> dict[Path, bytes]:
                                           "first_frame_sha256": first, "emulator_version": version}},
                 "start_prefix": f"{name}.prefix.txt",
                 "goal": {"name": f"{trainer[1]} beaten", "probe": [{"field": f"beat_boss_{tid}", "eq": 1}]},
-                "episodes": {"budget": 10, "failure": [{"field": "battle_outcome", "eq": 2}], "actions": 80},
+                "episodes": {"budget": 10, "failure": [{"field": "battle_outcome", "eq": 2}], "actions": 1500},
                 "battle": {"party_limit": len(trainer[3]), "level_cap": cap,
                            "pool": {"species": species, "moves": moves, "items": items},
                            "difficulty": {"mode": "set", "bag": "none", "enemy_levels": "fixed", "tier": tid}},
-                "budgets": {"accepted_actions": 800, "model_decisions": 800, "wall_time_minutes": 60},
+                "budgets": {"accepted_actions": 15000, "model_decisions": 3000, "wall_time_minutes": 60},
                 "track": "visual", "tags": ["battle", "boss", "gba-cartridge", "episodic", f"tier-{tid}"]}
         text = (f"# Seed 004 on the open GBA cartridge: beat {trainer[1]} ({len(trainer[3])} critters, up to level "
                 f"{max(m['level'] for m in trainer[3])}),\n# boss {tid} of the professor's boss hall, with a team "
