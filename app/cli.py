@@ -470,7 +470,12 @@ def _recover(folder: Path) -> int:
     from sessions.evidence.durable import EvidenceError
     from sessions.evidence.experiment_folder import FolderBusy
     from sessions.evidence.folder_kind import evidence_problem
+    from sessions.tasks.task_batch import is_batch
 
+    if is_batch(folder):  # a task batch (docs/tasks.md): each run folder, then the ledger
+        from app.commands.tasks_cli import recover_main
+
+        return recover_main(folder)
     problem = evidence_problem(folder)
     if problem is not None:
         return _fail(problem)
@@ -516,6 +521,9 @@ def _review(folder: Path, annotator: str | None) -> int:
     problem = annotator_problem(annotator)
     if problem:
         return _fail(problem)
+    if annotator is not None and (folder / "unblinded").exists():  # labels are taken only while it is blind
+        return _fail(f"{folder} is unblinded (unblinded/ exists): it takes no more labels; review it without "
+                     f"--annotator (read-only), or label a blinded copy (`oakwatch export --for-annotators`)")
     if not sys.stdout.isatty():
         return _fail("review is a console: run it in a terminal")
     return run_review(folder, annotator)

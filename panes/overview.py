@@ -2,6 +2,10 @@
 
 Rows come from app.review.attach_data (its `Row`, read here through RowLike); the table is updated cell
 by cell so the cursor stays on the trial it was on, each column widening to its longest text.
+Every column is shown whole or not at all: a figure cut at the pane's edge would read as another
+value (`$0.0123` as `$`, `$0`). Where the full table is wider than the pane (80 columns), the status
+gives its reason up (the outcome alone; the summary under the rows has the reason) and the sparkline
+narrows, then goes.
 The status of an ended trial is its outcome in the end line's words, of a held one paused or
 stepping; the cost is engine.figures' rendering. Enter on a row posts DataTable.RowSelected
 (the row key is the trial key).
@@ -12,11 +16,16 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from rich.cells import cell_len
 from textual.widgets import DataTable
 
 COLUMNS = (("trial", "Trial"), ("status", "Status"), ("deepest", "Deepest"), ("decisions", "Decisions"),
            ("actions", "Actions"), ("cost", "Cost"), ("points", "Points"), ("progress", "Points over actions"))
+SHORT_LABELS = {"deepest": "Deep", "decisions": "Decs", "actions": "Acts", "points": "Pts",
+                "progress": "Points/actions"}  # where the full table is too wide
 SPARK_WIDTH = 24
+SPARK_STEPS = (20, 16, 12)  # narrower than the last the line says nothing: the column goes
+PADDING = 2  # a DataTable cell's padding, one each side
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
@@ -70,38 +79,70 @@ class OverviewPane(DataTable):
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self.border_title = "Trials"
         self._cells: dict[str, tuple] = {}
-
-    def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        self._fit: tuple[bool, int] | None = None  # (the status shortened, the sparkline's width) shown
+        self._rows: list[RowLike] = []
 
     @staticmethod
-    def cells(row: RowLike) -> tuple:
+    def cells(row: RowLike, short: bool = False, spark: int = SPARK_WIDTH) -> tuple:
         waiting = row.status == "waiting"
-        return (row.key, row.status_text(), "" if waiting else (row.deepest or "none"),
-                "" if waiting else str(row.decisions), "" if waiting else str(row.actions),
-                row.cost_text(), "" if waiting else f"{row.points}/{row.total_points}",
-                sparkline(row.series, SPARK_WIDTH, row.total_points, row.max_actions))
+        status = row.status_text()
+        if short:  # the outcome without its reason: "game-failure (budget:accepted_actions)" -> "game-failure"
+            status = status.split(" (", 1)[0]
+        cells = (row.key, status, "" if waiting else (row.deepest or "none"),
+                 "" if waiting else str(row.decisions), "" if waiting else str(row.actions),
+                 row.cost_text(), "" if waiting else f"{row.points}/{row.total_points}")
+        return (*cells, sparkline(row.series, spark, row.total_points, row.max_actions)) if spark else cells
+
+    @staticmethod
+    def labels(short: bool) -> list[str]:
+        return [SHORT_LABELS.get(key, label) if short else label for key, label in COLUMNS]
+
+    def fit(self, rows: list[RowLike], width: int) -> tuple[bool, int]:
+        """(shorten the status, the sparkline's width: 0 for none) so that every column fits `width`."""
+        def needed(short: bool) -> int:
+            table = [self.cells(r, short, 0) for r in rows]
+            return sum(max(cell_len(label), *(cell_len(c[i]) for c in table)) + PADDING
+                       for i, label in enumerate(self.labels(short)[:-1]))
+
+        for short in (False, True):
+            room = width - needed(short) - PADDING
+            spark_label = cell_len(self.labels(short)[-1])
+            if room >= max(SPARK_WIDTH, spark_label):
+                return short, SPARK_WIDTH
+        # In steps, so a figure growing by a digit does not rebuild the table each time.
+        return True, next((w for w in SPARK_STEPS if room >= max(w, spark_label)), 0)
+
+    def on_resize(self) -> None:
+        if self._rows:
+            self.show(self._rows)
 
     def show(self, rows: list[RowLike]) -> None:
+        self._rows = rows
         keys = [r.key for r in rows]
-        if list(self._cells) != keys:  # the schedule is new (or first read): rebuild
+        width = self.scrollable_content_region.width or self.app.size.width
+        fit = self.fit(rows, width)
+        short, spark = fit
+        if fit != self._fit or list(self._cells) != keys:  # new columns, or the schedule is new: rebuild
             selected = self.selected_key
-            self.clear()
+            self.clear(columns=fit != self._fit)
+            if fit != self._fit:
+                for (key, _), label in list(zip(COLUMNS, self.labels(short), strict=True))[:None if spark else -1]:
+                    self.add_column(label, key=key)
+                self._fit = fit
             self._cells = {}
             for row in rows:
-                cells = self.cells(row)
+                cells = self.cells(row, short, spark)
                 self.add_row(*cells, key=row.key)
                 self._cells[row.key] = cells
             if selected in self._cells:
                 self.move_cursor(row=keys.index(selected))
         else:
             for row in rows:
-                cells = self.cells(row)
+                cells = self.cells(row, short, spark)
                 old = self._cells[row.key]
                 if cells == old:
                     continue
-                for (col, _), new, was in zip(COLUMNS, cells, old, strict=True):
+                for (col, _), new, was in zip(COLUMNS, cells, old, strict=False):
                     if new != was:
                         # The column widens to its new text: the widths the first (waiting) rows set
                         # would cut an outcome to "ended ·" and $0.00 to "$0.0".

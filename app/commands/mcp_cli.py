@@ -21,6 +21,10 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # as `oakwatch run` (docs/faults.md)
+# Not the demo server's (app.demo_server.DEFAULT_PORT): a harness served over HTTP and the demo model
+# server run side by side on their defaults.
+DEFAULT_HTTP_PORT = 8766
 
 
 def add_parser(sub) -> None:
@@ -29,10 +33,14 @@ def add_parser(sub) -> None:
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                      help="stdio (default: the client starts this command) or streamable HTTP")
     mcp.add_argument("--host", default="127.0.0.1", help="with --transport http: address (default 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8765, help="with --transport http: port (default 8765; 0: any)")
+    mcp.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT,
+                     help=f"with --transport http: port (default {DEFAULT_HTTP_PORT}; 0: any)")
     mcp.add_argument("--trial", metavar="KEY", help="the trial to play, e.g. A-01 (default: the first schedule "
                                                     "position of a policy mcp condition)")
     mcp.add_argument("--output", type=Path, help="new evidence folder (default: runs/<id>-<timestamp>-<tag>)")
+    mcp.add_argument("--token-file", type=Path, metavar="FILE",
+                     help="with --transport http: require a bearer token, made for this trial and written to FILE "
+                          "(mode 0600); clients send `Authorization: Bearer <FILE's contents>`")
 
 
 def _fail(message: str) -> int:
@@ -70,6 +78,10 @@ def run_command(args) -> int:
 
     if args.transport == "http" and not 0 <= args.port <= 65535:
         return _fail(f"--port {args.port}: give a port from 0 to 65535")
+    token_file = getattr(args, "token_file", None)
+    if token_file is not None and args.transport != "http":
+        return _fail("--token-file: a bearer token is for --transport http (a stdio client is the one that "
+                     "started the server)")
     manifest = args.manifest
     try:
         if str(manifest).startswith(BUNDLED_PREFIX):
@@ -79,6 +91,11 @@ def run_command(args) -> int:
     except (PreflightError, ValueError) as exc:
         return _fail(str(exc))
     sock = None
+    if args.transport == "stdio":
+        from sessions.execute.mcp_server import stdio_problem
+
+        if (problem := stdio_problem(0)) is not None:
+            return _fail(problem)
     if args.transport == "http":
         from sessions.execute.mcp_server import bind
 
@@ -86,15 +103,52 @@ def run_command(args) -> int:
             sock = bind(args.host, args.port)
         except OSError as exc:
             return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})")
+    output = args.output or default_output(prepared.manifest.experiment_id)
+    token = None
+    if token_file is not None:
+        if token_file.resolve().is_relative_to(output.resolve()):
+            return _fail(f"--token-file {token_file}: not inside the evidence folder (a token is never evidence)")
+        try:
+            token = write_token(token_file)
+        except OSError as exc:
+            return _fail(f"--token-file {token_file}: cannot write it ({exc.strerror or exc})")
     try:
-        folder = create_folder(prepared, args.output or default_output(prepared.manifest.experiment_id))
+        folder = create_folder(prepared, output)
     except PreflightError as exc:
         return _fail(str(exc))
-    session = ToolSession(prepared, folder, position, transport=args.transport)
+    session = ToolSession(prepared, folder, position, transport=args.transport, token=token)
     where = "stdio" if sock is None else f"http://{_host(sock)}/mcp"
+    auth = f" (bearer token required: in {token_file})" if token is not None else ""
     _say(f"trial {session.trial_key} of {prepared.manifest.experiment_id} ({prepared.manifest.agent.ruleset} "
-         f"ruleset: {', '.join(session.tools)}) on {where}; evidence: {folder.root}")
+         f"ruleset: {', '.join(session.tools)}) on {where}{auth}; evidence: {folder.root}")
     return session.serve(sock)
+
+
+def write_token(path: Path) -> str:
+    """A fresh bearer token for this trial, written to `path` readable by its owner only (never printed,
+    logged or written to the evidence: the result says only that one was required)."""
+    import os
+    import secrets
+
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, token.encode() + b"\n")
+    finally:
+        os.close(fd)
+    return token
+
+
+def _transport_fault(exc: BaseException) -> str:
+    """One line for a failure of the serving: the StdioFault's own words, else the exception's kind."""
+    from sessions.execute.mcp_server import StdioFault
+
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, StdioFault):
+        return f"the tool server's transport failed: {exc}"
+    return f"the tool server failed: {type(exc).__name__}: {exc}"[:500]
 
 
 def _host(sock) -> str:
@@ -105,7 +159,7 @@ def _host(sock) -> str:
 class ToolSession:
     """One trial served: the runner and the server on one event loop (see the module doc)."""
 
-    def __init__(self, prepared, folder, position: int, *, transport: str):
+    def __init__(self, prepared, folder, position: int, *, transport: str, token: str | None = None):
         from engine.loop.control import RunControl
         from engine.policies.rulesets import tools_for
         from engine.policies.tools import ToolCallPolicy, ToolDesk
@@ -117,18 +171,22 @@ class ToolSession:
         self.trial_key = trial_config(prepared, position).trial_key
         self.control = RunControl()
         self.desk = ToolDesk(self.control)
+        ruleset = m.agent.ruleset
+        self.record = {"ruleset": ruleset, "tools": None, "transport": transport, "sdk": f"mcp {sdk_version()}",
+                       "client": None}
         self.sessions = None
         if transport == "http":
             from sessions.execute.mcp_server import HttpSessions
 
-            self.sessions = HttpSessions(self.desk)
-        ruleset = m.agent.ruleset
+            self.sessions = HttpSessions(self.desk, token=token, record=self.record, say=_say)
         wall = m.budgets.wall_time_minutes
         wall_seconds = wall * 60 if wall is not None else None
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
+                                   instruction=m.agent.instruction,
                                    on_session=self.sessions.saw if self.sessions else None,
+                                   record=self.record,
                                    battle=(rules := battle_settings(prepared)) and rules.model_dump(mode="json"))
         import anyio
 
@@ -137,11 +195,11 @@ class ToolSession:
         self.tools = anyio.run(exposed_tools, self.server)
         if sorted(tools_for(ruleset)) != self.tools:  # never serve a list verify would refuse
             raise RuntimeError(f"the server exposes {self.tools}, not the {ruleset} ruleset's tools")
-        self.record = {"ruleset": ruleset, "tools": self.tools, "transport": transport,
-                       "sdk": f"mcp {sdk_version()}", "client": None}
+        self.record["tools"] = self.tools
         self.runner = ExperimentRunner(
             prepared, folder, sinks=[self.desk], control=self.control, positions=[position],
-            policy_factories={"mcp": lambda c, n: ToolCallPolicy(self.desk, ruleset, self.record, wall_seconds)})
+            policy_factories={"mcp": lambda c, n: ToolCallPolicy(self.desk, ruleset, self.record, wall_seconds,
+                                                                   m.agent.max_reply_bytes)})
         self.summary = None
 
     async def _play(self) -> None:
@@ -179,23 +237,36 @@ class ToolSession:
             serving, gone = serve_http(self.server, sock, self.sessions, stop_when=stop), "the HTTP server stopped"
         server = asyncio.ensure_future(serving)
 
-        def interrupt() -> None:  # the trial ends truthfully (signal:SIGINT), the serving stops; each is once-only
-            self.control.stop_run("signal", "SIGINT", "signal:SIGINT")
+        def interrupt(name: str) -> None:  # the trial ends truthfully (signal:NAME), the serving stops; once-only
+            self.control.stop_run("signal", name, f"signal:{name}")
             self.desk.disconnect("the server was interrupted")
             server.cancel()
 
         loop = asyncio.get_running_loop()
-        try:
-            loop.add_signal_handler(signal.SIGINT, interrupt)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-            pass
+        handled = []
+        for sig in STOP_SIGNALS:  # SIGTERM too: the SDK's stdio clients send it 2 s after closing stdin
+            try:
+                loop.add_signal_handler(sig, interrupt, sig.name)
+                handled.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+                pass
         try:
             async with self.playing(gone):
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await server
+                except asyncio.CancelledError:
+                    pass
+                except Exception as exc:  # the wire failed on our side: the trial ends as a harness fault, saying so
+                    from engine.loop.outcomes import EndRequest
+
+                    self.control.end_trial_as(EndRequest("harness-error", _transport_fault(exc), "tool-server"))
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(signal.SIGINT)
+            for sig in handled:
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(sig)
+                # the folder is finished: a later signal changes nothing, the exit status is the run's
+                with contextlib.suppress(ValueError):
+                    signal.signal(sig, signal.SIG_IGN)
 
     def _report(self) -> int:
         from sessions.analysis.summary import exit_status

@@ -204,6 +204,8 @@ def built_manifest(manifest: Path | None, *, model: dict | None = None, emulator
             raise ModelRunError(f"{printable(str(source))}: no game section for --goal to set")
         data["game"]["goal"] = goal
         options["game.goal"] = _option("--goal", goal)
+        if isinstance(data.get("agent"), dict):  # the agent is told the goal's instruction, not the ladder's
+            data["agent"].pop("instruction", None)
     origin = Origin(source, options)
     try:  # every problem here, named where the user set it
         Manifest.model_validate(data)

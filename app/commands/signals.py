@@ -4,9 +4,14 @@ The first signal asks the run control to stop (a policy call in flight is cancel
 decision recorded as aborted); the trial ends as an invalid run and the run's summary and
 sums are written as usual. A second signal exits at once with status 2 (a run that stopped
 early): every record on disk is whole up to the last decision, and `oakwatch recover` finishes
-the folder. Once the run has released a whole folder (summary and sums written, `.lock` gone),
-a signal changes nothing: the process exits with the run's own status, and from `restore()` on
-the signals are ignored, so no timing lets one end the process by the signal instead.
+the folder. The same signal again within SAME_REQUEST_S of the first is not a second request but
+the first delivered twice: `timeout CMD` signals its whole process group and `uv run` forwards the
+signal to its child as well, so `timeout 60 uv run oakwatch run ...` sends oakwatch two SIGTERMs at
+once, which must end the run as one would.
+
+Once the run has released a whole folder (summary and sums written, `.lock` gone), a signal changes
+nothing: the process exits with the run's own status, and from `restore()` on the signals are ignored,
+so no timing lets one end the process by the signal instead.
 
 A Python signal handler runs only when the main thread runs Python; while it is stuck inside the
 emulator's core it never does. The C-level handler still writes to a wakeup pipe, which a small
@@ -27,13 +32,14 @@ from sessions.evidence.layout import LOCK
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_AT_ONCE = 2  # docs/commands.md, "Exit status of run": a run that stopped early
+SAME_REQUEST_S = 1.0  # the same signal again this soon is the first one delivered twice (timeout + uv run)
 
 
 class SignalStop:
     def __init__(self, stop: Callable[[str], None], folder: Path,
                  defer: Callable[[Callable[[], None]], None] | None = None,
                  on_second: Callable[[], None] | None = None,
-                 settled: Callable[[], bool] | None = None):
+                 settled: Callable[[], bool] | None = None, clock: Callable[[], float] = time.monotonic):
         """`stop(name)` ends the run; `defer` runs a callback outside the signal handler (the
         console's event loop: a handler must not take a lock its own thread may hold). `settled()`
         says the run has released a whole folder (default: its `.lock` is gone, which a run removes
@@ -44,6 +50,8 @@ class SignalStop:
         self._defer = defer
         self._on_second = on_second
         self._count = 0
+        self._clock = clock
+        self._first: tuple[int, float] | None = None  # the first request's signal and when its handler ran
         self._previous: dict[int, object] = {}
         self.received: str | None = None
         self._delivered_at: float | None = None
@@ -93,8 +101,13 @@ class SignalStop:
         if self._settled():  # the summary and sums are written and the folder released: nothing to stop
             _say(f"oakwatch: {name}: the run has finished; exiting with its status")
             return
+        now = self._clock()
+        if self._first is not None and self._first[0] == signum and now - self._first[1] < SAME_REQUEST_S:
+            _say(f"oakwatch: {name} again at once (timeout and uv run each send one): the same request")
+            return
         self._count += 1
         if self._count == 1:
+            self._first = (signum, now)
             self.received = name
             _say(f"oakwatch: {name}: ending the run at the next decision boundary "
                  f"(signal again to exit at once)")

@@ -29,7 +29,10 @@ def add_parsers(sub) -> None:
     run.add_argument("tasks", nargs="*", metavar="TASK",
                      help="task ids of the catalog, or task files (default: every runnable task of the catalog)")
     run.add_argument("--dir", type=Path, help="a folder of task files (default: the bundled assets/tasks)")
-    run.add_argument("--output", type=Path, required=True, help="new batch folder")
+    run.add_argument("--output", type=Path, help="new batch folder (required unless --resume)")
+    run.add_argument("--resume", type=Path, metavar="BATCH",
+                     help="finish a stopped batch (after `oakwatch recover BATCH`): rerun what its run folders lack, "
+                          "then run the tasks it did not reach, with its own policy, trials and ceiling")
     run.add_argument("--policy", choices=["scripted", "random", "model", "cli"], default="scripted",
                      help="who plays: each task's reference script (default), a seeded random policy, a model "
                           "(--provider, --model), or your own agent over MCP (--agent)")
@@ -117,6 +120,15 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
     from sessions.tasks.task_batch import Ceiling, run_batch
     from sessions.tasks.tasks import PolicyChoice, TaskError, catalog, load_task
 
+    if args.resume is not None:
+        given = [o for o in ("tasks", "dir", "output", "provider", "model", "base_url", "api", "max_tokens",
+                             "max_cost_usd") if getattr(args, o)]
+        if given or args.policy != "scripted" or args.trials != 1 or args.seed != 0:
+            return _fail("--resume uses the batch's own tasks, policy, trials and ceiling: give nothing else")
+        return _resume(args.resume)
+    if args.output is None:
+        return _fail("tasks run needs --output BATCH (a new folder), or --resume BATCH")
+
     if not 1 <= args.trials <= 1000:
         return _fail(f"--trials {args.trials}: give a number from 1 to 1000")
     if args.max_tokens is not None and args.max_tokens < 1:
@@ -165,6 +177,49 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
     return EXIT_OK if ok else EXIT_PROBLEMS
 
 
+def _resume(batch: Path) -> int:
+    from sessions.tasks.task_batch import BatchError, is_batch, resume_batch
+
+    if not is_batch(batch):
+        return _fail(f"{batch}: not a task batch (no batch.json)")
+    print(f"oakwatch tasks: resuming {batch}")
+    try:
+        ledger = resume_batch(batch)
+    except BatchError as exc:
+        return _fail(str(exc))
+    print(f"batch: {batch} (check with: oakwatch verify {batch}; report: oakwatch report {batch})")
+    ok = all(r.status == "run" and r.trials and all(x.success for x in r.trials) for r in ledger.tasks)
+    return EXIT_OK if ok else EXIT_PROBLEMS
+
+
+def recover_main(batch: Path) -> int:
+    """`oakwatch recover BATCH`: every run folder its run left unfinished, finished as `recover DIR` does;
+    the task that was running listed in the ledger; a batch that did not finish marked stopped."""
+    from sessions.audit.recover import RecoverRefused
+    from sessions.evidence.durable import EvidenceError
+    from sessions.evidence.experiment_folder import FolderBusy
+    from sessions.tasks.task_batch import BatchError, recover_batch
+
+    try:
+        done = recover_batch(batch)
+    except (FolderBusy, BatchError) as exc:
+        return _fail(str(exc))
+    except RecoverRefused as exc:
+        print(f"oakwatch recover: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except EvidenceError as exc:
+        print(f"oakwatch recover: {exc}; free space and run it again", file=sys.stderr)
+        return EXIT_PROBLEMS
+    if not done:
+        print(f"oakwatch recover: {batch} is finished already; nothing to recover")
+        return EXIT_OK
+    for line in done:
+        print(f"  {line}")
+    print(f"oakwatch recover: {batch} recovered; `oakwatch verify {batch}` checks it, `oakwatch tasks run --resume "
+          f"{batch}` reruns what is missing and runs the tasks left")
+    return EXIT_OK
+
+
 def _is_file(name: str) -> bool:
     return name.endswith((".yaml", ".yml")) or "/" in name
 
@@ -177,13 +232,18 @@ def verify_main(batch: Path, deep: bool, root_options: bool) -> int:
     if root_options:
         return _fail(f"{batch} is a task batch: --print-root and --expect-root take one of its run folders "
                      f"({batch}/runs/TASK)")
+    from sessions.tasks.task_batch import read_ledger
+
     problems = verify_batch(batch, deep=deep)
     if problems:
         for p in problems:
             print(f"FAIL {p}", file=sys.stderr)
         print(f"oakwatch verify: {len(problems)} problem(s) in {batch}", file=sys.stderr)
         return EXIT_PROBLEMS
-    print(f"oakwatch verify: {batch} OK (every task's run folder verifies; the ledger matches their results)")
+    ledger = read_ledger(batch)
+    stopped = f"; stopped early ({ledger.stopped}): `oakwatch tasks run --resume {batch}` finishes it" \
+        if ledger.stopped else ""
+    print(f"oakwatch verify: {batch} OK (every task's run folder verifies; the ledger matches their results{stopped})")
     return EXIT_OK
 
 
@@ -192,9 +252,12 @@ def report_main(batch: Path, output: Path | None) -> int:
     episodic task's success-within-E curve and change log), in BATCH/reports/ or OUT."""
     import json
 
-    from sessions.tasks.task_batch import batch_report, report_html, report_markdown
+    from sessions.tasks.task_batch import batch_report, read_ledger, report_html, report_markdown, unfinished
 
     try:
+        left = unfinished(batch, read_ledger(batch))
+        if left:  # a report of a batch still being written, or whose process died, would count part of it
+            return _fail(f"{batch} is not finished: {left[0]}; `oakwatch recover {batch}` first")
         doc = batch_report(batch)
     except ValueError as exc:
         return _fail(str(exc))

@@ -357,12 +357,13 @@ class OakwatchConsole(App[int]):
             return self._human_active and not modal
         if action == "end_trial":  # x is the B button while a human plays ...
             if self.runner is not None and self.run_done:
-                return None
+                return False  # once the run is over the footer stops offering p, s, t and x
             return not self._human_active
         if action == "end_trial_human":  # ... so ctrl+x ends the trial then
             return self._human_active
-        if action in ("pause", "step", "tag", "faster", "slower") and self.runner is not None \
-                and self.run_done:
+        if action in ("pause", "step", "tag") and self.runner is not None and self.run_done:
+            return False
+        if action in ("faster", "slower") and self.runner is not None and self.run_done:
             return None  # shown greyed once the run is over
         if action in ("zoom", "maximise", "help"):
             return not modal

@@ -48,6 +48,10 @@ class RunWatchApp(AttachApp):
     def run_done(self) -> bool:
         return self.run_thread is not None and not self.run_thread.is_alive()
 
+    @property
+    def run_over(self) -> bool:
+        return self.run_done or super().run_over
+
     async def _check_done(self) -> None:
         if not self.run_done:
             return
@@ -56,6 +60,7 @@ class RunWatchApp(AttachApp):
             self.exit(0)
         elif not getattr(self, "_announced", False):
             self._announced = True
+            self.refresh_bindings()  # the footer drops the controls
             await self.poll()
             self.notify("The run has finished: q closes the console.", timeout=10)
 

@@ -249,6 +249,8 @@ class AttachApp(App[int]):
             table = table.replace(model_id, MODEL_REDACTED)
         self._summary_shown = summary
         self.query_one(SummaryPane).show_table(table, short_path(self.root, 60))
+        # The run is over: the footer drops the controls (after a refresh: at mount it is not listening yet).
+        self.call_after_refresh(self.refresh_bindings)
 
     # -- moving -----------------------------------------------------------------------------------
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -269,6 +271,17 @@ class AttachApp(App[int]):
         return self.query_one(OverviewPane).selected_key
 
     # -- operator controls ------------------------------------------------------------------------
+    CONTROLS = frozenset({"pause", "step", "tag", "end_trial"})
+
+    @property
+    def run_over(self) -> bool:
+        """The run has written its summary: no trial is left to pause, step, tag or end."""
+        return self.folder.summary is not None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Once the run is over the footer stops offering the controls (False: not shown, not run).
+        return not (action in self.CONTROLS and self.run_over)
+
     def _target(self) -> str | None:
         if isinstance(self.screen, ModalScreen):
             return None

@@ -190,6 +190,14 @@ class Member(_Strict):
                 data.pop(key, None)
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_moves(cls, data):
+        """`moves: null` (a client that sends every optional field, null where unset) is `moves` left out."""
+        if isinstance(data, dict) and "moves" in data and data["moves"] is None:
+            return {k: v for k, v in data.items() if k != "moves"}
+        return data
+
 
 class Pool(_Strict):
     """What a team may use, by name; an absent list allows everything the game has. `min_levels`: a species

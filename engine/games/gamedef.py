@@ -28,14 +28,17 @@ controls:    starter | text_speed | battle_style -> {field, [mask], values: {NAM
              (engine.games.controls). The value is (field & mask) >> (the mask's lowest set bit).
 start_fields: fields that must read the same after every trial's restore as in the preflight's probe
              (default: the position, progress and control fields).
+instruction: what the agent is told to do when the ladder decides (each goal has its own): the objective
+             as the player sees it, sent alike to every condition; one naming a probe field is refused.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from engine.battle.battle import BattleAdapter
 from engine.battle.gen3_battle import Gen3BattleAdapter
@@ -52,6 +55,19 @@ def _record_kind(value) -> str:
 
 Name = Annotated[str, Field(min_length=1, max_length=64)]
 Text = Annotated[str, Field(max_length=500)]
+
+
+def _one_paragraph(value: str) -> str:
+    # The instruction is sent verbatim to every agent (TASK_LINE): plain text on one line.
+    if value != value.strip() or any(not ch.isprintable() for ch in value):
+        raise ValueError("must be one line of printable text, without leading or trailing spaces")
+    return value
+
+
+# What the agent is told to do (the objective, in the game's own words; never a hidden-state fact).
+Instruction = Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(_one_paragraph)]
+# How it is told: the same line opens a model's system prompt and the MCP server's instructions.
+TASK_LINE = "Your task in this game: {instruction}\n\n"
 Address = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
 Value = Annotated[int, Field(ge=-(2**31), le=0xFFFFFFFF)]  # what a probed field can hold (s32le .. u32le)
 ADDRESS_SPACE = {"gb": 0x10000, "gbc": 0x10000, "gba": 0x1_0000_0000}
@@ -288,6 +304,7 @@ class GoalDef(_Strict):
     """A goal a run may choose instead of the ladder's final rung (engine.games.goals: the rules)."""
 
     name: Annotated[str, Field(min_length=1, max_length=200)]
+    instruction: Instruction  # what the agent is told when a run chooses this goal (`--goal ID`)
     counts: Annotated[list[Name], Field(min_length=1, max_length=16)]  # numeric: their sum must rise
     owned: Name  # a bytes field: the owned bitfield; a flag newly set names the species
     # how `owned` names species: bits of a bitfield (bit i of byte j: 8j+i+1, Pokédex flags), or the
@@ -516,6 +533,9 @@ class GameDefinition(_Strict):
     id: Name
     title: Annotated[str, Field(max_length=200)]
     platform: Literal["gb", "gbc", "gba"]
+    # What the agent is told to do when the ladder decides (no goal, no task): its final rung's objective.
+    # Absent: a manifest using this definition must say (agent.instruction).
+    instruction: Instruction | None = None
     rom_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     verified: bool = False  # true only once an opt-in real-ROM test has passed on this definition
     roms: Annotated[list[RomIdentity], Field(max_length=64)] = []
@@ -614,7 +634,21 @@ class GameDefinition(_Strict):
             raise ValueError("conformance: the same rom_sha256 is listed twice")
         return self
 
+    def hidden_in(self, instruction: str) -> list[str]:
+        """The hidden-state names an instruction gives away (empty: none): a field, pointer or array of the
+        probe named as written in the definition (one with an underscore or a digit, so plain words like
+        `party` stay usable), or a number written in hex."""
+        words = set(re.findall(r"[A-Za-z0-9_]+", instruction))
+        names = {n for n in [*self.fields, *self.pointers, *self.arrays] if "_" in n or any(c.isdigit() for c in n)}
+        return sorted(words & names) + sorted(set(re.findall(r"\b0[xX][0-9A-Fa-f]+\b|\$[0-9A-Fa-f]{2,}", instruction)))
+
     def _check_goals(self) -> None:
+        told = [("instruction", self.instruction)] + [(f"goals.{g}.instruction", d.instruction)
+                                                      for g, d in self.goals.items()]
+        for where, text in told:
+            if text is not None and (hidden := self.hidden_in(text)):
+                raise ValueError(f"{where} names hidden state ({', '.join(hidden)}): say the objective as the "
+                                 f"player sees it")
         for gid, goal in self.goals.items():
             tests = [*goal.all, *goal.room]
             names = [*goal.counts, goal.owned, *(c.field for c in tests)]

@@ -22,11 +22,13 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
+import pydantic_core
+
 from engine.battle.battle import BATTLE_TOOLS
 from engine.loop.control import RunControl
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.outcomes import EndRequest
-from engine.loop.records import Usage
+from engine.loop.records import ReplyOversize, Usage
 from engine.loop.trial import utc_now
 from engine.policies.base import contract_json
 from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
@@ -47,6 +49,7 @@ class Call:
     # or "reset" (ruleset battle: a decision that presses nothing and ends the episode), or a battle call
     # (apply_team, lead, action: engine.battle.battle judges it in the loop)
     tool: str = "press_keys"
+    session: str | None = None  # the SHA-256 of the MCP session that made it (one per trial: verify)
 
 
 @dataclass
@@ -148,7 +151,7 @@ class ToolDesk:
             raise TrialOver(self._over_message())
         return waiting, turn
 
-    async def press(self, arguments: dict, tool: str = "press_keys") -> dict:
+    async def press(self, arguments: dict, tool: str = "press_keys", session: str | None = None) -> dict:
         """Hand one press_keys (or reset) call to the loop and wait for what the loop made of it."""
         while True:
             waiting, turn = await self._wait_turn()
@@ -157,7 +160,7 @@ class ToolDesk:
                     continue  # another call took it: wait for the next
                 turn.taken = True
                 self._turn = Future()
-            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool)
+            call = Call(arguments, time.perf_counter(), utc_now(), tool=tool, session=session)
             try:
                 turn.call.set_result(call)
             except InvalidStateError:  # the loop stopped waiting (the trial was ended meanwhile)
@@ -255,9 +258,13 @@ class ToolCallPolicy:
     paid = True
     transport = None
 
-    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None):
+    def __init__(self, desk: ToolDesk, ruleset: str, record: dict | None = None, wall_seconds: float | None = None,
+                 max_reply_bytes: int | None = None):
         self.desk = desk
         self.ruleset = ruleset
+        # the manifest's agent.max_reply_bytes: a call whose stored record would pass it is kept as its size
+        # and digest only (an invalid output), as a provider's reply over the cap is
+        self.max_reply_bytes = max_reply_bytes
         # The wall-time budget, kept while waiting too: the loop checks it only between decisions, and
         # an agent that never calls would otherwise hold the trial for good. Counted from the policy's
         # start (made as the trial starts), less the operator's holds.
@@ -284,16 +291,21 @@ class ToolCallPolicy:
         latency = round((call.received - turn.opened) * 1000, 3)
         record = {"tool": call.tool, "arguments": call.arguments, "received_utc": call.received_utc,
                   "ruleset": self.ruleset, "screens": turn.screens}
+        # who made the call (kept even where the call's body is not: an oversized one)
+        identity = {"mcp_session_sha256": call.session} if call.session is not None else None
         if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
-            return PolicyReply(text=contract_json([], summary="reset tool call"), usage=Usage(), latency_ms=latency,
-                               reply=record, reset=True)
-        if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
-            return PolicyReply(text=contract_json([], summary=f"{call.tool} tool call"), usage=Usage(),
-                               latency_ms=latency, reply=record,
-                               battle={"tool": call.tool, "arguments": call.arguments})
-        keys = call.arguments.get("keys")
-        return PolicyReply(text=contract_json(keys if keys is not None else [], summary="press_keys tool call"),
-                           usage=Usage(), latency_ms=latency, reply=record)
+            text, kind = contract_json([], summary="reset tool call"), {"reset": True}
+        elif call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
+            text = contract_json([], summary=f"{call.tool} tool call")
+            kind = {"battle": {"tool": call.tool, "arguments": call.arguments}}
+        else:
+            keys = call.arguments.get("keys")
+            text, kind = contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
+        if self.max_reply_bytes is not None and (over := oversize(call.arguments, record, text,
+                                                                  self.max_reply_bytes)) is not None:
+            # as a provider's reply over the cap: an invalid output, charged, its size and digest kept
+            return PolicyReply(text="", usage=Usage(), latency_ms=latency, identity=identity, oversize=over)
+        return PolicyReply(text=text, usage=Usage(), latency_ms=latency, reply=record, identity=identity, **kind)
 
     async def _wait(self, turn: Turn) -> Call:
         waiting = _awaitable(turn.call)
@@ -312,6 +324,22 @@ class ToolCallPolicy:
 
     def close(self) -> None:
         pass
+
+
+def oversize(arguments, record: dict, text: str, cap: int) -> ReplyOversize | None:
+    """The call as verify measures what a decision stores (the reply record and the response text, each
+    as JSON), against the cap; None when both fit. Its size and digest are of the arguments as received,
+    re-serialised as JSON (the transport's own bytes are the SDK's)."""
+    received = pydantic_core.to_json(arguments)
+    stored = max(len(pydantic_core.to_json(record)), len(pydantic_core.to_json(text)))
+    if stored <= cap and len(received) <= cap:
+        return None
+    digest = hashlib.sha256(received).hexdigest()
+    if len(received) > cap:
+        return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest,
+                             size_bytes=len(received), size_source="received")
+    return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest, size_bytes=stored,
+                         size_source="stored")
 
 
 def screen_record(turn: Turn, png: bytes) -> dict:

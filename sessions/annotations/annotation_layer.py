@@ -347,6 +347,7 @@ class AnnotationLayer:
     # writing
     def append(self, record: Annotation, *, check: bool = True) -> Annotation:
         """Append one label (its id, chain link and the layer's sums set here); raises LayerError if refused."""
+        self._still_blind()
         lines = self._lines()
         if lines and lines[-1][0].kind == "freeze":
             raise LayerError(f"layer {self.annotator} is frozen: it takes no more labels")
@@ -369,6 +370,7 @@ class AnnotationLayer:
 
     def freeze(self) -> Annotation:
         """Seal the layer: a freeze line, and `FROZEN <sha256>` in its SHA256SUMS."""
+        self._still_blind()
         lines = self._lines()
         if lines and lines[-1][0].kind == "freeze":
             raise LayerError(f"layer {self.annotator} is already frozen")
@@ -383,6 +385,13 @@ class AnnotationLayer:
             prev_sha256=hashlib.sha256(lines[-1][1]).hexdigest())
         self._write(record, frozen=True)
         return record
+
+    def _still_blind(self) -> None:
+        # Once `unblind` has shown the condition ids, a label would be made knowing them: the layers are
+        # what was labelled blind, so nothing joins them (verify would fail the folder, the report count it).
+        if (self.root / layout.UNBLINDED).exists():
+            raise LayerError(f"{self.root} is unblinded ({layout.UNBLINDED}/ exists): labels are taken only while "
+                             "the folder is blind; label a blinded copy (`oakwatch export --for-annotators`) instead")
 
     def _write(self, record: Annotation, *, frozen: bool) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

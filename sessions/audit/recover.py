@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.games.ladder import deepest
+from engine.games.ladder import deepest, skipped_required
 from engine.loop.outcomes import classify, is_valid
 from engine.loop.records import Chain, FrameStoreSeal, MemoryOp, TraceLine, TrialResult
 from engine.loop.tally import TraceTally
@@ -336,10 +336,11 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
     outcome, cause = classify("process-died")
     ended = tally.last.termination_reason if tally.last else None  # the loop had ended it
     reached = tally.milestones_reached
-    # Which rungs held at the start is not in the trace (the loop's start sample died with it): the
-    # result lists none pre-satisfied and none skipped, so its deepest rung and its skipped rungs are
-    # lower bounds (a rung that held at the start would only add to the first and take from the second).
     game = _game(manifest, trial.parent.parent)
+    # The awards (the frame and probe where each rung was reached) died with the process; the kept
+    # inputs, replayed, prove them again, and which rungs held at the start. Where they cannot be replayed
+    # (no ROM here) the result lists none: its deepest rung and skipped rungs are then lower bounds.
+    awards, pre_satisfied, proof = _proven_awards(trial, reached)
     points = sum(m.points for m in game.milestones if m.id in reached) if game else 0
     last = tally.last
     result = TrialResult(
@@ -349,18 +350,35 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
         error=f"the process (pid {genesis.pid}) died before the trial ended; finished by `oakwatch recover` at "
               f"decision {n}",
         recovered=True, started_utc=genesis.started_utc, ended_utc=last.timestamp_utc if last else utc_now(),
-        last_decision=n, milestones=[], milestones_reached=reached, pre_satisfied=[],
-        skipped_required=[], deepest_milestone=deepest(game, reached) if game else None,
+        last_decision=n, milestones=awards, milestones_reached=reached, pre_satisfied=pre_satisfied,
+        skipped_required=skipped_required(game, reached, pre_satisfied) if game and awards else [],
+        deepest_milestone=deepest(game, reached, pre_satisfied) if game else None,
         progress_points=points, total_points=game.total_points if game else 0, telemetry=tally.telemetry(),
         # the awards' frames died with the process: which action reached the deepest rung is unknown
         derived=derived_figures(tally.telemetry().cost_usd, len(reached), points, tally.accepted_actions, 0)
         | path_figures(None, None, None),
-        provenance={"recovered_utc": utc_now(),  # and a battle task's rules, as in every result of the task
+        provenance={"recovered_utc": utc_now(), "recovered_awards": proof,
+                    # and a battle task's rules, as in every result of the task
                     **({"battle": manifest.battle.model_dump(mode="json")} if manifest.battle is not None else {})},
         chain=Chain(genesis_sha256=genesis_sha, trace_head=head, trace_lines=n, annotations_head=ann_head,
                     annotation_lines=ann_lines, frames=seal))
     write_atomic(trial / layout.RESULT, (result.model_dump_json(indent=2) + "\n").encode())
     return result
+
+
+def _proven_awards(trial: Path, reached: list[str]) -> tuple[list, list[str], str]:
+    """(the awards a replay of the kept decisions makes, the rungs that held at the start, how they were
+    found). A replay that cannot run, or whose rungs are not the trace's, proves nothing: ([], [], why)."""
+    from sessions.audit.replay import Divergence, replay_trial
+    from sessions.preflight.experiment import PreflightError
+
+    try:
+        replayed = replay_trial(trial)
+    except (PreflightError, Divergence, FormatProblem, OSError, RuntimeError, ValueError) as exc:
+        return [], [], f"not replayed: {type(exc).__name__}: {str(exc)[:300]}"
+    if sorted(a.id for a in replayed["awards"]) != sorted(reached):
+        return [], [], f"not replayed: the replay awards {[a.id for a in replayed['awards']]}, the trace {reached}"
+    return replayed["awards"], replayed["pre_satisfied"], "replayed"
 
 
 def _game(manifest, root: Path):

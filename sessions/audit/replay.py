@@ -167,6 +167,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
     actions = 0
     looped = False
     awards: dict[str, tuple[int, int, str]] = {}
+    proven = []  # the awards themselves (engine.ladder), for recover
     groups = reader.inputs_by_decision()
     pending: tuple[int, list[InputLine]] | None = next(groups, None)
     last: TraceLine | None = None
@@ -216,6 +217,7 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
             for award in ladder.update(step.ram_before_last, step.ram_last, decision_id=did,
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256):
                 awards[award.id] = (did, step.frame_index, step.frame_sha256)
+                proven.append(award)
                 routes.progress()
             if goal is not None:
                 goal.update(step.ram_before_last, step.ram_last, decision_id=did, frame_index=step.frame_index,
@@ -243,7 +245,8 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
         raise FormatProblem(f"{reader.where(layout.INPUTS)}: inputs for decision {pending[0]}, which the trace "
                             f"does not have")
     _check_ending(reader, last, ladder, looped, actions, awards, m, goal)
-    return {"decisions": last.decision_id if last else 0, "actions": actions, "milestones": ladder.reached}
+    return {"decisions": last.decision_id if last else 0, "actions": actions, "milestones": ladder.reached,
+            "awards": proven, "pre_satisfied": sorted(ladder.pre_satisfied)}
 
 
 def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, looped: bool, actions: int,

@@ -596,6 +596,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     cap = ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None
     episodes = ctx.manifest.episodes if ctx.manifest is not None else None
     steps: list[Step] = []  # engine.battle.episodes: each decision's episode facts, for the result's episodes
+    clients: dict[str, int] = {}  # the MCP sessions that made decisions -> the first decision of each
     for n, line in trace:
         t = parse_trace(line, n)
         if t.prev_sha256 != head:
@@ -646,7 +647,14 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
             rn, rbytes = item
             if sha(rbytes).hexdigest() != t.response_sha256:
                 add(f"{rel}/{layout.RESPONSES}:{rn}: differs from what decision {n} recorded")
-            _check_response(parse_response(rbytes, rn), t, n, f"{rel}/{layout.RESPONSES}:{rn}", report,
+            parsed = parse_response(rbytes, rn)
+            for a in parsed.attempts:  # a tool server's call: the session that made it (one trial, one client)
+                if a.identity is not None and (made_by := a.identity.get("mcp_session_sha256")) is not None:
+                    if made_by not in clients and len(clients) == 1:
+                        add(f"{rel}/{layout.RESPONSES}:{rn}: decision {n} was made by another MCP session than "
+                            f"decision {clients[next(iter(clients))]}'s (one trial, one client)")
+                    clients.setdefault(made_by, n)
+            _check_response(parsed, t, n, f"{rel}/{layout.RESPONSES}:{rn}", report,
                             cap if cap is not None and len(rbytes) > cap else None)
         # the inputs
         accepted = t.accepted_actions

@@ -13,6 +13,8 @@ run's folder.
 
 from __future__ import annotations
 
+import fnmatch
+import json
 from pathlib import Path
 
 from engine.text import printable
@@ -46,6 +48,10 @@ def trial_problem(trial: Path) -> str | None:
     shown = printable(str(trial))
     try:
         if not (trial / layout.TRACE).is_file():
+            voided = voided_attempts(trial)
+            if voided:
+                return (f"{shown}: no {layout.TRACE} here: that attempt was voided (an invalid trial's block moves "
+                        f"to void-<n>/ and `run --resume` reruns it); give {'; '.join(voided)}")
             return f"{shown}: no {layout.TRACE} here; give a trial folder (<exp>/trials/<label>-<NN>)"
         experiment = trial.resolve().parent.parent
     except (OSError, RuntimeError) as exc:
@@ -54,3 +60,30 @@ def trial_problem(trial: Path) -> str | None:
         return (f"{shown}: not a trial of an oakwatch evidence folder ({printable(str(experiment))}, two levels "
                 f"up, is not one; give <exp>/trials/<label>-<NN>)")
     return None
+
+
+def voided_attempts(trial: Path, most: int = 4) -> list[str]:
+    """Where an `<exp>/trials/<key>` the user named went when its attempt was voided: each matching
+    `<exp>/void-<n>/<key>` (the key may be an unexpanded glob such as `*-01`), with its void's cause."""
+    if trial.parent.name != layout.TRIALS or evidence_problem(trial.parent.parent) is not None:
+        return []
+    root = trial.parent.parent
+    found = []
+    try:
+        voids = sorted((p for p in root.glob("void-*") if p.is_dir()),
+                       key=lambda p: int(p.name[5:]) if p.name[5:].isdigit() else 0)
+        for void in voids:
+            for attempt in sorted(p for p in void.iterdir() if p.is_dir()):
+                if fnmatch.fnmatchcase(attempt.name, trial.name) and (attempt / layout.TRACE).is_file():
+                    found.append(f"{printable(str(attempt))}{_cause(void)}")
+    except OSError:
+        return found
+    return found[-most:]  # the latest attempts
+
+
+def _cause(void: Path) -> str:
+    try:
+        data = json.loads((void / "void.json").read_text(encoding="utf-8"))
+        return f" ({printable(str(data['outcome']))}: {printable(str(data['cause']))})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""

@@ -4,7 +4,7 @@ For each trial the policy starts the MCP server (sessions.execute.mcp_server) on
 127.0.0.1 on a free port, writes an MCP config file naming it (Claude Code's `--mcp-config` format,
 `{"mcpServers": {"oakwatch": {"type": "http", "url": ...}}}`), and runs the condition's frozen
 command line with `{mcp_config}` replaced by that file's path and `{mcp_url}` by the server's address
-(docs/mcp.md has Claude Code's and
+and `{instruction}` by the frozen agent.instruction (docs/mcp.md has Claude Code's and
 Codex CLI's). The client plays through press_keys like any agent on the server; when the trial ends
 its calls are refused, it is given CLIENT_EXIT_S to finish (then terminated), and what it printed
 is parsed for its own usage report: Claude Code's `--output-format json` object (total_cost_usd,
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import subprocess
 import tempfile
 import threading
@@ -30,6 +31,8 @@ CLIENT_EXIT_S = 60.0  # how long a client has, once the trial is over, to print 
 SERVER_START_S = 30.0
 OUTPUT_CAP = 1 << 20  # the most of the client's output read for its usage report
 SERVER_NAME = "oakwatch"
+TOKEN_VARIABLE = "OAKWATCH_MCP_TOKEN"  # the trial's bearer token, in the client's environment
+TOKEN_SHOWN = "[this trial's token]"  # what the recorded MCP config shows in its place
 
 
 class CliPolicy(ToolCallPolicy):
@@ -43,12 +46,16 @@ class CliPolicy(ToolCallPolicy):
         self.record: dict = {"ruleset": ruleset, "tools": None, "transport": "http", "sdk": f"mcp {sdk_version()}",
                              "client": None}
         wall = m.budgets.wall_time_minutes
-        super().__init__(ToolDesk(), ruleset, self.record, wall * 60 if wall is not None else None)
-        self.sessions = HttpSessions(self.desk)
+        super().__init__(ToolDesk(), ruleset, self.record, wall * 60 if wall is not None else None,
+                         m.agent.max_reply_bytes)
+        # one client per trial, and only with this trial's bearer token (never written, printed or logged)
+        token = secrets.token_urlsafe(32)
+        self.sessions = HttpSessions(self.desk, token=token, record=self.record)
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
-                                   on_session=self.sessions.saw,
+                                   instruction=m.agent.instruction,
+                                   on_session=self.sessions.saw, record=self.record,
                                    battle=m.battle.model_dump(mode="json") if m.battle is not None else None)
         self._stop = threading.Event()
         self._sock = bind("127.0.0.1", 0)
@@ -62,19 +69,26 @@ class CliPolicy(ToolCallPolicy):
             raise RuntimeError(f"the tool server did not start: {self._server_error}")
         self._dir = tempfile.TemporaryDirectory(prefix="oakwatch-cli-")
         work = Path(self._dir.name)
-        config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url}}}
+        config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url,
+                                               "headers": {"Authorization": f"Bearer {token}"}}}}
         self.config_path = work / "mcp-config.json"
-        self.config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # the client's only
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(config, indent=2) + "\n")
+        shown = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url,
+                                              "headers": {"Authorization": f"Bearer {TOKEN_SHOWN}"}}}}
+        told = m.agent.instruction or ""  # `{instruction}`: the prompt says what the system prompt would
         argv = [arg.replace("{mcp_config}", str(self.config_path)).replace("{mcp_url}", self.url)
-                for arg in condition.command]
+                .replace("{instruction}", told) for arg in condition.command]
         self._out = open(work / "stdout", "w+b")  # noqa: SIM115 - read back at the end, closed in aclose
         self._err = open(work / "stderr", "w+b")  # noqa: SIM115
         self.record["client"] = {"command": list(condition.command), "version": condition.client_version,
-                                 "mcp_config": config, "exit_status": None, "usage": None, "total_cost_usd": None,
+                                 "mcp_config": shown, "exit_status": None, "usage": None, "total_cost_usd": None,
                                  "num_turns": None, "session_id": None}
-        # The client gets the environment (its own API key lives there, never in a file of ours).
+        # The client gets the environment (its own API key lives there, never in a file of ours), and the
+        # trial's token for clients that read it from a variable (Codex: bearer_token_env_var).
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
-                                        cwd=work, env=dict(os.environ))
+                                        cwd=work, env=dict(os.environ) | {TOKEN_VARIABLE: token})
         threading.Thread(target=self._watch_client, name="oakwatch-cli-client", daemon=True).start()
 
     def _serve(self) -> None:

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import os
+import re
+import secrets
 import socket
+import stat
 import sys
 from collections.abc import Callable
 from importlib.metadata import version as dist_version
@@ -25,11 +29,14 @@ from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
 
+from engine.games.gamedef import TASK_LINE
+from engine.loop.trial import utc_now
 from engine.policies.model import screen_png
 from engine.policies.rulesets import tools_for
 from engine.policies.tools import ToolDesk, TrialOver, screen_record
 
 REJECTED_PREFIX = "Your previous response was rejected: "
+OVERSIZE_FEEDBACK = re.compile(r"it was longer than the ([\d,]+) bytes a reply may have")  # engine.loop.trial's
 
 INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen to see the screen, then "
                 "press_keys with one or more buttons to press in order ({allowed}; at most {most} per call). "
@@ -57,11 +64,16 @@ def sdk_version() -> str:
 
 
 def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tuple[str, ...], max_actions: int,
-                 press_frames: int, settle_frames: int,
-                 on_session: Callable[[str | None], None] | None = None, battle: dict | None = None) -> MCPServer:
-    """The server for one trial. `on_session(id)`: told the session of each tool call (HTTP), so the
-    session that plays is the one whose end counts as the agent disconnecting. `battle`: the battle
-    ruleset's rules (engine.battle.battle BattleSettings, as JSON), named in its instructions."""
+                 press_frames: int, settle_frames: int, instruction: str | None,
+                 on_session: Callable[[str | None], None] | None = None, battle: dict | None = None,
+                 record: dict | None = None) -> MCPServer:
+    """The server for one trial. `instruction`: what the agent is asked to do (the frozen manifest's
+    agent.instruction, the same bytes a model's system prompt holds), first in the server's instructions
+    (None: a folder frozen before instructions, told nothing). `on_session(id)`: told the session of each
+    tool call (HTTP). `record`: the trial's provenance.tool_server, where a call the SDK refuses before
+    any tool runs (an unknown tool, a required argument missing) is written as a refusal (note_refusal).
+    `battle`: the battle ruleset's rules (engine.battle.battle BattleSettings, as JSON), named in its
+    instructions."""
     names = tools_for(ruleset)
     if "apply_team" in names:
         b = battle or {}
@@ -75,13 +87,20 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                                            settle=settle_frames)
     if "reset" in names:
         instructions += RESET_INSTRUCTIONS
+    if instruction is not None:
+        instructions = TASK_LINE.format(instruction=instruction) + instructions
     server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
                        instructions=instructions)
+    # A session with no id of its own (stdio, in-process): one per server, as its client is.
+    local = f"local-{secrets.token_hex(16)}"
 
-    def seen(ctx: Context) -> None:
+    def seen(ctx: Context) -> str:
+        """Count the call; the SHA-256 of its session, recorded with each decision (verify: one per trial)."""
         desk.calls += 1
+        session = _session_id(ctx)
         if on_session is not None:
-            on_session(_session_id(ctx))
+            on_session(session)
+        return session_hash(session or local)
 
     async def open_turn():
         """The decision waiting for a call (engine.policies.tools.Turn); refused once the trial is over."""
@@ -90,15 +109,18 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
 
-    async def decision(tool: str, arguments: dict, *, refused: str = "refused") -> str:
+    async def decision(tool: str, arguments: dict, session: str, *, refused: str = "refused") -> str:
         """A call that is one decision of the trial: what the loop recorded of it, or the loop's reason as
         a ToolError (charged as an invalid output of that decision, as a model's would be)."""
         try:
-            result = await desk.press(arguments, tool=tool)
+            result = await desk.press(arguments, tool=tool, session=session)
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
         if result["rejected"] is not None:
             why = result["rejected"].removeprefix(REJECTED_PREFIX)
+            if (cap := OVERSIZE_FEEDBACK.match(why)) is not None:  # the loop's words to a model, put for a call
+                why = (f"oversized call: its arguments, as stored, pass the {cap.group(1)} bytes a call may have "
+                       f"(agent.max_reply_bytes); kept as their size and SHA-256 only")
             ended = f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""
             raise ToolError(f"{tool} {refused}, charged as an invalid output of decision {result['decision_id']}: "
                             f"{why}{ended}")
@@ -122,8 +144,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     async def press_keys(keys: list[str], ctx: Context) -> str:
         """Press buttons in order, each with the fixed timing; returns the decision's number and what
         was pressed (a press may end the trial: then `trial_over` is true and `ending` says why)."""
-        seen(ctx)
-        return await decision("press_keys", {"keys": keys}, refused="rejected")
+        return await decision("press_keys", {"keys": keys}, seen(ctx), refused="rejected")
 
     async def get_observation(ctx: Context) -> str:
         """What the harness tells every agent besides the screen: your recent actions, the buttons
@@ -140,8 +161,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         """End the current episode and start the next from the task's start state (your memory is kept).
         One decision that presses nothing; refused and charged where no episode can follow (a trial
         that is not episodic, or its last episode)."""
-        seen(ctx)
-        return await decision("reset", {})
+        return await decision("reset", {}, seen(ctx))
 
     async def observe(ctx: Context) -> str:
         """A snapshot of the battle as its screen shows it: your party (species, type, moves; the active
@@ -161,23 +181,21 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         in a Gen-3 game, nature, ability, evs and ivs by stat (hp, attack, defense, speed, sp_attack,
         sp_defense) (null where the game has none), checked against the task's party limit, level cap and pool. The
         party is written into the game's memory; one decision."""
-        seen(ctx)
-        return await decision("apply_team", {"team": team})
+        return await decision("apply_team", {"team": team}, seen(ctx))
 
     async def lead(slot: int, ctx: Context) -> str:
         """Choose the party slot (from 0) that starts the battle, before the episode's first action;
         one decision (without it, slot 0 leads)."""
-        seen(ctx)
-        return await decision("lead", {"slot": slot})
+        return await decision("lead", {"slot": slot}, seen(ctx))
 
     async def action(kind: str, ctx: Context, move: str | None = None, slot: int | None = None) -> str:
         """One battle action, pressed for you as the game's buttons: FIGHT with a move the active creature
         knows, SWITCH to a party slot, or SEND a party slot in when the active creature has fainted; one
         decision (its presses may end the episode or the trial: see episode_end and trial_over)."""
-        seen(ctx)
+        session = seen(ctx)
         arguments = {"kind": kind} | ({"move": move} if move is not None else {}) | (
             {"slot": slot} if slot is not None else {})
-        return await decision("action", arguments)
+        return await decision("action", arguments, session)
 
     # (set as objects: this module's annotations are strings, evaluated where the schemas are unknown).
     # As for press_keys, a value outside the schema reaches the loop, to be refused and charged there.
@@ -192,19 +210,78 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
              "observe": observe, "apply_team": apply_team, "lead": lead, "action": action}
     for name in names:
         server.add_tool(tools[name], name=name, structured_output=False)
+        portable(server._tool_manager.get_tool(name).parameters)
+    if record is not None:
+        _record_sdk_refusals(server, record, set(names), lambda ctx: session_hash(_session_id(ctx) or local))
     return server
 
 
-_BY_STAT = {"type": ["object", "null"], "additionalProperties": {"type": "integer", "minimum": 0}}
+def _record_sdk_refusals(server: MCPServer, record: dict, names: set[str], session_of) -> None:
+    """A call that never reaches a tool (an unknown tool, a required argument missing) is refused by the
+    SDK with an error naming it; it is no decision, but it is recorded (MCPServer looks call_tool up on
+    the instance for every tools/call)."""
+    from pydantic import ValidationError
+
+    record.setdefault("auth", None)
+    record.setdefault("refused", [])
+    record.setdefault("refused_count", 0)
+    original = server.call_tool
+
+    async def call_tool(name, arguments, context=None):
+        try:
+            return await original(name, arguments, context)
+        except ToolError as exc:
+            if name not in names:
+                note_refusal(record, f"a call to {str(name)[:64]!r}, a tool this ruleset lacks",
+                             session_of(context) if context is not None else None)
+            elif isinstance(exc.__cause__, ValidationError):
+                fields = sorted({".".join(map(str, e["loc"])) for e in exc.__cause__.errors()})
+                note_refusal(record, f"a {name} call the SDK refused: {', '.join(fields)[:200]} missing or malformed",
+                             session_of(context) if context is not None else None)
+            raise
+
+    server.call_tool = call_tool
+
+
+def note_refusal(record: dict, reason: str, session_sha256: str | None = None) -> int:
+    """Write one refusal into the trial's record: the first MAX_REFUSALS_KEPT one by one, all counted.
+    Returns the count."""
+    record["refused_count"] = record.get("refused_count", 0) + 1
+    kept = record.setdefault("refused", [])
+    if len(kept) < MAX_REFUSALS_KEPT:
+        kept.append({"at_utc": utc_now(), "reason": reason, "session_sha256": session_sha256})
+    return record["refused_count"]
+
+
+def portable(schema):
+    """A tool's input schema as strict validators (the MCP Inspector's strict mode) accept it: an optional
+    argument is simply left out, so no `"default": null` that its own type refuses (the SDK writes one for
+    each optional parameter). `null` is still accepted as absent by every tool."""
+    if isinstance(schema, dict):
+        if "default" in schema and schema["default"] is None:
+            del schema["default"]
+        for value in schema.values():
+            portable(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            portable(value)
+    return schema
+
+
+# level and item are optional rather than `type: [x, null]` (a type list strict validators flag as
+# unportable): left out, or sent as null all the same, they are unknown (a game without them takes none).
+_BY_STAT = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
 TEAM_SCHEMA = {"type": "array", "minItems": 1, "maxItems": 6, "description": "the team, in party order",
                "items": {"type": "object", "required": ["species"], "additionalProperties": False,
                          "properties": {"species": {"type": "string"},
-                                        "level": {"type": ["integer", "null"], "minimum": 1},
+                                        "level": {"type": "integer", "minimum": 1,
+                                                  "description": "leave out where the game has no levels"},
                                         "moves": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
-                                        "item": {"type": ["string", "null"]},
-                                        # a Gen-3 game's records (engine.battle.gen3_battle); null elsewhere
-                                        "nature": {"type": ["string", "null"]},
-                                        "ability": {"type": ["string", "null"]},
+                                        "item": {"type": "string",
+                                                 "description": "leave out for none, or where the game has none"},
+                                        # a Gen-3 game's records (engine.battle.gen3_battle); left out elsewhere
+                                        "nature": {"type": "string"},
+                                        "ability": {"type": "string"},
                                         "evs": _BY_STAT, "ivs": _BY_STAT}}}
 
 
@@ -212,6 +289,33 @@ def _session_id(ctx: Context) -> str | None:
     """The streamable-HTTP session of a call (its Mcp-Session-Id header); None on stdio."""
     headers = ctx.headers
     return headers.get("mcp-session-id") if headers is not None else None
+
+
+MAX_LINE_BYTES = 64 << 20  # the longest stdio message read (a screen is ~100 kB, a call a few hundred bytes)
+
+
+class StdioFault(Exception):
+    """The stdio wire failed on our side (a message too long to read): the trial ends as a harness fault."""
+
+
+def stdio_problem(fd: int = 0) -> str | None:
+    """Why `fd` cannot carry an MCP client to this server, or None. The event loop watches pipes,
+    sockets and terminals; /dev/null or a regular file it cannot watch (epoll refuses them), and a
+    server on one would wait for a client that is not there."""
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        return f"stdin is not open ({exc.strerror or exc})"
+    mode = st.st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd)):
+        return None
+    if stat.S_ISCHR(mode):
+        null = os.stat(os.devnull)
+        what = "/dev/null" if (st.st_rdev, st.st_ino) == (null.st_rdev, null.st_ino) else "a device"
+    else:
+        what = "a regular file" if stat.S_ISREG(mode) else "not a pipe"
+    return (f"--transport stdio: stdin is {what}, not a client's pipe (an MCP client starts this command and "
+            f"talks on its stdin and stdout; or serve --transport http)")
 
 
 class _PipeLines:
@@ -229,10 +333,17 @@ class _PipeLines:
     async def __anext__(self) -> str:
         if self._reader is None:
             loop = asyncio.get_running_loop()
-            self._reader = asyncio.StreamReader(limit=64 << 20)
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self._reader),
-                                         os.fdopen(self._fd, "rb", buffering=0))
-        line = await self._reader.readline()
+            self._reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+            try:
+                await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self._reader),
+                                             os.fdopen(self._fd, "rb", buffering=0))
+            except (OSError, ValueError) as exc:  # a descriptor the loop cannot watch (stdio_problem)
+                raise StdioFault(f"stdin cannot be read by the server ({exc})") from None
+        try:
+            line = await self._reader.readline()
+        except ValueError:  # asyncio.LimitOverrunError, as readline raises it
+            raise StdioFault(f"the client sent a message longer than the {MAX_LINE_BYTES >> 20} MiB the server "
+                             f"reads on stdin") from None
         if not line:
             raise StopAsyncIteration
         return line.decode("utf-8", "replace")
@@ -244,6 +355,7 @@ class _PipeWriter:
     def __init__(self, fd: int):
         self._fd = fd
         self._buffer: list[str] = []
+        self.gone = False
 
     async def write(self, text: str) -> None:
         self._buffer.append(text)
@@ -252,8 +364,11 @@ class _PipeWriter:
         data = "".join(self._buffer).encode("utf-8")
         self._buffer.clear()
         view = memoryview(data)
-        while view:  # a blocking write: the client reads as we write (a screen is ~100 kB)
-            view = view[os.write(self._fd, view):]
+        while view and not self.gone:  # a blocking write: the client reads as we write (a screen is ~100 kB)
+            try:
+                view = view[os.write(self._fd, view):]
+            except (BrokenPipeError, ConnectionResetError):  # the client left: its stdin's end tells the rest
+                self.gone = True
 
 
 async def serve_stdio(server: MCPServer) -> None:
@@ -292,18 +407,38 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-class HttpSessions:
-    """Which streamable-HTTP session plays, and when it ends (the client's DELETE, an idle timeout,
-    a crash: the SDK's session manager discards it)."""
+MCP_PATH = "/mcp"  # the SDK's streamable_http_path, as served
+MAX_REFUSALS_KEPT = 50  # refused requests recorded one by one in the result; beyond, only counted
 
-    def __init__(self, desk: ToolDesk):
+
+class HttpSessions:
+    """One trial, one client: the first streamable-HTTP session that initializes owns the trial; any
+    other is refused (gate), as is any request without the trial's bearer token when it has one. Also
+    when the owner's session ends (the client's DELETE, an idle timeout, a crash: the SDK's session
+    manager discards it), which ends an unfinished trial as agent-disconnected.
+
+    `record`: the trial's provenance.tool_server, where each refusal is written (never the token)."""
+
+    def __init__(self, desk: ToolDesk, *, token: str | None = None, record: dict | None = None,
+                 say: Callable[[str], None] | None = None):
         self.desk = desk
-        self.playing: str | None = None  # the first session that called a tool
+        self.token = token
+        self.record = record if record is not None else {}
+        self.record["auth"] = "bearer" if token is not None else None
+        self.record.setdefault("refused", [])
+        self.record.setdefault("refused_count", 0)
+        self.say = say
+        self.claimed = False  # an initialize is in flight or has succeeded
+        self.playing: str | None = None  # the session that initialized first: the trial's client
         self.ended = asyncio.Event()  # the playing session ended
 
     def saw(self, session: str | None) -> None:
-        if self.playing is None and session is not None:
-            self.playing = session
+        """A tool call of `session`: nothing to decide, the gate let only the owner's through."""
+
+    def refuse(self, reason: str, session: str | None = None) -> None:
+        count = note_refusal(self.record, reason, session_hash(session) if session else None)
+        if self.say is not None and count <= 10:
+            self.say(f"refused a connection: {reason}")
 
     def watch(self, server: MCPServer) -> None:
         manager = server.session_manager
@@ -319,6 +454,70 @@ class HttpSessions:
 
         manager._discard_session = discarded
 
+    def gate(self, app):
+        """The ASGI app in front of the SDK's: the bearer token, then one session per trial."""
+        expected = f"Bearer {self.token}".encode() if self.token is not None else None
+
+        async def gated(scope, receive, send):
+            if scope["type"] != "http":  # (the lifespan)
+                return await app(scope, receive, send)
+            headers = dict(scope.get("headers") or ())
+            if expected is not None and not hmac.compare_digest(headers.get(b"authorization", b""), expected):
+                self.refuse("no bearer token, or not this trial's (Authorization: Bearer ...)")
+                return await _refusal(send, 401, "this trial's tool server needs its bearer token "
+                                                 "(Authorization: Bearer TOKEN)", {b"www-authenticate": b"Bearer"})
+            if scope.get("path", "").rstrip("/") != MCP_PATH:  # no MCP there: the app's 404, no session claimed
+                return await app(scope, receive, send)
+            session = headers.get(b"mcp-session-id", b"").decode("latin-1") or None
+
+            async def noted(message):  # what the SDK refuses before any tool sees it is recorded too
+                if message["type"] == "http.response.start" and message["status"] == 413:
+                    self.refuse("a request body over the SDK's limit (HTTP 413)", session)
+                await send(message)
+
+            if session is not None:
+                if session != self.playing:
+                    self.refuse("a request for a session that is not this trial's client", session)
+                    return await _refusal(send, 404, "no such session: this trial has one client, and it is "
+                                                     "another (or has left)")
+                return await app(scope, receive, noted)
+            if self.claimed:
+                self.refuse("a second client: this trial already has its client")
+                return await _refusal(send, 403, "this trial already has its client: one trial, one client "
+                                                 "(serve another trial with another oakwatch mcp)")
+            self.claimed = True
+            admitted: list[str] = []
+
+            async def watch(message):
+                if message["type"] == "http.response.start" and message["status"] < 400:
+                    found = dict(message.get("headers") or ()).get(b"mcp-session-id")
+                    if found:
+                        admitted.append(found.decode("latin-1"))
+                        self.playing = admitted[0]  # before the client can see the id
+                await noted(message)
+
+            try:
+                await app(scope, receive, watch)
+            finally:
+                if not admitted:
+                    self.claimed = False  # not a session (a bad first request): the next may initialize
+            return None
+
+        return gated
+
+
+async def _refusal(send, status: int, message: str, headers: dict | None = None) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or {}).items()]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def session_hash(session: str) -> str:
+    """What the evidence keeps of a session's id: its SHA-256 (the id itself lets a client in)."""
+    return hashlib.sha256(session.encode()).hexdigest()
+
 
 def after_the_trial(desk: ToolDesk, sessions: HttpSessions) -> Callable[[], bool]:
     """`oakwatch mcp`'s stop rule: the trial is over and the client that played has left (or none did)."""
@@ -331,9 +530,9 @@ async def serve_http(server: MCPServer, sock: socket.socket, sessions: HttpSessi
     import uvicorn
 
     host = sock.getsockname()[0]
-    app = server.streamable_http_app(host=host, session_idle_timeout=600)
+    app = server.streamable_http_app(host=host, session_idle_timeout=600, streamable_http_path=MCP_PATH)
     sessions.watch(server)
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on")
+    config = uvicorn.Config(sessions.gate(app), log_level=log_level, lifespan="on")
     http = uvicorn.Server(config)
 
     async def stopper():

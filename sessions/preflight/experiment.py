@@ -15,7 +15,7 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 
 from engine.emulators.backends import BACKENDS
-from engine.games.gamedef import GameDefinition
+from engine.games.gamedef import TASK_LINE, GameDefinition
 from engine.loop.script import ScriptError
 from sessions.execute.schedule import blind_labels, trial_order
 from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, DEFAULT_MANIFEST, resolve
@@ -338,7 +338,16 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 raise PreflightError(f"{at('game.goal')}: the start state leaves goal {g.goal} no room: "
                                      f"{'; '.join(room)} (initial state {state_path})")
 
+        instruction = instruction_for(manifest, game)
+        if instruction is None:
+            raise PreflightError(f"{at('agent.instruction')}: say what the agent is asked to do (game definition "
+                                 f"{game_path} gives no instruction)")
+        if hidden := game.hidden_in(instruction):
+            raise PreflightError(f"{at('agent.instruction')}: names hidden state ({', '.join(hidden)}): say the "
+                                 "objective as the player sees it")
+
         frozen = manifest.model_copy(deep=True)
+        frozen.agent.instruction = instruction  # the frozen manifest names what every agent was told
         frozen.emulator.version = installed  # the frozen manifest records the version that ran
         frozen.emulator.config_sha256 = computed
         # The frozen copy lives elsewhere: anchor relative file references to absolute paths.
@@ -387,11 +396,24 @@ def controls_rule(manifest: Manifest) -> str:
     return f"- {' '.join(parts)}\n" if parts else ""
 
 
+def instruction_for(manifest: Manifest, game: GameDefinition) -> str | None:
+    """What every agent of the run is told to do: the manifest's own instruction, else its goal's
+    (`game.goal`, `run --goal ID`), else the game definition's (its ladder). None: nobody says."""
+    if manifest.agent.instruction is not None:
+        return manifest.agent.instruction
+    goal = manifest.game.goal
+    if goal is not None and goal in game.goals:
+        return game.goals[goal].instruction
+    return game.instruction
+
+
 def system_prompt_for(manifest: Manifest) -> str:
-    """The bundled system prompt with this experiment's memory rules and frozen controls filled in
-    (what models are sent)."""
+    """The bundled system prompt with this experiment's instruction, memory rules and frozen controls
+    filled in (what models are sent). A manifest frozen before instructions existed names none."""
     rules = manifest.agent.memory
     text = (ASSETS / "prompts" / "system.txt").read_text(encoding="utf-8")
+    told = manifest.agent.instruction
+    text = text.replace("{instruction}\n", TASK_LINE.format(instruction=told) if told is not None else "")
     text = text.replace("{controls}\n", controls_rule(manifest))
     for name, value in [("confirm_threshold", f"{rules.confirm_threshold:g}"),
                         ("exclusive_predicates", ", ".join(rules.exclusive_predicates) or "none"),
@@ -457,6 +479,16 @@ def create_folder(prepared: Prepared, output: Path):
         raise PreflightError(f"{exc}") from None
 
 
+def _names_instruction(path: Path) -> bool:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return True  # prepare has read it already; a folder it refuses never gets here
+    return isinstance(data, dict) and isinstance(data.get("agent"), dict) and "instruction" in data["agent"]
+
+
 def prepare_resume(root: Path, *, allow_human: bool = False):
     """Take a finished or stopped folder back for `run --resume`: its frozen manifest, blinding and
     schedule, and the schedule positions that hold no valid trial. Returns (prepared, folder,
@@ -478,6 +510,8 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
     if needs_recovery(root):
         raise PreflightError(f"{root}: its run did not finish; `oakwatch recover {root}` first")
     prepared = prepare(root / layout.MANIFEST, None, allow_human=allow_human)
+    if not _names_instruction(root / layout.MANIFEST):  # frozen before instructions: its agents were told none
+        prepared.manifest.agent.instruction = None
     try:
         folder = ExperimentFolder.open(root)
     except (FolderBusy, EvidenceError) as exc:  # EvidenceError: no room for the reserve (a full disk)

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from engine.battle.battle import BattleSettings
 from engine.emulators.backends import BACKENDS
 from engine.games.gamedef import Condition as GameTest
+from engine.games.gamedef import Instruction
 from engine.loop import memory as engine_memory
 from engine.loop.actions import ACTIONS, Action
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
@@ -236,6 +237,10 @@ class AgentSection(_Strict):
         return v
     # Bounded context (docs/context.md); absent: one turn a request, no notebook, as before.
     context: ContextSection | None = None
+    # What every agent is told to do, the same bytes in every condition (the system prompt's objective,
+    # the MCP server's instructions). Absent: the chosen goal's, else the game definition's; the frozen
+    # manifest always records the one the run used (sessions.experiment.instruction_for).
+    instruction: Instruction | None = None
 
     @field_validator("allowed_actions")
     @classmethod
@@ -493,6 +498,8 @@ class Manifest(_Strict):
             data["game"].pop("goal")
         if data["agent"].get("context", 0) is None:  # no bounded context: the hash it always had
             data["agent"].pop("context")
+        if data["agent"].get("instruction", 0) is None:  # folders frozen before instructions keep their hash
+            data["agent"].pop("instruction")
         return data
 
     def canonical_json(self) -> str:

@@ -10,6 +10,11 @@ The ceiling is the batch's: before each task the ledger's spend is checked (a ta
 at or past it is recorded as not run), and what is left is the task's token budget and experiment
 cost ceiling. Per-task success and the ability average are over these tasks only, kept apart from
 any campaign (ladder) result.
+
+The ledger names every planned task from the start and says when the batch finished, so a batch
+whose process died (kill -9, power loss) is told apart from a finished one: verify fails it, as it
+fails each run folder left unfinished; `recover BATCH` finishes every run folder and lists the task
+that was running; `tasks run --resume BATCH` reruns what its folder lacks and runs the tasks left.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sessions.tasks.tasks import PolicyChoice, Task, TaskError, compiled_rules, write_task_inputs
+from sessions.tasks.tasks import PolicyChoice, Task, TaskError, TaskFile, compiled_rules, write_task_inputs
 
 LEDGER = "batch.json"
 TASK_FILES = "task-files"
@@ -77,6 +82,12 @@ class TaskRow(_Strict):
     cost_usd: float | None = None
 
 
+class PlannedTask(_Strict):
+    task_id: str
+    path: str  # the task file as the batch was started with it (resolved)
+    sha256: str
+
+
 class Ledger(_Strict):
     batch_id: str
     created_utc: str
@@ -86,6 +97,14 @@ class Ledger(_Strict):
     spent_tokens: int | None = 0
     spent_cost_usd: float | None = 0.0
     tasks: list[TaskRow] = []
+    # Every task of the batch in order, written before the first runs (None: a ledger from before planning).
+    planned: list[PlannedTask] | None = None
+    finished_utc: str | None = None  # set once the last planned task has its row
+    stopped: str | None = None  # why the batch ended early (recover: its process died); resume clears it
+
+
+class BatchError(ValueError):
+    """A batch that cannot be recovered or resumed as asked: one line; nothing was written."""
 
 
 def read_ledger(batch: Path) -> Ledger:
@@ -128,57 +147,221 @@ def trial_rows(folder: Path) -> list[TrialRow]:
     return rows
 
 
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_batch(tasks: list[Task], choice: PolicyChoice, batch: Path, *, trials: int, ceiling: Ceiling,
               say: Callable[[str], None] = print) -> Ledger:
     """Run every task in order into a new batch folder; the ledger is rewritten after each task."""
+    batch.mkdir(parents=True)
+    ledger = Ledger(batch_id=batch.name, created_utc=_now(),
+                    policy={k: v for k, v in vars(choice).items() if v is not None}, trials_per_task=trials,
+                    ceiling=ceiling,
+                    planned=[PlannedTask(task_id=t.id, path=str(t.path.resolve()), sha256=t.sha256) for t in tasks])
+    _write_ledger(batch, ledger)
+    for task in tasks:
+        _run_task(task, choice, batch, ledger, say)
+    ledger.finished_utc = _now()
+    _write_ledger(batch, ledger)
+    return ledger
+
+
+def _row(task: Task) -> TaskRow:
+    return TaskRow(task_id=task.id, title=task.file.title, task_sha256=task.sha256, status="run", folder=None,
+                   episode_budget=task.file.episodes.budget if task.file.episodes else None,
+                   battle=compiled_rules(task))
+
+
+def _run_task(task: Task, choice: PolicyChoice, batch: Path, ledger: Ledger, say: Callable[[str], None]) -> None:
+    """One task into runs/<id>, its row appended to the ledger (written)."""
     from sessions.execute.runner import ExperimentRunner
     from sessions.preflight.experiment import PreflightError, create_folder, prepare
 
-    batch.mkdir(parents=True)
-    ledger = Ledger(batch_id=batch.name, created_utc=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    policy={k: v for k, v in vars(choice).items() if v is not None}, trials_per_task=trials,
-                    ceiling=ceiling)
-    _write_ledger(batch, ledger)
-    for task in tasks:
-        row = TaskRow(task_id=task.id, title=task.file.title, task_sha256=task.sha256, status="run", folder=None,
-                      episode_budget=task.file.episodes.budget if task.file.episodes else None,
-                      battle=compiled_rules(task))
-        tokens_left = _left(ceiling.tokens, ledger.spent_tokens)
-        cost_left = _left(ceiling.cost_usd, ledger.spent_cost_usd)
-        if (tokens_left is not None and tokens_left <= 0) or (cost_left is not None and cost_left <= 0):
-            row.status, row.detail = "not-run: ceiling", "the batch's ceiling was spent before this task"
-            ledger.tasks.append(row)
-            _write_ledger(batch, ledger)
-            say(f"  {task.id}: not run (the batch ceiling is spent)")
-            continue
-        out = batch / RUNS / task.id
-        try:
-            manifest = write_task_inputs(task, choice, batch / TASK_FILES / task.id, trials,
-                                         int(tokens_left) if tokens_left is not None else None, cost_left)
-            prepared = prepare(manifest, out)
-            folder = create_folder(prepared, out)
-        except (TaskError, PreflightError) as exc:
-            row.status, row.detail = "not-run: error", str(exc)
-            ledger.tasks.append(row)
-            _write_ledger(batch, ledger)
-            say(f"  {task.id}: not run: {exc}")
-            continue
-        with agent_sandbox(task, choice):
-            ExperimentRunner(prepared, folder).run()
-        row.folder = f"{RUNS}/{task.id}"
-        row.trials = trial_rows(out)
-        row.tokens = _sum(r.tokens for r in row.trials)
-        row.cost_usd = _sum(r.cost_usd for r in row.trials)
-        ledger.spent_tokens = _add(ledger.spent_tokens, row.tokens if row.tokens is not None else
-                                   (None if _paid(choice) else 0))
-        ledger.spent_cost_usd = _add(ledger.spent_cost_usd, row.cost_usd if row.cost_usd is not None else
-                                     (None if _paid(choice) else 0.0))
+    row = _row(task)
+    tokens_left = _left(ledger.ceiling.tokens, ledger.spent_tokens)
+    cost_left = _left(ledger.ceiling.cost_usd, ledger.spent_cost_usd)
+    if (tokens_left is not None and tokens_left <= 0) or (cost_left is not None and cost_left <= 0):
+        row.status, row.detail = "not-run: ceiling", "the batch's ceiling was spent before this task"
         ledger.tasks.append(row)
         _write_ledger(batch, ledger)
-        won = sum(1 for r in row.trials if r.success)
-        say(f"  {task.id}: {won}/{len(row.trials)} trial(s) succeeded"
-            + (f" (episodes used: {', '.join(str(r.episodes_used) for r in row.trials)})"
-               if row.episode_budget else ""))
+        say(f"  {task.id}: not run (the batch ceiling is spent)")
+        return
+    out = batch / RUNS / task.id
+    try:
+        manifest = write_task_inputs(task, choice, batch / TASK_FILES / task.id, ledger.trials_per_task,
+                                     int(tokens_left) if tokens_left is not None else None, cost_left)
+        prepared = prepare(manifest, out)
+        folder = create_folder(prepared, out)
+    except (TaskError, PreflightError) as exc:
+        row.status, row.detail = "not-run: error", str(exc)
+        ledger.tasks.append(row)
+        _write_ledger(batch, ledger)
+        say(f"  {task.id}: not run: {exc}")
+        return
+    with agent_sandbox(task, choice):
+        ExperimentRunner(prepared, folder).run()
+    row.folder = f"{RUNS}/{task.id}"
+    ledger.tasks.append(row)
+    _settle(row, batch, ledger, choice)
+    _said(row, say)
+
+
+def _settle(row: TaskRow, batch: Path, ledger: Ledger, choice: PolicyChoice | None) -> None:
+    """The row's trials and spend read from its folder, the batch's spend summed again, the ledger written."""
+    row.trials = trial_rows(batch / row.folder)
+    row.tokens = _sum(r.tokens for r in row.trials)
+    row.cost_usd = _sum(r.cost_usd for r in row.trials)
+    paid = _paid(choice) if choice is not None else ledger.policy.get("policy") == "model"
+    ledger.spent_tokens, ledger.spent_cost_usd = 0, 0.0
+    for r in ledger.tasks:
+        if r.status == "run":
+            ledger.spent_tokens = _add(ledger.spent_tokens, r.tokens if r.tokens is not None else
+                                       (None if paid else 0))
+            ledger.spent_cost_usd = _add(ledger.spent_cost_usd, r.cost_usd if r.cost_usd is not None else
+                                         (None if paid else 0.0))
+    _write_ledger(batch, ledger)
+
+
+def _said(row: TaskRow, say: Callable[[str], None]) -> None:
+    won = sum(1 for r in row.trials if r.success)
+    say(f"  {row.task_id}: {won}/{len(row.trials)} trial(s) succeeded"
+        + (f" (episodes used: {', '.join(str(r.episodes_used) for r in row.trials)})"
+           if row.episode_budget else ""))
+
+
+# -- a batch whose process died ------------------------------------------------------------------
+
+def run_folders(batch: Path) -> list[Path]:
+    runs = batch / RUNS
+    return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+
+
+def unfinished(batch: Path, ledger: Ledger) -> list[str]:
+    """Why the batch is not whole (empty: it is): a run folder its run did not finish, one the ledger does
+    not list, or a ledger that names tasks it never reached without saying the batch stopped."""
+    from sessions.audit.recover import needs_recovery
+
+    listed = {r.folder for r in ledger.tasks if r.folder}
+    out = []
+    for folder in run_folders(batch):
+        rel = f"{RUNS}/{folder.name}"
+        if needs_recovery(folder):
+            out.append(f"{rel}: its run did not finish (a .lock, a trial without a result or no summary)")
+        elif rel not in listed:
+            out.append(f"{rel}: a run folder the ledger does not list (the batch stopped after it)")
+    if ledger.planned is not None and ledger.finished_utc is None and ledger.stopped is None:
+        done = {r.task_id for r in ledger.tasks}
+        left = [p.task_id for p in ledger.planned if p.task_id not in done]
+        out.append(f"{LEDGER}: the batch did not finish" + (f" ({', '.join(left)} not run)" if left else ""))
+    return out
+
+
+def recover_batch(batch: Path) -> list[str]:
+    """Finish every run folder under runs/ (sessions.recover), list in the ledger each task whose folder it
+    lacks, and mark a batch that did not finish as stopped. Returns what was done, a line each. Raises
+    FolderBusy, RecoverRefused or EvidenceError from a folder's recover, BatchError for the ledger."""
+    import hashlib
+
+    import yaml
+
+    from sessions.audit.recover import recover
+
+    try:
+        ledger = read_ledger(batch)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
+    done: list[str] = []
+    for folder in run_folders(batch):
+        r = recover(folder)
+        if not r.nothing_to_do:
+            done.append(f"{RUNS}/{folder.name}: {len(r.finished)} trial(s) closed as harness-error (process-died)")
+    rows = {r.task_id: r for r in ledger.tasks}
+    for folder in run_folders(batch):
+        if folder.name in rows:
+            continue
+        copy = batch / TASK_FILES / folder.name / "task.yaml"
+        try:
+            data = copy.read_bytes()
+            f = TaskFile.model_validate(yaml.safe_load(data))
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise BatchError(f"{copy}: cannot read the task file the batch ran ({exc})") from None
+        sha = hashlib.sha256(data).hexdigest()
+        row = TaskRow(task_id=f.task_id, title=f.title, task_sha256=sha, status="run",
+                      folder=f"{RUNS}/{folder.name}", episode_budget=f.episodes.budget if f.episodes else None,
+                      battle={**f.battle.model_dump(mode="json"), "task_sha256": sha} if f.battle is not None
+                      else None)  # as compiled_rules names them
+        ledger.tasks.append(row)
+        order = [p.task_id for p in ledger.planned or []]
+        ledger.tasks.sort(key=lambda r: order.index(r.task_id) if r.task_id in order else len(order))
+        _settle(row, batch, ledger, None)
+        done.append(f"{LEDGER}: listed {row.task_id} ({len(row.trials)} trial(s) in {row.folder})")
+    if ledger.finished_utc is None and ledger.stopped is None:
+        ledger.stopped = "the batch's process died; recovered"
+        _write_ledger(batch, ledger)
+        left = [p.task_id for p in ledger.planned or [] if p.task_id not in {r.task_id for r in ledger.tasks}]
+        done.append(f"{LEDGER}: marked stopped" + (f"; not run yet: {', '.join(left)}" if left else ""))
+    return done
+
+
+def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
+    """Finish a stopped batch: rerun each run folder's missing schedule positions (as `run --resume`),
+    then run the planned tasks that have no row yet. BatchError (nothing written) when it cannot."""
+    from sessions.execute.runner import ExperimentRunner
+    from sessions.preflight.experiment import PreflightError, prepare_resume
+    from sessions.tasks.tasks import load_task
+
+    try:
+        ledger = read_ledger(batch)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
+    if ledger.planned is None:
+        raise BatchError(f"{batch / LEDGER}: a ledger from before batches could be resumed (it names no planned "
+                         f"tasks)")
+    problems = [p for p in unfinished(batch, ledger) if not p.startswith(f"{LEDGER}:")]
+    if problems:
+        raise BatchError(f"{batch}: {problems[0]}; `oakwatch recover {batch}` first")
+    tasks = []
+    for planned in ledger.planned:
+        if planned.task_id in {r.task_id for r in ledger.tasks}:
+            continue
+        try:
+            task = load_task(Path(planned.path))
+        except TaskError as exc:
+            raise BatchError(f"task {planned.task_id}: {exc}") from None
+        if task.sha256 != planned.sha256:
+            raise BatchError(f"{planned.path}: not the task file the batch started with (it changed)")
+        tasks.append(task)
+    choice = PolicyChoice(**ledger.policy)
+    changed = ledger.stopped is not None or ledger.finished_utc is None or bool(tasks)
+    ledger.stopped = None
+    for row in ledger.tasks:
+        if row.status != "run":
+            continue
+        try:
+            prepared, folder, positions = prepare_resume(batch / row.folder)
+        except PreflightError as exc:
+            raise BatchError(str(exc)) from None
+        if not positions:
+            folder.leave_as_found()
+            continue
+        changed = True
+        say(f"  {row.task_id}: rerunning schedule position(s) {', '.join(map(str, positions))}")
+        ExperimentRunner(prepared, folder, positions=positions, resumed=True).run()
+        _settle(row, batch, ledger, choice)
+        _said(row, say)
+    for task in tasks:
+        leftover = batch / TASK_FILES / task.id
+        if leftover.is_dir() and not (batch / RUNS / task.id).exists():  # its inputs, written before it died
+            import shutil
+
+            shutil.rmtree(leftover)
+        _run_task(task, choice, batch, ledger, say)
+    if changed:  # a finished batch with nothing to rerun is left as it was
+        ledger.finished_utc = _now()
+        _write_ledger(batch, ledger)
+    else:
+        say("  nothing to resume: every task ran and every schedule position holds a valid trial")
     return ledger
 
 
@@ -242,7 +425,12 @@ def verify_batch(batch: Path, deep: bool = False) -> list[str]:
         ledger = read_ledger(batch)
     except ValueError as exc:
         return [str(exc)]
-    problems: list[str] = []
+    problems: list[str] = unfinished(batch, ledger)
+    listed = {r.folder for r in ledger.tasks if r.folder}
+    for folder in run_folders(batch):  # a folder the ledger does not list is audited all the same
+        if f"{RUNS}/{folder.name}" not in listed:
+            report = audit(folder, deep=deep)
+            problems += [f"{RUNS}/{folder.name}: {p}" for p in report.interrupted + report.problems]
     for row in ledger.tasks:
         if row.status != "run":
             if row.folder is not None or row.trials:
@@ -303,11 +491,17 @@ def batch_report(batch: Path) -> dict:
             entry["change_log"] = change_logs(batch / row.folder)
             pooled_rows += row.trials
         tasks.append(entry)
+    listed = {r.task_id for r in ledger.tasks}
+    for planned in ledger.planned or []:  # a batch that stopped early: the tasks it never reached
+        if planned.task_id not in listed:
+            tasks.append({"task_id": planned.task_id, "title": None, "status": "not-run: stopped", "trials": 0,
+                          "valid_trials": 0, "success_rate": None, "tokens": None, "cost_usd": None})
     rates = [t["success_rate"] for t in tasks if t["success_rate"] is not None]
     budgets = [t["episode_budget"] for t in tasks if "episode_budget" in t]
     # every episodic trial of the batch together (seed 004's headline curve), up to the largest budget
     pooled = success_curve(pooled_rows, max(budgets)) if budgets else None
     return {"batch_id": ledger.batch_id, "policy": ledger.policy, "ceiling": ledger.ceiling.model_dump(),
+            "stopped": ledger.stopped,
             "spent_tokens": ledger.spent_tokens, "spent_cost_usd": ledger.spent_cost_usd,
             # the mean of per-task success rates, each task weighted alike; campaign results are not in it
             "ability_average": round(sum(rates) / len(rates), 6) if rates else None,

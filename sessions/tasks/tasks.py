@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.battle.battle import BattleSettings, settings_problem
 from engine.games.gamedef import Condition as ProbeTest
-from engine.games.gamedef import GameDefinition
+from engine.games.gamedef import GameDefinition, Instruction
 from sessions.preflight.assets import ASSETS, BUNDLED_PREFIX, resolve
 from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
 from sessions.preflight.manifest import PLACEHOLDER, Manifest, ManifestError, PathRef, StartState, load_manifest
@@ -88,6 +88,9 @@ class Episodes(_Strict):
 class TaskFile(_Strict):
     task_id: TaskId
     title: Annotated[str, Field(min_length=1, max_length=200)]
+    # What the agent is told to do (agent.instruction of the experiment the task compiles to): the goal in
+    # the game's words, the same for every condition, never a hidden-state fact.
+    instruction: Instruction
     experiment: PathRef  # the base experiment: game, emulator and agent settings (its conditions are not used)
     # The task's start state per emulator backend (the base experiment's when absent), and the input
     # prefix that made it from the base's start state (documentation, checked by the tests).
@@ -198,6 +201,9 @@ def _check_against_game(task: Task) -> None:
         if unknown:
             raise TaskError(f"{where}: goal.milestones: {', '.join(unknown)} not on {game.id}'s ladder "
                             f"({', '.join(ids)})")
+    if hidden := game.hidden_in(f.instruction):
+        raise TaskError(f"{where}: instruction names hidden state ({', '.join(hidden)}): say the objective as the "
+                        f"player sees it")
     tests = list(f.goal.probe or []) + list(f.episodes.failure or [] if f.episodes else [])
     known = set(game.fields) | set(game.pointers)
     for t in tests:
@@ -254,7 +260,8 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
                            "all": [t.model_dump(mode="json", exclude_none=True) for t in task.goal.probe]})
         final = GOAL_ID
     data = game.model_dump(mode="json")
-    data.update(milestones=milestones, final_milestone=final, optimal_presses=None, optimal_presses_for=None)
+    data.update(milestones=milestones, final_milestone=final, optimal_presses=None, optimal_presses_for=None,
+                instruction=task.instruction)
     hidden = goal_fields(task, game)
     structured = data.get("tracks", {}).get("structured")
     if structured and structured.get("fields"):
@@ -304,6 +311,7 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     data["created_utc"] = None
     data["variants"] = None
     data["agent"]["information_track"] = f.track
+    data["agent"]["instruction"] = f.instruction  # the task's objective, not the base's ladder's
     budgets = data["budgets"]
     for key, value in f.budgets.model_dump().items():
         if value is not None:

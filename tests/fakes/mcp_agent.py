@@ -13,13 +13,15 @@ script's buttons (the bundled walkthrough by default), a few per call, looking a
 Options: --chunk N (buttons per call), --presses N (stop, and disconnect, after N calls),
 --bad-first (one invalid call first), --bad-args (one
 with arguments of the wrong type), --after-end N (calls made once the trial has ended),
---report FILE (what it saw, as JSON), --no-usage (print no usage fields), --version.
+--report FILE (what it saw, as JSON), --token-file FILE or --token-env NAME (send the bearer token it
+holds), --no-usage (print no usage fields), --version.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -39,8 +41,9 @@ def walkthrough(path: Path | None = None) -> list[str]:
     return parse_script(path.read_text(encoding="utf-8"), path.name)
 
 
-async def play(session, args) -> dict:
-    seen: dict = {"tools": sorted(t.name for t in (await session.list_tools()).tools), "calls": [], "errors": []}
+async def play(session, args, instructions: str | None = None) -> dict:
+    seen: dict = {"tools": sorted(t.name for t in (await session.list_tools()).tools), "calls": [], "errors": [],
+                  "instructions": instructions}
 
     async def call(name: str, arguments: dict | None = None):
         result = await session.call_tool(name, arguments or {}, read_timeout_seconds=TIMEOUT_S)
@@ -93,26 +96,30 @@ async def run_stdio(command: list[str], args) -> dict:
 
     params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(Path.cwd()))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        return await play(session, args)
+        started = await session.initialize()
+        return await play(session, args, started.instructions)
 
 
-async def run_http(url: str, args) -> dict:
+async def run_http(url: str, args, headers: dict | None = None) -> dict:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
-        await session.initialize()
-        return await play(session, args)
+    async with create_mcp_http_client(headers=headers) as http, \
+            streamable_http_client(url, http_client=http) as streams, \
+            ClientSession(streams[0], streams[1]) as session:
+        started = await session.initialize()
+        return await play(session, args, started.instructions)
 
 
-def from_config(path: Path) -> tuple[str | None, list[str] | None]:
-    """The one server of an MCP config file (Claude Code's format): an HTTP url or a command."""
+def from_config(path: Path) -> tuple[str | None, list[str] | None, dict | None]:
+    """The one server of an MCP config file (Claude Code's format): an HTTP url (and the headers to
+    send it: the trial's bearer token) or a command."""
     servers = json.loads(path.read_text(encoding="utf-8"))["mcpServers"]
     (entry,) = servers.values()
     if entry.get("type") == "http" or "url" in entry:
-        return entry["url"], None
-    return None, [entry["command"], *entry.get("args", [])]
+        return entry["url"], None, entry.get("headers")
+    return None, [entry["command"], *entry.get("args", [])], None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resets", type=int, default=1)  # how many reset calls then
     parser.add_argument("--start", type=int, default=0)  # then play the presses from this one on
     parser.add_argument("--report", type=Path)
+    parser.add_argument("--token-file", type=Path)  # oakwatch mcp --token-file: send its bearer token
+    parser.add_argument("--token-env")  # the bearer token is in this variable (as Codex's bearer_token_env_var)
     parser.add_argument("--no-usage", action="store_true")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args(argv)
@@ -140,9 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         print(VERSION)
         return 0
     url, command = args.url, args.command if args.stdio else None
+    headers = None
+    if args.token_file is not None:
+        headers = {"Authorization": f"Bearer {args.token_file.read_text(encoding='utf-8').strip()}"}
+    if args.token_env is not None:
+        headers = {"Authorization": f"Bearer {os.environ.get(args.token_env, '')}"}
     if args.mcp_config is not None:
-        url, command = from_config(args.mcp_config)
-    seen = anyio.run(run_stdio, command, args) if command else anyio.run(run_http, url, args)
+        url, command, headers = from_config(args.mcp_config)
+    seen = anyio.run(run_stdio, command, args) if command else anyio.run(run_http, url, args, headers)
+    seen["prompt"] = args.prompt
     if args.report is not None:
         args.report.write_text(json.dumps(seen, indent=2), encoding="utf-8")
     if args.output_format == "json":

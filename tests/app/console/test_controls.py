@@ -6,6 +6,7 @@ import json
 
 from app.console.console import OakwatchConsole
 from panes.dialogs import EndTrialDialog, TagDialog
+from panes.status import SummaryScreen
 from panes.trial.trace import TracePane
 from sessions.analysis.summary import exit_status
 from sessions.audit.verify import verify_experiment
@@ -174,3 +175,29 @@ async def test_command_palette_pauses_the_run(manifest, tmp_path):
         await wait_for(pilot, lambda: app.control.paused, what="the palette's pause")
         await quit_and_wait(pilot, app)
     assert verify_experiment(folder) == []
+
+
+async def test_once_the_run_is_over_the_footer_stops_offering_the_controls(tmp_path):
+    """Issue 34 item 5: p, s, t and x had nothing left to act on, yet the footer went on offering them."""
+    from tests.conftest import write_manifest
+
+    manifest = write_manifest(tmp_path, budgets={"accepted_actions": 5, "model_decisions": None,
+                                                 "wall_time_minutes": None})
+    prepared, experiment = prepare_run(manifest, tmp_path)
+    app = OakwatchConsole(prepared, experiment, speed=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        def footer() -> str:
+            from tests.app.review.test_attach import screen_text
+
+            return (screen_text(app).splitlines() or [""])[-1]
+
+        await wait_for(pilot, lambda: "Pause" in footer(), what="the footer")  # offered while it runs
+        await wait_for(pilot, lambda: app.run_done, timeout=60, what="the run to end")
+        await wait_for(pilot, lambda: isinstance(app.screen, SummaryScreen), what="the summary (80x24: a screen)")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: "Quit" in footer(), what="the console under it")
+        await pilot.pause(0.2)
+        words = set(footer().replace("/", " ").split())
+        assert not {"Pause", "Step", "Tag", "End"} & words and "Quit" in words, footer()
+        await pilot.press("q")
+    assert verify_experiment(experiment.root) == []

@@ -116,3 +116,39 @@ async def test_a_finished_two_worker_run_shows_outcomes_costs_and_its_summary(tm
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, timeout=10, what="the console to close")
     assert runner.summary is not None and verify_experiment(folder.root) == []
+
+
+async def test_at_80x24_every_figure_shows_whole_and_a_finished_run_offers_no_controls(tmp_path):
+    """Issue 34 item 5: the trial table used to run past the pane, its Cost column cut to `$`; and the
+    footer went on offering pause, step, tag and end trial after the run was over."""
+    from app.review.attach import AttachApp
+
+    folder, runner = two_worker_run(tmp_path, actions=30, trials=3)
+    app = RunWatchApp(folder.root, runner, poll_seconds=0.2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        footer = screen_text(app).splitlines()[-1]
+        assert "Pause" in footer and "Quit" in footer  # while it runs
+        await until(pilot, lambda: app.run_done, what="the run to finish")
+        await until(pilot, lambda: sorted(r.status for r in app.folder.rows()) == ["ended"] * 3, what="the rows")
+        await pilot.pause(0.3)
+        table = app.query_one(OverviewPane)
+        assert table.virtual_size.width <= table.scrollable_content_region.width  # nothing past the edge
+        for row in app.folder.rows():
+            cells = row_line(app, row.key).split()
+            assert "$0.00" in cells and "game-failure" in cells  # the outcome, its reason in the summary
+        footer = screen_text(app).splitlines()[-1]
+        assert not {"Pause", "Step", "Tag", "End"} & set(footer.replace("/", " ").split()), footer
+        assert "Quit" in footer
+        await pilot.press("p")  # not offered, and not done
+        await pilot.pause()
+        assert not any("Pausing" in n.message for n in app._notifications)
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running, timeout=10, what="the console to close")
+    # attached later to the finished folder: the same
+    attached = AttachApp(folder.root, poll_seconds=None)
+    async with attached.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        footer = screen_text(attached).splitlines()[-1]
+        assert "Quit" in footer and "Pause" not in footer and "Tag" not in footer, footer
+        table = attached.query_one(OverviewPane)
+        assert table.virtual_size.width <= table.scrollable_content_region.width

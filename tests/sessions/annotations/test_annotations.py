@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from app.cli import main
 from engine.loop.records import Annotation
+from engine.loop.trial import TagRefused
 from sessions.analysis.metrics import confirmed_labels
 from sessions.annotations.annotation_layer import (
     AnnotationLayer,
@@ -552,3 +553,46 @@ def test_annotate_commands_exit_status_and_one_line_errors(run, capsys):
         main(["annotate", "add", str(run), "--annotator", "alice", "--trial", key, "--decision", "x",
               "--type", "omission", "--severity", "minor", "--refers-to", "1"])
     assert exc.value.code == 2
+
+
+# -- a label after unblind (issue 34 item 3): the condition ids are known by then, so a label made now is
+# not a blind one. Refused in one line, exit 2, nothing written: verify passes, the report counts only blind labels.
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_label_after_unblind_is_refused_in_one_line_and_nothing_is_written(run, capsys):
+    walk, rnd = walk_key(run), rnd_key(run)
+    add_reviewed(run, "alice", walk)
+    add_reviewed(run, "alice", rnd)
+    AnnotationLayer(run, "alice").freeze()
+    unblind(run)
+    assert verify_experiment(run) == []
+    assert main(["report", str(run)]) in (0, 1)
+    before = snapshot(run)
+    fact, decision = first_fact(run, walk)
+    capsys.readouterr()
+    code = main(["annotate", "add", str(run), "--annotator", "bob", "--trial", walk, "--decision",
+                 str(last_decision(run, walk)), "--type", "omission", "--severity", "minor", "--refers-to", fact])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "unblinded" in err, err
+    assert snapshot(run) == before  # nothing written: no layer, no root line
+    assert verify_experiment(run) == []
+    # every other way in is refused alike: the API, a review, an adjudication, a live tag, a freeze
+    with pytest.raises(LayerError, match="unblinded"):
+        add_label(run, "bob", walk, last_decision(run, walk), type="omission", severity="minor", refers_to=fact)
+    with pytest.raises(LayerError, match="unblinded"):
+        add_reviewed(run, "carol", walk)
+    with pytest.raises(LayerError, match="unblinded"):
+        adjudicate(run, ["alice-1"], "reject", "late")
+    assert main(["annotate", "route", str(run), "--annotator", "bob", "--trial", walk, "--decision", "1",
+                 "--room", "house"]) == 2
+    capsys.readouterr()
+    assert main(["review", str(run), "--annotator", "bob"]) == 2  # before any console opens
+    assert "unblinded" in capsys.readouterr().err
+    assert snapshot(run) == before and verify_experiment(run) == []
+    with pytest.raises(TagRefused, match="unblinded"):  # a live tag from an attached console
+        late_tagger(run)({"trial_key": walk, "decision_id": decision, "type": "note", "severity": "minor",
+                          "note": "late"}, True)
+    assert snapshot(run) == before and verify_experiment(run) == []

@@ -289,3 +289,28 @@ def test_resume_on_a_full_disk_is_refused_in_one_line_and_leaves_the_folder_as_i
         assert verify_experiment(root) == []
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_recover_keeps_the_awards_the_trace_proves_and_the_trial_replays(tmp_path):
+    """Issue 34 item 8: recover wrote `milestones: []` for a trial that had earned rungs, so replaying it
+    said DIVERGED ("the replay awards [...], which the result does not list"). The kept inputs, replayed,
+    prove each award again: its decision, frame and probe."""
+    import json
+
+    from sessions.audit.replay import replay_trial
+
+    manifest = write_manifest(tmp_path, budgets=budget(400), conditions=[
+        {"id": "walk", "policy": "scripted", "script": "bundled:walkthrough.txt"}])
+    out = tmp_path / "exp"
+    done = _run(DIE_IN_TRIAL, str(out), "X-01", "40", str(manifest))
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    recover(out)
+    trial = out / "void-1" / "X-01"
+    result = json.loads((trial / layout.RESULT).read_text())
+    assert result["recovered"] and result["milestones_reached"] == ["M1", "M2", "M3"]
+    assert [m["id"] for m in result["milestones"]] == result["milestones_reached"]
+    assert all(m["probe"] and m["decision_id"] <= result["last_decision"] for m in result["milestones"])
+    assert result["provenance"]["recovered_awards"] == "replayed"
+    assert result["progress_points"] == 4 and result["deepest_milestone"] == "M3"
+    assert replay_trial(trial)["milestones"] == ["M1", "M2", "M3"]  # no DIVERGED
+    assert verify_experiment(out) == []

@@ -53,7 +53,13 @@ def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_pa
     client = server["client"]
     assert client["version"] == "2.1.999 (fake Claude Code for oakwatch tests)"  # from its --version
     assert client["command"] == command(exe) and client["exit_status"] == 0
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", client["mcp_config"]["mcpServers"]["oakwatch"]["url"])
+    config = client["mcp_config"]["mcpServers"]["oakwatch"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", config["url"])
+    # the client was given the trial's bearer token; the record shows only that it was (issue 31.1)
+    assert config["headers"] == {"Authorization": "Bearer [this trial's token]"} and server["auth"] == "bearer"
+    assert server["refused_count"] == 0
+    for path in out.rglob("*"):
+        assert not path.is_file() or not re.search(rb"Bearer (?!\[this trial's token\])", path.read_bytes()), path
     assert client["total_cost_usd"] == 0.0123 and client["usage"]["input_tokens"] == 1200
     assert client["usage"]["output_tokens"] == 345 and client["num_turns"] > 40 and client["session_id"]
     # The per-decision figures stay unknown (the client reports one total), never 0.
@@ -68,7 +74,7 @@ def test_a_cli_client_plays_to_the_dex_and_its_reported_usage_is_recorded(tmp_pa
 def test_a_client_that_reports_no_usage_leaves_it_null(tmp_path):
     # given the server's address in its command line ({mcp_url}, as Codex takes it) instead of a config file
     exe = fake_claude(tmp_path, "--no-usage")
-    cmd = [str(exe), "--url", "{mcp_url}", "--output-format", "json"]
+    cmd = [str(exe), "--url", "{mcp_url}", "--token-env", "OAKWATCH_MCP_TOKEN", "--output-format", "json"]
     out, _ = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=cmd, budgets={"accepted_actions": 8}))
     result, _ = result_of(out)
     assert result["termination_reason"] == "budget:accepted_actions"
@@ -84,6 +90,21 @@ def test_a_client_that_exits_mid_trial_ends_it_as_agent_disconnected(tmp_path):
     assert (result["outcome"], result["termination_reason"]) == ("invalid-provider", "agent-disconnected")
     assert result["last_decision"] == 2
     assert result["provenance"]["tool_server"]["client"]["exit_status"] == 0
+    assert verify_experiment(out) == []
+
+
+def test_a_client_without_the_trials_token_is_refused_and_recorded(tmp_path):
+    """Issue 31.1: under policy cli the tool server asks for the trial's bearer token; a client that
+    does not send it is refused (recorded in the result) and, never playing, the trial ends as its
+    client leaving."""
+    exe = fake_claude(tmp_path)
+    cmd = [str(exe), "--url", "{mcp_url}", "--output-format", "json"]
+    out, _ = run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=cmd))
+    result, _ = result_of(out)
+    assert result["termination_reason"] == "agent-disconnected" and result["last_decision"] in (0, None)
+    server = result["provenance"]["tool_server"]
+    assert server["refused_count"] >= 1
+    assert server["refused"][0]["reason"] == "no bearer token, or not this trial's (Authorization: Bearer ...)"
     assert verify_experiment(out) == []
 
 

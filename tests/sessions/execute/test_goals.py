@@ -26,7 +26,8 @@ from sessions.preflight.gamedefs import load_game_definition
 from sessions.preflight.manifest import load_manifest
 from tests.conftest import read_jsonl, run_experiment
 
-CREATURE = {"name": "Obtain any creature", "counts": ["party_count"], "owned": "party", "owned_kind": "ids",
+CREATURE = {"name": "Obtain any creature", "instruction": "Get a creature of your own.",
+            "counts": ["party_count"], "owned": "party", "owned_kind": "ids",
             "room": [{"field": "party_count", "le": 0}]}
 
 

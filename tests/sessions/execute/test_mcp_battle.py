@@ -81,6 +81,7 @@ def test_an_agent_applies_teams_fights_resets_and_wins_and_the_folder_verifies_a
     seen = play(tmp_path, manifest, plan)
     assert seen["tools"] == BATTLE_TOOLS  # exactly the battle ruleset's tools
     assert "party limit 1, level cap 5 and pool: species SPROUTLE, EMBERPUP; no items; only" in seen["instructions"]
+    assert seen["instructions"].startswith("Your task in this game: Win the battle against your rival.\n\n")
     calls = seen["calls"]
     first = calls[0]["result"]
     # the start state is KIT's challenge, the battle not started: no HP on screen yet
@@ -284,3 +285,64 @@ def test_the_adapter_s_buttons_must_be_allowed_by_the_manifest(tmp_path):
     seen = play(tmp_path, manifest, [{"tool": "action", "args": {"kind": "FIGHT", "move": "LEAF JAB"}}])
     (call,) = seen["calls"]
     assert call["error"] and "include A, which the manifest's agent.allowed_actions lacks" in call["result"]
+
+
+def _walk(schema, path="$"):
+    if isinstance(schema, dict):
+        yield path, schema
+        for key, value in schema.items():
+            yield from _walk(value, f"{path}.{key}")
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            yield from _walk(value, f"{path}[{i}]")
+
+
+def test_every_tool_schema_is_portable_and_its_defaults_fit_it():
+    """Issue 33.4: no `type: [x, null]` list and no default its own schema refuses (the SDK writes
+    `default: null` for an optional parameter), which strict validators such as the MCP Inspector's flag."""
+    import anyio
+    import jsonschema
+
+    from engine.policies.rulesets import RULESETS
+    from engine.policies.tools import ToolDesk
+    from sessions.execute.mcp_server import build_server
+
+    for ruleset in RULESETS:
+        server = build_server(ToolDesk(), ruleset=ruleset, image_scale=2, allowed=("A", "B"), max_actions=4,
+                              press_frames=1, settle_frames=1, battle={}, instruction=None)
+        for tool in anyio.run(server.list_tools):
+            jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+            for where, node in _walk(tool.input_schema):
+                assert not isinstance(node.get("type"), list), (tool.name, where, node)
+                if "default" in node:
+                    jsonschema.validate(node["default"], {k: v for k, v in node.items() if k != "default"})
+
+
+def test_null_for_an_optional_argument_is_taken_as_left_out(tmp_path):
+    """Issue 33.4: a client that sends every optional field, null where unset (`move: null`, the schema's
+    default on main; a member's `level`, `moves`, `item`), is judged as if it had left them out."""
+    from mcp import Client
+
+    from app.commands.mcp_cli import ToolSession
+    from sessions.preflight.experiment import create_folder, prepare
+    from tests.sessions.execute.test_mcp_server import _play_in_process
+
+    out = tmp_path / "out"
+    prepared = prepare(battle_manifest(tmp_path, budget=2), out, allow_mcp=True)
+    session = ToolSession(prepared, create_folder(prepared, out), 0, transport="stdio")
+    got: list = []
+
+    async def main():
+        async with Client(session.server) as client:
+            for name, args in (("apply_team", {"team": [{"species": "EMBERPUP", "level": None, "moves": None,
+                                                         "item": None}]}),
+                               ("action", {"kind": "SWITCH", "slot": 1, "move": None}),
+                               ("action", {"kind": "FIGHT", "move": "FLARE NIP", "slot": None})):
+                got.append(await client.call_tool(name, args))
+
+    _play_in_process(session, main)
+    team, switch, fight = got
+    assert not team.is_error, team.content[0].text  # main: "member 0: moves: Input should be a valid list"
+    assert "SWITCH needs another creature" in switch.content[0].text  # judged on its slot, not its move
+    assert not fight.is_error, fight.content[0].text
+    assert verify_experiment(out) == []

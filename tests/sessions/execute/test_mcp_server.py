@@ -53,6 +53,11 @@ def test_an_agent_plays_to_the_dex_over_stdio_and_the_folder_verifies_and_replay
     out = tmp_path / "out"
     assert seen["tools"] == ["get_screen", "press_keys"]  # the human ruleset: exactly its two tools
     assert seen["ending"] == "final-milestone"
+    # The MCP initialize result tells the agent what to do, first: the frozen manifest's instruction, in the
+    # same line a model's system prompt opens with.
+    told = yaml.safe_load((out / "manifest.yaml").read_text())["agent"]["instruction"]
+    assert told == "Play the game's story until the professor gives you the Dex."
+    assert seen["instructions"].startswith(f"Your task in this game: {told}\n\nYou are playing a Game Boy game")
     result, trial = result_of(out)
     assert (result["outcome"], result["termination_reason"]) == ("success", "final-milestone")
     assert result["milestones_reached"][-1] == "M8"
@@ -132,6 +137,14 @@ def test_a_client_that_leaves_mid_trial_ends_it_as_agent_disconnected(tmp_path):
     assert result["last_decision"] == 3  # the three decisions it made are the evidence
     assert trial.parent.name.startswith("void-")  # invalid: its block is void, rerun with --resume
     assert verify_experiment(out) == []
+    # The docs' replay command names trials/*-01 (the shell leaves the glob as it is: nothing matches);
+    # replay says where the attempt went, and replays it there.
+    done = subprocess.run([*OAKWATCH, "replay", str(out / "trials" / "*-01")], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "that attempt was voided" in done.stderr and f"give {trial} (invalid-provider: agent-disconnected)" \
+        in done.stderr, done.stderr
+    assert subprocess.run([*OAKWATCH, "replay", str(trial)], cwd=ROOT, timeout=120).returncode == 0
 
 
 def test_a_stdio_client_that_leaves_mid_trial_ends_it_too(tmp_path):
@@ -160,6 +173,7 @@ def test_the_standard_ruleset_adds_the_observation_and_never_a_ladder_field(tmp_
                             budgets={"accepted_actions": 8})
     seen, _ = play_stdio(tmp_path, manifest)
     assert seen["tools"] == ["get_observation", "get_screen", "press_keys"]
+    assert seen["instructions"].startswith("Your task in this game: Play the game's story until the professor")
     result, _ = result_of(tmp_path / "out")
     assert result["provenance"]["tool_server"]["tools"] == seen["tools"]
     assert verify_experiment(tmp_path / "out") == []
@@ -397,9 +411,11 @@ def _play_in_process(session, main) -> None:
     anyio.run(both)
 
 
-def test_sigint_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path):
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path, name):
     """The trial and the server share one event loop: Ctrl-C stops the serving and the trial waiting
-    for its agent's call ends as a signal, with its record, rather than dying with the loop."""
+    for its agent's call ends as a signal, with its record, rather than dying with the loop. SIGTERM
+    and SIGHUP as well (issue 33.4: on main SIGTERM killed the server, exit 143, a folder to recover)."""
     import signal
     import time
 
@@ -409,12 +425,23 @@ def test_sigint_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path):
         deadline = time.monotonic() + 30
         while not list(trace.glob("*/frames")) and time.monotonic() < deadline:
             time.sleep(0.05)  # the trial has started and waits for a call
-        server.send_signal(signal.SIGINT)
+        server.send_signal(getattr(signal, name))
         assert server.wait(timeout=60) == 2  # an invalid trial: nobody played it to an end
     finally:
         server.kill()
     out = tmp_path / "out"
     result, _ = result_of(out)
-    assert (result["termination_reason"], result["termination_detail"]) == ("signal", "SIGINT")
+    assert (result["termination_reason"], result["termination_detail"]) == ("signal", name)
+    assert not (out / ".lock").exists()  # finished: nothing for recover to do
     assert result["last_decision"] in (0, None)
     assert verify_experiment(out) == []
+
+
+def test_the_mcp_http_server_and_the_demo_server_default_to_different_ports():
+    """Both are run side by side (a harness over HTTP against the demo model server): one default each."""
+    from app.cli import _parser
+
+    demo = _parser().parse_args(["demo-server"]).port
+    mcp = _parser().parse_args(["mcp", "bundled:mcp.yaml", "--transport", "http"]).port
+    assert demo == 8765 and mcp != demo
+    assert f"127.0.0.1:{mcp}`" in (ROOT / "docs" / "mcp.md").read_text()  # as the docs say

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from app.commands.signals import SAME_REQUEST_S
 from sessions.audit.recover import recover
 from sessions.evidence import layout
 from sessions.evidence.records import Summary
@@ -115,6 +116,7 @@ def test_a_second_signal_before_the_summary_exits_at_once_with_status_2_and_reco
     run.proc.send_signal(signal.SIGINT)
     wait_for(lambda: run.said("ending the run at the next decision boundary"), what="the first signal's answer")
     assert not (run.out / layout.SUMMARY).exists()  # held: the run cannot reach its summary
+    time.sleep(SAME_REQUEST_S)  # the same signal sooner would be the first one delivered twice (timeout + uv)
     run.proc.send_signal(signal.SIGINT)
     code = run.proc.wait(timeout=60)  # at once: nothing more was let through the pipe
     run.finish()
