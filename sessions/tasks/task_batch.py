@@ -566,7 +566,7 @@ def report_markdown(doc: dict) -> str:
                   "|---|" + "---|" * t["episode_budget"],
                   "| success | " + " | ".join("n/a" if v is None else f"{v:.3f}"
                                              for v in t["success_within_episodes"]) + " |",
-                  "", f"First-episode win rate: {_rate(t['first_episode_win_rate'])}.",
+                  "", f"First-episode win rate: {_rate(t.get('first_episode_win_rate'))}.",
                   "", "Change log (the memory store's writes per episode, and the team applied in it):", ""]
         for key, episodes in t["change_log"].items():
             for e in episodes:

@@ -3,7 +3,7 @@
 SDK's client, episode after episode: at each episode's start it applies a team and leads with slot 0, then
 FIGHTs with the strongest move by the type chart and SENDs the next critter when one faints.
 
-  mcp_boss_agent.py (--team-dir DIR | --random SEED) [--log FILE] --url {mcp_url}     (policy: cli)
+  mcp_boss_agent.py (--team-dir DIR | --random SEED) [--log FILE] --mcp-config {mcp_config}   (policy: cli)
   mcp_boss_agent.py (--team-dir DIR | --random SEED) [--log FILE] --stdio -- oakwatch mcp MANIFEST ...
 
 The task it plays is named by OAKWATCH_TASK_ID and its sandbox data (`oakwatch tasks data`: species,
@@ -100,11 +100,14 @@ async def run_stdio(command: list[str], team: list[dict], moves: dict[str, dict]
         await play(session, team, moves, log)
 
 
-async def run_http(url: str, team: list[dict], moves: dict[str, dict], log: list) -> None:
+async def run_http(url: str, headers: dict | None, team: list[dict], moves: dict[str, dict], log: list) -> None:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+    async with create_mcp_http_client(headers=headers) as http, \
+            streamable_http_client(url, http_client=http) as streams, \
+            ClientSession(streams[0], streams[1]) as session:
         await session.initialize()
         await play(session, team, moves, log)
 
@@ -112,7 +115,7 @@ async def run_http(url: str, team: list[dict], moves: dict[str, dict], log: list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--version", action="store_true")
-    parser.add_argument("--url")
+    parser.add_argument("--mcp-config", type=Path)  # policy: cli's config file: the url and the trial's token
     parser.add_argument("--team-dir", type=Path)
     parser.add_argument("--random", type=int)
     parser.add_argument("--log", type=Path)
@@ -126,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     team = _team(args, data, task_id)
     moves = {m["name"]: m for m in json.loads((data / "moves.json").read_text())}
     log: list = []
-    if args.url:
-        anyio.run(run_http, args.url, team, moves, log)
+    if args.mcp_config is not None:
+        (entry,) = json.loads(args.mcp_config.read_text(encoding="utf-8"))["mcpServers"].values()
+        anyio.run(run_http, entry["url"], entry.get("headers"), team, moves, log)
     else:
         anyio.run(run_stdio, args.command, team, moves, log)
     print(json.dumps({"type": "result", "num_turns": len(log), "result": "done"}))

@@ -24,7 +24,7 @@ EASY, HARD = "pqa-boss-1-scout-tomas", "pqa-boss-2-picnicker-mae"
 
 
 def _agent(*mode: str) -> str:
-    return " ".join([sys.executable, str(AGENT), *mode, "--url", "{mcp_url}"])
+    return " ".join([sys.executable, str(AGENT), *mode, "--mcp-config", "{mcp_config}"])
 
 
 def _run(tmp_path, tasks: list[str], *mode: str) -> Path:

@@ -230,6 +230,7 @@ def deliver_parcel_task(version: str, start: bytes) -> dict[Path, bytes]:
     name = "parcel-quest-advance-deliver-parcel"
     prefix, rest = actions[:n], actions[n:]
     task = {"task_id": name, "title": "Deliver the parcel (Parcel Quest Advance, FireRed layout)",
+            "instruction": "Take the parcel back to the professor in ACORN TOWN's lab and get the DEX.",
             "experiment": f"bundled:{b.name}-dry-run.yaml",
             "start_states": {"mgba": {"state": f"{name}.mgba.state", "sha256": sha256(state),
                                       "first_frame_sha256": first, "emulator_version": version}},
@@ -291,6 +292,8 @@ def boss_tasks(version: str, after_dex: bytes) -> dict[Path, bytes]:
         name = f"pqa-boss-{tid}-{slug}"
         moves = sorted({m for s in species for m in d.learnset(d.SPECIES_BY_NAME[s][2], d.SPECIES_BY_NAME[s][5])})
         task = {"task_id": name, "title": f"Beat {trainer[1]} (Parcel Quest Advance boss {tid} of {len(d.TASKS)})",
+                "instruction": (f"Win the battle against {trainer[1]}: build a team within the rules (party limit, "
+                                "level cap, pool), lead, fight; reset to try again with a new team."),
                 "experiment": "bundled:parcel-quest-advance-bosses.yaml",
                 "start_states": {"mgba": {"state": f"{name}.mgba.state", "sha256": sha256(state),
                                           "first_frame_sha256": first, "emulator_version": version}},

@@ -128,7 +128,8 @@ def test_task_data_writes_what_the_pool_allows_as_json(tmp_path, capsys):
 def test_task_data_of_a_gen3_task_has_stats_abilities_and_the_pools_moves(tmp_path):
     task = tmp_path / "fr-boss.yaml"
     task.write_text(yaml.safe_dump({
-        "task_id": "fr-boss", "title": "A FireRed boss", "experiment": "bundled:firered-mcp.yaml",
+        "task_id": "fr-boss", "title": "A FireRed boss", "instruction": "Win the battle.",
+        "experiment": "bundled:firered-mcp.yaml",
         "goal": {"milestones": ["M4"]}, "episodes": {"budget": 10, "actions": 200},
         "battle": {"party_limit": 2, "level_cap": 12,
                    "pool": {"species": ["CHARMANDER", "RATTATA"], "moves": ["SCRATCH", "EMBER", "HYPER FANG"],
