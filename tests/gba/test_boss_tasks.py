@@ -41,7 +41,7 @@ class Episode:
 
     def __init__(self, emu, task):
         self.emu, self.task = emu, task
-        emu.restore((BOSSES / task.file.start_states["mgba"].state).read_bytes())
+        emu.restore((task.path.parent / task.file.start_states["mgba"].state).read_bytes())
         rules = task.file.battle
         self.adapter = task.game.battle
         self.judge = make_judge(self.adapter, BattleSettings.model_validate(
@@ -177,3 +177,34 @@ def test_a_record_with_a_bad_checksum_is_a_bad_egg_that_cannot_fight(machine):
     seen = episode.snapshot()
     assert seen["phase"] == "choose-action"
     assert seen["own"]["species"] == team[1]["species"] and seen["active"] == 1
+
+
+def test_knobs_derive_a_harder_boss_task_with_its_own_hash_and_refuse_an_impossible_one(tmp_path, machine):
+    """seed 004's knobs on a boss task: cap down 25%, party limit 1, a species excluded; the derived file
+    names its base's sha256 and the knobs, loads with its state, and its data follow the new pool."""
+    import hashlib
+    import json
+
+    from app.cli import main
+    from sessions.tasks.tasks import load_task
+
+    base = _tasks()[1]
+    knobs = tmp_path / "knobs.yaml"
+    knobs.write_text(yaml.safe_dump({"base": str(base.path), "task_id": "pqa-boss-2-hard",
+                                     "knobs": {"level_cap_down_percent": 25, "party_limit": 1,
+                                               "exclude": {"species": ["EMBERPUP"]}}}))
+    out = tmp_path / "pqa-boss-2-hard.yaml"
+    assert main(["tasks", "derive", str(knobs), "--output", str(out)]) == 0
+    derived = load_task(out)
+    rules = derived.file.battle
+    assert (rules.level_cap, rules.party_limit) == (8, 1) and "EMBERPUP" not in rules.pool.species
+    assert rules.derived.base_sha256 == base.sha256 and derived.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
+    assert derived.sha256 != base.sha256
+    assert main(["tasks", "data", str(out), "--output", str(tmp_path / "data")]) == 0
+    assert "EMBERPUP" not in {s["name"] for s in json.loads((tmp_path / "data" / "species.json").read_text())}
+    Episode(machine, derived)  # its start state (the base's, resolved from the new folder) restores
+    everything = tmp_path / "all.yaml"
+    everything.write_text(yaml.safe_dump({"base": str(base.path), "task_id": "pqa-boss-2-none",
+                                          "knobs": {"exclude": {"species": list(base.file.battle.pool.species)}}}))
+    assert main(["tasks", "derive", str(everything), "--output", str(tmp_path / "none.yaml")]) == 2
+    assert not (tmp_path / "none.yaml").exists()
