@@ -202,6 +202,9 @@ def test_knobs_derive_a_harder_boss_task_with_its_own_hash_and_refuse_an_impossi
     assert derived.sha256 != base.sha256
     assert main(["tasks", "data", str(out), "--output", str(tmp_path / "data")]) == 0
     assert "EMBERPUP" not in {s["name"] for s in json.loads((tmp_path / "data" / "species.json").read_text())}
+    items = json.loads((tmp_path / "data" / "items.json").read_text())
+    abilities = json.loads((tmp_path / "data" / "abilities.json").read_text())
+    assert items and all(i["effect"] for i in items) and abilities and all(a["effect"] for a in abilities)
     Episode(machine, derived)  # its start state (the base's, resolved from the new folder) restores
     everything = tmp_path / "all.yaml"
     everything.write_text(yaml.safe_dump({"base": str(base.path), "task_id": "pqa-boss-2-none",

@@ -78,8 +78,9 @@ def battle_tables() -> dict:
                for sid, name, types, base, abilities, coverage in d.SPECIES]
     moves = [{"id": mid, "name": name, "pp": pp, "type": typ, "power": power, "accuracy": acc}
              for mid, name, typ, power, acc, pp, _ in d.MOVES]
-    items = [{"id": iid, "name": name} for iid, name, _ in d.ITEMS]
-    return {"species": species, "moves": moves, "items": items}
+    items = [{"id": iid, "name": name, "effect": why} for iid, name, why in d.ITEMS]
+    abilities = [{"name": name, "effect": why} for _, name, why in d.ABILITIES]
+    return {"species": species, "moves": moves, "items": items, "abilities": abilities}
 
 
 
