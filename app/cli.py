@@ -82,7 +82,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="fail unless the folder's root hash is this one, naming each part changed since")
     replay = sub.add_parser("replay", help="re-run a trial's recorded inputs and check every frame hash")
     replay.add_argument("trial", type=Path, help="a trial folder: <experiment>/trials/<label>-<NN>")
-    replay.add_argument("--rom", type=Path, help="the ROM, if not where the manifest says")
+    replay.add_argument("--rom", type=Path, help="the ROM, if not where the manifest says (a package: always, "
+                        "unless the manifest names a bundled one)")
+    replay.add_argument("--state", type=Path, help="the start state, if not where the manifest says (a package "
+                        "whose manifest's path to it was redacted)")
     recover = sub.add_parser("recover", help="finish a folder whose run died (kill -9, power loss)")
     recover.add_argument("folder", type=Path)
     frames = sub.add_parser("frames", help="write a trial's stored frames out as PNG files")
@@ -240,7 +243,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "verify":
         return _verify(args.folder, args.deep, args.print_root, args.expect_root)
     if args.command == "replay":
-        return _replay(args.trial, args.rom)
+        return _replay(args.trial, args.rom, args.state)
     if args.command == "recover":
         return _recover(args.folder)
     if args.command == "frames":
@@ -419,6 +422,10 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
         from app.commands.tasks_cli import verify_main
 
         return verify_main(folder, deep, print_root or expected is not None)
+    from sessions.audit.package import is_package
+
+    if is_package(folder):  # the publishable package (docs/report.md): what it holds, not the evidence audit
+        return _verify_package(folder, deep, print_root or expected is not None)
     problem = evidence_problem(folder)
     if problem is not None:
         return _fail(problem)
@@ -445,13 +452,31 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     return EXIT_OK
 
 
-def _replay(trial: Path, rom: Path | None) -> int:
+def _verify_package(folder: Path, deep: bool, root: bool) -> int:
+    from sessions.audit.package import verify_package
+
+    if deep or root:
+        return _fail("--deep, --print-root and --expect-root audit an evidence folder; a package is checked by "
+                     "`oakwatch verify PKG` alone (its evidence root is in its README and package.json)")
+    problems, checked = verify_package(folder)
+    if problems:
+        for p in problems:
+            print(f"FAIL {p}", file=sys.stderr)
+        print(f"oakwatch verify: {len(problems)} problem(s) in the package {folder}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    print(f"oakwatch verify: package {folder} OK ({checked['files']} files match SHA256SUMS, "
+          f"{checked['from_evidence']} of them the evidence's own bytes; {checked['trials']} trial(s), "
+          f"{checked['decisions']} decisions: hash chains, inputs, memory and results reconcile with the run log)")
+    return EXIT_OK
+
+
+def _replay(trial: Path, rom: Path | None, state: Path | None = None) -> int:
     from sessions.audit.replay import Divergence, replay_trial
     from sessions.evidence.reader import FormatProblem
     from sessions.preflight.experiment import PreflightError
 
     try:
-        report = replay_trial(trial, rom)
+        report = replay_trial(trial, rom, state=state)
     except PreflightError as exc:
         return _fail(str(exc))
     except FormatProblem as exc:

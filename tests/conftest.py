@@ -80,3 +80,42 @@ def find_trial(root: Path, key: str) -> Path:
     if not voided:
         raise AssertionError(f"no folder for trial {key} under {root}")
     return voided[-1]
+
+
+@pytest.fixture(scope="session")
+def client_install(tmp_path_factory) -> Path:
+    """The fake coding agents installed as a real client is: outside oakwatch's tree (the client runs
+    out of its reach), with the MCP SDK's client and what it needs copied beside them, and the
+    walkthrough's presses as a plain list (the fake then needs no oakwatch code)."""
+    import importlib.metadata as md
+
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+
+    from tests.fakes.mcp_agent import walkthrough
+
+    root = tmp_path_factory.mktemp("client-install")
+    site = root / "site"
+    seen: set[str] = set()
+    todo = ["mcp"]
+    while todo:
+        name = todo.pop()
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            continue
+        if dist.metadata["Name"].lower() in seen:
+            continue
+        seen.add(dist.metadata["Name"].lower())
+        for req in map(Requirement, dist.requires or []):
+            if req.marker is None or Marker(str(req.marker)).evaluate({"extra": ""}):
+                todo.append(req.name)
+        for f in dist.files or []:
+            if f.parts[0] != ".." and Path(f.locate()).is_file():
+                (site / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f.locate(), site / f)
+    fakes = Path(__file__).resolve().parent / "fakes"
+    for fake in (fakes / "mcp_agent.py", fakes / "leaky_client.py"):
+        shutil.copy2(fake, root / fake.name)
+    (root / "walkthrough.json").write_text(json.dumps(walkthrough()))
+    return root

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
@@ -28,7 +29,7 @@ from engine.battle.battle import BATTLE_TOOLS
 from engine.loop.control import RunControl
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.outcomes import EndRequest
-from engine.loop.records import ReplyOversize, Usage
+from engine.loop.records import ReplyOversize, TraceLine, Usage
 from engine.loop.trial import utc_now
 from engine.policies.base import contract_json
 from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
@@ -189,16 +190,7 @@ class ToolDesk:
             if pending is not None:
                 attempts = event.response.attempts
                 rejected = None if trace.parsed_actions else (attempts[-1].error if attempts else None)
-                _resolve(pending.result, {
-                    "decision_id": trace.decision_id, "pressed": [i.action for i in event.inputs],
-                    "rejected": rejected, "charged": True, "trial_over": trace.termination_reason is not None,
-                    "ending": trace.termination_reason,
-                    # an episodic trial's: the episode played, and why it ended with this decision
-                    **({"episode": trace.episode, "episode_end": trace.episode_end}
-                       if trace.episode is not None else {}),
-                    # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle.battle)
-                    **({"battle": {k: trace.battle[k] for k in ("writes", "team", "lead")}}
-                       if trace.battle is not None else {})})
+                _resolve(pending.result, call_answer(trace, [i.action for i in event.inputs], rejected))
         elif isinstance(event, TrialEnded):
             self.result = event.result
             with self._lock:
@@ -236,6 +228,33 @@ class ToolDesk:
         if self.ended is not None:
             return f"the trial has ended ({self.ended}); no more calls are accepted"
         return "the trial has ended; no more calls are accepted"
+
+
+REJECTED_PREFIX = "Your previous response was rejected: "  # engine.loop.trial's retry feedback
+OVERSIZE_FEEDBACK = re.compile(r"it was longer than the ([\d,]+) bytes a reply may have")  # engine.loop.trial's
+
+
+def call_answer(trace: TraceLine, pressed: list[str], rejected: str | None) -> dict:
+    """What a decision's call is answered with, from what the loop recorded of it: its trace line and
+    the buttons it pressed (inputs.jsonl). One definition, for the server and for the Inspect export."""
+    return {"decision_id": trace.decision_id, "pressed": pressed, "rejected": rejected, "charged": True,
+            "trial_over": trace.termination_reason is not None, "ending": trace.termination_reason,
+            # an episodic trial's: the episode played, and why it ended with this decision
+            **({"episode": trace.episode, "episode_end": trace.episode_end} if trace.episode is not None else {}),
+            # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle.battle)
+            **({"battle": {k: trace.battle[k] for k in ("writes", "team", "lead")}}
+               if trace.battle is not None else {})}
+
+
+def refusal_text(tool: str, answer: dict) -> str:
+    """The error a refused call is answered with (answer["rejected"] set): the loop's reason."""
+    why = answer["rejected"].removeprefix(REJECTED_PREFIX)
+    if (cap := OVERSIZE_FEEDBACK.match(why)) is not None:  # the loop's words to a model, put for a call
+        why = (f"oversized call: its arguments, as stored, pass the {cap.group(1)} bytes a call may have "
+               f"(agent.max_reply_bytes); kept as their size and SHA-256 only")
+    ended = f" (the trial has ended: {answer['ending']})" if answer["trial_over"] else ""
+    refused = "rejected" if tool == "press_keys" else "refused"
+    return f"{tool} {refused}, charged as an invalid output of decision {answer['decision_id']}: {why}{ended}"
 
 
 def _resolve(future: Future, value) -> None:

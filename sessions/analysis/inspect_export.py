@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.loop.records import Attempt, ResponseLine, TraceLine, TrialGenesis, TrialResult, Usage, trace_line_unwritten
 from engine.text import printable
+from sessions.analysis.inspect_tools import TOOL_POLICIES, Screens, ToolExportProblem, tool_decision, trace_data
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256
 from sessions.evidence.folder_kind import evidence_problem
@@ -84,6 +85,8 @@ class _Trial:
         self.result, self.result_sha256 = reader.result()
         self.trace: list[TraceLine] = list(reader.trace())
         self.responses: dict[int, ResponseLine] = {r.decision_id: r for r in reader.responses()}
+        self.pressed: dict[int, list[str]] = {n: [i.action for i in lines] for n, lines in reader.inputs_by_decision()}
+        self.store = folder / layout.FRAMES
 
 
 def _read_yaml_model(path: Path, model: type[BaseModel], where: str) -> Any:
@@ -155,39 +158,58 @@ def _attempt_event(attempt: Attempt, n: int, user, span: str, at: datetime, star
                       working_time=attempt.latency_ms / 1000 if attempt.latency_ms is not None else None)
 
 
-def _decisions(trial: _Trial, model: str) -> tuple[list, list]:
-    """The per-decision messages and events."""
+def _decisions(trial: _Trial, model: str, image_scale: int) -> tuple[list, list]:
+    """The per-decision messages and events. A model was shown the screen (a user message with the
+    image it was sent); a tool-server agent made tool calls (sessions.analysis.inspect_tools); any other policy
+    is shown by the frame's hash."""
     from inspect_ai.event import InfoEvent, ScoreEvent, SpanBeginEvent, SpanEndEvent
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ContentText
     from inspect_ai.scorer import Score
 
+    policy = trial.genesis.policy
+    tool_policy = policy in TOOL_POLICIES
+    screens = Screens(trial.store, image_scale)
     awards: dict[int, list] = {}
     for award in trial.result.milestones:
         awards.setdefault(award.decision_id, []).append(award)
     messages: list = []
     events: list = []
     began = trial.result.started_utc
+
+    def working_start(at: datetime) -> float:
+        return max(0.0, (at - _when(began)).total_seconds())
+
     for line in trial.trace:
         n = line.decision_id
         at, start, span = _when(line.timestamp_utc), _seconds_since(began, line.timestamp_utc), f"decision-{n}"
-        user = ChatMessageUser(
-            content=f"Decision {n}: the screen with pixel SHA-256 {line.frame_sha256} (frame store: "
-                    f"frames/frames.pack); milestones so far: {', '.join(line.milestones_before) or 'none'}",
-            source="input", metadata={"decision": n, "frame_sha256": line.frame_sha256,
-                                      "prompt_sha256": line.prompt_sha256})
-        reply = ChatMessageAssistant(
-            content=_accepted_raw(trial.responses.get(n)) or "", model=line.model_id, source="generate",
-            metadata={"decision": n, "parsed_actions": line.parsed_actions, "accepted_actions": line.accepted_actions,
-                      "invalid_output": line.invalid_output, "reasoning_summary": line.reasoning_summary,
-                      "milestones_after": line.milestones_after})
-        messages += [user, reply]
         events.append(SpanBeginEvent(id=span, name=f"decision {n}", type="decision", timestamp=at,
                                      working_start=start))
         response = trial.responses.get(n)
-        for attempt in response.attempts if response is not None else []:
-            events.append(_attempt_event(attempt, n, user, span, at, start, model))
+        if tool_policy:
+            try:
+                calls, call_events = tool_decision(line, response, trial.pressed.get(n, []), screens, span=span,
+                                                   working_start=working_start)
+            except ToolExportProblem as exc:
+                raise InspectExportError(f"{trial.rel}/{layout.RESPONSES}: {exc}") from None
+            messages += calls
+            events += call_events
+        else:
+            text = (f"Decision {n}: the screen with pixel SHA-256 {line.frame_sha256} (frame store: "
+                    f"frames/frames.pack); milestones so far: {', '.join(line.milestones_before) or 'none'}")
+            user = ChatMessageUser(
+                content=[ContentText(text=text), screens.content(line.frame_sha256)] if policy == "model" else text,
+                source="input", metadata={"decision": n, "frame_sha256": line.frame_sha256,
+                                          "prompt_sha256": line.prompt_sha256})
+            reply = ChatMessageAssistant(
+                content=_accepted_raw(response) or "", model=line.model_id, source="generate",
+                metadata={"decision": n, "parsed_actions": line.parsed_actions,
+                          "accepted_actions": line.accepted_actions, "invalid_output": line.invalid_output,
+                          "reasoning_summary": line.reasoning_summary, "milestones_after": line.milestones_after})
+            messages += [user, reply]
+            for attempt in response.attempts if response is not None else []:
+                events.append(_attempt_event(attempt, n, user, span, at, start, model))
         events.append(InfoEvent(source=f"{SCORER}/trace", span_id=span, timestamp=at, working_start=start,
-                                data=line.model_dump(mode="json", exclude=CHAIN_FIELDS | trace_line_unwritten(line))))
+                                data=trace_data(line, CHAIN_FIELDS | trace_line_unwritten(line), tool_policy)))
         for award in awards.get(n, []):
             events.append(ScoreEvent(score=Score(value=award.points, answer=award.id, explanation=award.name,
                                                  metadata=award.model_dump(mode="json")),
@@ -268,7 +290,7 @@ def _eval_log(trial: _Trial, manifest: Manifest, condition: Condition | None, la
 
     result, genesis = trial.result, trial.genesis
     model = _model_name(condition, genesis.policy)
-    messages, events = _decisions(trial, model)
+    messages, events = _decisions(trial, model, manifest.agent.image_scale)
     if system_prompt is not None and genesis.policy == "model":
         messages.insert(0, ChatMessageSystem(content=system_prompt, source="input"))
     final = ladder[-1].id if ladder else ""

@@ -512,6 +512,29 @@ class TrialRecords:
     voided: bool = False
 
 
+CLIENT_METRICS = ("client_cost_usd", "client_tokens")  # a policy-cli client's own totals for its trial
+
+
+def client_totals(r: TrialResult) -> dict | None:
+    """What a `policy: cli` client reported of its own run (sessions.execute.cli_client): its cost, and its tokens
+    (input + output, plus Claude Code's cache reads and writes where reported; Codex counts cached input
+    inside input). None for a trial no client played; a figure it did not report is None, never 0."""
+    server = r.provenance.get("tool_server")
+    client = server.get("client") if isinstance(server, dict) else None
+    if not isinstance(client, dict):
+        return None
+    cost = client.get("total_cost_usd")
+    usage = client.get("usage")
+    tokens = None
+    if isinstance(usage, dict):
+        parts = [usage.get("input_tokens"), usage.get("output_tokens"),
+                 *[usage[k] for k in ("cache_read_input_tokens", "cache_creation_input_tokens") if k in usage]]
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in parts):
+            tokens = sum(parts)
+    return {"client_cost_usd": float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+            "client_tokens": tokens}
+
+
 def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Label] | None,
                 states: States | None = None, state_note: str | None = None,
                 condition_id: str | None = None) -> dict:
@@ -557,6 +580,8 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         "cost_per_milestone": ratio(cost, milestones), "cost_per_point": ratio(cost, points),
         "actions_per_milestone": ratio(accepted, milestones), "progress_efficiency": ratio(points, cost),
         "zero_progress": points == 0,
+        "client": client_totals(r),  # a cli client's own totals (its report), beside oakwatch's unknown cost
+        **(client_totals(r) or dict.fromkeys(CLIENT_METRICS)),
         "variant": r.provenance.get("variant_label"),  # a suite's seen or held-out variant (sessions.variants.suites)
         "variant_index": r.provenance.get("variant_index"),
         # the result's own figures (engine.loop.trial.path_figures; verify recomputes them)
@@ -806,6 +831,9 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
             "deepest": [r["deepest"] for r in mine],
             "metrics": {m: spread(mine, m, d) for m, d in SUMMARY_METRICS.items()},
             # over the annotated trials only; null when none of them was annotated
+            # a cli condition's clients' own totals (null for a condition no client played)
+            "client_totals": {m: spread(mine, m, None) for m in CLIENT_METRICS}
+            if any(r.get("client") is not None for r in rows if r["condition"] == label) else None,
             "n_annotated": len(annotated), "errors_by_type": dict(types) if annotated else None,
             "errors_by_severity": dict(sev) if annotated else None,
         }

@@ -11,6 +11,7 @@ label only.
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
 import io
 import json
@@ -35,6 +36,7 @@ from sessions.analysis.metrics import (
     variant_comparison,
 )
 from sessions.analysis.report_plots import Plot, plots, type_severity
+from sessions.audit.package import EVIDENCE_SUMS, GAME_COPY, PACKAGE_INFO, PACKAGE_MANIFEST, package_info
 from sessions.evidence import layout
 from sessions.evidence.reader import TrialReader
 
@@ -55,7 +57,7 @@ TRIAL_COLUMNS = [
     "material_memory_error_rate", "memory_recovery_cost", "storage_quality", "use_quality", "cost_per_milestone",
     "cost_per_point", "actions_per_milestone", "progress_efficiency", "path_efficiency", "path_optimal_presses",
     "path_actions", "zero_progress", "state_source",
-    "long_horizon_overall", "folder"]
+    "long_horizon_overall", "folder", "client_cost_usd", "client_tokens"]
 
 
 def _fmt(value, digits: int = 3) -> str:
@@ -365,7 +367,16 @@ def _condition_rows(summary: dict) -> list[dict]:
             out.append({"condition": label, "condition_id": c["condition_id"], "metric": metric, "n": s["n"],
                         "median": s["median"], "min": s["min"], "max": s["max"], "unknown": s["unknown"],
                         "excluded": s["excluded"], "note": ""})
+        for metric, s in (c.get("client_totals") or {}).items():
+            out.append({"condition": label, "condition_id": c["condition_id"], "metric": metric, "n": s["n"],
+                        "median": s["median"], "min": s["min"], "max": s["max"], "unknown": s["unknown"],
+                        "excluded": s["excluded"], "note": CLIENT_NOTE})
     return out
+
+
+CLIENT_NOTE = "the client's own total, as it reported it (not counted by oakwatch)"
+CLIENT_ROWS = [("cost: the client's own total, median USD", "client_cost_usd"),
+               ("tokens: the client's own total, median", "client_tokens")]
 
 
 SIDE_BY_SIDE = [("progress: median points", "points"), ("progress: median milestones", "milestones"),
@@ -407,6 +418,17 @@ def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
             row.append(f"{_fmt(s['median'])} ({_fmt(s['min'])} to {_fmt(s['max'])})" +
                        (f", {s['excluded']} excluded" if s["excluded"] else ""))
         body.append(row)
+    if any(summary["conditions"][lab].get("client_totals") for lab in labels):
+        # A cli client's report of its own usage: oakwatch's cost stays unknown for these trials.
+        for name, metric in CLIENT_ROWS:
+            row = [name]
+            for lab in labels:
+                totals = summary["conditions"][lab].get("client_totals")
+                s = totals[metric] if totals else None
+                show = money if metric == "client_cost_usd" else _fmt
+                row.append("no client" if s is None else "unknown" if s["median"] is None else
+                           f"{show(s['median'])} ({show(s['min'])} to {show(s['max'])})")
+            body.append(row)
     return head, body
 
 
@@ -445,7 +467,8 @@ def trial_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
             "Memory errors", "Repeat overhead", "End reason", "Valid"]
     body = [[r["condition"] + (f" ({r['condition_id']})" if r["condition_id"] else ""),
              f"{r['trial']}" + (f" (attempt {r['attempt']})" if r["attempt"] > 1 else ""),
-             r["deepest"] or "none", f"{r['points']}/{r['total_points']}", money(r["cost_usd"]),
+             r["deepest"] or "none", f"{r['points']}/{r['total_points']}", money(r["cost_usd"])
+             + (f" (client's own: {money(r['client']['client_cost_usd'])})" if r.get("client") else ""),
              str(r["accepted_actions"]), str(r["model_decisions"]),
              "not annotated" if r["memory_errors"] is None else
              f"{r['memory_errors']} ({r['material_errors']} material+)", _fmt(r["repeat_overhead"]),
@@ -772,7 +795,7 @@ PATH_KEYS = frozenset({"rom", "state", "definition", "script", "script_notes", "
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 PUBLIC_TRIAL_FILES = (layout.TRIAL, layout.RESULT, layout.TRACE, layout.INPUTS, layout.MEMORY,
                       layout.TRIAL_ANNOTATIONS, layout.PROVIDER_FAILURE)
-RAW_TRIAL_FILES = (layout.RESPONSES, layout.FRAMES)
+RAW_TRIAL_FILES = (layout.RESPONSES, layout.FRAMES, layout.CLIENT_TRANSCRIPT)  # the transcript may name the model
 
 
 class ExportError(ValueError):
@@ -806,6 +829,31 @@ def _scrub(text: str, local: list[str], secrets: list[str]) -> tuple[str, bool]:
         if p and len(p) > 1 and p in text:
             text, changed = text.replace(p, "<local path>"), True
     return text, changed
+
+
+def _game_definition_copy(root: Path, manifest: dict) -> bytes | None:
+    """The game definition's bytes when the manifest names a local file (redacted in the package), if it
+    is still there and is the one the trials used (the SHA-256 trial.json recorded)."""
+    from sessions.analysis.metrics import trial_folders
+
+    where = str((manifest.get("game") or {}).get("definition", ""))
+    if not where or where.startswith("bundled:"):
+        return None
+    path = Path(where) if Path(where).is_absolute() else root / where
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    for folder, _rel, _voided in trial_folders(root):
+        try:  # the definition's SHA-256 each trial recorded (result.json provenance)
+            pinned = (json.loads((folder / layout.RESULT).read_text()).get("provenance") or {}).get(
+                "game_definition_sha256")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if pinned is not None and pinned != hashlib.sha256(data).hexdigest():
+            return None
+        break
+    return data
 
 
 def write_package(root: Path, output: Path, *, include_raw: bool = False, seed: int = 0,
@@ -870,13 +918,16 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
 
     say("writing the redacted manifest")
     manifest = yaml.safe_load((root / layout.MANIFEST).read_text())
-    put("manifest.redacted.yaml", yaml.safe_dump(_redact_value(None, manifest), sort_keys=False).encode())
+    put(PACKAGE_MANIFEST, yaml.safe_dump(_redact_value(None, manifest), sort_keys=False).encode())
+    game_copy = _game_definition_copy(root, manifest)
+    if game_copy is not None:  # a local definition (its path is redacted): replay needs it, and it holds no ROM
+        put(GAME_COPY, game_copy)
     names = [layout.SCHEDULE, layout.SUMMARY, layout.RUN_LOG, layout.SUMS]
     if not blinded:
         names += [layout.BLINDING]
     for name in names:
         if (root / name).is_file():
-            put(name if name != layout.SUMS else "evidence-SHA256SUMS", (root / name).read_bytes())
+            put(name if name != layout.SUMS else EVIDENCE_SUMS, (root / name).read_bytes())
     for sub in ("prompts", "schemas", "scoring", "pricing") + (() if blinded else ("conditions", layout.UNBLINDED)):
         for p in sorted((root / sub).rglob("*")) if (root / sub).is_dir() else []:
             if p.is_file():
@@ -920,8 +971,26 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
     for src in (here / "metrics.py", here / "report.py", here / "report_plots.py", project / "docs" / "metrics.md"):
         if src.is_file():
             put(f"analysis/{src.name}", src.read_bytes())
+    first_trial = next((rel for _f, rel, _v in trial_folders(root)), "trials/<key>")
+    local_rom = str((manifest.get("game") or {}).get("rom", "")).startswith("bundled:") is False
     readme = [
         f"# {doc['experiment_id']}: published experiment package", "",
+        "## What a reader runs", "",
+        "```",
+        "sha256sum --check SHA256SUMS                  # every file of the package, as written",
+        "oakwatch verify .                             # package mode: sums, provenance from the evidence, "
+        "every hash chain",
+        f"oakwatch replay {first_trial}" + (" --rom YOUR.gb" if local_rom else "")
+        + "   # re-plays the recorded inputs; every frame must match",
+        "```", "",
+        "`oakwatch verify` on a package checks what it holds: SHA256SUMS; every file shipped under an evidence "
+        "file's name against `evidence-SHA256SUMS` (those rewritten at export are named, with why, in "
+        "`package.json`); each trial's trace chain from its trial.json, each decision's inputs and memory "
+        "operations (and responses, when shipped), each result against the trace and the run log's seal. "
+        "`oakwatch replay` needs the ROM (`--rom`, checked against the SHA-256 in the manifest), and the start "
+        "state (`--state`) when the manifest's path to it was redacted; the game definition is read from "
+        "`game/definition.yaml` when the manifest named a local one.", "",
+        "## What is here", "",
         "Written by `oakwatch export`. Audit the comparison without trusting its summary:", "",
         "- `manifest.redacted.yaml`: the frozen manifest, local paths redacted; the ROM and start-state SHA-256 "
         "identify the bytes without containing any of them.",
@@ -933,7 +1002,10 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
         "- `report/`: trial rows (trials.csv), per-condition figures (conditions.csv), report.json/.md/.html.",
         "- `annotations/` and `annotation-disagreements.json`: every label, adjudications, and the disagreements.",
         "- `analysis/`: the code and definitions that computed every figure.",
-        "- `evidence-SHA256SUMS`: the evidence folder's own sums; `SHA256SUMS`: this package's files.",
+        "- `evidence-SHA256SUMS`: the evidence folder's own sums; `SHA256SUMS`: this package's files; "
+        "`package.json`: the files rewritten at export (so they differ from the evidence's sums), and why.",
+        *(["- `game/definition.yaml`: the game definition the trials used (the manifest's path to it is "
+           "redacted)."] if game_copy is not None else []),
         f"- root hash of the evidence folder (the evidence and every annotation layer, unblinded/ too; "
         f"`oakwatch verify --expect-root`): `{root_hash(root)}`.", "",
         "Never included: the ROM, start states, secrets." + (" Conditions and the blinding key are left out: the "
@@ -942,6 +1014,17 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
     if redacted:
         readme += ["", "Files whose text was redacted (they differ from the evidence's sums): " + ", ".join(redacted)]
     put("README.md", ("\n".join(readme) + "\n").encode())
+    from sessions.evidence.checksums import parse_sums
+
+    evidence_sums = parse_sums((root / layout.SUMS).read_text(encoding="utf-8")) if (root / layout.SUMS).is_file() \
+        else {}
+    rewritten = {}
+    for rel in sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file()):
+        if rel in evidence_sums and file_sha256(output / rel) != evidence_sums[rel]:
+            rewritten[rel] = ("text redacted (local paths or secrets)" if rel in redacted else
+                              "re-written with its local paths redacted")
+    put(PACKAGE_INFO, package_info(doc["experiment_id"], root_hash(root), include_raw, rewritten,
+                                   GAME_COPY if game_copy is not None else None))
     say("writing the integrity file")
     files = sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file())
     (output / layout.SUMS).write_text(render_sums({f: file_sha256(output / f) for f in files}), encoding="utf-8")

@@ -21,6 +21,7 @@ from engine.games.ladder import FINAL, FINAL_SKIPPED, Ladder
 from engine.games.probe import Probe
 from engine.loop.records import InputLine, TraceLine
 from engine.loop.routes import RouteTracker
+from sessions.audit.package import GAME_COPY, PACKAGE_MANIFEST, REDACTED, is_package
 from sessions.evidence import layout
 from sessions.evidence.reader import FormatProblem, TrialReader
 from sessions.preflight.assets import resolve
@@ -45,7 +46,7 @@ class LoadedTrial:
     first_frame: str | None = None  # a suite variant's pinned first frame (else the manifest's)
 
 
-def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
+def load_trial(trial_dir: Path, rom: Path | None = None, state: Path | None = None) -> LoadedTrial:
     """Everything a replay needs, checked; PreflightError (bad input) if any is missing."""
     from sessions.evidence.folder_kind import trial_problem
 
@@ -53,13 +54,17 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
     if problem is not None:
         raise PreflightError(problem)
     folder = trial_dir.resolve().parent.parent
+    package = is_package(folder)  # the publishable package: its manifest is redacted (docs/report.md)
     try:
-        manifest = load_manifest(folder / layout.MANIFEST)
+        manifest = load_manifest(folder / (PACKAGE_MANIFEST if package else layout.MANIFEST))
     except ManifestError as exc:
         raise PreflightError(str(exc)) from None
     g = manifest.game
     if manifest.variants:
         return _load_variant_trial(trial_dir, folder, manifest, rom)
+    if rom is None and g.rom == REDACTED:
+        raise PreflightError(f"the package does not say where the ROM is (its path was redacted): give it with "
+                             f"--rom (SHA-256 {g.rom_sha256})")
     rom_path = rom or resolve(g.rom, folder)
     rom_bytes, rom_sha = sha256_file(rom_path, "ROM")
     if rom_sha != g.rom_sha256:
@@ -78,11 +83,15 @@ def load_trial(trial_dir: Path, rom: Path | None = None) -> LoadedTrial:
         raise PreflightError(f"the experiment ran on {manifest.emulator.name} "
                              f"{manifest.emulator.version or entry.emulator_version}, but {installed} is "
                              f"installed: a replay needs the same emulator version")
-    state, state_sha = sha256_file(resolve(entry.state, folder), "initial state")
+    if state is None and entry.state == REDACTED:
+        raise PreflightError(f"the package does not say where the start state is (its path was redacted): give it "
+                             f"with --state (SHA-256 {entry.sha256})")
+    state, state_sha = sha256_file(state or resolve(entry.state, folder), "initial state")
     if state_sha != entry.sha256:
         raise PreflightError(f"initial state has SHA-256 {state_sha}, the experiment used {entry.sha256}")
+    definition = folder / GAME_COPY if package and g.definition == REDACTED else resolve(g.definition, folder)
     try:
-        game = load_game_definition(resolve(g.definition, folder))
+        game = load_game_definition(definition)
     except GameDefinitionError as exc:
         raise PreflightError(str(exc)) from None
     timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
@@ -138,12 +147,13 @@ def _load_variant_trial(trial_dir: Path, folder: Path, manifest: Manifest, rom: 
     return LoadedTrial(reader, manifest, rom_path, state, game, timing, rom_bytes, entry.first_frame_sha256 or first)
 
 
-def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[int], None] | None = None) -> dict:
+def replay_trial(trial_dir: Path, rom: Path | None = None, progress: Callable[[int], None] | None = None, *,
+                 state: Path | None = None) -> dict:
     """Replay and check; return counts. Raise Divergence at the first mismatch and
     FormatProblem for a malformed record."""
     from engine.emulators.backends import BACKENDS
 
-    loaded = load_trial(trial_dir, rom)
+    loaded = load_trial(trial_dir, rom, state)
     emulator = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path), loaded.game.platform)
     try:
         return replay_records(emulator, loaded, progress)

@@ -438,6 +438,8 @@ def verify_trial(folder: Path, ctx: Context, report: Report, *, rel: str, deep: 
         _check_result(result, genesis, genesis_sha, head, tally, last, rel, ctx, report)
         _check_frames(reader, result, frames_seen, rel, report, deep)
         _check_provider_failure(reader, result, rel, report)
+        _check_client_transcript(reader, result, rel, report,
+                                 ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None)
     if len(report.problems) > problems_before and result is None:
         return None
     return (result, result_sha) if result is not None else None
@@ -461,6 +463,49 @@ def _check_provider_failure(reader: TrialReader, r: TrialResult, rel: str, repor
         parse(ProviderFailureRecord, path.read_bytes(), where)
     except FormatProblem as exc:
         report.add(str(exc))
+
+
+def _check_client_transcript(reader: TrialReader, r: TrialResult, rel: str, report: Report, cap: int | None) -> None:
+    """A cli client's transcript (sessions.execute.cli_client) sits beside the result that records its hash, and
+    only there (or beside a result `recover` wrote); each source's kept text is within agent.max_reply_bytes."""
+    where = f"{rel}/{layout.CLIENT_TRANSCRIPT}"
+    path = reader.folder / layout.CLIENT_TRANSCRIPT
+    server = r.provenance.get("tool_server")
+    client = server.get("client") if isinstance(server, dict) else None
+    recorded = client.get("transcript") if isinstance(client, dict) else None
+    if recorded is None:
+        # A run that died between the transcript and the result: `recover` wrote the result, and keeps
+        # the client's account (SHA256SUMS covers it), but nothing recorded its hash before.
+        if path.exists() and not r.recovered:
+            report.add(f"{where}: present, but {layout.RESULT} records no client transcript")
+        if path.is_file() and r.recovered:
+            _check_transcript_lines(path.read_bytes(), where, report, cap)
+        return
+    if not isinstance(recorded, dict) or recorded.get("file") != layout.CLIENT_TRANSCRIPT:
+        report.add(f"{rel}/{layout.RESULT}: provenance.tool_server.client.transcript is malformed")
+        return
+    if not path.is_file():
+        report.add(f"{where} is missing: {layout.RESULT} records the client's transcript")
+        return
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != recorded.get("sha256") or len(data) != recorded.get("bytes"):
+        report.add(f"{where}: does not hash to the SHA-256 {layout.RESULT} records for it")
+    _check_transcript_lines(data, where, report, cap)
+
+
+def _check_transcript_lines(data: bytes, where: str, report: Report, cap: int | None) -> None:
+    for n, line in enumerate(data.splitlines(), 1):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        text = entry.get("text") if isinstance(entry, dict) else None
+        if not isinstance(text, str) or not isinstance(entry.get("source"), str):
+            report.add(f"{where}:{n}: not a transcript line (source, text)")
+            continue
+        if cap is not None and len(text.encode()) > cap:
+            report.add(f"{where}:{n}: keeps {len(text.encode()):,} bytes of {entry['source']}, over the manifest's "
+                       f"agent.max_reply_bytes ({cap:,})")
 
 
 def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel: str) -> None:

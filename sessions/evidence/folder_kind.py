@@ -56,7 +56,9 @@ def trial_problem(trial: Path) -> str | None:
         experiment = trial.resolve().parent.parent
     except (OSError, RuntimeError) as exc:
         return f"{shown}: cannot read it ({printable(str(exc))})"
-    if evidence_problem(experiment) is not None:
+    from sessions.audit.package import is_package
+
+    if evidence_problem(experiment) is not None and not is_package(experiment):
         return (f"{shown}: not a trial of an oakwatch evidence folder ({printable(str(experiment))}, two levels "
                 f"up, is not one; give <exp>/trials/<label>-<NN>)")
     return None

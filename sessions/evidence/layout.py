@@ -5,6 +5,7 @@
       blinding.json  schedule.json  run.jsonl  summary.json  SHA256SUMS
       trials/<label>-<NN>/    trial.json trace.jsonl responses.jsonl inputs.jsonl memory.jsonl
                               annotations.jsonl frames/frames.pack result.json
+                              (provider-failure.json, client-transcript.jsonl: only where they apply)
       void-<n>/               void.json and the voided attempts, <label>-<NN>/ as above
       annotations/<annotator>/  annotations.jsonl SHA256SUMS   (its own sums: a layer beside the evidence)
       reports/                  report files and their own SHA256SUMS
@@ -45,7 +46,9 @@ TRIAL_ANNOTATIONS = "annotations.jsonl"
 FRAMES = "frames/frames.pack"
 RESULT = "result.json"
 PROVIDER_FAILURE = "provider-failure.json"  # only in a trial the provider ended
-TRIAL_FILES = (TRIAL, TRACE, RESPONSES, INPUTS, MEMORY, TRIAL_ANNOTATIONS, FRAMES, RESULT, PROVIDER_FAILURE)
+CLIENT_TRANSCRIPT = "client-transcript.jsonl"  # only in a policy-cli trial: what its client printed and logged
+TRIAL_FILES = (TRIAL, TRACE, RESPONSES, INPUTS, MEMORY, TRIAL_ANNOTATIONS, FRAMES, RESULT, PROVIDER_FAILURE,
+               CLIENT_TRANSCRIPT)
 STREAMS = (TRACE, RESPONSES, INPUTS, MEMORY, TRIAL_ANNOTATIONS)
 
 TRIAL_KEY = r"[A-Z]-\d{2,}"

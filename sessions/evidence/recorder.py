@@ -177,10 +177,11 @@ class TrialRecorder:
             self.annotation_lines += 1
 
     # -- the end --------------------------------------------------------------------------------
-    def seal(self, result: TrialResult, provider_failure=None) -> TrialResult:
+    def seal(self, result: TrialResult, provider_failure=None, files: dict[str, bytes] | None = None) -> TrialResult:
         """Finish the trial's files and write result.json (and provider-failure.json, when the
-        provider ended the trial). Whatever failed, the result says so. Raises EvidenceError only
-        if result.json itself cannot be written."""
+        provider ended the trial; and `files`, what the policy kept for the evidence, e.g. a cli
+        client's transcript, whose hash the result records). Whatever failed, the result says so.
+        Raises EvidenceError only if result.json (or one of `files`) cannot be written."""
         with self._lock:
             frames: FrameStoreSeal | None = None
             if self.failure is not None:
@@ -207,6 +208,8 @@ class TrialRecorder:
             if provider_failure is not None and result.outcome == "invalid-provider":
                 write_atomic(self.folder / layout.PROVIDER_FAILURE,
                              self._scrub((provider_failure.model_dump_json(indent=2) + "\n").encode()))
+            for name, content in (files or {}).items():
+                write_atomic(self.folder / name, self._scrub(content))
             data = self._scrub((result.model_dump_json(indent=2, exclude={"episodes"} if result.episodes is None
                                                        else None) + "\n").encode())
             try:
@@ -231,3 +234,9 @@ class TrialRecorder:
             self._frames.abandon()
         self._close_logs()
 
+
+
+def policy_files(trial) -> dict[str, bytes]:
+    """What a trial's policy kept for its evidence (sessions.execute.cli_client: the client's transcript)."""
+    files = getattr(getattr(trial, "policy", None), "evidence_files", None)
+    return dict(files) if isinstance(files, dict) else {}

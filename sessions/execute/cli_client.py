@@ -11,25 +11,41 @@ is parsed for its own usage report: Claude Code's `--output-format json` object 
 usage, num_turns, session_id) or Codex's `--json` event lines (turn.completed usage). That goes into
 the result (provenance.tool_server.client.usage); what it did not report is null, never 0. A client
 that exits, or whose session ends, before the trial is over ends it as agent-disconnected.
+
+The client runs out of reach of the answers (sessions.execute.cli_sandbox: an empty folder, the named
+environment, a namespace holding only the system and its own installation), and its own tool
+settings are recorded (sessions.preflight.tool_conditions.client_tools). Nothing it prints is kept unscrubbed
+(sessions.preflight.tool_conditions.scrub): its report, a failing client's last lines, and its transcript (its
+output and session logs, kept in the trial's folder, hashed in the result, sessions.evidence.recorder).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import tempfile
 import threading
 from pathlib import Path
 
 from engine.policies.tools import ToolCallPolicy, ToolDesk
+from sessions.evidence import layout
+from sessions.execute.cli_sandbox import client_env, isolation_kind, wrapped
 from sessions.preflight.manifest import Condition, Manifest
+from sessions.preflight.tool_conditions import client_tools, key_values, scrub
 
 CLIENT_EXIT_S = 60.0  # how long a client has, once the trial is over, to print its result and exit
 SERVER_START_S = 30.0
 OUTPUT_CAP = 1 << 20  # the most of the client's output read for its usage report
+TAIL_LINES, TAIL_LINE_CHARS, TAIL_BYTES = 20, 400, 64 << 10  # a failing client's last lines, kept
+SESSION_ID_CHARS = 200
+SESSION_LOGS = (".claude/projects", ".codex/sessions")  # where Claude Code and Codex log a session
+MAX_LOGS = 6
+SCRUB_SLACK = 4096
 SERVER_NAME = "oakwatch"
 TOKEN_VARIABLE = "OAKWATCH_MCP_TOKEN"  # the trial's bearer token, in the client's environment
 TOKEN_SHOWN = "[this trial's token]"  # what the recorded MCP config shows in its place
@@ -38,7 +54,9 @@ TOKEN_SHOWN = "[this trial's token]"  # what the recorded MCP config shows in it
 class CliPolicy(ToolCallPolicy):
     name = "cli"
 
-    def __init__(self, condition: Condition, manifest: Manifest):
+    def __init__(self, condition: Condition, manifest: Manifest, keys: tuple[str, ...] = ()):
+        """`keys`: the run's API keys (the manifest's key variables), cut out of what the client prints
+        along with every key variable of the environment and the trial's bearer token."""
         from sessions.execute.mcp_server import HttpSessions, bind, build_server, sdk_version
 
         m = manifest
@@ -67,28 +85,51 @@ class CliPolicy(ToolCallPolicy):
         self._thread.start()
         if not self._ready.wait(SERVER_START_S) or self._server_error is not None:
             raise RuntimeError(f"the tool server did not start: {self._server_error}")
+        # the keys the client may hold, cut out of anything it prints (longest first)
+        self._secrets = tuple(sorted(set(key_values()) | {k for k in (*keys, token) if len(k) >= 8}, key=len,
+                                     reverse=True))
+        self._cap = m.agent.max_reply_bytes  # each stream of its transcript is kept up to this, as a reply is
+        self.evidence_files: dict[str, bytes] = {}  # its transcript, for the trial folder (recorder)
         self._dir = tempfile.TemporaryDirectory(prefix="oakwatch-cli-")
-        work = Path(self._dir.name)
+        top = Path(self._dir.name)
+        work, config_dir = top / "work", top / "config"  # work: the client's cwd and HOME, empty at its start
+        work.mkdir()
+        config_dir.mkdir()
         config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url,
                                                "headers": {"Authorization": f"Bearer {token}"}}}}
-        self.config_path = work / "mcp-config.json"
+        self.config_path = config_dir / "mcp-config.json"
         fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # the client's only
         with open(fd, "w", encoding="utf-8") as f:
             f.write(json.dumps(config, indent=2) + "\n")
         shown = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url,
                                               "headers": {"Authorization": f"Bearer {TOKEN_SHOWN}"}}}}
+        self.work = work
         told = m.agent.instruction or ""  # `{instruction}`: the prompt says what the system prompt would
         argv = [arg.replace("{mcp_config}", str(self.config_path)).replace("{mcp_url}", self.url)
                 .replace("{instruction}", told) for arg in condition.command]
-        self._out = open(work / "stdout", "w+b")  # noqa: SIM115 - read back at the end, closed in aclose
-        self._err = open(work / "stderr", "w+b")  # noqa: SIM115
+        self._out = open(top / "stdout", "w+b")  # noqa: SIM115 - read back at the end, closed in aclose
+        self._err = open(top / "stderr", "w+b")  # noqa: SIM115
+        # Only PATH, HOME (the empty folder), what the condition names (its own API key lives there, never
+        # in a file of ours) and the trial's token for clients that read it from a variable (Codex:
+        # bearer_token_env_var). Out of reach of the repository, the assets and the evidence.
+        env = client_env(condition.env or [], work) | {TOKEN_VARIABLE: token}
+        reads = [Path(r) for r in condition.client_reads or []]
+        exe = shutil.which(condition.command[0], path=env["PATH"])
+        if exe is not None:  # the client's own executable (a link and what it names), read-only
+            reads += sorted({Path(exe).absolute(), Path(os.path.realpath(exe))} - set(reads))
+        kind = isolation_kind()
+        tools = client_tools(condition.command)
         self.record["client"] = {"command": list(condition.command), "version": condition.client_version,
                                  "mcp_config": shown, "exit_status": None, "usage": None, "total_cost_usd": None,
-                                 "num_turns": None, "session_id": None}
-        # The client gets the environment (its own API key lives there, never in a file of ours), and the
-        # trial's token for clients that read it from a variable (Codex: bearer_token_env_var).
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
-                                        cwd=work, env=dict(os.environ) | {TOKEN_VARIABLE: token})
+                                 "num_turns": None, "session_id": None, "last_lines": None, "transcript": None,
+                                 "tools": tools | {"allowed_by_manifest": bool(condition.allow_file_and_shell_tools)},
+                                 "isolation": {"kind": kind, "working_folder": "empty", "env": sorted(env),
+                                               "reads": [str(r) for r in reads]}}
+        (top / "root").mkdir()  # unshare's: where its file system is built, inside its own namespace
+        self.process = subprocess.Popen(wrapped(argv, kind=kind, work=work, config_dir=config_dir, reads=reads,
+                                                root=top / "root"),
+                                        stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, cwd=work,
+                                        env=env)
         threading.Thread(target=self._watch_client, name="oakwatch-cli-client", daemon=True).start()
 
     def _serve(self) -> None:
@@ -124,7 +165,22 @@ class CliPolicy(ToolCallPolicy):
         client = self.record["client"]
         client["exit_status"] = self.process.returncode
         self._out.seek(0)
-        client.update(client_report(self._out.read(OUTPUT_CAP).decode("utf-8", "replace")))
+        # What the client printed is its own: scrubbed of every key before any of it is kept.
+        # Parsed first (a scrubbed number would no longer parse), then every string scrubbed whole, then cut.
+        report = scrubbed(client_report(self._out.read(OUTPUT_CAP).decode("utf-8", "replace")), self._secrets)
+        if report["session_id"] is not None:
+            report["session_id"] = report["session_id"][:SESSION_ID_CHARS]
+        client.update(report)
+        client["version"] = scrubbed(client["version"], self._secrets)
+        if client["exit_status"] != 0:  # why it failed, in its own words, beside its exit status
+            client["last_lines"] = {name: last_lines(f, self._secrets) for name, f in (("stdout", self._out),
+                                                                                      ("stderr", self._err))}
+        # Its own transcript (what it printed, the session logs it wrote under its HOME), before the
+        # temporary folder goes: kept in the trial's evidence, its hash in the result.
+        data, sources = transcript({"stdout": self._out, "stderr": self._err}, self.work, self._cap, self._secrets)
+        self.evidence_files = {layout.CLIENT_TRANSCRIPT: data}
+        client["transcript"] = {"file": layout.CLIENT_TRANSCRIPT, "sha256": hashlib.sha256(data).hexdigest(),
+                                "bytes": len(data), "sources": sources}
         self._stop.set()
         await asyncio.to_thread(self._thread.join, 10)
 
@@ -136,6 +192,57 @@ class CliPolicy(ToolCallPolicy):
         for f in (self._out, self._err):
             f.close()
         self._dir.cleanup()
+
+
+def transcript(streams: dict, home: Path, cap: int, secrets: tuple[str, ...]) -> tuple[bytes, list[str]]:
+    """The client's transcript as JSON lines, one per source: its output streams, then the session logs
+    Claude Code and Codex write under their HOME (SESSION_LOGS; at most MAX_LOGS). Each line: `source`,
+    `bytes` (as the client wrote it), `text` (scrubbed of keys, its first `cap` bytes), `kept_bytes` and
+    `truncated`."""
+    entries = [_entry(name, f, cap, secrets) for name, f in streams.items()]
+    real_home = home.resolve()
+    logs = sorted(p for d in SESSION_LOGS for p in (home / d).rglob("*.jsonl")
+                  if p.is_file() and not p.is_symlink() and p.resolve().is_relative_to(real_home))
+    for path in logs[:MAX_LOGS]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as f:
+            entries.append(_entry(path.relative_to(home).as_posix(), f, cap, secrets))
+    data = b"".join(json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in entries)
+    return data, [e["source"] for e in entries]
+
+
+def _entry(source: str, f, cap: int, secrets: tuple[str, ...]) -> dict:
+    f.flush()
+    size = os.fstat(f.fileno()).st_size
+    f.seek(0)
+    raw = f.read(cap + SCRUB_SLACK)  # a key cut at the cap is scrubbed whole, then the text is cut
+    text = scrub(raw.decode("utf-8", "replace"), secrets).encode()
+    kept = text[:cap].decode("utf-8", "ignore")
+    return {"source": source, "bytes": size, "kept_bytes": len(kept.encode()),
+            "truncated": size > len(raw) or len(text) > cap, "text": kept}
+
+
+def last_lines(f, secrets: tuple[str, ...]) -> list[str]:
+    """The last lines a client printed on one stream, scrubbed of keys, each cut to TAIL_LINE_CHARS."""
+    f.flush()
+    f.seek(0, os.SEEK_END)
+    f.seek(max(0, f.tell() - TAIL_BYTES))
+    text = scrub(f.read().decode("utf-8", "replace"), secrets)
+    return [line[:TAIL_LINE_CHARS] for line in text.splitlines()[-TAIL_LINES:]]
+
+
+def scrubbed(value, secrets: tuple[str, ...]):
+    """`value` with every string in it scrubbed of keys (sessions.preflight.tool_conditions.scrub)."""
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, dict):
+        return {scrubbed(k, secrets): scrubbed(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrubbed(v, secrets) for v in value]
+    return value
 
 
 def client_report(text: str) -> dict:
@@ -160,14 +267,14 @@ def client_report(text: str) -> dict:
             report["usage"] = _tokens(usage) if isinstance(usage, dict) else None
             report["total_cost_usd"] = _number(item.get("total_cost_usd"))
             report["num_turns"] = item.get("num_turns") if isinstance(item.get("num_turns"), int) else None
-            report["session_id"] = str(item["session_id"])[:200] if item.get("session_id") else None
+            report["session_id"] = str(item["session_id"]) if item.get("session_id") else None
         elif item.get("type") == "turn.completed" and isinstance(item.get("usage"), dict):  # Codex, per turn
             turn = _tokens(item["usage"])
             total = report["usage"] or {}
             report["usage"] = {k: _add(total.get(k), v) if total else v for k, v in turn.items()}
             report["num_turns"] = (report["num_turns"] or 0) + 1
         elif item.get("type") == "thread.started" and item.get("thread_id"):
-            report["session_id"] = str(item["thread_id"])[:200]
+            report["session_id"] = str(item["thread_id"])
     return report
 
 

@@ -16,7 +16,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import socket
 import stat
@@ -33,10 +32,7 @@ from engine.games.gamedef import TASK_LINE
 from engine.loop.trial import utc_now
 from engine.policies.model import screen_png
 from engine.policies.rulesets import tools_for
-from engine.policies.tools import ToolDesk, TrialOver, screen_record
-
-REJECTED_PREFIX = "Your previous response was rejected: "
-OVERSIZE_FEEDBACK = re.compile(r"it was longer than the ([\d,]+) bytes a reply may have")  # engine.loop.trial's
+from engine.policies.tools import ToolDesk, TrialOver, refusal_text, screen_record
 
 INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen to see the screen, then "
                 "press_keys with one or more buttons to press in order ({allowed}; at most {most} per call). "
@@ -109,7 +105,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
 
-    async def decision(tool: str, arguments: dict, session: str, *, refused: str = "refused") -> str:
+    async def decision(tool: str, arguments: dict, session: str) -> str:
         """A call that is one decision of the trial: what the loop recorded of it, or the loop's reason as
         a ToolError (charged as an invalid output of that decision, as a model's would be)."""
         try:
@@ -117,13 +113,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
         if result["rejected"] is not None:
-            why = result["rejected"].removeprefix(REJECTED_PREFIX)
-            if (cap := OVERSIZE_FEEDBACK.match(why)) is not None:  # the loop's words to a model, put for a call
-                why = (f"oversized call: its arguments, as stored, pass the {cap.group(1)} bytes a call may have "
-                       f"(agent.max_reply_bytes); kept as their size and SHA-256 only")
-            ended = f" (the trial has ended: {result['ending']})" if result["trial_over"] else ""
-            raise ToolError(f"{tool} {refused}, charged as an invalid output of decision {result['decision_id']}: "
-                            f"{why}{ended}")
+            raise ToolError(refusal_text(tool, result))
         return json.dumps(result)
 
     async def get_screen(ctx: Context) -> Image:
@@ -144,7 +134,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     async def press_keys(keys: list[str], ctx: Context) -> str:
         """Press buttons in order, each with the fixed timing; returns the decision's number and what
         was pressed (a press may end the trial: then `trial_over` is true and `ending` says why)."""
-        return await decision("press_keys", {"keys": keys}, seen(ctx), refused="rejected")
+        return await decision("press_keys", {"keys": keys}, seen(ctx))
 
     async def get_observation(ctx: Context) -> str:
         """What the harness tells every agent besides the screen: your recent actions, the buttons

@@ -113,6 +113,11 @@ class HubConn:
         self.key = key
         self.mirror = mirror
         self._inbox: list = []
+        self._stopping = threading.Event()
+
+    def stop_reading(self) -> None:
+        """recv ends (EOFError) within one take: the trial is sealed, nothing more is read."""
+        self._stopping.set()
 
     def send(self, message) -> None:
         try:
@@ -125,6 +130,8 @@ class HubConn:
 
     def recv(self):
         while not self._inbox:
+            if self._stopping.is_set():
+                raise EOFError("the link was closed")
             try:
                 self._inbox = self.ray.get(self.hub.take.remote(self.key, 0.5))
             except self.ray.exceptions.RayError as exc:
@@ -178,7 +185,7 @@ def run_ray_trial(job, hub, blobs: list, sums: dict[str, str]) -> str:
         worker_main(dataclasses.replace(job, prepared=prepared, root=str(scratch)), conn)
     finally:
         stop.set()
-        thread.join(5)
+        thread.join(30)  # a pass in progress ends with its push: no thread of ours may outlive the task
         shutil.rmtree(scratch, ignore_errors=True)
     return key
 
@@ -265,6 +272,7 @@ class RayPool:
             quiet = {"log_to_driver": False, "include_dashboard": False, "logging_level": logging.WARNING}
             if address:
                 _reachable(address)  # Ray itself retries an unreachable head for minutes
+                _token_auth_if_found()
             try:
                 if address:
                     self.ray.init(address=address, **quiet)
@@ -273,7 +281,9 @@ class RayPool:
                     self.started_here = True
             except Exception as exc:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-                raise RayUnavailable(f"cannot start or reach {where}: {exc}") from None
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise RayUnavailable(f"cannot start or reach {where}: {why}"
+                                     + (f"; {_auth_hint()}" if address else "")) from None
         self.hub = self.ray.remote(Hub).options(num_cpus=0, max_concurrency=1000).remote()
         try:  # a cluster that cannot start a worker process (a broken environment) says so now
             self.ray.get(self.hub.pull.remote(0), timeout=HUB_START_SECONDS)
@@ -365,6 +375,49 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
         raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
+AUTH_MODE = "RAY_AUTH_MODE"
+AUTH_DOCS = "docs/ray.md, \"Token authentication\""
+
+
+def _token_auth_if_found() -> None:
+    """Ray's own rule for `--address auto`, kept for an explicit address too: with RAY_AUTH_MODE unset
+    and a token at hand (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), the driver uses
+    token authentication. Ray 2.60's `ray start --head` turns token authentication on whenever such a
+    token exists, while `ray.init(address=HOST:PORT)` leaves it off, so a driver on the head itself
+    was refused ("Failed to connect"). A token sent to a cluster without authentication is ignored."""
+    if os.environ.get(AUTH_MODE) is not None:
+        return  # set by the operator: Ray's to honour
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def _auth_hint() -> str:
+    """What to check when a cluster refuses the driver: token authentication, in this driver's terms."""
+    mode = os.environ.get(AUTH_MODE)
+    try:
+        from ray._raylet import AuthenticationTokenLoader
+
+        has_token = AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)
+    except (ImportError, AttributeError):
+        has_token = None
+    if mode == "token":
+        return ("this driver used token authentication (RAY_AUTH_MODE=token); if the cluster's token is not the one "
+                "this machine has (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), the cluster refuses "
+                f"it this way: copy the head's ~/.ray/auth_token here ({AUTH_DOCS})")
+    if has_token is False:
+        return ("if the cluster uses token authentication (Ray's `ray start --head` turns it on when a token exists, "
+                "such as ~/.ray/auth_token on the head), this machine has no token: copy the head's "
+                "~/.ray/auth_token here, or set RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN, and run again "
+                f"({AUTH_DOCS})")
+    return (f"{AUTH_MODE} is {mode!r}: if the cluster uses token authentication, set RAY_AUTH_MODE=token with its "
+            f"token in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token ({AUTH_DOCS})")
 
 
 def _no_keys():

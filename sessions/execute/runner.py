@@ -25,6 +25,7 @@ from sessions.annotations.annotation_layer import late_tagger
 from sessions.evidence.durable import EvidenceError
 from sessions.evidence.experiment_folder import ExperimentFolder
 from sessions.evidence.reader import read_results, read_run_log
+from sessions.evidence.recorder import policy_files
 from sessions.evidence.records import Summary
 from sessions.execute.trial_factory import (
     MODEL_POLICIES,
@@ -249,7 +250,7 @@ class ExperimentRunner:
                 result = trial.interrupted("the run was interrupted")
             self.current_trial = None
             with self._abandoned:
-                sealed = recorder.seal(result, trial.provider_failure if trial else None)
+                sealed = recorder.seal(result, trial.provider_failure if trial else None, files=policy_files(trial))
                 self.folder.seal_trial(recorder, sealed)
             self.results.append(sealed)
             self._display(TrialEnded(sealed))

@@ -49,7 +49,7 @@ def make_policy(prepared: Prepared, condition: Condition, trial_number: int) -> 
     if condition.policy == "cli":  # a coding-agent CLI, launched against oakwatch's own tool server
         from sessions.execute.cli_client import CliPolicy
 
-        return CliPolicy(condition, prepared.manifest)
+        return CliPolicy(condition, prepared.manifest, prepared.keys.secrets())
     raise ValueError(f"policy {condition.policy!r} is not available here")
 
 

@@ -53,7 +53,8 @@ class TrialJob:
 
 class _Link:
     """The worker's end of its pipe: sends from any thread; a reader thread takes the driver's
-    stop requests and the limiter's answers."""
+    stop requests and the limiter's answers. close() ends the reader where the connection can stop
+    reading (the Ray hub's): no thread of ours may be inside Ray when its worker shuts down."""
 
     def __init__(self, conn: Connection, control: RunControl, trial_key: str = ""):
         self.conn = conn
@@ -64,7 +65,20 @@ class _Link:
         self._answers: deque = deque()
         self._answered = threading.Condition()
         self.gone = False
-        threading.Thread(target=self._read, name="driver-link", daemon=True).start()
+        self.closing = False
+        self._reader = threading.Thread(target=self._read, name="driver-link", daemon=True)
+        self._reader.start()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop reading once the trial is sealed. A pipe's reader is left blocked (it dies with the
+        process, holding nothing native); a Ray worker's would still be inside ray.get when Ray tears
+        its core worker down at exit, which crashes the process (SIGSEGV or SIGABRT) after the trial
+        was sealed: there the reader is stopped and waited for."""
+        self.closing = True
+        stop = getattr(self.conn, "stop_reading", None)
+        if stop is not None:
+            stop()
+            self._reader.join(timeout)
 
     def send(self, message) -> None:
         with self._send_lock:
@@ -85,7 +99,8 @@ class _Link:
             try:
                 message = self.conn.recv()
             except (OSError, EOFError):
-                self._driver_gone()
+                if not self.closing:
+                    self._driver_gone()
                 return
             kind = message[0]
             if kind == "stop":
@@ -135,7 +150,8 @@ class _Forward:
         self._last = time.monotonic()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        threading.Thread(target=self._tick, name="event-flush", daemon=True).start()
+        self._ticker = threading.Thread(target=self._tick, name="event-flush", daemon=True)
+        self._ticker.start()
 
     def handle(self, event) -> None:
         if isinstance(event, DecisionRecorded) and not self.wants_decisions:
@@ -165,6 +181,7 @@ class _Forward:
 
     def close(self) -> None:
         self._stop.set()
+        self._ticker.join(10)  # its last flush may be a send in progress (over Ray, a ray.get)
         self.flush()
 
 
@@ -205,7 +222,7 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
     """One trial, start to seal, in this process."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the driver stops us; a terminal's Ctrl-C reaches us too
-    from sessions.evidence.recorder import TrialRecorder
+    from sessions.evidence.recorder import TrialRecorder, policy_files
     from sessions.execute.trial_factory import make_trial
     from sessions.execute.watchdog import Watchdog
 
@@ -226,6 +243,7 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
                                  secrets=job.prepared.keys.secrets())
     except EvidenceError as exc:
         link.send(("evidence-error", str(exc), exc.cause))
+        link.close()
         return
     forward = _Forward(link, key, job.wants)
     control.on_state(lambda state: forward.handle(StateChanged(state)))  # paused/stepping, for every display
@@ -245,13 +263,15 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
     except BaseException as exc:  # a bug of ours around the loop: the trial still gets a result
         result = trial.interrupted(f"{type(exc).__name__}: {exc}", cause="harness-bug")
     finally:
-        watchdog.stop()
+        watchdog.stop()  # (it never calls into Ray: no need to wait for it)
         run.current_trial = None
         forward.close()
         with run.sealing:
             try:
-                sealed = recorder.seal(result, trial.provider_failure)
+                sealed = recorder.seal(result, trial.provider_failure, files=policy_files(trial))
             except EvidenceError as exc:
                 link.send(("evidence-error", str(exc), exc.cause))
+                link.close()
                 return
             link.send(("sealed", sealed, recorder.result_sha256))
+        link.close()  # nothing more to read: the trial is sealed

@@ -288,7 +288,9 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                 from sessions.preflight.tool_conditions import ToolConditionError, check_tool_condition
 
                 try:
-                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game)
+                    check_tool_condition(manifest, c, i, allow_mcp=allow_mcp, game=game, base=base,
+                                         protected=out_of_reach(manifest_path, rom_path, state_path, game_path,
+                                                                output))
                 except ToolConditionError as exc:
                     raise PreflightError(f"{at(exc.field) if exc.field else f'condition {c.id}'}: {exc}") from None
             elif c.policy == "model":
@@ -367,9 +369,11 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
         for c in frozen.conditions:  # the client that will play is the one the run records
             if c.policy == "cli":
-                from sessions.preflight.tool_conditions import client_version
+                from sessions.preflight.tool_conditions import client_reads, client_version
 
                 c.client_version = client_version(c)
+                if c.client_reads is not None:
+                    c.client_reads = [str(p) for p in client_reads(c, base)]
         if frozen.created_utc is None:
             frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         system_prompt = system_prompt_for(frozen)
@@ -379,6 +383,18 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
                         controls=controls, price_schedules=schedules)
     except PreflightError as exc:
         raise PreflightError(printable(str(exc))) from None
+
+
+def out_of_reach(manifest_path: Path, rom_path: Path, state_path: Path, game_path: Path,
+                 output: Path | None) -> list[tuple[str, Path]]:
+    """What a `policy: cli` client must not reach (sessions.execute.cli_sandbox): oakwatch's own tree with its
+    assets, the manifest's folder, the ROM, start state and game definition, and the evidence folder."""
+    from sessions.preflight.assets import ASSETS
+
+    found = [("oakwatch's own files", Path(__file__).resolve().parents[2]), ("the bundled assets", ASSETS),
+             ("the manifest's folder", manifest_path.parent), ("the ROM", rom_path), ("the start state", state_path),
+             ("the game definition", game_path)]
+    return found + ([("the evidence folder", output)] if output is not None else [])
 
 
 def controls_rule(manifest: Manifest) -> str:

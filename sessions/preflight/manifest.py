@@ -354,9 +354,17 @@ class Condition(_Strict):
     # config file oakwatch writes goes, `{mcp_url}` where the server's address goes (sessions.execute.cli_client);
     # the client's `--version` output, checked
     # when given and frozen with the run.
-    command: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]],
+    command: Annotated[list[Annotated[str, Field(max_length=4096)]],  # an empty argument is one: --tools ""
                        Field(min_length=1, max_length=256)] | None = None
     client_version: Text | None = None
+    # policy: cli — what the client may reach (sessions.execute.cli_sandbox): the environment variables it is
+    # given (besides PATH, and HOME set to its empty working folder), the paths of its own
+    # installation it reads (read-only), and, in so many words, whether its own file and shell tools
+    # may be open to it (sessions.preflight.tool_conditions.client_tools; refused otherwise).
+    env: Annotated[list[EnvName], Field(max_length=64)] | None = None
+    client_reads: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_control)]],
+                            Field(max_length=64)] | None = None
+    allow_file_and_shell_tools: bool | None = None
 
     @model_validator(mode="after")
     def _policy_needs(self) -> Condition:
@@ -367,8 +375,12 @@ class Condition(_Strict):
             raise ValueError(f"policy {self.policy!r} needs '{key}'")
         if self.script_notes is not None and self.policy != "scripted":
             raise ValueError("script_notes applies only to policy 'scripted'")
-        if self.policy != "cli" and (self.command is not None or self.client_version is not None):
-            raise ValueError("command and client_version apply only to policy 'cli'")
+        cli_only = ("command", "client_version", "env", "client_reads", "allow_file_and_shell_tools")
+        if self.policy != "cli" and any(getattr(self, k) is not None for k in cli_only):
+            raise ValueError(f"{', '.join(k for k in cli_only if getattr(self, k) is not None)} apply only to "
+                             "policy 'cli'")
+        if self.command is not None and not self.command[0]:
+            raise ValueError("command: its first item is the client's program (empty here)")
         if self.command is not None and not any("{mcp_config}" in a or "{mcp_url}" in a for a in self.command):
             raise ValueError("command: put {mcp_config} where the client takes its MCP config file (or {mcp_url} "
                              "where it takes the server's address)")
@@ -396,7 +408,7 @@ class Condition(_Strict):
         # cli's fields appear only where set: a condition dumps (conditions/<label>.yaml, the manifest's
         # hash) exactly as it did before policy cli existed, so earlier folders still verify.
         data = handler(self)
-        for key in ("command", "client_version"):
+        for key in ("command", "client_version", "env", "client_reads", "allow_file_and_shell_tools"):
             if isinstance(data, dict) and data.get(key) is None:
                 data.pop(key, None)
         return data

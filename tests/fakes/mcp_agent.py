@@ -13,8 +13,11 @@ script's buttons (the bundled walkthrough by default), a few per call, looking a
 Options: --chunk N (buttons per call), --presses N (stop, and disconnect, after N calls),
 --bad-first (one invalid call first), --bad-args (one
 with arguments of the wrong type), --after-end N (calls made once the trial has ended),
---report FILE (what it saw, as JSON), --token-file FILE or --token-env NAME (send the bearer token it
-holds), --no-usage (print no usage fields), --version.
+--report FILE (what it saw, as JSON; `-`: on stderr), --token-file FILE or --token-env NAME (send the bearer token it
+holds), --no-usage (print no usage fields), --version, --peek FILE (try to read a file first, as an
+agent after the answers would; what happened goes on stderr and into the result), --script
+FILE.json (the presses as a JSON list: then it needs no oakwatch code), --show-env (its
+environment's names and its working folder's contents, on stderr).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ TIMEOUT_S = 120
 
 
 def walkthrough(path: Path | None = None) -> list[str]:
+    if path is not None and path.suffix == ".json":  # a plain list of presses (no oakwatch code needed)
+        return json.loads(path.read_text(encoding="utf-8"))
     sys.path.insert(0, str(ROOT))
     from engine.loop.script import parse_script
 
@@ -112,6 +117,17 @@ async def run_http(url: str, args, headers: dict | None = None) -> dict:
         return await play(session, args, started.instructions)
 
 
+def peek(path: Path) -> str:
+    """What a coding agent taking answers from its surroundings would see of `path` (also on stderr)."""
+    try:
+        size = len(path.read_bytes())
+        seen = f"read {path}: {size} bytes"
+    except OSError as exc:
+        seen = f"could not read {path}: {exc.strerror}"
+    print(seen, file=sys.stderr)
+    return seen
+
+
 def from_config(path: Path) -> tuple[str | None, list[str] | None, dict | None]:
     """The one server of an MCP config file (Claude Code's format): an HTTP url (and the headers to
     send it: the trial's bearer token) or a command."""
@@ -143,11 +159,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-file", type=Path)  # oakwatch mcp --token-file: send its bearer token
     parser.add_argument("--token-env")  # the bearer token is in this variable (as Codex's bearer_token_env_var)
     parser.add_argument("--no-usage", action="store_true")
+    # Claude Code's tool flags: taken and ignored (oakwatch reads them from the command line)
+    for flag in ("--tools", "--allowedTools", "--disallowedTools"):
+        parser.add_argument(flag)
+    parser.add_argument("--peek", type=Path, action="append", default=[])  # files it tries to read first
+    parser.add_argument("--show-env", action="store_true")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args(argv)
     if args.version:
         print(VERSION)
         return 0
+    peeked = [peek(path) for path in args.peek]
+    if args.show_env:  # what it was given: its environment's names, and what its working folder held
+        print(f"env: {' '.join(sorted(os.environ))}; cwd holds: {' '.join(sorted(os.listdir('.'))) or 'nothing'}",
+              file=sys.stderr)
     url, command = args.url, args.command if args.stdio else None
     headers = None
     if args.token_file is not None:
@@ -158,12 +183,16 @@ def main(argv: list[str] | None = None) -> int:
         url, command, headers = from_config(args.mcp_config)
     seen = anyio.run(run_stdio, command, args) if command else anyio.run(run_http, url, args, headers)
     seen["prompt"] = args.prompt
-    if args.report is not None:
+    if args.report is not None and str(args.report) == "-":  # on stderr (a sandboxed client writes no file of ours)
+        print(f"report: {json.dumps(seen)}", file=sys.stderr)
+    elif args.report is not None:
         args.report.write_text(json.dumps(seen, indent=2), encoding="utf-8")
     if args.output_format == "json":
         out = {"type": "result", "subtype": "success", "is_error": False, "num_turns": len(seen["calls"]),
                "result": f"played {seen['press_calls']} press_keys calls; ending {seen['ending']}",
                "session_id": str(uuid.uuid4())}
+        if peeked:
+            out["result"] += "; " + "; ".join(peeked)
         if not args.no_usage:
             out |= {"total_cost_usd": 0.0123, "usage": {"input_tokens": 1200, "output_tokens": 345,
                                                          "cache_read_input_tokens": 100}}

@@ -1,10 +1,13 @@
 """`oakwatch export DIR --format inspect`: each trial as an Inspect AI eval log, read back with
-inspect_ai's own reader. Real runs: the bundled dry-run (scripted, to the Dex), and a model through
-its SDK against a local fake provider (the network edge), one of whose replies reports no usage."""
+inspect_ai's own reader. Real runs: the bundled dry-run (scripted, to the Dex), a model through
+its SDK against a local fake provider (the network edge), one of whose replies reports no usage, and
+an agent playing through `oakwatch mcp` with the MCP SDK's own client (its tool calls, not a reply)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
 import shutil
 from pathlib import Path
@@ -18,6 +21,7 @@ from engine.loop.script import parse_script
 from sessions.preflight.assets import ASSETS
 from tests.conftest import read_jsonl, run_experiment, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok
+from tests.sessions.execute.test_mcp_server import mcp_manifest, play_stdio
 
 read_eval_log = pytest.importorskip("inspect_ai.log").read_eval_log
 WALK = parse_script((ASSETS / "cartridge" / "walkthrough.txt").read_text(), "walkthrough.txt")
@@ -38,7 +42,7 @@ def export(folder: Path, out: Path) -> int:
 
 
 def sample_of(out: Path, name: str):
-    log = read_eval_log(str(out / f"{name}.eval"))
+    log = read_eval_log(str(out / f"{name}.eval"), resolve_attachments=True)
     assert len(log.samples) == 1
     return log, log.samples[0]
 
@@ -145,6 +149,9 @@ def test_a_model_trial_keeps_unknown_usage_missing_and_each_call_as_a_model_even
     assert [c.output.completion for c in calls] == [r["attempts"][-1]["raw"] for r in responses]
     assert json.loads(calls[0].output.completion)["reasoning_summary"] == "step 0"
     assert [line["input_tokens"] is None for line in trace] == [False, False, True, False]
+    # the model was shown each screen: the user message holds it, the PNG it was sent, losslessly
+    users = [m for m in sample.messages if m.role == "user"]
+    assert [pixels_sha256(image_of(u)[0]) for u in users] == [line["frame_sha256"] for line in trace]
 
 
 def test_an_invalid_trial_is_an_error_log_with_no_success_score(model_runs, tmp_path):
@@ -160,6 +167,89 @@ def test_an_invalid_trial_is_an_error_log_with_no_success_score(model_runs, tmp_
     assert "success" not in sample.scores  # nothing measured about the agent: not a 0
     assert [s.name for s in log.results.scores] == ["progress"]
     assert sample.model_usage == {} and sample.metadata["usage"]["cost_usd"] is None
+
+
+# -- a tool-server trial: the agent's tool calls and the screens it was served ----------------------
+
+def image_of(message) -> list[bytes]:
+    """The PNG bytes of every image in a message (data URIs: the attachments resolved)."""
+    found = []
+    for part in message.content if isinstance(message.content, list) else []:
+        if part.type == "image":
+            head, _, data = part.image.partition(",")
+            assert head == "data:image/png;base64"
+            found.append(base64.b64decode(data))
+    return found
+
+
+def pixels_sha256(png: bytes) -> str:
+    """The pixel SHA-256 of the frame an enlarged screen shows (each pixel a square block)."""
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.format == "PNG"
+        rgb = np.asarray(image.convert("RGB"))
+    scale = rgb.shape[1] // 160  # the Game Boy's screen, enlarged by agent.image_scale
+    return hashlib.sha256(np.ascontiguousarray(rgb[::scale, ::scale]).data).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def mcp_run(tmp_path_factory):
+    """An agent through `oakwatch mcp` over stdio: one rejected press_keys (a button the game lacks), then
+    get_screen and press_keys per decision until the action budget ends the trial."""
+    tmp = tmp_path_factory.mktemp("inspect-mcp")
+    play_stdio(tmp, mcp_manifest(tmp, budgets={"accepted_actions": 12}), "--bad-first")
+    return tmp / "out"
+
+
+def test_a_tool_server_trial_is_its_tool_calls_and_screens_and_no_invented_reply(mcp_run, tmp_path):
+    out = tmp_path / "inspect"
+    assert export(mcp_run, out) == 0
+    log, sample = sample_of(out, "X-01")
+    trial = mcp_run / "trials" / "X-01"
+    trace = read_jsonl(trial / "trace.jsonl")
+    responses = read_jsonl(trial / "responses.jsonl")
+    # what the server received, in order: per attempt its screens, then the call that was the decision
+    received = [(c["tool"], c.get("arguments", {})) for r in responses for a in r["attempts"]
+                for c in [*a["reply"]["screens"], a["reply"]]]
+    assistants = [m for m in sample.messages if m.role == "assistant"]
+    assert [(m.tool_calls[0].function, m.tool_calls[0].arguments) for m in assistants] == received
+    assert received[0] == ("press_keys", {"keys": ["JUMP"]}) and ("get_screen", {}) in received
+    # no message was invented: every assistant message is one tool call and says nothing; no model call
+    assert all(len(m.tool_calls) == 1 and m.text == "" for m in assistants)
+    assert not [m for m in sample.messages if m.role in ("user", "system")]
+    assert not [e for e in sample.events if e.event == "model"]
+    dumped = json.dumps([m.model_dump(mode="json") for m in sample.messages])
+    assert "tool call" not in dumped and "certainty" not in dumped
+    for event in (e for e in sample.events if e.event == "info" and e.source == "oakwatch/trace"):
+        assert "reasoning_summary" not in event.data and "observed" not in event.data
+    # each call is answered: the rejected one with the loop's reason as an error, the rest as the server did
+    tools = [m for m in sample.messages if m.role == "tool"]
+    assert [t.tool_call_id for t in tools] == [m.tool_calls[0].id for m in assistants]
+    assert tools[0].error is not None and "charged as an invalid output of decision 1" in tools[0].text
+    presses = [json.loads(t.text) for t in tools if t.function == "press_keys" and t.error is None]
+    assert [p["decision_id"] for p in presses] == [line["decision_id"] for line in trace]
+    inputs = read_jsonl(trial / "inputs.jsonl")
+    assert [p["pressed"] for p in presses] == [[i["action"] for i in inputs if i["decision_id"] == line["decision_id"]]
+                                               for line in trace]
+    assert presses[-1]["ending"] == "budget:accepted_actions" and presses[-1]["trial_over"] is True
+    # the screens it was served, as images: the very bytes (their recorded SHA-256), the frame's pixels
+    served = [s for r in responses for a in r["attempts"] for s in a["reply"]["screens"]]
+    shown = [m for m in tools if m.function == "get_screen"]
+    assert len(shown) == len(served) == len(trace)
+    for message, screen in zip(shown, served, strict=True):
+        (png,) = image_of(message)
+        assert hashlib.sha256(png).hexdigest() == screen["png_sha256"]
+        assert pixels_sha256(png) == screen["frame_sha256"]
+    # the calls are in the transcript too, one ToolEvent each in its decision's span
+    tool_events = [e for e in sample.events if e.event == "tool"]
+    assert [(e.function, e.span_id) for e in tool_events] == [
+        (c["tool"], f"decision-{r['decision_id']}") for r in responses for a in r["attempts"]
+        for c in [*a["reply"]["screens"], a["reply"]]]
+    # tokens unknown to the server: no ModelUsage anywhere (its counts would read 0), nulls in the metadata
+    assert sample.model_usage == {} and log.stats.model_usage == {}
+    assert sample.metadata["usage"]["input_tokens"] is None and sample.metadata["usage"]["cost_usd"] is None
 
 
 # -- bad input: one line, exit 2, nothing written -------------------------------------------------

@@ -133,16 +133,17 @@ def test_a_manifest_without_an_instruction_hashes_as_before_instructions_existed
     assert told.sha256() != manifest.sha256() and f'"instruction":"{LADDER}"' in told.canonical_json()
 
 
-def test_a_cli_client_is_told_in_its_prompt_and_by_the_server(tmp_path):
+def test_a_cli_client_is_told_in_its_prompt_and_by_the_server(tmp_path, client_install):
     """`{instruction}` in a `policy: cli` command becomes the frozen instruction; the server says it too."""
-    from tests.sessions.execute.test_cli_policy import fake_claude, run
-    from tests.sessions.execute.test_mcp_server import mcp_manifest
+    from tests.sessions.execute.test_cli_policy import cli_manifest, client_exe, run
+    from tests.sessions.execute.test_mcp_server import result_of
 
-    report = tmp_path / "seen.json"
-    exe = fake_claude(tmp_path, "--report", str(report))
+    exe = client_exe(tmp_path, client_install, "--report", "-")  # what it saw, in its transcript
     cmd = [str(exe), "-p", "{instruction} Use the oakwatch tools.", "--mcp-config", "{mcp_config}",
-           "--output-format", "json"]
-    run(tmp_path, mcp_manifest(tmp_path, policy="cli", command=cmd, budgets={"accepted_actions": 4}))
-    seen = json.loads(report.read_text())
+           "--output-format", "json", "--tools", ""]
+    out, _ = run(tmp_path, cli_manifest(tmp_path, client_install, cmd, budgets={"accepted_actions": 4}))
+    _, trial = result_of(out)
+    stderr = json.loads((trial / "client-transcript.jsonl").read_bytes().splitlines()[1])["text"]
+    seen = json.loads(stderr.split("report: ", 1)[1])
     assert seen["prompt"] == f"{LADDER} Use the oakwatch tools."
     assert seen["instructions"].startswith(TASK_LINE.format(instruction=LADDER))
