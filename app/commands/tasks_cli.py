@@ -38,6 +38,11 @@ def add_parsers(sub) -> None:
                           "(--provider, --model), or your own agent over MCP (--agent)")
     run.add_argument("--agent", metavar="COMMAND", help="with --policy cli: the agent's command, naming {mcp_url} or "
                                                         "{mcp_config} (docs/mcp.md, policy: cli)")
+    run.add_argument("--client-reads", action="append", default=[], metavar="PATH",
+                     help="with --policy cli: a path the agent may read (its installation; repeat)")
+    run.add_argument("--allow-file-and-shell-tools", action="store_true",
+                     help="with --policy cli: the agent may use its own file and shell tools (seed 004's sandbox; "
+                          "the condition's allow_file_and_shell_tools)")
     run.add_argument("--seed", type=int, default=0, help="with --policy random: the generator seed (default 0)")
     run.add_argument("--provider", choices=list(PROVIDERS), help="with --policy model")
     run.add_argument("--model", help="with --policy model: the exact model id")
@@ -142,6 +147,8 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
         return _fail(f"--{model_opts[0].replace('_', '-')} goes with --policy model")
     if (args.policy == "cli") != (args.agent is not None):
         return _fail("--policy cli and --agent COMMAND go together")
+    if args.allow_file_and_shell_tools and args.policy != "cli":
+        return _fail("--allow-file-and-shell-tools goes with --policy cli")
     if args.output.exists():
         return _fail(f"output folder already exists: {args.output} (choose a new one)")
     try:
@@ -168,7 +175,9 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
     if len(set(ids)) != len(ids):
         return _fail("a task is named twice")
     choice = PolicyChoice(args.policy, seed=args.seed, provider=args.provider, model=args.model,
-                          base_url=args.base_url, api=args.api, agent=args.agent)
+                          base_url=args.base_url, api=args.api, agent=args.agent,
+                          allow_file_and_shell_tools=args.allow_file_and_shell_tools or None,
+                          client_reads=tuple(str(Path(p).resolve()) for p in args.client_reads))
     print(f"oakwatch tasks: {len(tasks)} task(s) → {args.output}")
     ledger = run_batch(tasks, choice, args.output, trials=args.trials,
                        ceiling=Ceiling(tokens=args.max_tokens, cost_usd=args.max_cost_usd))

@@ -188,18 +188,18 @@ def _run_task(task: Task, choice: PolicyChoice, batch: Path, ledger: Ledger, say
         say(f"  {task.id}: not run (the batch ceiling is spent)")
         return
     out = batch / RUNS / task.id
-    try:
-        manifest = write_task_inputs(task, choice, batch / TASK_FILES / task.id, ledger.trials_per_task,
-                                     int(tokens_left) if tokens_left is not None else None, cost_left)
-        prepared = prepare(manifest, out)
-        folder = create_folder(prepared, out)
-    except (TaskError, PreflightError) as exc:
-        row.status, row.detail = "not-run: error", str(exc)
-        ledger.tasks.append(row)
-        _write_ledger(batch, ledger)
-        say(f"  {task.id}: not run: {exc}")
-        return
-    with agent_sandbox(task, choice):
+    with agent_sandbox(task, choice) as played:
+        try:
+            manifest = write_task_inputs(task, played, batch / TASK_FILES / task.id, ledger.trials_per_task,
+                                         int(tokens_left) if tokens_left is not None else None, cost_left)
+            prepared = prepare(manifest, out)
+            folder = create_folder(prepared, out)
+        except (TaskError, PreflightError) as exc:
+            row.status, row.detail = "not-run: error", str(exc)
+            ledger.tasks.append(row)
+            _write_ledger(batch, ledger)
+            say(f"  {task.id}: not run: {exc}")
+            return
         ExperimentRunner(prepared, folder).run()
     row.folder = f"{RUNS}/{task.id}"
     ledger.tasks.append(row)
@@ -367,12 +367,14 @@ def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
 
 @contextmanager
 def agent_sandbox(task: Task, choice: PolicyChoice):
-    """For your own agent (`policy: cli`): the task's id and its sandbox data (`oakwatch tasks data`, in a
-    temporary folder) in OAKWATCH_TASK_ID and OAKWATCH_TASK_DATA, which the launched client inherits."""
+    """For your own agent (`policy: cli`): the task's sandbox data (`oakwatch tasks data`) in a temporary
+    folder the client may read (`client_reads`), named with the task's id by OAKWATCH_TASK_DATA and
+    OAKWATCH_TASK_ID (the condition's `env`); yields the choice the task's manifest is written with."""
     if choice.policy != "cli":
-        yield
+        yield choice
         return
     import tempfile
+    from dataclasses import replace
 
     from sessions.tasks.task_data import task_data
 
@@ -383,7 +385,8 @@ def agent_sandbox(task: Task, choice: PolicyChoice):
                 (Path(data) / name).write_text(json.dumps(content, indent=1) + "\n")
         os.environ.update(OAKWATCH_TASK_ID=task.id, OAKWATCH_TASK_DATA=data)
         try:
-            yield
+            yield replace(choice, client_reads=(*choice.client_reads, data),
+                          env=("OAKWATCH_TASK_ID", "OAKWATCH_TASK_DATA"))
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -287,6 +287,9 @@ class PolicyChoice:
     base_url: str | None = None
     api: str | None = None
     agent: str | None = None
+    allow_file_and_shell_tools: bool | None = None  # policy cli: the condition's permission (docs/mcp.md)
+    client_reads: tuple[str, ...] = ()  # policy cli: what the client may read (its installation, the data)
+    env: tuple[str, ...] = ()  # policy cli: the variables it is given
 
 
 def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
@@ -358,7 +361,14 @@ def _condition(task: Task, choice: PolicyChoice) -> dict:
     if choice.policy == "random":
         return {"id": "random", "policy": "random", "seed": choice.seed, "actions_per_decision": 1}
     if choice.policy == "cli":
-        return {"id": "cli", "policy": "cli", "command": shlex.split(choice.agent or "")}
+        cond = {"id": "cli", "policy": "cli", "command": shlex.split(choice.agent or "")}
+        if choice.allow_file_and_shell_tools:
+            cond["allow_file_and_shell_tools"] = True
+        if choice.client_reads:
+            cond["client_reads"] = list(choice.client_reads)
+        if choice.env:
+            cond["env"] = list(choice.env)
+        return cond
     cond = {"id": "model", "policy": "model", "model": choice.model, "provider": choice.provider}
     if choice.base_url is not None:
         cond["base_url"] = choice.base_url

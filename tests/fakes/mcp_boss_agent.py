@@ -8,7 +8,8 @@ FIGHTs with the strongest move by the type chart and SENDs the next critter when
 
 The task it plays is named by OAKWATCH_TASK_ID and its sandbox data (`oakwatch tasks data`: species,
 moves, items, task.json) is the folder OAKWATCH_TASK_DATA, as `oakwatch tasks run --policy cli` sets
-them. --team-dir: the team is DIR/<task id>.reference.yml's; --random: a random legal team from the data.
+them. --team-dir: the team is DIR/<task id>.team.json's (or .reference.yml's); --random: a random
+legal team from the data.
 The type chart is the GBA cartridge's (assets/gba-cartridge/tools/battle_data.py): a fake's knowledge.
 """
 
@@ -22,16 +23,20 @@ import sys
 from pathlib import Path
 
 import anyio
-import yaml
 
 TIMEOUT_S = 120
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "assets" / "gba-cartridge" / "tools"))
+HERE = Path(__file__).resolve().parent
+# installed as a client is (outside oakwatch's tree), battle_data.py is copied beside it
+sys.path[:0] = [str(HERE), str(HERE.parents[1] / "assets" / "gba-cartridge" / "tools")]
 import battle_data  # noqa: E402
 
 
 def _team(args, data: Path, task_id: str) -> list[dict]:
     if args.team_dir is not None:
+        if (args.team_dir / f"{task_id}.team.json").is_file():  # what a client installation carries
+            return json.loads((args.team_dir / f"{task_id}.team.json").read_text())
+        import yaml
+
         return yaml.safe_load((args.team_dir / f"{task_id}.reference.yml").read_text())["team"]
     rng = random.Random(args.random)
     rules = json.loads((data / "task.json").read_text())

@@ -7,6 +7,7 @@ trace without them diverges."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -23,22 +24,40 @@ AGENT = ROOT / "tests" / "fakes" / "mcp_boss_agent.py"
 EASY, HARD = "pqa-boss-1-scout-tomas", "pqa-boss-2-picnicker-mae"
 
 
-def _agent(*mode: str) -> str:
-    return " ".join([sys.executable, str(AGENT), *mode, "--mcp-config", "{mcp_config}"])
+@pytest.fixture(scope="module")
+def boss_client(client_install) -> Path:
+    """The boss agent installed as a client is (outside oakwatch's tree, which it may not read): the
+    script, the type chart it knows, the reference teams as JSON, and a launcher with the SDK's site."""
+    import yaml
+
+    home = client_install / "boss"
+    home.mkdir(exist_ok=True)
+    shutil.copy2(AGENT, home / AGENT.name)
+    shutil.copy2(ROOT / "assets" / "gba-cartridge" / "tools" / "battle_data.py", home / "battle_data.py")
+    for ref in BOSSES.glob("*.reference.yml"):
+        team = yaml.safe_load(ref.read_text())["team"]
+        (home / ref.name.replace(".reference.yml", ".team.json")).write_text(json.dumps(team))
+    exe = home / "boss-agent"
+    exe.write_text(f"#!/bin/sh\nPYTHONPATH={client_install / 'site'} exec {os.path.realpath(sys.executable)} "
+                   f"{home / AGENT.name} \"$@\"\n")
+    exe.chmod(0o755)
+    return home
 
 
-def _run(tmp_path, tasks: list[str], *mode: str) -> Path:
+def _run(tmp_path, client: Path, tasks: list[str], *mode: str) -> Path:
     out = tmp_path / "batch"
-    code = main(["tasks", "run", "--dir", str(BOSSES), *tasks, "--policy", "cli", "--agent", _agent(*mode),
-                 "--output", str(out)])
+    agent = " ".join([str(client / "boss-agent"), *mode, "--mcp-config", "{mcp_config}"])
+    code = main(["tasks", "run", "--dir", str(BOSSES), *tasks, "--policy", "cli", "--agent", agent,
+                 "--allow-file-and-shell-tools", "--client-reads", str(client.parent), "--client-reads",
+                 sys.base_prefix, "--output", str(out)])
     assert code in (0, 1)
     return out
 
 
-def test_reference_agent_over_mcp_wins_reports_verifies_and_replays(tmp_path):
+def test_reference_agent_over_mcp_wins_reports_verifies_and_replays(tmp_path, boss_client):
     from sessions.audit.replay import Divergence, replay_trial
 
-    out = _run(tmp_path, [EASY, HARD], "--team-dir", str(BOSSES))
+    out = _run(tmp_path, boss_client, [EASY, HARD], "--team-dir", str(boss_client))
     ledger = json.loads((out / "batch.json").read_text())
     assert ledger["policy"]["policy"] == "cli" and [t["task_id"] for t in ledger["tasks"]] == [EASY, HARD]
     for row in ledger["tasks"]:
@@ -73,13 +92,13 @@ def test_reference_agent_over_mcp_wins_reports_verifies_and_replays(tmp_path):
 
 
 @pytest.mark.slow
-def test_all_eight_boss_tasks_over_mcp_reference_and_random_agents(tmp_path):
+def test_all_eight_boss_tasks_over_mcp_reference_and_random_agents(tmp_path, boss_client):
     """The whole set, E = 10: the reference agent wins every task in its first episode; a random team
     (its moves still chosen greedily) wins few."""
     tasks = sorted(p.stem for p in BOSSES.glob("*.yaml"))
-    ref = _run(tmp_path / "ref", tasks, "--team-dir", str(BOSSES))
+    ref = _run(tmp_path / "ref", boss_client, tasks, "--team-dir", str(boss_client))
     rows = json.loads((ref / "batch.json").read_text())["tasks"]
     assert len(rows) == 8 and all(r["trials"][0]["success"] for r in rows), rows
-    rnd = _run(tmp_path / "rnd", tasks, "--random", "5")
+    rnd = _run(tmp_path / "rnd", boss_client, tasks, "--random", "5")
     rows = json.loads((rnd / "batch.json").read_text())["tasks"]
     assert sum(1 for r in rows if r["trials"][0]["success"]) <= 4, rows
