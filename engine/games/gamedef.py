@@ -521,8 +521,257 @@ class StructuredTrack(_Strict):
         return [*self.fields, *(["dialogue"] if self.dialogue is not None else [])]
 
 
+class Named(_Strict):
+    """One entry of a definition's name table (a species, move, item or menu id and its name)."""
+
+    id: Annotated[int, Field(ge=0, le=0xFFFF)]
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    moves: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=8)] = []
+
+
+def name_table(entries: list[Named]) -> dict[int, str]:
+    return {e.id: e.name for e in entries}
+
+
+class TileClass(_Strict):
+    """Tiles of one kind of terrain or object (wall, door, person, sign, ...), drawn as `glyph`."""
+
+    name: Annotated[str, Field(min_length=1, max_length=32)]
+    glyph: Annotated[str, Field(min_length=1, max_length=1)]
+    tiles: Annotated[list[Annotated[int, Field(ge=0, le=0xFFFF)]], Field(max_length=256)] = []
+    # runs of consecutive tiles, [first, last] each (a font's glyphs)
+    runs: Annotated[list[Annotated[list[Annotated[int, Field(ge=0, le=0xFFFF)]], Field(min_length=2, max_length=2)]],
+                    Field(max_length=64)] = []
+
+    @model_validator(mode="after")
+    def _some(self) -> TileClass:
+        if not self.tiles and not self.runs:
+            raise ValueError(f"terrain class {self.name!r} lists no tiles or runs")
+        if any(first > last for first, last in self.runs):
+            raise ValueError(f"terrain class {self.name!r}: a run's first tile is after its last")
+        return self
+
+    @property
+    def all_tiles(self) -> list[int]:
+        return [*self.tiles, *(t for first, last in self.runs for t in range(first, last + 1))]
+
+
+class Terrain(_Strict):
+    """The screen's terrain and objects as a grid of glyphs: the visible background tiles (a tilemap of
+    tile indices, `rows` x `columns` from `tilemap`, `stride` a row), each tile by its class."""
+
+    tilemap: Address
+    stride: Annotated[int, Field(ge=1, le=1024)] = 32
+    rows: Annotated[int, Field(ge=1, le=64)]
+    columns: Annotated[int, Field(ge=1, le=64)]
+    classes: Annotated[list[TileClass], Field(min_length=1, max_length=64)]
+    unknown: Annotated[str, Field(min_length=1, max_length=1)] = "?"  # a tile of no class
+    source: Text | None = None
+
+    @model_validator(mode="after")
+    def _fits(self) -> Terrain:
+        if self.columns > self.stride:
+            raise ValueError("terrain: columns exceed the tilemap's stride")
+        glyphs = [c.glyph for c in self.classes]
+        if len(set(glyphs)) != len(glyphs) or self.unknown in glyphs:
+            raise ValueError("terrain: each class needs its own glyph, apart from `unknown`")
+        tiles = [t for c in self.classes for t in c.all_tiles]
+        if len(set(tiles)) != len(tiles):
+            raise ValueError("terrain: a tile is in two classes")
+        return self
+
+    def memory(self) -> list[tuple[int, int]]:
+        return [(self.tilemap, self.stride * (self.rows - 1) + self.columns)]
+
+
+class Word(_Strict):
+    """A number of a party member: at `offset` in its record, or at a fixed `address` (slot 0's, for a
+    game that keeps it outside a record), or a constant `value` the game's documentation gives."""
+
+    offset: Annotated[int, Field(ge=0, le=4095)] | None = None
+    address: Address | None = None
+    value: Annotated[int, Field(ge=0, le=0xFFFF)] | None = None
+    kind: Literal["u8", "u16le", "u16be"] = "u8"
+
+    @model_validator(mode="after")
+    def _one(self) -> Word:
+        if sum(x is not None for x in (self.offset, self.address, self.value)) != 1:
+            raise ValueError("a party number is one of offset, address or value")
+        return self
+
+    @property
+    def width(self) -> int:
+        return 1 if self.kind == "u8" else 2
+
+
+class StatusBit(_Strict):
+    mask: Annotated[int, Field(ge=1, le=0xFF)]
+    name: Annotated[str, Field(min_length=1, max_length=16)]
+
+
+class PartyMoves(_Strict):
+    """Each member's moves: move ids at `offsets` of its record (0: no move) named by `names`, with
+    their PP at `pp_offsets` (masked), or, for a game whose moves follow from the species
+    (`by_species: true`), the species table's `moves`; a gen3 party reads its records' own (neither)."""
+
+    by_species: bool = False
+    offsets: Annotated[list[Annotated[int, Field(ge=0, le=4095)]], Field(max_length=8)] = []
+    pp_offsets: Annotated[list[Annotated[int, Field(ge=0, le=4095)]], Field(max_length=8)] = []
+    pp_mask: Annotated[int, Field(ge=1, le=0xFF)] = 0xFF
+    names: Annotated[list[Named], Field(max_length=1024)] = []
+
+    @model_validator(mode="after")
+    def _how(self) -> PartyMoves:
+        if self.by_species and self.offsets:
+            raise ValueError("party.moves: give offsets (move ids in the record) or by_species: true, not both")
+        if self.pp_offsets and len(self.pp_offsets) != len(self.offsets):
+            raise ValueError("party.moves: pp_offsets must pair with offsets")
+        return self
+
+
+class Party(_Strict):
+    """The party as the game keeps it: which slots are in use (the species list up to its first `end`
+    byte), each member's record, and where in it HP, status, level and moves are."""
+
+    slots: Annotated[int, Field(ge=1, le=6)]
+    # `bytes`: numbers at offsets of plain records (below); `gen3`: FireRed's encrypted 100-byte struct
+    # Pokemon, decoded by engine.battle.gen3_record (species, moves and PP from its substructures, status,
+    # level and HP from its tail); a slot is in use while its species is not 0, the list ends at the first not
+    encoding: Literal["bytes", "gen3"] = "bytes"
+    species_list: Address | None = None  # bytes: one species id a slot; the list ends at the first `end` byte
+    end: Annotated[list[Annotated[int, Field(ge=0, le=0xFF)]], Field(min_length=1, max_length=4)] = [0]
+    records: Address  # slot i's record starts at records + i * stride
+    stride: Annotated[int, Field(ge=1, le=4096)]
+    hp: Word | None = None
+    max_hp: Word | None = None
+    level: Word | None = None
+    status: Word | None = None
+    status_names: Annotated[list[StatusBit], Field(max_length=8)] = []  # value & mask != 0: the status
+    moves: PartyMoves | None = None
+    species: Annotated[list[Named], Field(max_length=1024)] = []
+    source: Text | None = None
+
+    @model_validator(mode="after")
+    def _encoding(self) -> Party:
+        if self.encoding == "gen3" and self.stride != 100:
+            raise ValueError("party: a gen3 record is 100 bytes (stride 100)")
+        if self.encoding == "bytes" and (self.species_list is None or self.hp is None):
+            raise ValueError("party: plain records need species_list and hp")
+        if self.encoding == "bytes" and self.moves and not (self.moves.offsets or self.moves.by_species):
+            raise ValueError("party.moves: give offsets (move ids in the record) or by_species: true")
+        return self
+
+    def words(self) -> list[Word]:
+        return [w for w in (self.hp, self.max_hp, self.level, self.status) if w is not None]
+
+    def memory(self) -> list[tuple[int, int]]:
+        if self.encoding == "gen3":
+            return [(self.records, self.stride * self.slots)]
+        out = [(self.species_list, self.slots)]
+        offsets = [w.offset + w.width for w in self.words() if w.offset is not None]
+        offsets += [o + 1 for o in (*(self.moves.offsets if self.moves else ()),
+                                     *(self.moves.pp_offsets if self.moves else ()))]
+        if offsets:
+            out.append((self.records, self.stride * (self.slots - 1) + max(offsets)))
+        out += [(w.address, w.width) for w in self.words() if w.address is not None]
+        return out
+
+
+class Inventory(_Strict):
+    """The bag: an items array of the definition, its ids named by `names`."""
+
+    items: Name
+    names: Annotated[list[Named], Field(max_length=1024)] = []
+    source: Text | None = None
+
+
+class Outcomes(_Strict):
+    """What the harness reads to say what each press did (moved, turned, blocked, a menu or the
+    dialogue opened): the definition's position, and these fields."""
+
+    facing: Name | None = None
+    menu: Name | None = None  # nonzero while a menu is open
+    menu_names: Annotated[list[Named], Field(max_length=256)] = []
+    source: Text | None = None
+
+    @property
+    def fields(self) -> list[str]:
+        return [f for f in (self.facing, self.menu) if f is not None]
+
+
+class GameplayTrack(StructuredTrack):
+    """Seed 003's gameplay track: the structured track's fields and dialogue, and the terrain and
+    objects on screen, the party (HP, status, moves), the inventory and what the recent presses did.
+    Everything comes from the definition, and the loader refuses any of it that reads the memory of a
+    field a milestone rung reads."""
+
+    terrain: Terrain | None = None
+    party: Party | None = None
+    inventory: Inventory | None = None
+    outcomes: Outcomes | None = None
+
+    @property
+    def allowlist(self) -> list[str]:
+        parts = [n for n in ("terrain", "party", "inventory") if getattr(self, n) is not None]
+        return [*super().allowlist, *parts, *(["action_results"] if self.outcomes is not None else [])]
+
+
 class Tracks(_Strict):
     structured: StructuredTrack | None = None
+    gameplay: GameplayTrack | None = None
+
+
+SHORTCUT_NAMES = ("advance_dialogue", "choose_move", "use_item", "switch_to")
+ShortcutName = Literal["advance_dialogue", "choose_move", "use_item", "switch_to"]
+
+
+class ShortcutStep(_Strict):
+    """One step of a shortcut's expansion into controller presses (engine.loop.shortcuts):
+    `press`: one press; `cursor`: press `up` or `down` until the field reads `to` (a number, or
+    `argument`: the argument's index in its list); `repeat`: press it while any of `while_any`'s
+    condition lists holds (each test of one list), at most `most` times."""
+
+    press: Annotated[str, Field(min_length=1, max_length=16)] | None = None
+    cursor: Name | None = None
+    to: Annotated[int, Field(ge=0, le=255)] | Literal["argument"] | None = None
+    up: Annotated[str, Field(min_length=1, max_length=16)] = "UP"
+    down: Annotated[str, Field(min_length=1, max_length=16)] = "DOWN"
+    repeat: Annotated[str, Field(min_length=1, max_length=16)] | None = None
+    while_any: Annotated[list[Annotated[list[Condition], Field(min_length=1, max_length=16)]],
+                         Field(max_length=16)] = []
+    most: Annotated[int, Field(ge=1, le=1000)] = 64
+
+    @model_validator(mode="after")
+    def _one(self) -> ShortcutStep:
+        kinds = [k for k in ("press", "cursor", "repeat") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("a shortcut step is one of press, cursor or repeat")
+        if self.cursor is not None and self.to is None:
+            raise ValueError("a cursor step needs `to` (a number or argument)")
+        if self.repeat is not None and not self.while_any:
+            raise ValueError("a repeat step needs while_any (when to keep pressing)")
+        return self
+
+    def fields(self) -> list[str]:
+        return [*([self.cursor] if self.cursor else []), *(c.field for group in self.while_any for c in group)]
+
+    def buttons(self) -> list[str]:
+        if self.press is not None:
+            return [self.press]
+        return [self.up, self.down] if self.cursor is not None else [self.repeat]
+
+
+class ShortcutDef(_Strict):
+    """A mechanical shortcut as the real presses it stands for: offered only while every `when` test
+    holds; its argument (a move, an item, a party slot) is checked against the gameplay track's party or
+    inventory; then its steps are pressed, each press read back before the next is chosen."""
+
+    when: Annotated[list[Condition], Field(max_length=16)] = []
+    steps: Annotated[list[ShortcutStep], Field(min_length=1, max_length=32)]
+    source: Text | None = None
+
+    def fields(self) -> list[str]:
+        return [*(c.field for c in self.when), *(f for step in self.steps for f in step.fields())]
 
 
 def _names(names) -> str:
@@ -579,6 +828,9 @@ class GameDefinition(_Strict):
     # encrypted struct Pokemon) or byte fields (engine.battle).
     battle: Annotated[Annotated[BattleAdapter, Tag("bytes")] | Annotated[Gen3BattleAdapter, Tag("gen3")],
                       Discriminator(_record_kind)] | None = None
+    # Mechanical shortcuts (seed 003; engine.loop.shortcuts): the ones this game defines, as the presses they
+    # stand for. A manifest or task may permit only these.
+    shortcuts: Annotated[dict[ShortcutName, ShortcutDef], Field(max_length=len(SHORTCUT_NAMES))] = {}
 
     @model_validator(mode="after")
     def _references_exist(self) -> GameDefinition:
@@ -626,6 +878,7 @@ class GameDefinition(_Strict):
         if not self.milestones[ids.index(self.final_id)].required:
             raise ValueError(f"the final milestone {self.final_id!r} must be required (reaching it ends the trial)")
         self._check_tracks()
+        self._check_shortcuts()
         shas = [r.sha1 for r in self.roms]
         if len(set(shas)) != len(shas):
             raise ValueError("roms: the same sha1 is listed twice")
@@ -730,34 +983,79 @@ class GameDefinition(_Strict):
         """A track shows only defined fields, and none that decides a rung: not a ladder field, not
         one reading the same memory, not one derived from the same array (the evaluator's hidden
         completion flags stay hidden)."""
-        track = self.tracks.structured
-        if track is None:
-            return
+        for key in ("structured", "gameplay"):
+            track = getattr(self.tracks, key)
+            if track is not None:
+                self._check_track(f"tracks.{key}", track)
+
+    def _check_track(self, at: str, track: StructuredTrack) -> None:
         unknown = sorted(set(track.fields) - set(self.fields))
         if unknown:
-            raise ValueError(f"tracks.structured.fields: {', '.join(unknown)} is not a field")
+            raise ValueError(f"{at}.fields: {', '.join(unknown)} is not a field")
         d = track.dialogue
         space = ADDRESS_SPACE[self.platform]
         if isinstance(d, Dialogue) and d.tilemap + d.stride * (max(d.rows) + 1) > space:
-            raise ValueError(f"tracks.structured.dialogue lies outside the {self.platform} address space")
+            raise ValueError(f"{at}.dialogue lies outside the {self.platform} address space")
         ladder = self.ladder_fields
+        ranges: list[tuple[str, int, int]] = []
         if isinstance(d, StringDialogue):
-            for address, size in d.memory():
-                if address + size > space:
-                    raise ValueError(f"tracks.structured.dialogue lies outside the {self.platform} address space")
-                clash = next((lf for lf in sorted(ladder) if (m := self._memory_of(lf)) and m[0] is None
-                              and m[1] < address + size and address < m[1] + m[2]), None)
-                if clash is not None:
-                    raise ValueError(f"tracks.structured.dialogue reads the memory of ladder field {clash!r}, "
-                                     f"which must stay hidden")
-        for name in track.fields:
+            ranges += [(f"{at}.dialogue", a, n) for a, n in d.memory()]
+        shown = [(f"{at}.fields", name) for name in track.fields]
+        if isinstance(track, GameplayTrack):
+            if track.terrain is not None:
+                ranges += [(f"{at}.terrain", a, n) for a, n in track.terrain.memory()]
+            if track.party is not None:
+                ranges += [(f"{at}.party", a, n) for a, n in track.party.memory()]
+            if track.inventory is not None:
+                array = self.arrays.get(track.inventory.items)
+                if not isinstance(array, ItemArray) or array.base is not None:
+                    raise ValueError(f"{at}.inventory.items: {track.inventory.items!r} is not an items array "
+                                     f"at a fixed address")
+                ranges.append((f"{at}.inventory", array.address, array.size))
+            if track.outcomes is not None:
+                missing = sorted(set(track.outcomes.fields) - set(self.fields))
+                if missing:
+                    raise ValueError(f"{at}.outcomes: {', '.join(missing)} is not a field")
+                if self.position is None:
+                    raise ValueError(f"{at}.outcomes: the definition has no position to tell a move from a block")
+                shown += [(f"{at}.outcomes", name) for name in
+                          [*track.outcomes.fields, *self.position.model_dump().values()]]
+        for where, address, size in ranges:
+            if address + size > space:
+                raise ValueError(f"{where} lies outside the {self.platform} address space")
+            clash = next((lf for lf in sorted(ladder) if (m := self._memory_of(lf)) and m[0] is None
+                          and m[1] < address + size and address < m[1] + m[2]), None)
+            if clash is not None:
+                raise ValueError(f"{where} reads the memory of ladder field {clash!r}, which must stay hidden")
+        for where, name in shown:
             if name in ladder:
-                raise ValueError(f"tracks.structured.fields: {name!r} is read by a milestone rung and must "
+                raise ValueError(f"{where}: {name!r} is read by a milestone rung and must "
                                  f"stay hidden (ladder fields: {_names(ladder)})")
             clash = next((lf for lf in sorted(ladder) if self._shares_memory(name, lf)), None)
             if clash is not None:
-                raise ValueError(f"tracks.structured.fields: {name!r} reads the memory of ladder field "
+                raise ValueError(f"{where}: {name!r} reads the memory of ladder field "
                                  f"{clash!r}, which must stay hidden")
+
+    def _check_shortcuts(self) -> None:
+        """A shortcut reads defined number fields and never one a rung reads (its presses would tell the
+        agent about hidden state); an argument's list comes from the gameplay track."""
+        ladder = self.ladder_fields
+        gameplay = self.tracks.gameplay
+        for name, sc in self.shortcuts.items():
+            for field in sc.fields():
+                if field not in self.fields:
+                    raise ValueError(f"shortcuts.{name}: {field!r} is not a field")
+                if self.is_bytes(field):
+                    raise ValueError(f"shortcuts.{name}: field {field!r} holds bytes; a shortcut reads numbers")
+                clash = field if field in ladder else next(
+                    (lf for lf in sorted(ladder) if self._shares_memory(field, lf)), None)
+                if clash is not None:
+                    raise ValueError(f"shortcuts.{name}: {field!r} reads the memory of ladder field {clash!r}, "
+                                     f"which must stay hidden")
+            needs = {"choose_move": "party", "switch_to": "party", "use_item": "inventory"}.get(name)
+            if needs and (gameplay is None or getattr(gameplay, needs) is None):
+                raise ValueError(f"shortcuts.{name}: its argument is checked against tracks.gameplay.{needs}, "
+                                 f"which this definition lacks")
 
     @property
     def ladder_fields(self) -> frozenset[str]:

@@ -1,6 +1,8 @@
 """Information tracks (seed 003): what an agent is shown besides the screen.
 
 `visual`: the screen only (an Observation's `structured` is None, the prompt is what it always was).
+`gameplay`: the structured track's kind of fields and dialogue, and the terrain, party, inventory and
+action results (engine.games.gameplay).
 `structured`: also the game definition's allowlisted probe fields (engine.games.gamedef.StructuredTrack;
 the loader refuses a field any milestone rung reads) and the dialogue box's text, decoded through the
 game's character map from the tilemap (`kind: tilemap`: the cartridge, Red's wTileMap) or from the
@@ -14,8 +16,8 @@ from typing import Literal
 
 from engine.games.gamedef import Dialogue, GameDefinition, Sample, StringDialogue, StructuredTrack
 
-Track = Literal["visual", "structured"]
-TRACKS: tuple[Track, ...] = ("visual", "structured")
+Track = Literal["visual", "structured", "gameplay"]
+TRACKS: tuple[Track, ...] = ("visual", "structured", "gameplay")
 ReadRange = Callable[[int, int], Sequence[int]]
 
 
@@ -96,11 +98,17 @@ def _plain(value):
     return list(value) if isinstance(value, list | tuple) else value
 
 
-def structured_view(game: GameDefinition, track: Track) -> StructuredView | None:
-    """The view for a trial on `track`, or None on the visual track. Raises ValueError when the
-    structured track is asked of a definition that declares none."""
+def structured_view(game: GameDefinition, track: Track):
+    """The view for a trial on `track` (a StructuredView, or engine.games.gameplay.GameplayView), or None
+    on the visual track. Raises ValueError when a track is asked of a definition that declares none."""
     if track == "visual":
         return None
+    if track == "gameplay":
+        from engine.games.gameplay import GameplayView
+
+        if game.tracks.gameplay is None:
+            raise ValueError(f"game definition {game.id!r} declares no gameplay track (tracks.gameplay)")
+        return GameplayView(game)
     if game.tracks.structured is None:
         raise ValueError(f"game definition {game.id!r} declares no structured track (tracks.structured)")
     return StructuredView(game.tracks.structured)

@@ -5,7 +5,9 @@ reply's text, in order; earlier screens are not sent again); after `segment_turn
 history is dropped and the next segment starts from the deterministic observation and the
 notebook alone. No summarisation call is made: the only memory across segments is the notebook,
 which the model rewrites through its reply's `notebook` key and which is cut to `notebook_chars`
-characters (the cut is recorded). Every decision's `record()` is what the trace shows of it.
+characters (the cut is recorded). Every decision's `record()` is what the trace shows of it. On the
+gameplay track the party is sent whole at a segment's first request and as changes after
+(`party_view`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,22 @@ class Conversation:
     history: list[Turn] = field(default_factory=list)
     notebook: str = ""
     truncated: bool = False  # whether the last notebook write was cut to the limit
+    party_sent: list[dict] | None = None  # the gameplay track's party as last sent in this segment
+
+    def party_view(self, view: dict) -> dict:
+        """The gameplay track's view as this segment's request sends it: the full party at the segment's
+        first request (or after a member joined, left or changed species, level or max HP), else only
+        `party_changes`, the HP, status and moves that changed since the segment's last request."""
+        party = view.get("party")
+        if party is None:
+            return view
+        changes = party_changes(self.party_sent, party)
+        self.party_sent = party
+        if changes is None:
+            return view
+        out = {k: v for k, v in view.items() if k != "party"}
+        out["party_changes"] = changes
+        return out
 
     @property
     def turn_in_segment(self) -> int:
@@ -62,6 +80,25 @@ class Conversation:
         if len(self.history) >= self.rules.segment_turns:
             self.history = []
             self.segment += 1
+            self.party_sent = None  # a new segment starts from the full state
+
+
+CHANGING = ("hp", "status", "moves")  # what a party update within a segment sends as changes
+
+
+def party_changes(before: list[dict] | None, after: list[dict]) -> list[dict] | None:
+    """Per member, its slot and the HP, status and moves that differ; None when only the full state
+    will do (nothing sent yet, or a member whose other facts changed)."""
+    if before is None or len(before) != len(after):
+        return None
+    changes = []
+    for old, new in zip(before, after, strict=True):
+        if {k: v for k, v in old.items() if k not in CHANGING} != {k: v for k, v in new.items() if k not in CHANGING}:
+            return None
+        diff = {k: new.get(k) for k in CHANGING if old.get(k) != new.get(k)}
+        if diff:
+            changes.append({"slot": new["slot"], **diff})
+    return changes
 
 
 def _notebook_of(reply_text: str) -> str | None:

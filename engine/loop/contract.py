@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.loop.actions import Action
 
@@ -53,16 +53,44 @@ class AgentResponse(_Strict):
     notebook: Annotated[str, Field(max_length=100_000)] | None = None
 
 
+class ShortcutCallBody(_Strict):
+    """A mechanical shortcut the agent calls instead of listing buttons (engine.loop.shortcuts)."""
+
+    name: Literal["advance_dialogue", "choose_move", "use_item", "switch_to"]
+    argument: Annotated[str, Field(max_length=64)] | int | None = None
+
+
+class ShortcutResponse(AgentResponse):
+    """The response where the manifest permits shortcuts: actions, or a shortcut with no actions."""
+
+    actions: Annotated[list[Action], Field(max_length=64)]
+    shortcut: ShortcutCallBody | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> ShortcutResponse:
+        if self.shortcut is None and not self.actions:
+            raise ValueError("give at least one action, or a shortcut")
+        if self.shortcut is not None and self.actions:
+            raise ValueError("give actions or a shortcut, not both")
+        return self
+
+
 class ContractError(ValueError):
     """A response broke the contract; the message says how, for the log and the retry."""
 
 
-def parse_response(raw: str, max_actions: int, allowed: frozenset[str] | None = None) -> AgentResponse:
-    """Parse and validate one raw response; raise ContractError naming every problem."""
+def parse_response(raw: str, max_actions: int, allowed: frozenset[str] | None = None,
+                   shortcuts: tuple[str, ...] | None = None) -> AgentResponse:
+    """Parse and validate one raw response; raise ContractError naming every problem. `shortcuts`: the
+    ones the manifest permits (then a response may call one instead of listing actions)."""
+    model = AgentResponse if shortcuts is None else ShortcutResponse
     try:  # the common case, parsed and validated in one pass by pydantic's own JSON parser
-        response = AgentResponse.model_validate_json(raw)
+        response = model.model_validate_json(raw)
     except (ValidationError, ValueError, TypeError, RecursionError):
-        response = _parse_slowly(raw)  # a refusal: the slow path words it
+        response = _parse_slowly(raw, model)  # a refusal: the slow path words it
+    call = getattr(response, "shortcut", None)
+    if call is not None and call.name not in shortcuts:
+        raise ContractError(f"shortcut: {call.name} is not permitted here (permitted: {', '.join(shortcuts)})")
     if len(response.actions) > max_actions:
         raise ContractError(
             f"actions: {len(response.actions)} actions given, at most {max_actions} allowed per decision")
@@ -73,7 +101,7 @@ def parse_response(raw: str, max_actions: int, allowed: frozenset[str] | None = 
     return response
 
 
-def _parse_slowly(raw: str) -> AgentResponse:
+def _parse_slowly(raw: str, model: type[AgentResponse] = AgentResponse) -> AgentResponse:
     try:
         data = json.loads(raw)
     except (ValueError, TypeError) as exc:  # JSONDecodeError, an integer over 4300 digits, bad bytes
@@ -83,7 +111,7 @@ def _parse_slowly(raw: str) -> AgentResponse:
     if not isinstance(data, dict):
         raise ContractError("response is not a JSON object")
     try:
-        response = AgentResponse.model_validate(data)
+        response = model.model_validate(data)
     except RecursionError:
         raise ContractError("response nested too deeply") from None
     except ValidationError as exc:
@@ -93,8 +121,10 @@ def _parse_slowly(raw: str) -> AgentResponse:
     return response
 
 
-def response_json_schema(max_actions: int, notebook_chars: int | None = None) -> dict:
-    """The response schema sent; with `notebook_chars` (bounded context) it has an optional notebook."""
+def response_json_schema(max_actions: int, notebook_chars: int | None = None,
+                         shortcuts: tuple[str, ...] | None = None) -> dict:
+    """The response schema sent; with `notebook_chars` (bounded context) it has an optional notebook;
+    with `shortcuts` (the permitted ones) an optional `shortcut` and actions that may be empty."""
     schema = AgentResponse.model_json_schema()
     notebook = schema["properties"].pop("notebook")
     if notebook_chars is not None:
@@ -102,5 +132,14 @@ def response_json_schema(max_actions: int, notebook_chars: int | None = None) ->
                                             "description": "your notebook's new text (replaces the old)"}
     del notebook  # (the model's field, dropped from the schema sent without bounded context)
     schema["properties"]["actions"]["maxItems"] = max_actions
+    if shortcuts:
+        schema["properties"]["actions"]["minItems"] = 0
+        schema["properties"]["shortcut"] = {
+            "description": "a shortcut instead of actions (then actions is empty)",
+            "anyOf": [{"type": "object", "additionalProperties": False, "required": ["name", "argument"],
+                       "properties": {"name": {"type": "string", "enum": list(shortcuts)},
+                                      "argument": {"anyOf": [{"type": "string"}, {"type": "integer"},
+                                                             {"type": "null"}]}}},
+                      {"type": "null"}]}
     schema["title"] = "oakwatch agent response"
     return schema

@@ -202,6 +202,9 @@ class TraceLine(Record):
     # action): its tool and arguments, the RAM writes it made before its presses ({address, bytes}), the team
     # it made the party and the lead slot; replay re-applies the writes here.
     battle: dict[str, Any] | None = None
+    # A mechanical shortcut the agent called (engine.loop.shortcuts), absent otherwise: its name, argument
+    # and expansion, the controller presses it stood for (each one in inputs.jsonl like any other).
+    shortcut: dict[str, Any] | None = None
     prev_sha256: Sha256 | None = None
     response_sha256: Sha256 | None = None
     inputs_sha256: Sha256 | None = None
@@ -431,4 +434,5 @@ EPISODE_FIELDS = {"episode", "episode_end"}
 def trace_line_unwritten(line: TraceLine) -> set[str]:
     """The fields a trace line's file leaves out: the episode fields outside episodic trials, so a
     non-episodic line reads as it did before episodes existed (the recorder and every export agree)."""
-    return (set(EPISODE_FIELDS) if line.episode is None else set()) | ({"battle"} if line.battle is None else set())
+    return ((set(EPISODE_FIELDS) if line.episode is None else set()) | ({"battle"} if line.battle is None else set())
+            | ({"shortcut"} if line.shortcut is None else set()))

@@ -30,6 +30,7 @@ from engine.battle.episodes import EpisodeRules, Step, episode_records
 from engine.emulators.emulator import Emulator, EmulatorError, Timing, frame_sha256
 from engine.games.controls import start_differences
 from engine.games.gamedef import GameDefinition, Sample
+from engine.games.gameplay import GameplayView
 from engine.games.goals import GOAL_MET, GoalCheck
 from engine.games.ladder import Ladder, deepest, skipped_required
 from engine.games.probe import Probe
@@ -66,6 +67,7 @@ from engine.loop.records import (
     build,
 )
 from engine.loop.routes import RouteTracker
+from engine.loop.shortcuts import ShortcutCall, ShortcutRefused, Shortcuts
 from engine.loop.tally import TraceTally
 from engine.policies.policy import Observation, Policy, PolicyExhausted, PolicyReply, ProviderFailure
 
@@ -111,6 +113,7 @@ class TrialConfig:
     goal: str | None = None  # the manifest's game.goal (engine.games.goals): met ends the trial, not the final rung
     episodes: EpisodeRules | None = None  # the manifest's episodes (engine.battle.episodes): None, one episode
     battle: BattleSettings | None = None  # the battle ruleset's rules (engine.battle.battle): None, no battle tools
+    shortcuts: tuple[str, ...] = ()  # the manifest's agent.shortcuts (engine.loop.shortcuts): the ones permitted
 
     @property
     def trial_key(self) -> str:
@@ -149,6 +152,7 @@ class Decision:
     end: EndRequest | None = None
     episode_end: str | None = None  # engine.battle.episodes: failure, episode-actions or reset
     battle: Plan | None = None  # an accepted battle tool call (engine.battle.battle): its RAM writes, then presses
+    shortcut: ShortcutCall | None = None  # an accepted shortcut (engine.loop.shortcuts): pressed step by step
     # What only the loop counts, added to the trial's totals once the decision is committed.
     frames: int = 0  # emulated
     rejected_actions: int = 0
@@ -189,6 +193,9 @@ class Trial:
         self.provenance = provenance or {}
         self.probe = Probe(game)
         self._structured = structured_view(game, config.information_track)
+        # The gameplay track's word for what each of the last decision's presses did (engine.games.gameplay).
+        self._outcomes = isinstance(self._structured, GameplayView) and game.tracks.gameplay.outcomes is not None
+        self._action_results: list[dict] = []
         self.budgets = Budgets(config.limits)
         self.routes = RouteTracker.for_game(self.game, config.loop_repeats)
         self._route_resets = self.game.route_resets
@@ -235,6 +242,9 @@ class Trial:
         self._episode_note: str | None = None
         # The battle ruleset's judge (engine.battle.battle): one episode's team, lead and active slot.
         self._battle = make_judge(game.battle, config.battle) if config.battle and game.battle else None
+        # Mechanical shortcuts (engine.loop.shortcuts): the permitted ones, as the presses they stand for.
+        self._shortcuts = Shortcuts(game, config.shortcuts, self._allowed) if config.shortcuts else None
+        self._permitted = config.shortcuts if config.shortcuts else None
 
     def request_reset(self) -> None:
         """End the current episode with the decision in progress (or the next one) and restore the start
@@ -447,7 +457,12 @@ class Trial:
         feedback, self._episode_note = self._episode_note, None  # a new episode is announced once
         invalid = faults = 0
         # Read once per decision, from the settled screen and the last sample: only the allowlist.
-        structured = self._structured(self._sample, self.emulator.read_range) if self._structured else None
+        if isinstance(self._structured, GameplayView):
+            structured = self._structured(self._sample, self.emulator.read_range, self._action_results)
+        elif self._structured is not None:
+            structured = self._structured(self._sample, self.emulator.read_range)
+        else:
+            structured = None
         battle = self._battle.snapshot(self.emulator.read_range) if self._battle is not None else None
         while True:
             if d.attempts and self.budgets.calls_left() == 0:
@@ -502,11 +517,16 @@ class Trial:
                 response, error = self._battle_response(d, reply.battle)
             else:
                 try:
-                    response = parse_response(reply.text, cfg.max_actions, self._allowed)
+                    response = parse_response(reply.text, cfg.max_actions, self._allowed, self._permitted)
                     error = None
+                    if getattr(response, "shortcut", None) is not None:
+                        d.shortcut = self._shortcuts.plan(response.shortcut.model_dump(), self._sample,
+                                                          self.emulator.read_range)
                 except ContractError as exc:
                     response, error = None, str(exc)
                     d.rejected_actions += _count_listed_actions(reply.text)
+                except ShortcutRefused as exc:  # well formed, but not on this screen: an invalid output
+                    response, error = None, str(exc)
             self._charge(d, retrieved, build(
                 Attempt, raw=reply.text if over is None else None, valid=error is None, error=error, aborted=False,
                 model_id=reply.model_id, response_id=reply.response_id, latency_ms=reply.latency_ms,
@@ -618,11 +638,18 @@ class Trial:
         if d.battle is not None and d.response is not None:
             self._battle_writes(d.battle)
         sample = self._sample
-        for index, action in enumerate(planned):
+        results: list[dict] = []
+        dialogue = self._structured.dialogue(self.emulator.read_range) if self._outcomes else None
+        presses = planned
+        if d.shortcut is not None and d.response is not None:  # each press chosen from the state the last left
+            presses = self._shortcuts.presses(d.shortcut, lambda: self.probe(self.emulator.read_range))
+        for index, action in enumerate(presses):
             if (left := self.budgets.actions_left()) is not None and left <= 0:
                 d.end = EndRequest("budget:accepted_actions")
-                d.rejected_actions += len(planned) - index
+                d.rejected_actions += len(planned) - index if d.shortcut is None else 1
                 break
+            if d.shortcut is not None:
+                d.shortcut.expansion.append(action)
             before_pos = self._position(sample)
             before_sha, before_sample = self._frame_sha, sample
             self.emulator_busy_since = time.monotonic()  # a watchdog's view: an emulator that never returns
@@ -641,6 +668,11 @@ class Trial:
                 self._emit(FrameCaptured(d.id, step.frame, step.frame_sha256, step.frame_index))
             if step.frame_sha256 == before_sha and sample == before_sample:
                 d.ignored_inputs += 1
+            if self._outcomes:
+                now = self._structured.dialogue(self.emulator.read_range)
+                results.append({"action": action,
+                                "result": self._structured.outcome(action, before_sample, sample, dialogue, now)})
+                dialogue = now
             for award in ladder.update(step.ram_before_last, sample, decision_id=d.id,
                                        frame_index=step.frame_index, frame_sha256=step.frame_sha256,
                                        active_seconds=self.active_seconds):
@@ -662,9 +694,11 @@ class Trial:
             elif looped:
                 d.end = EndRequest("unrecoverable-loop")
             if d.end is not None or d.episode_end is not None:
-                d.rejected_actions += len(planned) - index - 1
+                d.rejected_actions += max(0, len(planned) - index - 1)
                 break
         self._sample = sample
+        if self._outcomes and results:  # a decision that pressed nothing keeps the last results
+            self._action_results = results
         d.frames = self.emulator.frame_index - frames_before
 
     def _battle_writes(self, plan: Plan) -> None:
@@ -749,6 +783,7 @@ class Trial:
             termination_reason=d.end.reason if d.end else None,
             **({"episode": self.episode, "episode_end": d.episode_end} if self._episodes is not None else {}),
             **({"battle": d.battle.record()} if d.battle is not None else {}),
+            **({"shortcut": d.shortcut.record()} if d.shortcut is not None else {}),
             prev_sha256=None, response_sha256=None, inputs_sha256=None, memory_sha256=None)
 
     # -- the result -----------------------------------------------------------------------------
@@ -804,8 +839,10 @@ class Trial:
                         "prompt_core_sha256": self._first_prompt_core,
                         "information_track": cfg.information_track,
                         # what that track showed: the definition's allowlist (null on the visual track)
-                        "information_allowlist": (self.game.tracks.structured.allowlist
-                                                  if self._structured else None)},
+                        "information_allowlist": (getattr(self.game.tracks, cfg.information_track).allowlist
+                                                  if self._structured else None),
+                        # the mechanical shortcuts the task permitted (engine.loop.shortcuts): none is []
+                        "shortcuts": list(cfg.shortcuts)},
             **({"episodes": episode_records(self._steps, end.reason, outcome == "success")}
                if self._episodes is not None else {}),
             chain=None, goal=self._goal_result(tally.decisions))

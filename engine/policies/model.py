@@ -22,6 +22,7 @@ from engine.loop.context import Conversation
 from engine.loop.pricing import Price, derived_cost
 from engine.loop.records import Usage
 from engine.policies.policy import Observation, PolicyReply, ProviderFailure, TransportRetry
+from engine.policies.presentation import ScreenHistory
 from engine.providers.base import CallGate, ModelReply, ModelRequest, ProviderAdapter, Sampling
 
 
@@ -30,8 +31,12 @@ def screen_png(frame: np.ndarray, scale: int) -> bytes:
     return encode_png(enlarged(frame, scale))
 
 
-def prompt_text(obs: Observation) -> str:
-    """The user turn: what the agent may see besides the screen (the information contract)."""
+def prompt_text(obs: Observation, structured: dict | None = None, track: str = "structured",
+                screens: str = "The current screen is attached.") -> str:
+    """The user turn: what the agent may see besides the screen (the information contract).
+    `structured`: the track's view as sent (default: the observation's own); `screens`: what the
+    presentation attached (engine.policies.presentation)."""
+    structured = obs.structured if structured is None else structured
     lines = [
         f"Decision {obs.decision_id}. Press at most {obs.max_actions} button(s) this turn, from: "
         f"{', '.join(obs.allowed_actions)}.",
@@ -51,10 +56,10 @@ def prompt_text(obs: Observation) -> str:
         lines += obs.refused_writes
     if obs.retry_feedback:
         lines.append(obs.retry_feedback)
-    if obs.structured is not None:  # the structured track only: the visual track's prompt is unchanged
-        lines.append("The game's state as read for you (structured track):")
-        lines.append(json.dumps(obs.structured, sort_keys=True, ensure_ascii=False))
-    lines.append("The current screen is attached. Answer with the JSON object only.")
+    if structured is not None:  # a structured or gameplay track only: the visual track's prompt is unchanged
+        lines.append(f"The game's state as read for you ({track} track):")
+        lines.append(json.dumps(structured, sort_keys=True, ensure_ascii=False))
+    lines.append(f"{screens} Answer with the JSON object only.")
     return "\n".join(lines)
 
 
@@ -80,15 +85,28 @@ class ModelPolicy:
         self._schema_bytes = canonical(schema)
         self.gate: CallGate | None = None  # the run's shared limits, set by the runner
         self.context: Conversation | None = None  # bounded context (engine.loop.context), set by the factory
+        self.track = "structured"  # the manifest's agent.information_track, named in the prompt (set by the factory)
+        self.screens: ScreenHistory | None = None  # a presentation with earlier screens (set by the factory)
+        self.shortcuts_note: str | None = None  # the permitted shortcuts, said in every prompt (set by the factory)
 
     def request(self, obs: Observation) -> ModelRequest:
-        text = prompt_text(obs)
+        structured = obs.structured
+        if self.context is not None and structured is not None:  # a segment's party updates as changes
+            structured = self.context.party_view(structured)
+        earlier: tuple[tuple[str, bytes], ...] = ()
+        if self.screens is not None:
+            earlier, note = self.screens.earlier(obs.decision_id, obs.frame)
+            text = prompt_text(obs, structured, self.track, note)
+        else:
+            text = prompt_text(obs, structured, self.track)
+        if self.shortcuts_note is not None:
+            text = f"{text}\n{self.shortcuts_note}"
         history: tuple[tuple[str, str], ...] = ()
         if self.context is not None:  # bounded context: the segment's turns and the notebook
             text = f"{text}\n{self.context.notebook_text()}"
             history = tuple(self.context.history)
         return ModelRequest(self.model_id, self.system, text, screen_png(obs.frame, self.image_scale),
-                            self.schema, self.sampling, history)
+                            self.schema, self.sampling, history, earlier)
 
     async def decide(self, observation: Observation) -> PolicyReply:
         request = self.request(observation)

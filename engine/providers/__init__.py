@@ -27,6 +27,9 @@ class Provider:
     needs_base_url: bool = False
     takes_temperature: bool = True
     seeded_apis: frozenset[str] = frozenset()  # the APIs that take a sampling seed
+    # The most images one request may carry (a presentation's earlier screens and the current one);
+    # None: no limit known. A condition's `max_images` states a server's own (a local one-image model).
+    max_images: int | None = None
 
 
 PROVIDERS: dict[str, Provider] = {

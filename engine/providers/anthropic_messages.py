@@ -88,8 +88,9 @@ class AnthropicMessages(AdapterErrors):
             "messages": [*(m for user, reply in request.history for m in (
                 {"role": "user", "content": user}, {"role": "assistant", "content": reply})),
                 {"role": "user", "content": [
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                             "data": base64.b64encode(request.image_png).decode("ascii")}},
+                *(part for caption, png in request.earlier_images for part in (
+                    {"type": "text", "text": caption}, _image(png))),
+                _image(request.image_png),
                 {"type": "text", "text": request.text},
             ]}],
             "tools": [{"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "input_schema": request.schema}],
@@ -175,3 +176,8 @@ def _json_body(response: httpx2.Response) -> Any:
 
 def _excerpt(response: httpx2.Response) -> str:
     return repr(response.text[:200])
+
+
+def _image(png: bytes) -> dict:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                        "data": base64.b64encode(png).decode("ascii")}}

@@ -60,6 +60,13 @@ class ModelRequest:
     # Bounded context (engine.loop.context): the segment's earlier turns, (user text, reply text) each,
     # sent before this turn as text messages; empty (the default): one turn, the body as before.
     history: tuple[tuple[str, str], ...] = ()
+    # A presentation's earlier screens (engine.policies.presentation): (a caption, the PNG) each, sent
+    # before the current screen, oldest first; empty (the default): the current screen alone, as before.
+    earlier_images: tuple[tuple[str, bytes], ...] = ()
+
+    @property
+    def images(self) -> int:
+        return 1 + len(self.earlier_images)
 
 
 @dataclass

@@ -239,6 +239,9 @@ class OpenAIChat(OpenAIAdapter):
                 *(m for user, reply in request.history for m in (
                     {"role": "user", "content": user}, {"role": "assistant", "content": reply})),
                 {"role": "user", "content": [
+                    *(part for caption, png in request.earlier_images for part in (
+                        {"type": "text", "text": caption},
+                        {"type": "image_url", "image_url": {"url": image_data_url(png), "detail": "high"}})),
                     {"type": "image_url", "image_url": {"url": image_data_url(request.image_png), "detail": "high"}},
                     {"type": "text", "text": request.text},
                 ]},

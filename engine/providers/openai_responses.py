@@ -40,6 +40,9 @@ class OpenAIResponses(OpenAIAdapter):
                 {"role": "user", "content": [{"type": "input_text", "text": user}]},
                 {"role": "assistant", "content": [{"type": "output_text", "text": reply}]})),
                 {"role": "user", "content": [
+                *(part for caption, png in request.earlier_images for part in (
+                    {"type": "input_text", "text": caption},
+                    {"type": "input_image", "image_url": image_data_url(png), "detail": "high"})),
                 {"type": "input_image", "image_url": image_data_url(request.image_png), "detail": "high"},
                 {"type": "input_text", "text": request.text},
             ]}],

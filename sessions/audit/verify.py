@@ -325,7 +325,7 @@ def _check_header(ctx: Context, report: Report) -> None:
     try:
         schema = json.loads((root / "prompts" / "action-schema.json").read_text(encoding="utf-8"))
         if schema != response_json_schema(manifest.agent.max_actions_per_decision, manifest.agent.context.notebook_chars
-                                                 if manifest.agent.context else None):
+                                          if manifest.agent.context else None, tuple(manifest.agent.shortcuts) or None):
             report.add("prompts/action-schema.json is not the schema of this manifest's action contract")
     except (OSError, ValueError):
         report.add("prompts/action-schema.json is missing or unreadable")
@@ -713,7 +713,8 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
         data = chunk[0][1] if len(chunk) == 1 else b"".join(b for _, b in chunk)
         if sha(data).hexdigest() != t.inputs_sha256:
             add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
-        expected = t.parsed_actions[:accepted]
+        # a shortcut's presses are its expansion (engine.loop.shortcuts), chosen press by press
+        expected = (t.shortcut["expansion"] if t.shortcut else t.parsed_actions)[:accepted]
         for i, (k, b) in enumerate(chunk):
             r = parse_input(b, k)
             if r.action != (expected[i] if i < len(expected) else None) or r.decision_id != n or r.index != i:

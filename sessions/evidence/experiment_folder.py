@@ -57,7 +57,8 @@ def header_files(prepared) -> dict[str, bytes]:
     files: dict[str, bytes] = {layout.MANIFEST: m.to_yaml().encode()}
     files["prompts/system.txt"] = prepared.system_prompt.encode("utf-8")  # exactly what models are sent
     notebook = m.agent.context.notebook_chars if m.agent.context else None  # bounded context's notebook key
-    files["prompts/action-schema.json"] = _json(response_json_schema(m.agent.max_actions_per_decision, notebook))
+    files["prompts/action-schema.json"] = _json(response_json_schema(m.agent.max_actions_per_decision, notebook,
+                                                                           tuple(m.agent.shortcuts) or None))
     for c in m.conditions:
         label = prepared.labels[c.id]
         files[f"conditions/{label}.yaml"] = _yaml({"label": label, **c.model_dump(mode="json", exclude={"id"})})

@@ -71,12 +71,24 @@ def make_model_policy(prepared: Prepared, condition: Condition) -> Policy:
     policy = ModelPolicy(
         adapter, model=condition.model, system=prepared.system_prompt,
         schema=response_json_schema(m.agent.max_actions_per_decision,
-                                    m.agent.context.notebook_chars if m.agent.context else None),
+                                    m.agent.context.notebook_chars if m.agent.context else None,
+                                    tuple(m.agent.shortcuts) or None),
         sampling=Sampling(sampling.temperature, sampling.max_output_tokens, sampling.reasoning_effort, sampling.seed),
         image_scale=m.agent.image_scale,
         transport=TransportRetry(request.max_attempts, request.backoff_seconds, request.backoff_cap_seconds,
                                  request.timeout_seconds),
         price=prepared.prices.get(condition.id))
+    policy.track = m.agent.information_track
+    if m.agent.shortcuts:  # the prompt says which shortcuts the agent may call (engine.loop.shortcuts)
+        from engine.loop.shortcuts import describe
+
+        policy.shortcuts_note = describe(tuple(m.agent.shortcuts))
+    rules = condition.presentation_rules()
+    if not rules.plain:  # earlier screens in each request (engine.policies.presentation)
+        from engine.policies.model import screen_png
+        from engine.policies.presentation import ScreenHistory
+
+        policy.screens = ScreenHistory(rules, lambda frame: screen_png(frame, m.agent.image_scale))
     if m.agent.context is not None:  # bounded context: a fresh conversation for each trial's policy
         from engine.loop.context import ContextRules, Conversation
 
@@ -136,6 +148,7 @@ def trial_config(prepared: Prepared, position: int, attempt: int = 1) -> TrialCo
         attempt=attempt,
         memory_rules=m.agent.memory.engine_rules(),
         information_track=m.agent.information_track,
+        shortcuts=tuple(m.agent.shortcuts),
         goal=m.game.goal,
         episodes=EpisodeRules(m.episodes.budget, tuple(m.episodes.failure or ()), m.episodes.actions)
         if m.episodes is not None else None,

@@ -232,9 +232,20 @@ def prepare(manifest_path: Path | None, output: Path | None, *, allow_human: boo
             if manifest.episodes is not None else []
         if unknown:
             raise PreflightError(f"{at('episodes.failure')}: {', '.join(unknown)} is not a field of {game_path}")
-        if manifest.agent.information_track == "structured" and game.tracks.structured is None:
-            raise PreflightError(f"{at('agent.information_track')}: structured, but game definition {game_path} "
-                                 f"declares no structured track (tracks.structured)")
+        track = manifest.agent.information_track
+        if track != "visual" and getattr(game.tracks, track) is None:
+            raise PreflightError(f"{at('agent.information_track')}: {track}, but game definition {game_path} "
+                                 f"declares no {track} track (tracks.{track})")
+        lacking = [s for s in manifest.agent.shortcuts if s not in game.shortcuts]
+        if lacking:
+            raise PreflightError(f"{at('agent.shortcuts')}: {', '.join(lacking)} is not a shortcut game definition "
+                                 f"{game_path} defines (it defines: {', '.join(game.shortcuts) or 'none'})")
+        for name in manifest.agent.shortcuts:
+            stray = sorted({b for step in game.shortcuts[name].steps for b in step.buttons()}
+                           - set(manifest.agent.allowed_actions))
+            if stray:
+                raise PreflightError(f"{at('agent.shortcuts')}: {name} presses {', '.join(stray)}, which "
+                                     f"agent.allowed_actions lacks")
         if manifest.battle is not None:  # a battle task's rules need the game's battle adapter (engine.battle.battle)
             from engine.battle.battle import settings_problem
 

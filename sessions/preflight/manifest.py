@@ -224,7 +224,7 @@ class AgentSection(_Strict):
     memory: MemoryRules = MemoryRules()
     # What the agent is shown besides its own memory (seed 003; engine.games.tracks): `visual`, the screen
     # only, or `structured`, also the game definition's allowlisted fields and the dialogue text.
-    information_track: Literal["visual", "structured"] = "visual"
+    information_track: Literal["visual", "structured", "gameplay"] = "visual"
     # The tools an agent playing through the tool server may call (engine.policies.rulesets; policy mcp, cli).
     ruleset: Annotated[str, Field(max_length=32)] = "human"
 
@@ -237,16 +237,21 @@ class AgentSection(_Strict):
         return v
     # Bounded context (docs/context.md); absent: one turn a request, no notebook, as before.
     context: ContextSection | None = None
+    # Mechanical shortcuts the agent may call (seed 003; engine.loop.shortcuts, docs/tasks.md): each one the
+    # game definition defines, run as the real presses it stands for; none (the default) for
+    # menu-operation tasks, where every press is the agent's.
+    shortcuts: Annotated[list[Literal["advance_dialogue", "choose_move", "use_item", "switch_to"]],
+                         Field(max_length=4)] = []
     # What every agent is told to do, the same bytes in every condition (the system prompt's objective,
     # the MCP server's instructions). Absent: the chosen goal's, else the game definition's; the frozen
     # manifest always records the one the run used (sessions.experiment.instruction_for).
     instruction: Instruction | None = None
 
-    @field_validator("allowed_actions")
+    @field_validator("allowed_actions", "shortcuts")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
-            raise ValueError("actions listed twice")
+            raise ValueError("listed twice")
         return v
 
     @model_validator(mode="after")
@@ -357,6 +362,12 @@ class Condition(_Strict):
     command: Annotated[list[Annotated[str, Field(max_length=4096)]],  # an empty argument is one: --tools ""
                        Field(min_length=1, max_length=256)] | None = None
     client_version: Text | None = None
+    # policy: model — the presentation (engine.policies.presentation, docs/models.md): the current screen
+    # (the default), with `screenshot_recall` earlier ones, or `before-after`; and the most images the
+    # provider's server takes in one request, where it says (a one-image local model: 1).
+    presentation: Literal["current", "before-after"] | None = None
+    screenshot_recall: Annotated[int, Field(ge=1, le=64)] | None = None
+    max_images: Annotated[int, Field(ge=1, le=1000)] | None = None
     # policy: cli — what the client may reach (sessions.execute.cli_sandbox): the environment variables it is
     # given (besides PATH, and HOME set to its empty working folder), the paths of its own
     # installation it reads (read-only), and, in so many words, whether its own file and shell tools
@@ -384,7 +395,8 @@ class Condition(_Strict):
         if self.command is not None and not any("{mcp_config}" in a or "{mcp_url}" in a for a in self.command):
             raise ValueError("command: put {mcp_config} where the client takes its MCP config file (or {mcp_url} "
                              "where it takes the server's address)")
-        model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request")
+        model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request",
+                      "presentation", "screenshot_recall", "max_images")
         if self.policy != "model":
             given = [k for k in model_only if getattr(self, k) is not None]
             if given:
@@ -401,14 +413,27 @@ class Condition(_Strict):
                              "(leave it out; the result records that sampling was not pinned)")
         if entry.needs_base_url and self.base_url is None:
             raise ValueError(f"provider {self.provider!r} needs 'base_url' (the server's /v1 address)")
+        if self.screenshot_recall is not None and self.presentation == "before-after":
+            raise ValueError("screenshot_recall goes with presentation current, not before-after (which sends "
+                             "the screen before and after the last actions)")
+        images, cap = self.presentation_rules().images, self.max_images or entry.max_images
+        if cap is not None and images > cap:
+            raise ValueError(f"presentation {self.presentation or 'current'} sends {images} images a request; "
+                             f"{self.provider} here takes {cap} (max_images)")
         return self
+
+    def presentation_rules(self):
+        from engine.policies.presentation import PresentationRules
+
+        return PresentationRules(self.presentation or "current", self.screenshot_recall)
 
     @model_serializer(mode="wrap")
     def _without_unused_cli_fields(self, handler):
         # cli's fields appear only where set: a condition dumps (conditions/<label>.yaml, the manifest's
         # hash) exactly as it did before policy cli existed, so earlier folders still verify.
         data = handler(self)
-        for key in ("command", "client_version", "env", "client_reads", "allow_file_and_shell_tools"):
+        for key in ("command", "client_version", "env", "client_reads", "allow_file_and_shell_tools",
+                    "presentation", "screenshot_recall", "max_images"):
             if isinstance(data, dict) and data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -484,6 +509,12 @@ class Manifest(_Strict):
     def _consistent(self) -> Manifest:
         if self.agent.max_actions_per_decision < max(c.actions_per_decision for c in self.conditions):
             raise ValueError("conditions: actions_per_decision exceeds agent.max_actions_per_decision")
+        decisions = self.budgets.model_decisions
+        for i, c in enumerate(self.conditions):
+            if c.screenshot_recall is not None and decisions is not None and c.screenshot_recall >= decisions:
+                raise ValueError(f"conditions.{i}.screenshot_recall: {c.screenshot_recall} earlier screenshots, but a "
+                                 f"trial of at most {decisions} decisions (budgets.model_decisions) has at most "
+                                 f"{decisions - 1}")
         return self
 
     def trials_per_label(self) -> int:
@@ -510,6 +541,8 @@ class Manifest(_Strict):
             data["game"].pop("goal")
         if data["agent"].get("context", 0) is None:  # no bounded context: the hash it always had
             data["agent"].pop("context")
+        if data["agent"].get("shortcuts") == []:  # no shortcuts: likewise
+            data["agent"].pop("shortcuts")
         if data["agent"].get("instruction", 0) is None:  # folders frozen before instructions keep their hash
             data["agent"].pop("instruction")
         return data

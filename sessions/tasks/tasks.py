@@ -98,13 +98,17 @@ class TaskFile(_Strict):
     start_prefix: PathRef | None = None
     goal: Goal
     budgets: TaskBudgets = TaskBudgets()
-    track: Literal["visual", "structured"] = "visual"  # the ruleset: what the agent is shown
+    track: Literal["visual", "structured", "gameplay"] = "visual"  # the ruleset: what the agent is shown
     reference_script: PathRef | None = None  # the scripted policy's moves (a winning trace shows feasibility)
     reference_notes: PathRef | None = None  # its observations and memory operations by decision (script notes)
     episodes: Episodes | None = None
     # Seed 004's battle rules (engine.battle.battle): party limit, level cap, pool, difficulty, the default team
     battle: BattleSettings | None = None
     tags: Annotated[list[Annotated[str, Field(max_length=32)]], Field(max_length=16)] = []
+    # The mechanical shortcuts the task permits (engine.loop.shortcuts): none (the default) for a
+    # menu-operation task, where every press is the agent's. Frozen in the manifest, recorded in each result.
+    shortcuts: Annotated[list[Literal["advance_dialogue", "choose_move", "use_item", "switch_to"]],
+                         Field(max_length=4)] = []
 
 
 @dataclass
@@ -214,6 +218,15 @@ def _check_against_game(task: Task) -> None:
         if is_bytes != (t.contains is not None or t.lacks is not None):
             kind = "bytes: test it with contains or lacks" if is_bytes else "a number: contains/lacks are for bytes"
             raise TaskError(f"{where}: field {t.field!r} holds {kind}")
+    lacking = [s for s in f.shortcuts if s not in game.shortcuts]
+    if lacking:
+        raise TaskError(f"{where}: shortcuts: {', '.join(lacking)} is not a shortcut {game.id} defines (it defines: "
+                        f"{', '.join(game.shortcuts) or 'none'})")
+    hidden = goal_fields(f, game) if f.goal.milestones is None or all(m in ids for m in f.goal.milestones) else set()
+    for name in f.shortcuts:
+        if read := sorted(set(game.shortcuts[name].fields()) & hidden):
+            raise TaskError(f"{where}: shortcuts: {name} reads {', '.join(read)}, which the goal reads and the agent "
+                            f"may not learn")
     if f.battle is not None and (problem := settings_problem(f.battle, game.battle, game.id)):
         raise TaskError(f"{where}: battle: {problem}")
     if task.base is not None and f.start_states is not None and task.base.emulator.name not in f.start_states:
@@ -263,9 +276,16 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
     data.update(milestones=milestones, final_milestone=final, optimal_presses=None, optimal_presses_for=None,
                 instruction=task.instruction)
     hidden = goal_fields(task, game)
-    structured = data.get("tracks", {}).get("structured")
-    if structured and structured.get("fields"):
-        structured["fields"] = [f for f in structured["fields"] if f not in hidden]
+    for key in ("structured", "gameplay"):
+        track = (data.get("tracks") or {}).get(key)
+        if track and track.get("fields"):
+            track["fields"] = [f for f in track["fields"] if f not in hidden]
+    gameplay = (data.get("tracks") or {}).get("gameplay")
+    outcomes = gameplay.get("outcomes") if gameplay else None
+    if outcomes and game.position is not None:  # a press's result tells the position, facing and menu
+        read = {outcomes.get("facing"), outcomes.get("menu"), *game.position.model_dump().values()}
+        if read & hidden:
+            gameplay["outcomes"] = None
     data["long_horizon"] = None  # its final rung and rubric belong to the whole game, not the task
     return GameDefinition.model_validate(data)
 
@@ -314,6 +334,7 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     data["created_utc"] = None
     data["variants"] = None
     data["agent"]["information_track"] = f.track
+    data["agent"]["shortcuts"] = list(f.shortcuts)
     data["agent"]["instruction"] = f.instruction  # the task's objective, not the base's ladder's
     budgets = data["budgets"]
     for key, value in f.budgets.model_dump().items():

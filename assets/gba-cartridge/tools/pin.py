@@ -230,7 +230,7 @@ def deliver_parcel_task(version: str, start: bytes) -> dict[Path, bytes]:
     name = "parcel-quest-advance-deliver-parcel"
     prefix, rest = actions[:n], actions[n:]
     task = {"task_id": name, "title": "Deliver the parcel (Parcel Quest Advance, FireRed layout)",
-            "instruction": "Take the parcel back to the professor and receive the Pokédex.",
+            "instruction": "Take the parcel back to the professor and receive the Pokédex.",  # what the agent is told
             "experiment": f"bundled:{b.name}-dry-run.yaml",
             "start_states": {"mgba": {"state": f"{name}.mgba.state", "sha256": sha256(state),
                                       "first_frame_sha256": first, "emulator_version": version}},

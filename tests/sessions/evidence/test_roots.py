@@ -276,7 +276,14 @@ def test_unblinded_records_catch_a_deleted_layer_and_one_added_after_unblinding(
     code, _, err = cli("verify", root, "--expect-root", unblinded[1])
     assert code == 1 and any(line.startswith("FAIL annotations/bob: removed since the published root") for line in err)
     shutil.copytree(unblinded[0] / "annotations" / "bob", root / "annotations" / "bob")
-    label(root, "carol", 3)  # labels made after the condition ids were out
+    # Labels made after the condition ids were out: `annotate` refuses them now (issue 34 item 3), so a
+    # late layer is forged here by hiding unblinded/ while it is written; verify still catches it.
+    code, _, err = cli("annotate", "add", root, "--annotator", "carol", "--trial", trial_key(root), "--decision",
+                       3, "--type", "omission", "--severity", "minor", "--refers-to", "1")
+    assert code == 2 and "is unblinded" in err[-1], err
+    (root / "unblinded").rename(root / "hidden")
+    label(root, "carol", 3)
+    (root / "hidden").rename(root / "unblinded")
     code, _, err = cli("verify", root)
     assert code == 1 and any(line.startswith("FAIL annotations/carol: a layer added after the folder was unblinded")
                              for line in err), err

@@ -1,0 +1,185 @@
+"""The gameplay information track (seed 003): besides the screen and the structured track's fields and
+dialogue, the terrain and objects on screen as a grid of glyphs, the party (species, HP, status, level,
+moves), the inventory and what each of the last decision's presses did.
+
+Every part is read as the game definition's `tracks.gameplay` says (engine.games.gamedef.GameplayTrack),
+and the loader has refused any part that reads the memory of a field a milestone rung reads. Nothing
+else of the probe sample is copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.games.gamedef import GameDefinition, GameplayTrack, ItemArray, Party, Sample, Word, name_table
+from engine.games.tracks import ReadRange, StructuredView
+
+DIRECTIONS = frozenset({"UP", "DOWN", "LEFT", "RIGHT"})
+
+
+def _word(word: Word, read_range: ReadRange, record: int) -> int:
+    if word.value is not None:
+        return word.value
+    at = record + word.offset if word.offset is not None else word.address
+    data = read_range(at, word.width)
+    if word.kind == "u8":
+        return data[0]
+    return data[0] << 8 | data[1] if word.kind == "u16be" else data[0] | data[1] << 8
+
+
+def read_terrain(track: GameplayTrack, read_range: ReadRange) -> dict:
+    """The visible tiles as rows of glyphs, and the legend of the glyphs the definition declares."""
+    t = track.terrain
+    glyph = {tile: c.glyph for c in t.classes for tile in c.all_tiles}
+    rows = ["".join(glyph.get(tile, t.unknown) for tile in read_range(t.tilemap + r * t.stride, t.columns))
+            for r in range(t.rows)]
+    return {"rows": rows, "legend": {**{c.glyph: c.name for c in t.classes}, t.unknown: "other"}}
+
+
+def _status(party: Party, raw: int) -> str:
+    names = [s.name for s in party.status_names if raw & s.mask]
+    return "/".join(names) if names else ("OK" if raw == 0 else f"#{raw}")
+
+
+def read_gen3_party(party: Party, read_range: ReadRange) -> list[dict]:
+    """FireRed's party: each 100-byte record decrypted (engine.battle.gen3_record); a record whose checksum
+    fails (the game's bad egg) reads as such, never as a Pokémon."""
+    from engine.battle.gen3_record import decode
+
+    species_names = name_table(party.species)
+    move_names = name_table(party.moves.names) if party.moves else {}
+    members = []
+    for slot in range(party.slots):
+        decoded = decode(bytes(read_range(party.records + slot * party.stride, party.stride)))
+        mon = decoded.mon
+        if not decoded.checksum_ok:
+            members.append({"slot": slot + 1, "species": "BAD EGG"})
+            continue
+        if mon.growth.species == 0:  # an empty slot (all zeros): the party ends
+            break
+        member: dict = {"slot": slot + 1, "species": species_names.get(mon.growth.species, f"#{mon.growth.species}"),
+                        "hp": mon.stats.hp, "max_hp": mon.stats.max_hp, "level": mon.level,
+                        "status": _status(party, mon.status)}
+        if party.moves is not None:
+            member["moves"] = [{"name": move_names.get(m, f"#{m}"), "pp": pp}
+                               for m, pp in zip(mon.attacks.moves, mon.attacks.pp, strict=True) if m]
+        members.append(member)
+    return members
+
+
+def read_party(party: Party, read_range: ReadRange) -> list[dict]:
+    """The members in use, in slot order: species, HP (and max), level, status, moves (with PP)."""
+    if party.encoding == "gen3":
+        return read_gen3_party(party, read_range)
+    species_names = name_table(party.species)
+    by_species = {e.id: e.moves for e in party.species}
+    move_names = name_table(party.moves.names) if party.moves else {}
+    ids = read_range(party.species_list, party.slots)
+    members = []
+    for slot, sid in enumerate(ids):
+        if sid in party.end:
+            break
+        record = party.records + slot * party.stride
+        if slot > 0 and any(w.address is not None for w in party.words()):
+            break  # the game keeps these numbers for its first member only (a party of one)
+        member: dict = {"slot": slot + 1, "species": species_names.get(sid, f"#{sid}"),
+                        "hp": _word(party.hp, read_range, record)}
+        if party.max_hp is not None:
+            member["max_hp"] = _word(party.max_hp, read_range, record)
+        if party.level is not None:
+            member["level"] = _word(party.level, read_range, record)
+        if party.status is not None:
+            member["status"] = _status(party, _word(party.status, read_range, record))
+        m = party.moves
+        if m is not None and m.by_species:
+            member["moves"] = [{"name": name} for name in by_species.get(sid, [])]
+        elif m is not None:
+            moves = []
+            for i, offset in enumerate(m.offsets):
+                mid = read_range(record + offset, 1)[0]
+                if mid == 0:
+                    continue
+                move: dict = {"name": move_names.get(mid, f"#{mid}")}
+                if m.pp_offsets:
+                    move["pp"] = read_range(record + m.pp_offsets[i], 1)[0] & m.pp_mask
+                moves.append(move)
+            member["moves"] = moves
+        members.append(member)
+    return members
+
+
+def read_inventory(game: GameDefinition, track: GameplayTrack, read_range: ReadRange) -> list[dict]:
+    """The bag's (item, quantity) pairs in order, up to the list's terminator."""
+    array = game.arrays[track.inventory.items]
+    assert isinstance(array, ItemArray)  # the loader checked it
+    names = name_table(track.inventory.names)
+    wid, wq = (1 if array.id == "u8" else 2), (1 if array.quantity == "u8" else 2)
+    data = read_range(array.address, array.size)
+    items = []
+    for slot in range(array.slots):
+        at = slot * array.stride
+        iid = int.from_bytes(bytes(data[at:at + wid]), "little")
+        if array.terminator is not None and iid == array.terminator:
+            break
+        if iid == 0:
+            continue
+        items.append({"item": names.get(iid, f"#{iid}"),
+                      "quantity": int.from_bytes(bytes(data[at + wid:at + wid + wq]), "little")})
+    return items
+
+
+class GameplayView:
+    """Builds the gameplay track's dict for one decision; `outcome` words one press's result."""
+
+    def __init__(self, game: GameDefinition):
+        track = game.tracks.gameplay
+        assert track is not None
+        self.game, self.track = game, track
+        self._base = StructuredView(track)
+
+    def dialogue(self, read_range: ReadRange) -> str | None:
+        if self.track.dialogue is None:
+            return None
+        return self._base._decode(self.track.dialogue, read_range, self._base._table)
+
+    def __call__(self, sample: Sample, read_range: ReadRange, results: Sequence[dict] = ()) -> dict:
+        view = self._base(sample, read_range)
+        t = self.track
+        if t.terrain is not None:
+            view["terrain"] = read_terrain(t, read_range)
+        if t.party is not None:
+            view["party"] = read_party(t.party, read_range)
+        if t.inventory is not None:
+            view["inventory"] = read_inventory(self.game, t, read_range)
+        if t.outcomes is not None:
+            view["action_results"] = list(results)
+        return view
+
+    def outcome(self, action: str, before: Sample, after: Sample, dialogue_before: str | None,
+                dialogue_after: str | None) -> str:
+        """What one press did, as seen in the definition's position, facing and menu fields and the
+        dialogue box: moved, entered another map, turned, a menu or the dialogue opened, closed or
+        advanced; a direction that changed none of it was blocked."""
+        o, pos = self.track.outcomes, self.game.position
+        said: list[str] = []
+        where_before = (before.get(pos.map), before.get(pos.x), before.get(pos.y))
+        where_after = (after.get(pos.map), after.get(pos.x), after.get(pos.y))
+        if where_after[0] != where_before[0]:
+            said.append(f"entered map {where_after[0]} at ({where_after[1]},{where_after[2]})")
+        elif where_after != where_before:
+            said.append(f"moved to ({where_after[1]},{where_after[2]})")
+        if o.facing is not None and before.get(o.facing) != after.get(o.facing) and where_after == where_before:
+            said.append("turned")
+        if o.menu is not None and before.get(o.menu) != after.get(o.menu):
+            names = name_table(o.menu_names)
+            was, now = before.get(o.menu), after.get(o.menu)
+            said.append(f"closed the {names.get(was, f'menu {was}')}" if not now
+                        else f"opened the {names.get(now, f'menu {now}')}")
+        if dialogue_before != dialogue_after:
+            said.append("dialogue opened" if dialogue_before is None else
+                        "dialogue closed" if dialogue_after is None else "dialogue advanced")
+        in_menu = o.menu is not None and bool(after.get(o.menu))
+        if not said:
+            free = not in_menu and dialogue_after is None  # a direction in a menu or a box moves no one
+            said.append("blocked" if action in DIRECTIONS and free else "no change")
+        return "; ".join(said)
