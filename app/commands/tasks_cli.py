@@ -33,9 +33,16 @@ def add_parsers(sub) -> None:
     run.add_argument("--resume", type=Path, metavar="BATCH",
                      help="finish a stopped batch (after `oakwatch recover BATCH`): rerun what its run folders lack, "
                           "then run the tasks it did not reach, with its own policy, trials and ceiling")
-    run.add_argument("--policy", choices=["scripted", "random", "model"], default="scripted",
-                     help="who plays: each task's reference script (default), a seeded random policy, or a model "
-                          "(--provider, --model)")
+    run.add_argument("--policy", choices=["scripted", "random", "model", "cli"], default="scripted",
+                     help="who plays: each task's reference script (default), a seeded random policy, a model "
+                          "(--provider, --model), or your own agent over MCP (--agent)")
+    run.add_argument("--agent", metavar="COMMAND", help="with --policy cli: the agent's command, naming {mcp_url} or "
+                                                        "{mcp_config} (docs/mcp.md, policy: cli)")
+    run.add_argument("--client-reads", action="append", default=[], metavar="PATH",
+                     help="with --policy cli: a path the agent may read (its installation; repeat)")
+    run.add_argument("--allow-file-and-shell-tools", action="store_true",
+                     help="with --policy cli: the agent may use its own file and shell tools (seed 004's sandbox; "
+                          "the condition's allow_file_and_shell_tools)")
     run.add_argument("--seed", type=int, default=0, help="with --policy random: the generator seed (default 0)")
     run.add_argument("--provider", choices=list(PROVIDERS), help="with --policy model")
     run.add_argument("--model", help="with --policy model: the exact model id")
@@ -133,7 +140,9 @@ def _run(args: argparse.Namespace, folder: Path) -> int:
     if problem is not None:
         return _fail(problem)
     choice = PolicyChoice(args.policy, seed=args.seed, provider=args.provider, model=args.model,
-                          base_url=args.base_url, api=args.api)
+                          base_url=args.base_url, api=args.api, agent=args.agent,
+                          allow_file_and_shell_tools=args.allow_file_and_shell_tools or None,
+                          client_reads=tuple(str(Path(p).resolve()) for p in args.client_reads))
     print(f"oakwatch tasks: {len(tasks)} task(s) → {args.output}")
     ledger = run_batch(tasks, choice, args.output, trials=args.trials,
                        ceiling=Ceiling(tokens=args.max_tokens, cost_usd=args.max_cost_usd))
@@ -164,6 +173,10 @@ def _run_option_problem(args: argparse.Namespace) -> str | None:
         return "--policy model needs --provider and --model"
     if args.policy != "model" and model_opts:
         return f"--{model_opts[0].replace('_', '-')} goes with --policy model"
+    if (args.policy == "cli") != (args.agent is not None):
+        return "--policy cli and --agent COMMAND go together"
+    if args.allow_file_and_shell_tools and args.policy != "cli":
+        return "--allow-file-and-shell-tools goes with --policy cli"
     if args.output.exists():
         return f"output folder already exists: {args.output} (choose a new one)"
     return None
@@ -272,11 +285,11 @@ def verify_main(batch: Path, deep: bool, root_options: bool) -> int:
 
 
 def report_main(batch: Path, output: Path | None) -> int:
-    """`oakwatch report BATCH`: tasks.md and tasks.json (per-task success, the ability average, each
+    """`oakwatch report BATCH`: tasks.md, tasks.html and tasks.json (per-task success, the ability average, each
     episodic task's success-within-E curve and change log), in BATCH/reports/ or OUT."""
     import json
 
-    from sessions.tasks.task_batch import batch_report, read_ledger, report_markdown, unfinished
+    from sessions.tasks.task_batch import batch_report, read_ledger, report_html, report_markdown, unfinished
 
     try:
         left = unfinished(batch, read_ledger(batch))
@@ -292,8 +305,9 @@ def report_main(batch: Path, output: Path | None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "tasks.json").write_text(json.dumps(doc, indent=2) + "\n")
         (out / "tasks.md").write_text(report_markdown(doc))
+        (out / "tasks.html").write_text(report_html(doc))
     except OSError as exc:
         return _fail(f"cannot write the report ({exc.strerror or exc})")
     print(report_markdown(doc), end="")
-    print(f"oakwatch report: {out / 'tasks.md'} and tasks.json written")
+    print(f"oakwatch report: {out / 'tasks.md'}, tasks.html and tasks.json written")
     return EXIT_OK

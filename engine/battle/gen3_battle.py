@@ -97,6 +97,14 @@ class Gen3Move(_Strict):
 class Gen3Item(_Strict):
     id: U16
     name: Name
+    effect: Annotated[str, Field(max_length=200)] | None = None  # what it does in battle (the agent's data)
+
+
+class Gen3Ability(_Strict):
+    """An ability a species may have (Gen3Species.abilities names it) and what it does, for the agent's data."""
+
+    name: Name
+    effect: Annotated[str, Field(max_length=200)]
 
 
 class Owner(_Strict):
@@ -157,6 +165,7 @@ class Gen3BattleAdapter(_Strict):
     species: Annotated[list[Gen3Species], Field(min_length=1, max_length=4096)]
     moves: Annotated[list[Gen3Move], Field(min_length=1, max_length=4096)]
     items: Annotated[list[Gen3Item], Field(max_length=4096)] = []
+    abilities: Annotated[list[Gen3Ability], Field(max_length=1024)] = []  # optional: their effects
     default_ivs: Annotated[int, Field(ge=0, le=31)] = 31  # a member that gives no IVs
 
     @model_validator(mode="after")

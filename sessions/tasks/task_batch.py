@@ -19,8 +19,11 @@ that was running; `tasks run --resume BATCH` reruns what its folder lacks and ru
 
 from __future__ import annotations
 
+import html
 import json
+import os
 from collections.abc import Callable
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal
@@ -185,18 +188,19 @@ def _run_task(task: Task, choice: PolicyChoice, batch: Path, ledger: Ledger, say
         say(f"  {task.id}: not run (the batch ceiling is spent)")
         return
     out = batch / RUNS / task.id
-    try:
-        manifest = write_task_inputs(task, choice, batch / TASK_FILES / task.id, ledger.trials_per_task,
-                                     int(tokens_left) if tokens_left is not None else None, cost_left)
-        prepared = prepare(manifest, out)
-        folder = create_folder(prepared, out)
-    except (TaskError, PreflightError) as exc:
-        row.status, row.detail = "not-run: error", str(exc)
-        ledger.tasks.append(row)
-        _write_ledger(batch, ledger)
-        say(f"  {task.id}: not run: {exc}")
-        return
-    ExperimentRunner(prepared, folder).run()
+    with agent_sandbox(task, choice) as played:
+        try:
+            manifest = write_task_inputs(task, played, batch / TASK_FILES / task.id, ledger.trials_per_task,
+                                         int(tokens_left) if tokens_left is not None else None, cost_left)
+            prepared = prepare(manifest, out)
+            folder = create_folder(prepared, out)
+        except (TaskError, PreflightError) as exc:
+            row.status, row.detail = "not-run: error", str(exc)
+            ledger.tasks.append(row)
+            _write_ledger(batch, ledger)
+            say(f"  {task.id}: not run: {exc}")
+            return
+        ExperimentRunner(prepared, folder).run()
     row.folder = f"{RUNS}/{task.id}"
     ledger.tasks.append(row)
     _settle(row, batch, ledger, choice)
@@ -377,6 +381,36 @@ def _rerun_missing(row, batch: Path, ledger: Ledger, choice: PolicyChoice, say: 
     return True
 
 
+@contextmanager
+def agent_sandbox(task: Task, choice: PolicyChoice):
+    """For your own agent (`policy: cli`): the task's sandbox data (`oakwatch tasks data`) in a temporary
+    folder the client may read (`client_reads`), named with the task's id by OAKWATCH_TASK_DATA and
+    OAKWATCH_TASK_ID (the condition's `env`); yields the choice the task's manifest is written with."""
+    if choice.policy != "cli":
+        yield choice
+        return
+    import tempfile
+    from dataclasses import replace
+
+    from sessions.tasks.task_data import task_data
+
+    saved = {k: os.environ.get(k) for k in ("OAKWATCH_TASK_ID", "OAKWATCH_TASK_DATA")}
+    with tempfile.TemporaryDirectory(prefix="oakwatch-task-data-") as data:
+        if task.file.battle is not None:
+            for name, content in task_data(task).items():
+                (Path(data) / name).write_text(json.dumps(content, indent=1) + "\n")
+        os.environ.update(OAKWATCH_TASK_ID=task.id, OAKWATCH_TASK_DATA=data)
+        try:
+            yield replace(choice, client_reads=(*choice.client_reads, data),
+                          env=("OAKWATCH_TASK_ID", "OAKWATCH_TASK_DATA"))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 def _paid(choice: PolicyChoice) -> bool:
     return choice.policy == "model"  # a free policy spends nothing: its unknown (null) spend is zero
 
@@ -471,6 +505,7 @@ def batch_report(batch: Path) -> dict:
     and each episodic trial's change log (its memory writes per episode), from the ledger and results."""
     ledger = read_ledger(batch)
     tasks = []
+    pooled_rows: list[TrialRow] = []
     for row in ledger.tasks:
         valid = [r for r in row.trials if r.success is not None]
         rate = round(sum(1 for r in valid if r.success) / len(valid), 6) if valid else None
@@ -481,7 +516,9 @@ def batch_report(batch: Path) -> dict:
         if row.episode_budget is not None and row.status == "run":
             entry["episode_budget"] = row.episode_budget
             entry["success_within_episodes"] = success_curve(row.trials, row.episode_budget)
+            entry["first_episode_win_rate"] = entry["success_within_episodes"][0]
             entry["change_log"] = change_logs(batch / row.folder)
+            pooled_rows += row.trials
         tasks.append(entry)
     listed = {r.task_id for r in ledger.tasks}
     for planned in ledger.planned or []:  # a batch that stopped early: the tasks it never reached
@@ -489,12 +526,16 @@ def batch_report(batch: Path) -> dict:
             tasks.append({"task_id": planned.task_id, "title": None, "status": "not-run: stopped", "trials": 0,
                           "valid_trials": 0, "success_rate": None, "tokens": None, "cost_usd": None})
     rates = [t["success_rate"] for t in tasks if t["success_rate"] is not None]
+    budgets = [t["episode_budget"] for t in tasks if "episode_budget" in t]
+    # every episodic trial of the batch together (seed 004's headline curve), up to the largest budget
+    pooled = success_curve(pooled_rows, max(budgets)) if budgets else None
     return {"batch_id": ledger.batch_id, "policy": ledger.policy, "ceiling": ledger.ceiling.model_dump(),
             "stopped": ledger.stopped,
             "spent_tokens": ledger.spent_tokens, "spent_cost_usd": ledger.spent_cost_usd,
             # the mean of per-task success rates, each task weighted alike; campaign results are not in it
             "ability_average": round(sum(rates) / len(rates), 6) if rates else None,
-            "tasks_counted": len(rates), "tasks": tasks}
+            "tasks_counted": len(rates), "success_within_episodes_pooled": pooled,
+            "first_episode_win_rate_pooled": pooled[0] if pooled else None, "tasks": tasks}
 
 
 def change_logs(folder: Path) -> dict[str, list[dict]]:
@@ -533,6 +574,11 @@ def report_markdown(doc: dict) -> str:
         rate = "n/a" if t["success_rate"] is None else f"{t['success_rate']:.3f}"
         lines.append(f"| {t['task_id']} | {t['status']} | {t['trials']} | {t['valid_trials']} | {rate} |")
     avg = doc["ability_average"]
+    if doc.get("success_within_episodes_pooled"):
+        curve = doc["success_within_episodes_pooled"]
+        lines += ["", "Pooled over every episodic trial: success within E episodes "
+                  + ", ".join(f"E={e}: {'n/a' if v is None else f'{v:.3f}'}" for e, v in enumerate(curve, 1))
+                  + f"; first-episode win rate {_rate(doc['first_episode_win_rate_pooled'])}."]
     lines += ["", f"Ability average (mean per-task success over {doc['tasks_counted']} task(s); campaign "
               f"results are reported apart, never in it): {'n/a' if avg is None else f'{avg:.3f}'}"]
     for t in doc["tasks"]:
@@ -549,6 +595,7 @@ def report_markdown(doc: dict) -> str:
                   "|---|" + "---|" * t["episode_budget"],
                   "| success | " + " | ".join("n/a" if v is None else f"{v:.3f}"
                                              for v in t["success_within_episodes"]) + " |",
+                  "", f"First-episode win rate: {_rate(t.get('first_episode_win_rate'))}.",
                   "", "Change log (the memory store's writes per episode, and the team applied in it):", ""]
         for key, episodes in t["change_log"].items():
             for e in episodes:
@@ -557,3 +604,70 @@ def report_markdown(doc: dict) -> str:
                 lines.append(f"- {key} episode {e['episode']} (decisions {e['first_decision']}-"
                              f"{e['last_decision']}, ended {e['ended']}): wrote {writes}{team}")
     return "\n".join(lines) + "\n"
+
+
+def _rate(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def _curve_svg(curves: list[tuple[str, list[float | None]]], width: int = 420, height: int = 180) -> str:
+    """Success within E episodes as lines (E on x, 0..1 on y); None points are left out."""
+    n = max((len(c) for _, c in curves), default=1)
+    pad = 30
+
+    def x(e: int) -> float:
+        return pad + (width - 2 * pad) * (e - 1) / max(n - 1, 1)
+
+    def y(v: float) -> float:
+        return height - pad - (height - 2 * pad) * v
+
+    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+              "#17becf", "#000000"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
+             f'<line x1="{pad}" y1="{y(0)}" x2="{width - pad}" y2="{y(0)}" stroke="#888"/>',
+             f'<line x1="{pad}" y1="{y(0)}" x2="{pad}" y2="{y(1)}" stroke="#888"/>',
+             f'<text x="4" y="{y(1) + 4}" font-size="10">1</text><text x="4" y="{y(0) + 4}" font-size="10">0</text>',
+             f'<text x="{width - pad}" y="{height - 8}" font-size="10">E={n}</text>']
+    for i, (name, curve) in enumerate(curves):
+        pts = " ".join(f"{x(e):.1f},{y(v):.1f}" for e, v in enumerate(curve, 1) if v is not None)
+        color = colors[i % len(colors)]
+        width_px = 3 if name == "pooled" else 1.5
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{width_px}" points="{pts}">'
+                     f'<title>{html.escape(name)}</title></polyline>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def report_html(doc: dict) -> str:
+    """The batch report as one self-contained HTML page: the per-task table, the success-within-E curves
+    (per task and pooled) drawn as SVG, first-episode win rates, and each trial's team change log."""
+    esc = html.escape
+    rows = "".join(
+        f"<tr><td>{esc(t['task_id'])}</td><td>{esc(t['status'])}</td><td>{t['trials']}</td><td>{t['valid_trials']}</td>"
+        f"<td>{_rate(t['success_rate'])}</td><td>{_rate(t.get('first_episode_win_rate'))}</td>"
+        f"<td>{esc(str(t['battle']['party_limit']) if 'battle' in t else '')}</td>"
+        f"<td>{esc(str(t['battle']['level_cap']) if 'battle' in t else '')}</td></tr>" for t in doc["tasks"])
+    curves = [(t["task_id"], t["success_within_episodes"]) for t in doc["tasks"] if "success_within_episodes" in t]
+    if doc.get("success_within_episodes_pooled"):
+        curves.append(("pooled", doc["success_within_episodes_pooled"]))
+    legend = "".join(f"<li>{esc(name)}: {', '.join(_rate(v) for v in c)}</li>" for name, c in curves)
+    logs = []
+    for t in doc["tasks"]:
+        for key, episodes in t.get("change_log", {}).items():
+            def team(e: dict) -> str:
+                return ", ".join(m["species"] for m in e["team"]) if e.get("team") else "none"
+            items = "".join(
+                f"<li>episode {e['episode']} (decisions {e['first_decision']}-{e['last_decision']}, ended "
+                f"{esc(str(e['ended']))}): team {esc(team(e))}"
+                f"; wrote {esc('; '.join(str(w['fact_id']) for w in e['writes']) or 'none')}</li>" for e in episodes)
+            logs.append(f"<h3>{esc(t['task_id'])} {esc(key)}</h3><ul>{items}</ul>")
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>Task batch " + esc(doc["batch_id"])
+            + "</title><style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:2px 6px}"
+            "table{border-collapse:collapse}</style></head><body>"
+            f"<h1>Task batch {esc(doc['batch_id'])}</h1><p>Policy: {esc(json.dumps(doc['policy']))}. Ability average: "
+            f"{_rate(doc['ability_average'])}; pooled first-episode win rate: "
+            f"{_rate(doc.get('first_episode_win_rate_pooled'))}.</p>"
+            "<table><tr><th>task</th><th>status</th><th>trials</th><th>valid</th><th>success rate</th>"
+            "<th>first-episode win rate</th><th>party limit</th><th>level cap</th></tr>" + rows + "</table>"
+            "<h2>Success within E episodes</h2>" + (_curve_svg(curves) if curves else "<p>no episodic task</p>")
+            + f"<ul>{legend}</ul><h2>Change log (team per episode)</h2>" + "".join(logs) + "</body></html>\n")

@@ -41,14 +41,20 @@ def task_data(task: Task) -> dict[str, object]:
         species, move_rows = _battle_tables(adapter, pool)
     else:
         species, move_rows = _gen3_tables(adapter, pool)
-    items = [{"name": i.name} for i in adapter.items if _allowed(pool.items, i.name)]
+    items = [{"name": i.name, **({"effect": i.effect} if getattr(i, "effect", None) else {})}
+             for i in adapter.items if _allowed(pool.items, i.name)]
+    named = {a for s in species for a in s.get("abilities", [])}
+    abilities = [{"name": a.name, "effect": a.effect} for a in getattr(adapter, "abilities", []) if a.name in named]
     rules_out = {"task_id": task.id, "title": task.file.title, "party_limit": rules.party_limit,
                  "level_cap": rules.level_cap, "difficulty": dict(rules.difficulty),
                  "episode_budget": task.file.episodes.budget if task.file.episodes else None,
                  "task_sha256": task.sha256}
     if rules.derived is not None:
         rules_out["derived"] = rules.derived.model_dump(mode="json")
-    return {"task.json": rules_out, "species.json": species, "moves.json": move_rows, "items.json": items}
+    files = {"task.json": rules_out, "species.json": species, "moves.json": move_rows, "items.json": items}
+    if abilities:
+        files["abilities.json"] = abilities
+    return files
 
 
 def _battle_tables(adapter: BattleAdapter, pool) -> tuple[list[dict], list[dict]]:

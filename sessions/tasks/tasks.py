@@ -13,6 +13,7 @@ written: a bad task file is one line (TaskError), and nothing is written.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -315,14 +316,19 @@ def _absolute(ref: str, base: Path) -> str:
 
 @dataclass(frozen=True)
 class PolicyChoice:
-    """Who plays the batch: the task's reference script, a seeded random policy, or a model."""
+    """Who plays the batch: the task's reference script, a seeded random policy, a model, or your own agent
+    over MCP (`policy: cli`, `agent`: its command with {mcp_url} or {mcp_config}, launched per trial)."""
 
-    policy: Literal["scripted", "random", "model"]
+    policy: Literal["scripted", "random", "model", "cli"]
     seed: int = 0
     provider: str | None = None
     model: str | None = None
     base_url: str | None = None
     api: str | None = None
+    agent: str | None = None
+    allow_file_and_shell_tools: bool | None = None  # policy cli: the condition's permission (docs/mcp.md)
+    client_reads: tuple[str, ...] = ()  # policy cli: what the client may read (its installation, the data)
+    env: tuple[str, ...] = ()  # policy cli: the variables it is given
 
 
 def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
@@ -343,6 +349,8 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     data["trials"] = {"per_condition": trials, "order": "sequential",
                       "restore_initial_state_before_each_trial": True}
     data["conditions"] = [_condition(task, choice)]
+    if choice.policy == "cli":  # the agent's tools: a battle task's battle tools, else the buttons
+        data["agent"]["ruleset"] = "battle" if f.battle is not None else "human"
     if f.episodes is not None:
         data["episodes"] = f.episodes.model_dump(mode="json", exclude_none=True)
         for t in data["episodes"].get("failure", []):
@@ -401,6 +409,15 @@ def _condition(task: Task, choice: PolicyChoice) -> dict:
         return cond
     if choice.policy == "random":
         return {"id": "random", "policy": "random", "seed": choice.seed, "actions_per_decision": 1}
+    if choice.policy == "cli":
+        cond = {"id": "cli", "policy": "cli", "command": shlex.split(choice.agent or "")}
+        if choice.allow_file_and_shell_tools:
+            cond["allow_file_and_shell_tools"] = True
+        if choice.client_reads:
+            cond["client_reads"] = list(choice.client_reads)
+        if choice.env:
+            cond["env"] = list(choice.env)
+        return cond
     cond = {"id": "model", "policy": "model", "model": choice.model, "provider": choice.provider}
     if choice.base_url is not None:
         cond["base_url"] = choice.base_url

@@ -40,6 +40,9 @@ void party_heal(void);
 void party_set_level(u8 slot, u8 level);
 #endif
 void dex_set(u16 species, int owned);
+u8 *party_record(u8 slot);
+int party_decrypt(u8 slot, u16 sub[4][6]);
+void party_encrypt(u8 slot, u16 sub[4][6]);
 
 /* names of our creatures by species id, as ASCII upper case */
 const char *species_name(u16 species);

@@ -25,6 +25,19 @@
 #define ADDR_MSGBOX_TYPE    0x0203709Cu /* sMessageBoxType (src/field_message_box.c) */
 #define ADDR_DISPLAYED_BATTLE 0x0202298Cu /* gDisplayedStringBattle, u8[300] */
 #define ADDR_IWRAM_FREE_END 0x030030F0u /* our .data/.bss must end below gMain */
+/* the battle engine's RAM (symbols branch pokefirered.sym; struct BattlePokemon in include/pokemon.h) */
+#define ADDR_BATTLE_MONS    0x02023BE4u /* gBattleMons, 4 x struct BattlePokemon (0x58) */
+#define ADDR_BATTLER_PARTY_INDEXES 0x02023BCEu /* gBattlerPartyIndexes, u16 per battler */
+#define ADDR_BATTLE_COMM    0x02023E82u /* gBattleCommunication[0]: src/battle_main.c HandleTurnActionSelectionState */
+#define ADDR_EXEC_FLAGS     0x02023BC8u /* gBattleControllerExecFlags (u32), bit 0 battler 0 */
+#define ADDR_ACTION_CURSOR  0x02023FF8u /* gActionSelectionCursor[0] */
+#define ADDR_MOVE_CURSOR    0x02023FFCu /* gMoveSelectionCursor[0] */
+#define ADDR_PARTY_ORDER    0x0203B0DCu /* gBattlePartyCurrentOrder, u8[3], party ids in nibbles */
+#define BMON_SIZE 0x58
+#define STATE_WAIT_ACTION_CHOSEN 1      /* src/battle_main.c, the anonymous enum */
+#define STATE_WAIT_ACTION_CASE_CHOSEN 2
+#define TRAINER_FLAGS_START 0x500      /* include/constants/flags.h */
+#define DEFAULT_STAT_STAGE 6           /* include/constants/pokemon.h */
 
 /* ---- struct SaveBlock1 offsets (include/global.h) ---- */
 #define SB1_POS_X       0x0000u /* struct Coords16 pos */

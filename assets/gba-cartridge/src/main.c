@@ -390,12 +390,15 @@ typedef struct { u8 op, a, b, c; u16 v, w; const void *p; } Cmd;
 #define BATTLE {OP_BATTLE, 0, 0, 0, 0, 0, 0}
 #define END {OP_END, 0, 0, 0, 0, 0, 0}
 
-enum { M_WALK, M_TEXT, M_YESNO, M_MENU, M_BATTLE };
+enum { M_WALK, M_TEXT, M_YESNO, M_MENU, M_BATTLE, M_PICK };
 static u8 mode;
 static const Cmd *pc;
 static u8 yes_cursor;
 
 static void start_trainer_battle(void);
+#if !defined(LAYOUT_EMERALD)
+static void start_boss_battle(u8 index);
+#endif
 
 static void run_script(void)
 {
@@ -434,8 +437,13 @@ static void run_script(void)
             field_message_close();
 #if defined(LAYOUT_EMERALD)
             course_trainer = c->a;
-#endif
             start_trainer_battle();
+#else
+            if (c->a)
+                start_boss_battle((u8)(c->a - 1));
+            else
+                start_trainer_battle();
+#endif
             return;
         }
     }
@@ -560,6 +568,68 @@ static void start_battle(u8 trainer, u16 species, u8 level);
 #include "course_emerald.inc"
 #endif
 
+#if !defined(LAYOUT_EMERALD)
+/* after the DEX the professor runs the BOSS HALL: UP/DOWN picks one of the bosses (battle_data.inc),
+ * A shows its challenge (the moment before its battle), B leaves */
+static u8 boss_pick;
+static char boss_line[64];
+static Cmd boss_script[4];
+static const char *boss_name(u8 i);
+static const char *boss_text(u8 i);
+static u8 boss_count(void);
+
+static void boss_pick_draw(void)
+{
+    field_message("PROF. HAZEL: Pick a boss\nwith UP and DOWN, then A.");
+    u8 buf[24];
+    char label[20] = "> ";
+    int n = 2;
+    for (const char *q = boss_name(boss_pick); *q && n < 18; q++)
+        label[n++] = *q;
+    label[n] = 0;
+    encode(buf, sizeof buf, label);
+    draw_text_at(1, 17, buf, 28);
+}
+
+static void boss_pick_open(void)
+{
+    mode = M_PICK;
+    boss_pick_draw();
+}
+
+static void boss_pick_input(u16 pressed)
+{
+    if (pressed & KEY_B) {
+        field_message_close();
+        mode = M_WALK;
+        return;
+    }
+    if (pressed & KEY_UP) {
+        if (boss_pick) boss_pick--;
+    } else if (pressed & KEY_DOWN) {
+        if (boss_pick + 1 < boss_count()) boss_pick++;
+    } else if (pressed & KEY_A) {
+        field_message_close();
+        boss_line[0] = 0;
+        int n = 0;
+        for (const char *q = boss_name(boss_pick); *q; q++) boss_line[n++] = *q;
+        boss_line[n++] = ':';
+        boss_line[n++] = '\n';
+        for (const char *q = boss_text(boss_pick); *q && n < 62; q++) boss_line[n++] = *q;
+        boss_line[n] = 0;
+        boss_script[0] = (Cmd)MSG(boss_line);
+        boss_script[1] = (Cmd){OP_BATTLE, (u8)(boss_pick + 1), 0, 0, 0, 0, 0};
+        boss_script[2] = (Cmd)MSG("PROF. HAZEL: Well fought!");
+        boss_script[3] = (Cmd)END;
+        start_script(boss_script);
+        return;
+    } else {
+        return;
+    }
+    boss_pick_draw();
+}
+#endif
+
 static void talk_actor(int a)
 {
     switch (a) {
@@ -568,7 +638,11 @@ static void talk_actor(int a)
         if (var_get(VAR_LAB_SCENE) == 5 && bag_count(SB1_POCKET_KEY, POCKET_KEY_COUNT, ITEM_PARCEL))
             start_script(s_dex_scene);
         else if (flag_get(FLAG_SYS_POKEDEX_GET))
+#if defined(LAYOUT_EMERALD)
             start_script(s_one[T_PROF_DONE]);
+#else
+            boss_pick_open();
+#endif
         else if (flag_get(FLAG_SYS_POKEMON_GET))
             start_script(s_one[T_PROF_GO]);
         else
@@ -625,6 +699,7 @@ static void on_enter_map(void)
 
 /* ------------------------------------------------------------------ battle */
 
+#if defined(LAYOUT_EMERALD)
 typedef struct { u16 species; u8 level; s16 hp, max_hp; } Foe;
 static Foe foe;
 static u8 battle_trainer, battle_cursor;
@@ -886,6 +961,37 @@ static void battle_input(u16 pressed)
     }
 }
 
+#else
+static void draw_number(int x, int y, int v)
+{
+    for (int i = 2; i >= 0; i--) { /* right-aligned in three columns */
+        ui_put(x + i, y, (v || i == 2) ? gfx_font[fr_code((char)('0' + v % 10))] : TILE_PAPER);
+        v /= 10;
+    }
+}
+
+static void draw_hp_bar(int x, int y, s16 hp, s16 max_hp)
+{
+    int fill = max_hp > 0 ? (hp * 48) / max_hp : 0;
+    if (hp > 0 && fill == 0)
+        fill = 1;
+    ui_put(x, y, TILE_HP_L);
+    for (int i = 0; i < 6; i++) {
+        int f = fill - i * 8;
+        f = f < 0 ? 0 : (f > 8 ? 8 : f);
+        static const u16 hp_tiles[9] = {TILE_HP_0, TILE_HP_1, TILE_HP_2, TILE_HP_3, TILE_HP_4,
+                                        TILE_HP_5, TILE_HP_6, TILE_HP_7, TILE_HP_8};
+        ui_put(x + 1 + i, y, hp_tiles[f]);
+    }
+    ui_put(x + 7, y, TILE_HP_R);
+}
+
+#include "battle_fr.inc"
+static const char *boss_name(u8 i) { return trainers[i].name; }
+static const char *boss_text(u8 i) { return trainers[i].text; }
+static u8 boss_count(void) { return (u8)TRAINER_COUNT; }
+#endif
+
 /* ------------------------------------------------------------------ options menu (START) */
 
 static u8 menu_row;
@@ -1052,6 +1158,9 @@ int main(void)
         case M_YESNO: yesno_input(pressed); break;
         case M_MENU: menu_input(pressed); break;
         case M_BATTLE: battle_input(pressed); break;
+#if !defined(LAYOUT_EMERALD)
+        case M_PICK: boss_pick_input(pressed); break;
+#endif
         }
     }
 }

@@ -177,6 +177,7 @@ static u8 *mon(u8 slot) { return (u8 *)ADDR_PARTY + slot * MON_SIZE; }
 
 u8 party_count(void) { return *(volatile u8 *)ADDR_PARTY_COUNT; }
 
+#if defined(LAYOUT_EMERALD)
 static const struct { u16 species; const char *name; } names[] = {
     {SPECIES_GRASS, "SPROUTLE"}, {SPECIES_FIRE, "EMBERPUP"}, {SPECIES_WATER, "DRIPLET"},
     {SPECIES_WILD1, "PIPWING"}, {SPECIES_WILD2, "NIBBLET"},
@@ -189,6 +190,7 @@ const char *species_name(u16 species)
             return names[i].name;
     return "?";
 }
+#endif /* the FireRed build names its species from battle_data.inc (main.c) */
 
 /* FireRed's character code of an upper-case ASCII letter, digit or space (charmap.txt) */
 static u8 fr_char(char c)
@@ -255,7 +257,11 @@ int party_add(u16 species, u8 level)
     u32 ivs = 10u | (10u << 5) | (10u << 10) | (10u << 15) | (10u << 20) | (10u << 25);
     u16 sub[4][6] = {
         {species, 0, (u16)exp, (u16)(exp >> 16), (u16)(70 << 8), 0}, /* growth: friendship 70 */
+#if defined(LAYOUT_EMERALD)
         {33, 45, 0, 0, (u16)(35 | (40 << 8)), 0},                     /* TACKLE, GROWL; pp 35, 40 */
+#else
+        {1, 3, 0, 0, (u16)(35 | (30 << 8)), 0},                       /* BUMP, QUICK DASH (battle_data.inc) */
+#endif
         {0, 0, 0, 0, 0, 0},                                           /* EVs, contest */
         {0, (u16)(level | (VERSION_GAME << 7) | (ITEM_POKE_BALL << 11)), (u16)ivs, (u16)(ivs >> 16), 0, 0},
     };
@@ -298,5 +304,44 @@ void party_set_level(u8 slot, u8 level)
     wr16(m + 0x58, (u16)hp);
     for (int s = 0; s < 5; s++)
         wr16(m + 0x5A + 2 * s, (u16)(5 + level));
+}
+#endif
+
+#if !defined(LAYOUT_EMERALD)
+/* ---- the battle's view of a record: src/pokemon.c DecryptBoxMon + CalculateBoxMonChecksum ---- */
+
+u8 *party_record(u8 slot) { return mon(slot); }
+
+/* the four substructures decrypted into sub[type][word]; 1 when the checksum holds (else the game
+ * shows a bad egg: src/pokemon.c GetBoxMonData sets isBadEgg on a checksum mismatch) */
+int party_decrypt(u8 slot, u16 sub[4][6])
+{
+    u8 *m = mon(slot);
+    u32 personality = rd32(m), key = personality ^ rd32(m + 4);
+    const u8 *pos = substruct_pos[personality % 24];
+    u16 checksum = 0;
+    for (int t = 0; t < 4; t++)
+        for (int w = 0; w < 6; w += 2) {
+            u32 word = rd32(m + 0x20 + pos[t] * 12 + w * 2) ^ key;
+            sub[t][w] = (u16)word;
+            sub[t][w + 1] = (u16)(word >> 16);
+            checksum = (u16)(checksum + sub[t][w] + sub[t][w + 1]);
+        }
+    return checksum == rd16(m + 0x1C);
+}
+
+/* src/pokemon.c EncryptBoxMon after CalculateBoxMonChecksum */
+void party_encrypt(u8 slot, u16 sub[4][6])
+{
+    u8 *m = mon(slot);
+    u32 personality = rd32(m), key = personality ^ rd32(m + 4);
+    const u8 *pos = substruct_pos[personality % 24];
+    u16 checksum = 0;
+    for (int t = 0; t < 4; t++)
+        for (int w = 0; w < 6; w += 2) {
+            checksum = (u16)(checksum + sub[t][w] + sub[t][w + 1]);
+            wr32(m + 0x20 + pos[t] * 12 + w * 2, ((u32)sub[t][w] | ((u32)sub[t][w + 1] << 16)) ^ key);
+        }
+    wr16(m + 0x1C, checksum);
 }
 #endif

@@ -196,7 +196,7 @@ def definition_text(b: Build, rom_sha: str, commit: str) -> str:
 TASKS = REPO / "assets" / "tasks"
 
 
-def deliver_parcel_task(version: str) -> dict[Path, bytes]:
+def deliver_parcel_task(version: str, start: bytes) -> dict[Path, bytes]:
     """A task from a mid-game state: the walkthrough played until the parcel is in the bag (M6), then
     the rest is the task: deliver it and get the Pokédex (goal M8). Its state is the prefix played from
     the canonical start state (restore, then the presses), as the GB cartridge's rival-battle task's."""
@@ -213,7 +213,7 @@ def deliver_parcel_task(version: str) -> dict[Path, bytes]:
     actions = parse_script((HERE / b.walkthrough).read_text(encoding="utf-8"), b.walkthrough)
     machine = backend("mgba").open(b.rom.read_bytes(), str(b.rom), "gba")
     try:
-        machine.restore(b.state.read_bytes())
+        machine.restore(start)  # the canonical start just made (the file on disk may be stale)
         n, held = 0, False
         while not held:  # play until the parcel is in the bag
             held = m6.holds(machine.step(actions[n], Timing(PRESS, SETTLE), probe).ram_last)
@@ -247,6 +247,82 @@ def deliver_parcel_task(version: str) -> dict[Path, bytes]:
             TASKS / f"{name}.txt": (note + "\n".join(rest) + "\n").encode()}
 
 
+BOSSES = TASKS / "gba-bosses"
+
+
+def battles_manifest(game: dict, after: dict) -> str:
+    """The boss tasks' base experiment: the dry-run's sections on the after-DEX state, read through
+    parcel-quest-advance-battles.yaml (the FireRed definition's RAM, the cartridge's battle tables)."""
+    text = manifest_text(FIRERED, "dry-run", game, after)
+    data = yaml.safe_load(text)
+    data["experiment_id"] = "parcel-quest-advance-bosses"
+    data["game"]["definition"] = "bundled:parcel-quest-advance-battles.yaml"
+    data["game"]["start_states"]["mgba"].update(after)
+    data["conditions"][0]["script"] = "bundled:gba-cartridge/walkthrough.txt"
+    return ("# The base experiment of the GBA cartridge's boss-battle tasks (assets/tasks/gba-bosses/): the FireRed\n"
+            "# build after the DEX, read through parcel-quest-advance-battles.yaml (FireRed's battle RAM, the\n"
+            "# cartridge's own species, moves and items). The tasks replace its start state, budgets and condition.\n"
+            + PINNED_BY.format(rom=FIRERED.rom.name) + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def boss_tasks(version: str, after_dex: bytes) -> dict[Path, bytes]:
+    """Seed 004's task set: one task per boss of the professor's boss hall (tools/battle_data.py TASKS),
+    each from the moment before its battle (the after-DEX state, then A at the professor, DOWN to the
+    boss, A: its challenge text is showing, the battle starts at the next A)."""
+    from engine.emulators.backends import backend
+    from engine.emulators.emulator import Timing, frame_sha256
+
+    sys.path.insert(0, str(HERE / "tools"))
+    import battle_data as d
+
+    files: dict[Path, bytes] = {}
+    for tid, slug, cap, species, items, team in d.TASKS:
+        trainer = d.TRAINERS[tid - 1]
+        prefix = ["A"] + ["DOWN"] * (tid - 1) + ["A"]
+        machine = backend("mgba").open(FIRERED.rom.read_bytes(), str(FIRERED.rom), "gba")
+        try:
+            machine.restore(after_dex)
+            for action in prefix:
+                machine.step(action, Timing(PRESS, SETTLE), lambda read: {})
+            state = machine.save_state()
+            machine.restore(state)
+            first = frame_sha256(machine.frame())
+        finally:
+            machine.close()
+        name = f"pqa-boss-{tid}-{slug}"
+        moves = sorted({m for s in species for m in d.learnset(d.SPECIES_BY_NAME[s][2], d.SPECIES_BY_NAME[s][5])})
+        task = {"task_id": name, "title": f"Beat {trainer[1]} (Parcel Quest Advance boss {tid} of {len(d.TASKS)})",
+                "instruction": (f"Win the battle against {trainer[1]}: build a team within the rules (party limit, "
+                                "level cap, pool), lead, fight; reset to try again with a new team."),
+                "experiment": "bundled:parcel-quest-advance-bosses.yaml",
+                "start_states": {"mgba": {"state": f"{name}.mgba.state", "sha256": sha256(state),
+                                          "first_frame_sha256": first, "emulator_version": version}},
+                "start_prefix": f"{name}.prefix.txt",
+                "goal": {"name": f"{trainer[1]} beaten", "probe": [{"field": f"beat_boss_{tid}", "eq": 1}]},
+                "episodes": {"budget": 10, "failure": [{"field": "battle_outcome", "eq": 2}], "actions": 1500},
+                "battle": {"party_limit": len(trainer[3]), "level_cap": cap,
+                           "pool": {"species": species, "moves": moves, "items": items},
+                           "difficulty": {"mode": "set", "bag": "none", "enemy_levels": "fixed", "tier": tid}},
+                "budgets": {"accepted_actions": 15000, "model_decisions": 3000, "wall_time_minutes": 60},
+                "track": "visual", "tags": ["battle", "boss", "gba-cartridge", "episodic", f"tier-{tid}"]}
+        text = (f"# Seed 004 on the open GBA cartridge: beat {trainer[1]} ({len(trainer[3])} critters, up to level "
+                f"{max(m['level'] for m in trainer[3])}),\n# boss {tid} of the professor's boss hall, with a team "
+                f"of at most {len(trainer[3])} at level {cap} or below from the pool. Written by\n"
+                "# assets/gba-cartridge/tools/pin.py from tools/battle_data.py; the start state is the prefix "
+                "played from\n# the after-DEX state (the challenge text showing: apply_team and lead come before the "
+                "battle).\n"
+                + yaml.safe_dump(task, sort_keys=False, allow_unicode=True, width=120))
+        note = "# written by assets/gba-cartridge/tools/pin.py: from the after-DEX state to the boss's challenge\n"
+        ref = ("# The reference team (tools/battle_data.py TASKS): with tests/gba/test_boss_tasks.py's greedy play\n"
+               "# (the strongest move by the type chart, the next critter in party order when one faints) it wins.\n"
+               + yaml.safe_dump({"team": team}, sort_keys=False, width=120))
+        files[BOSSES / f"{name}.mgba.state"] = state
+        files[BOSSES / f"{name}.yaml"] = text.encode()
+        files[BOSSES / f"{name}.prefix.txt"] = (note + "\n".join(prefix) + "\n").encode()
+        files[BOSSES / f"{name}.reference.yml"] = ref.encode()
+    return files
+
+
 def wanted(commit: str | None = None) -> dict[Path, bytes]:
     files: dict[Path, bytes] = {}
     pins = {}
@@ -267,7 +343,18 @@ def wanted(commit: str | None = None) -> dict[Path, bytes]:
         for kind in b.kinds:
             files[EXPERIMENTS / f"{b.name}-{kind}.yaml"] = manifest_text(b, kind, game, after).encode()
     files[START] = start_text(pins).encode()
-    files.update(deliver_parcel_task(pins[FIRERED.name]["emulator_version"]))
+    files.update(deliver_parcel_task(pins[FIRERED.name]["emulator_version"], files[FIRERED.state]))
+    f_game = game_section(FIRERED, sha256(FIRERED.rom.read_bytes()), pins[FIRERED.name]["state_sha256"],
+                          pins[FIRERED.name]["first_frame_sha256"], pins[FIRERED.name]["emulator_version"])
+    f_after = {"state": f"bundled:gba-cartridge/{FIRERED.after_state.name}",
+               "sha256": pins[FIRERED.name]["after"]["state_sha256"],
+               "first_frame_sha256": pins[FIRERED.name]["after"]["first_frame_sha256"]}
+    files[EXPERIMENTS / "parcel-quest-advance-bosses.yaml"] = battles_manifest(f_game, f_after).encode()
+    files.update(boss_tasks(pins[FIRERED.name]["emulator_version"], files[FIRERED.after_state]))
+    # the battles definition is the FireRed one (its conformance record just pinned) with the cartridge's tables
+    sys.path.insert(0, str(HERE / "tools"))
+    import gen_battle
+    files[gen_battle.DEFINITION] = gen_battle.definition_text(files[GAMES / FIRERED.definition].decode()).encode()
     return files
 
 
