@@ -418,10 +418,11 @@ class Plan:
                 "lead": self.lead}
 
 
-class BattleJudge:
-    """One trial's battle rules; `new_episode` forgets the episode's team, lead and active slot."""
+class EpisodeJudge:
+    """What every battle judge shares: its adapter and settings, the episode's team, lead and active slot
+    (forgotten by `new_episode`), and the dispatch of a battle call to `_apply_team`, `_lead`, `_action`."""
 
-    def __init__(self, adapter: BattleAdapter, settings: BattleSettings):
+    def __init__(self, adapter, settings: BattleSettings):
         self.adapter = adapter
         self.settings = settings
         self.new_episode()
@@ -431,6 +432,26 @@ class BattleJudge:
         self.lead: int | None = None
         self.acted = False
         self.active = 0
+
+    def plan(self, tool: str, arguments: dict, read: ReadFn) -> Plan:
+        if tool == "apply_team":
+            return self._apply_team(arguments, read)
+        if tool == "lead":
+            return self._lead(arguments, read)
+        if tool == "action":
+            return self._action(arguments, read)
+        raise BattleRefused(f"no battle tool {tool!r}")
+
+    def _team_still_open(self) -> None:
+        if self.lead is not None or self.acted:
+            raise BattleRefused("apply_team: the lead is chosen (or an action taken) in this episode: a team can "
+                                "only be applied before lead; reset to start an episode with a new team")
+
+
+class BattleJudge(EpisodeJudge):
+    """One trial's battle rules; `new_episode` forgets the episode's team, lead and active slot."""
+
+    adapter: BattleAdapter
 
     # -- what the screen shows ----------------------------------------------------------------------
     def snapshot(self, read: ReadFn) -> dict:
@@ -466,19 +487,8 @@ class BattleJudge:
         return a.before.name if moment == "before" and a.before is not None else None
 
     # -- the calls ------------------------------------------------------------------------------------
-    def plan(self, tool: str, arguments: dict, read: ReadFn) -> Plan:
-        if tool == "apply_team":
-            return self._apply_team(arguments)
-        if tool == "lead":
-            return self._lead(arguments, read)
-        if tool == "action":
-            return self._action(arguments, read)
-        raise BattleRefused(f"no battle tool {tool!r}")
-
-    def _apply_team(self, arguments: dict) -> Plan:
-        if self.lead is not None or self.acted:
-            raise BattleRefused("apply_team: the lead is chosen (or an action taken) in this episode: a team can "
-                                "only be applied before lead; reset to start an episode with a new team")
+    def _apply_team(self, arguments: dict, read: ReadFn) -> Plan:
+        self._team_still_open()
         raw = arguments.get("team")
         if not isinstance(raw, list):
             raise BattleRefused("apply_team: team must be a list of {species, level, moves, item}")

@@ -25,6 +25,7 @@ from engine.battle.battle import (
     Address,
     BattleRefused,
     BattleSettings,
+    EpisodeJudge,
     Flag,
     Key,
     Member,
@@ -331,19 +332,13 @@ def encode_name(text: str, length: int) -> bytes:
 
 # -- the judge ---------------------------------------------------------------------------------------
 
-class Gen3BattleJudge:
+class Gen3BattleJudge(EpisodeJudge):
     """BattleJudge's interface (engine.battle.battle) for a Gen-3 adapter: plan, accepted, snapshot, new_episode."""
 
-    def __init__(self, adapter: Gen3BattleAdapter, settings: BattleSettings):
-        self.adapter = adapter
-        self.settings = settings
-        self.new_episode()
+    adapter: Gen3BattleAdapter
 
     def new_episode(self) -> None:
-        self.team: list[dict] | None = None
-        self.lead: int | None = None
-        self.acted = False
-        self.active = 0
+        super().new_episode()
         self._start_outcome: int | None = None  # gBattleOutcome at the episode's first look
         self._saw_battle = False
 
@@ -447,24 +442,13 @@ class Gen3BattleJudge:
                 "lead_chosen": self.lead is not None, "team_applied": self.team is not None}
 
     # -- the calls --------------------------------------------------------------------------------------
-    def plan(self, tool: str, arguments: dict, read: ReadFn) -> Plan:
-        if tool == "apply_team":
-            return self._apply_team(arguments, read)
-        if tool == "lead":
-            return self._lead(arguments, read)
-        if tool == "action":
-            return self._action(arguments, read)
-        raise BattleRefused(f"no battle tool {tool!r}")
-
     def _before_only(self, tool: str, read: ReadFn) -> None:
         if self.moment(read) == "battle":
             raise BattleRefused(f"{tool}: the battle has read the party already (it copies it when it starts): "
                                 f"{tool} is for the moment before the battle; reset to start again")
 
     def _apply_team(self, arguments: dict, read: ReadFn) -> Plan:
-        if self.lead is not None or self.acted:
-            raise BattleRefused("apply_team: the lead is chosen (or an action taken) in this episode: a team can "
-                                "only be applied before lead; reset to start an episode with a new team")
+        self._team_still_open()
         self._before_only("apply_team", read)
         raw = arguments.get("team")
         if not isinstance(raw, list):
