@@ -34,6 +34,7 @@ from statistics import median
 from engine.games.gamedef import GameDefinition
 from engine.loop.records import Annotation, InputLine, TraceLine, TrialResult
 from engine.loop.routes import RouteTracker
+from sessions.analysis.curve import Curve, DecisionCounts, curve_points
 from sessions.evidence import layout
 from sessions.evidence.reader import FormatProblem, TrialReader
 
@@ -397,7 +398,7 @@ class MemoryFigures:
     by_severity: dict[str, int]
 
 
-def memory_figures(labels: list[Label] | None, decisions: int, per_decision: dict[int, int],
+def memory_figures(labels: list[Label] | None, decisions: int, per_decision: DecisionCounts | dict[int, int],
                    last_decision: int, writes: int, reading: int) -> MemoryFigures:
     """`labels`: the trial's confirmed labels; None when nobody annotated (every label figure is null).
     `writes`: the trial's memory operations that write; `reading`: its decisions that read memory.
@@ -497,8 +498,9 @@ def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | 
 @dataclass
 class TrialRecords:
     """What the figures need of one trial's records, read in one streamed pass (`read_trial`): the
-    per-decision figures, never the lines themselves, so memory stays flat as the run grows (only the
-    curve, which the report writes out, grows). `action_figures` reads the inputs again through `reader`."""
+    per-decision figures, never the lines themselves, so memory stays flat as the run grows (the
+    curve keeps its figures and corners; its points are read again from the trace when written).
+    `action_figures` reads the inputs again through `reader`."""
 
     key: str
     rel: str  # folder relative to the experiment
@@ -507,10 +509,10 @@ class TrialRecords:
     input_count: int
     decision_count: int  # trace lines
     first_frame: str | None  # the trace's first frame hash
-    per_decision: dict[int, int]  # accepted actions per decision
+    per_decision: DecisionCounts  # accepted actions per decision
     memory_writes: int  # memory operations that write
     memory_reading: int  # decisions that read memory
-    curve: list[dict]  # `_curve`
+    curve: Curve  # sessions.analysis.curve: its figures, and its points read again when long
     voided: bool = False
 
     def inputs(self) -> Iterator[InputLine]:
@@ -599,34 +601,21 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
     }
 
 
-def actions_per_decision(inputs: Iterable[InputLine]) -> tuple[dict[int, int], int]:
-    """(accepted actions per decision, accepted actions in all), streamed."""
-    out: dict[int, int] = {}
+def actions_per_decision(inputs: Iterable[InputLine]) -> tuple[DecisionCounts, int]:
+    """(accepted actions per decision, accepted actions in all), streamed into a compact array."""
+    out = DecisionCounts()
     count = 0
     for row in inputs:
-        out[row.decision_id] = out.get(row.decision_id, 0) + 1
+        out.add(row.decision_id)
         count += 1
     return out, count
 
 
-def _curve(trace: Iterable[TraceLine], per_decision: dict[int, int], r: TrialResult,
+def _curve(trace: Iterable[TraceLine], per_decision: DecisionCounts | dict[int, int], r: TrialResult,
            each: Callable[[TraceLine], None]) -> list[dict]:
     """Per decision: accepted actions so far, cost so far (null once any is unknown), points so far.
     `each` sees every trace line on the way (the one pass over the trace)."""
-    points_of = {a.id: a.points for a in r.milestones}
-    out, cost, pts, actions = [], 0.0, 0, 0
-    seen: set[str] = set()
-    for t in trace:
-        each(t)
-        actions += per_decision.get(t.decision_id, 0)
-        if t.paid_calls:
-            cost = None if cost is None or t.provider_cost_usd is None else cost + t.provider_cost_usd
-        for mid in t.milestones_after:
-            if mid not in seen:
-                seen.add(mid)
-                pts += points_of.get(mid, 0)
-        out.append({"decision": t.decision_id, "actions": actions, "cost": cost, "points": pts})
-    return out
+    return list(curve_points(trace, per_decision, r, each))
 
 
 # -- the folder ----------------------------------------------------------------------------------------
@@ -685,7 +674,9 @@ def read_trial(folder: Path, rel: str, voided: bool) -> TrialRecords | None:
         seen["count"] += 1
         seen["reading"] += bool(t.memory_reads)
 
-    curve = _curve(reader.trace(), per_decision, result, each)
+    curve = Curve(lambda: curve_points(reader.trace(), per_decision, result))
+    for point in curve_points(reader.trace(), per_decision, result, each):
+        curve.add(point)
     writes = sum(op.op in WRITE_OPS for op in reader.memory()) if reader.exists(layout.MEMORY) else 0
     return TrialRecords(folder.name, rel, result, reader, input_count, seen["count"], seen["first"], per_decision,
                         writes, seen["reading"], curve, voided)
@@ -893,15 +884,49 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
 # -- agreement -----------------------------------------------------------------------------------------
 
 def _cohen(a: list[str], b: list[str]) -> tuple[float | None, float]:
-    n = len(a)
-    if n == 0:
-        return None, 1.0
-    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    ca, cb = Counter(a), Counter(b)
-    pe = sum(ca[k] * cb[k] for k in set(ca) | set(cb)) / (n * n)
-    if pe == 1:
-        return None, po
-    return round((po - pe) / (1 - pe), 6), po
+    tally = _Tally()
+    for x, y in zip(a, b, strict=True):
+        tally.add(x, y)
+    return tally.kappa()
+
+
+@dataclass
+class _Tally:
+    """Cohen's kappa's counts over the units two raters both looked at, one unit at a time (no list of
+    units is kept: a million decisions cost nothing more than ten)."""
+
+    n: int = 0
+    agree: int = 0
+    a: Counter = field(default_factory=Counter)
+    b: Counter = field(default_factory=Counter)
+
+    def add(self, x: str, y: str, times: int = 1) -> None:
+        self.n += times
+        self.agree += times * (x == y)
+        self.a[x] += times
+        self.b[y] += times
+
+    def kappa(self) -> tuple[float | None, float]:
+        """(kappa, observed agreement); kappa None when chance agreement is 1; (None, 1.0) for no unit."""
+        n = self.n
+        if n == 0:
+            return None, 1.0
+        po = self.agree / n
+        pe = sum(self.a[k] * self.b[k] for k in set(self.a) | set(self.b)) / (n * n)
+        if pe == 1:
+            return None, po
+        return round((po - pe) / (1 - pe), 6), po
+
+
+def annotator_names(layers: dict[str, list[Annotation]]) -> list[str]:
+    """The annotators' layers: every layer but the operator's and adjudication's that holds more than freezes."""
+    return sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
+                  and any(a.kind != "freeze" for a in layers[n]))
+
+
+def _rulings(layers: dict[str, list[Annotation]]) -> dict[str, Annotation]:
+    """label id -> the adjudication that rules on it (the latest ruling on a label wins)."""
+    return {rid: a for a in layers.get(ADJUDICATION, []) if a.kind == "adjudication" for rid in a.resolves or []}
 
 
 def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dict:
@@ -912,10 +937,8 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
     one labelled is a disagreement. Overall: the category of a decision is the sorted set of
     memory-error types an annotator gave it, or "none". Per type: gave that type or not.
     Undefined (null) when chance agreement is 1 (both say the same single thing everywhere)."""
-    names = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
-                   and any(a.kind != "freeze" for a in layers[n]))
+    names = annotator_names(layers)
     looked = {name: coverage(layers[name]) for name in names}
-    every = [(k, d) for k, last in sorted(decisions.items()) for d in range(1, last + 1)]
     given: dict[str, dict[tuple[str, int], set[str]]] = {}
     ids: dict[str, dict[tuple[str, int], list[str]]] = {}
     for name in names:
@@ -923,31 +946,66 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
         for a in _memory_labels(layers[name]):
             given[name][(a.trial_key, a.decision_id)].add(a.type)
             ids[name][(a.trial_key, a.decision_id)].append(a.id)
-    rulings = {rid: a for a in layers.get(ADJUDICATION, []) if a.kind == "adjudication" for rid in a.resolves or []}
-    pairs = [_kappa_pair(x, y, every, looked, given, ids, rulings) for i, x in enumerate(names) for y in names[i + 1:]]
+
+    def every() -> Iterator[tuple[str, int]]:  # streamed: a run's decisions are never held as a list
+        return ((k, d) for k, last in sorted(decisions.items()) for d in range(1, last + 1))
+
+    pair = _PairInputs(looked, given, ids, _rulings(layers))
+    pairs = [_kappa_pair(x, y, every(), pair) for i, x in enumerate(names) for y in names[i + 1:]]
     return {"annotators": names, "pairs": pairs,
             "note": None if len(names) >= 2 else "fewer than two annotators: agreement not measured"}
 
 
-def _kappa_pair(x: str, y: str, every: list[tuple[str, int]], looked: dict, given: dict, ids: dict,
-                rulings: dict) -> dict:
-    """kappa's figures for one pair of annotators (see kappa)."""
-    seen_by = [[u[0] in looked[n] and looked[n][u[0]].covers(u[1]) for n in (x, y)] for u in every]
-    units = [u for u, both in zip(every, seen_by, strict=True) if all(both)]
-    one_sided = sum(any(both) and not all(both) for both in seen_by)
-    cat = lambda name, u: "+".join(sorted(given[name].get(u, ()))) or "none"  # noqa: E731
-    overall, po = _cohen([cat(x, u) for u in units], [cat(y, u) for u in units])
+@dataclass
+class _PairInputs:
+    looked: dict[str, dict[str, Coverage]]  # annotator -> trial key -> what they looked at
+    given: dict[str, dict[tuple[str, int], set[str]]]  # annotator -> (trial, decision) -> types given
+    ids: dict[str, dict[tuple[str, int], list[str]]]  # annotator -> (trial, decision) -> label ids
+    rulings: dict[str, Annotation]
+
+    def saw(self, name: str, u: tuple[str, int]) -> bool:
+        return u[0] in self.looked[name] and self.looked[name][u[0]].covers(u[1])
+
+
+def _category(types: set[str]) -> str:
+    return "+".join(sorted(types)) or "none"
+
+
+def _kappa_pair(x: str, y: str, every: Iterable[tuple[str, int]], inputs: _PairInputs) -> dict:
+    """kappa's figures for one pair of annotators (see kappa), in one pass over the decisions."""
+    given = inputs.given
     types = sorted(set(MEMORY_TYPES) | {t for n in (x, y) for s in given[n].values() for t in s})
-    per_type = {}
-    for t in types:
-        k, p = _cohen([str(t in given[x].get(u, ())) for u in units], [str(t in given[y].get(u, ()))
-                                                                    for u in units])
-        per_type[t] = {"kappa": k, "observed_agreement": round(p, 6) if units else None}
-    disagreements = [_disagreement(x, y, u, given, ids, rulings) for u in units
-                     if given[x].get(u, set()) != given[y].get(u, set())]
-    return {"annotators": [x, y], "units": len(units), "one_sided": one_sided, "kappa": overall,
+    overall, per_type = _Tally(), {t: _Tally() for t in types}
+    units = one_sided = blank = 0
+    disagreements = []
+    for u in every:
+        both = (inputs.saw(x, u), inputs.saw(y, u))
+        if not all(both):
+            one_sided += any(both)
+            continue
+        units += 1
+        gx, gy = given[x].get(u, set()), given[y].get(u, set())
+        if not gx and not gy:
+            blank += 1  # "none" from both: added in one go below
+            continue
+        overall.add(_category(gx), _category(gy))
+        for t in types:
+            per_type[t].add(str(t in gx), str(t in gy))
+        if gx != gy:
+            disagreements.append(_disagreement(x, y, u, given, inputs.ids, inputs.rulings))
+    overall.add("none", "none", blank)
+    for tally in per_type.values():
+        tally.add("False", "False", blank)
+    k, po = overall.kappa()
+    return {"annotators": [x, y], "units": units, "one_sided": one_sided, "kappa": k,
             "observed_agreement": round(po, 6) if units else None,  # none looked at by both
-            "per_type": per_type, "disagreements": disagreements}
+            "per_type": {t: _type_figures(tally, units) for t, tally in per_type.items()},
+            "disagreements": disagreements}
+
+
+def _type_figures(tally: _Tally, units: int) -> dict:
+    k, p = tally.kappa()
+    return {"kappa": k, "observed_agreement": round(p, 6) if units else None}
 
 
 def _disagreement(x: str, y: str, u: tuple[str, int], given: dict, ids: dict, rulings: dict) -> dict:

@@ -21,6 +21,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
+from sessions.analysis.curve import cost_known, curve_print, points_of, top_points
 from sessions.analysis.metrics import MEMORY_TYPES, SEVERITIES
 
 WIDTH_IN = 7.0
@@ -76,7 +77,7 @@ def _integer_ticks(axis) -> None:
 
 def _points_top(rows: list[dict]) -> float:
     """The progress axis's top: the ladder's total (or the most any trial reached), never 0."""
-    top = max([r.get("total_points") or 0 for r in rows] + [p["points"] for r in rows for p in r["curve"]])
+    top = max([r.get("total_points") or 0 for r in rows] + [top_points(r["curve"]) for r in rows])
     return top or 1
 
 
@@ -110,12 +111,20 @@ def _legend(ax, rows: list[dict], styles: dict[str, dict]) -> None:
               ncol=1 if len(handles or rows) <= 12 else 2)
 
 
-def _same_curves(rows: list[dict], of) -> list[str]:
-    """Sentences naming trials whose curves coincide (one is drawn over the other)."""
-    groups: dict[tuple, list[str]] = {}
+def _same_curves(rows: list[dict], x: str) -> list[str]:
+    """Sentences naming trials whose curves coincide (one is drawn over the other): the same (x,
+    points) at every decision, told by the curves' fingerprints (sessions.analysis.curve)."""
+    groups: dict[str, list[str]] = {}
     for r in rows:
-        groups.setdefault(tuple(of(r)), []).append(r["trial_key"])
+        groups.setdefault(curve_print(r["curve"], x), []).append(r["trial_key"])
     return [f"{', '.join(keys)}: the same curve (drawn over each other)" for keys in groups.values() if len(keys) > 1]
+
+
+def _steps(r: dict, x: str, origin: float) -> tuple[list, list]:
+    """A trial's step curve from the origin: every point, or a long curve's corners (the same line;
+    sessions.analysis.curve.PLOT_POINTS)."""
+    shown = points_of(r["curve"])
+    return [origin] + [p[x] for p in shown], [0] + [p["points"] for p in shown]
 
 
 def _no_decision(rows: list[dict]) -> list[str]:
@@ -133,11 +142,8 @@ def progress_actions_figure(rows: list[dict]):
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.4))
     styles = _styles(drawn)
 
-    def curve(r):
-        return [0] + [p["actions"] for p in r["curve"]], [0] + [p["points"] for p in r["curve"]]
-
     for r in drawn:
-        xs, ys = curve(r)
+        xs, ys = _steps(r, "actions", 0)
         ax.step(xs, ys, where="post", clip_on=False, **styles[r["trial_key"]])  # a flat 0 shows on the axis
     ax.set_xlim(0, most * 1.02)  # a curve's last step stays off the frame
     ax.set_ylim(0, _points_top(drawn) * 1.04)
@@ -147,11 +153,11 @@ def progress_actions_figure(rows: list[dict]):
     ax.set_ylabel("progress points")
     ax.set_title("Progress against accepted actions, every trial")
     _legend(ax, drawn, styles)
-    return fig, _same_curves(drawn, lambda r: (tuple(c) for c in curve(r))) + _no_decision(rows)
+    return fig, _same_curves(drawn, "actions") + _no_decision(rows)
 
 
 def _cost_known(r: dict) -> bool:
-    return r["cost_usd"] is not None and all(p["cost"] is not None for p in r["curve"])
+    return r["cost_usd"] is not None and cost_known(r["curve"])
 
 
 def progress_cost_figure(rows: list[dict]):
@@ -180,11 +186,8 @@ def progress_cost_figure(rows: list[dict]):
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.4))
     styles = _styles(known)
 
-    def curve(r):
-        return [0.0] + [p["cost"] for p in r["curve"]], [0] + [p["points"] for p in r["curve"]]
-
     for r in known:
-        xs, ys = curve(r)
+        xs, ys = _steps(r, "cost", 0.0)
         ax.step(xs, ys, where="post", clip_on=False, **styles[r["trial_key"]])
     ax.set_xlim(0, max(r["curve"][-1]["cost"] for r in known) * 1.02)
     ax.set_ylim(0, _points_top(known) * 1.04)
@@ -194,7 +197,7 @@ def progress_cost_figure(rows: list[dict]):
     ax.set_ylabel("progress points")
     ax.set_title("Progress against cost, every trial whose cost is known")
     _legend(ax, known, styles)
-    return fig, _same_curves(known, lambda r: (tuple(c) for c in curve(r))) + notes
+    return fig, _same_curves(known, "cost") + notes
 
 
 # -- timelines -------------------------------------------------------------------------------------
