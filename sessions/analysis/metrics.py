@@ -315,64 +315,97 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
       included, is a disagreement, listed and not counted until adjudicated.
     A trial is annotated when the basis layers looked at every decision of it (`Confirmed.is_annotated`).
     """
-    annotators = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
-                        and any(a.kind != "freeze" for a in layers[n]))
-    if annotators:
-        basis, names = "annotators", annotators
-    elif _memory_labels(layers.get(OPERATOR, [])):
-        basis, names = "operator", [OPERATOR]
-    else:
+    basis, names = _basis(layers)
+    if not names:
         return Confirmed([], [], [], "none")
     looked = {name: coverage(layers.get(name, [])) for name in names}
-    rulings: dict[str, Annotation] = {}
-    for a in layers.get(ADJUDICATION, []):
-        if a.kind == "adjudication":
-            for rid in a.resolves or []:
-                rulings[rid] = a  # the latest ruling on a label wins
+    rulings = _rulings(layers)
+    labels: list[Label] = []
+    disputed: list[dict] = []
+    for (key, decision), by_name in _label_groups(layers, names):
+        every = [a for group in by_name.values() for a in group]
+        ruling = _ruling_on(every, rulings)
+        if ruling is not None:
+            labels += _ruled(ruling, every)
+            continue
+        present = [n for n in names if n in by_name or _covered(looked[n], key, decision)]
+        if len(present) == 1:
+            labels += [_label(a, "single") for a in every]
+        elif len({_types_given(by_name, n) for n in present}) == 1:
+            labels += _agreed(by_name[present[0]], every)
+        else:
+            disputed.append(_dispute(key, decision, by_name, present))
+    return Confirmed(labels, disputed, names, basis, looked)
+
+
+def _ruling_on(labels: list[Annotation], rulings: dict[str, Annotation]) -> Annotation | None:
+    """The adjudication that settles any of these labels (the first label's that has one)."""
+    return next((rulings[a.id] for a in labels if a.id in rulings), None)
+
+
+def _covered(looked: dict[str, Coverage], key: str, decision: int) -> bool:
+    return key in looked and looked[key].covers(decision)
+
+
+def _basis(layers: dict[str, list[Annotation]]) -> tuple[str, list[str]]:
+    """Which layers aggregates count: the annotators' when there are any, else the operator's live
+    tags when it has a memory-error label, else none (an empty list)."""
+    annotators = annotator_names(layers)
+    if annotators:
+        return "annotators", annotators
+    if _memory_labels(layers.get(OPERATOR, [])):
+        return "operator", [OPERATOR]
+    return "none", []
+
+
+def _types_given(by_name: dict[str, list[Annotation]], name: str) -> tuple[str, ...]:
+    return tuple(sorted({a.type for a in by_name.get(name, [])}))
+
+
+def _dispute(key: str, decision: int, by_name: dict[str, list[Annotation]], present: list[str]) -> dict:
+    """An unresolved disagreement at one decision: what each annotator who looked at it gave."""
+    return {"trial_key": key, "decision_id": decision,
+            "labels": {name: [{"id": a.id, "type": a.type, "severity": a.severity}
+                              for a in by_name.get(name, [])] for name in present}}
+
+
+def _label_groups(layers: dict[str, list[Annotation]],
+                  names: list[str]) -> list[tuple[tuple[str, int], dict[str, list[Annotation]]]]:
+    """The basis layers' memory-error labels by (trial, decision), then by annotator, in order."""
     groups: dict[tuple[str, int], dict[str, list[Annotation]]] = defaultdict(lambda: defaultdict(list))
     for name in names:
         for a in _memory_labels(layers.get(name, [])):
             groups[(a.trial_key, a.decision_id)][name].append(a)
-    labels: list[Label] = []
-    disputed: list[dict] = []
-    for (key, decision), by_name in sorted(groups.items()):
-        every = [a for group in by_name.values() for a in group]
-        ruling = next((rulings[a.id] for a in every if a.id in rulings), None)
-        if ruling is not None:
-            settled = [a for a in every if a.id in (ruling.resolves or [])]
-            if ruling.resolution == "reject":
-                continue
-            if ruling.resolution == "relabel":
-                first = settled[0] if settled else every[0]
-                labels.append(_label(first, "adjudicated", type=ruling.type, severity=ruling.severity))
-                continue
-            seen: set[str] = set()
-            for a in settled or every:
-                if a.type in seen:
-                    continue
-                seen.add(a.type)
-                changes = {"type": ruling.type, "severity": ruling.severity} if len(settled) > 1 else {}
-                labels.append(_label(a, "adjudicated", **changes))
-                if changes:
-                    break
-            continue
-        present = [n for n in names if n in by_name or (key in looked[n] and looked[n][key].covers(decision))]
-        if len(present) == 1:
-            labels += [_label(a, "single") for a in every]
-            continue
-        types = {name: sorted({a.type for a in by_name.get(name, [])}) for name in present}
-        if len({tuple(t) for t in types.values()}) == 1:
-            first = by_name[present[0]]
-            for t in types[present[0]]:
-                given = [a for a in every if a.type == t]
-                least = min((a.severity for a in given), key=SEVERITY_RANK.__getitem__)
-                origin = next(a for a in first if a.type == t)
-                labels.append(_label(origin, "agreed", severity=least))
-        else:
-            disputed.append({"trial_key": key, "decision_id": decision,
-                             "labels": {name: [{"id": a.id, "type": a.type, "severity": a.severity}
-                                               for a in by_name.get(name, [])] for name in present}})
-    return Confirmed(labels, disputed, names, basis, looked)
+    return sorted(groups.items())
+
+
+def _ruled(ruling: Annotation, every: list[Annotation]) -> list[Label]:
+    """The labels a decision keeps once an adjudication settles any of them (`confirmed_labels`)."""
+    settled = [a for a in every if a.id in (ruling.resolves or [])]
+    if ruling.resolution == "reject":
+        return []
+    if ruling.resolution == "relabel":
+        first = settled[0] if settled else every[0]
+        return [_label(first, "adjudicated", type=ruling.type, severity=ruling.severity)]
+    if len(settled) > 1:  # accept of several labels: one, of the adjudication's type and severity
+        return [_label(settled[0], "adjudicated", type=ruling.type, severity=ruling.severity)]
+    out: list[Label] = []
+    seen: set[str] = set()
+    for a in settled or every:
+        if a.type not in seen:
+            seen.add(a.type)
+            out.append(_label(a, "adjudicated"))
+    return out
+
+
+def _agreed(first: list[Annotation], every: list[Annotation]) -> list[Label]:
+    """Annotators who gave the same types at a decision: each type once, at the least severity given."""
+    out = []
+    for t in sorted({a.type for a in first}):
+        least = min((a.severity for a in every if a.type == t), key=SEVERITY_RANK.__getitem__)
+        origin = next(a for a in first if a.type == t)
+        out.append(_label(origin, "agreed", severity=least))
+    return out
 
 
 def counted(labels: list[Label], keep: Callable[[Label], bool]) -> list[Label]:
