@@ -141,6 +141,48 @@ class ActionFigures:
     navigation: int | None = None
     changed: int = 0
 
+    def count(self, changed: bool, repeated: bool, in_battle: bool) -> None:
+        """One action's share of the figures."""
+        self.changed += changed
+        self.repeated += repeated
+        self.productive += changed and not repeated
+        if self.battle is not None:
+            self.battle += in_battle
+
+
+@dataclass
+class _Watch:
+    """What `action_figures` compares between probed samples: nothing without replayed state."""
+
+    fields: list[str]  # a change in any makes an action productive
+    resets: list[str]  # a change in any is a progress event for the route tracker
+    pos: object | None  # the definition's position fields
+    battle_field: str | None
+    state: bool
+
+    @classmethod
+    def of(cls, game: GameDefinition | None) -> _Watch:
+        if game is None:
+            return cls([], [], None, None, False)
+        return cls(state_fields(game), game.route_resets, game.position, game.battle_field, True)
+
+    def record(self, tracker: RouteTracker, before: tuple[str | None, dict | None], row: InputLine,
+               after: dict | None, reached: list[str]) -> None:
+        """One transition for the tracker: positions with state, else (frame, action, frame)."""
+        frame, sample = before
+        if self.pos is not None:
+            tracker.record(_at(sample, self.pos), row.action, _at(after, self.pos), reached)
+        elif not self.state:
+            tracker.record((frame,), row.action, (row.frame_sha256,))
+
+
+def _differs(before: dict | None, after: dict | None, fields: list[str]) -> bool:
+    return any(before.get(f) != after.get(f) for f in fields)
+
+
+def _at(sample: dict, pos) -> tuple[int, int, int]:
+    return int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y])
+
 
 def action_figures(first_frame: str | None, inputs: Iterable[InputLine], input_count: int,
                    awards: dict[int, str], game: GameDefinition | None, states: States | None) -> ActionFigures:
@@ -148,41 +190,29 @@ def action_figures(first_frame: str | None, inputs: Iterable[InputLine], input_c
     inputs (streamed: memory does not grow with the run).
 
     `first_frame`: the trace's first frame hash; `awards`: capture frame index -> milestone id, the
-    actions that earned a rung (a progress event)."""
+    actions that earned a rung (a progress event). Without replayed state (or without the game) no
+    field is watched: the screen alone tells a change, and a transition is (frame, action, frame)."""
     out = ActionFigures()
     use_state = states is not None and game is not None and len(states.after) == input_count
+    watch = _Watch.of(game if use_state else None)
     tracker = RouteTracker.for_game(game, None) if use_state else RouteTracker(None)
-    watched = state_fields(game) if use_state else []
-    resets = game.route_resets if use_state else []
-    pos = game.position if use_state else None
-    battle_field = game.battle_field if use_state else None
-    if battle_field:
+    if watch.battle_field:
         out.battle = 0
     frame = first_frame
     sample = states.start if use_state else None
     reached: list[str] = []
     for i, row in enumerate(inputs):
         after = states.after[i] if use_state else None
-        changed = row.frame_sha256 != frame or (
-            use_state and any(sample.get(f) != after.get(f) for f in watched))
+        changed = row.frame_sha256 != frame or _differs(sample, after, watch.fields)
         before_repeats = tracker.repeated_actions
         if row.capture_frame in awards:
             reached.append(awards[row.capture_frame])
             tracker.progress()
-        if use_state and any(sample.get(f) != after.get(f) for f in resets):
+        if _differs(sample, after, watch.resets):
             tracker.progress()
-        in_battle = bool(battle_field and sample.get(battle_field))
-        if pos is not None:
-            tracker.record((int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y])), row.action,
-                           (int(after[pos.map]), int(after[pos.x]), int(after[pos.y])), reached)
-        elif not use_state:
-            tracker.record((frame,), row.action, (row.frame_sha256,))
-        repeated = tracker.repeated_actions > before_repeats and not in_battle
-        out.changed += changed
-        out.repeated += repeated
-        out.productive += changed and not repeated
-        if battle_field:
-            out.battle += in_battle
+        in_battle = bool(watch.battle_field and sample.get(watch.battle_field))
+        watch.record(tracker, (frame, sample), row, after, reached)
+        out.count(changed, tracker.repeated_actions > before_repeats and not in_battle, in_battle)
         frame, sample = row.frame_sha256, after
     out.excused = tracker.excused_actions
     if out.battle is not None:
@@ -480,37 +510,56 @@ def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | 
     total = lh.required_milestones or len(required)
     budget_s = lh.budget_hours * 3600
     final = lh.final_milestone or game.final_id
-    tel = result.telemetry
-    trial_active = tel.active_seconds if tel is not None else None
-    wall = tel.wall_time_seconds if tel is not None else None
     stamps = {a.id: a.active_seconds for a in result.milestones}
-    reached = [mid for mid in result.milestones_reached if mid in required]
     out = {"required_milestones": total, "level": level, "reference_hours": lh.reference_hours,
            "budget_hours": lh.budget_hours, "final_milestone": final,
-           "trial_active_hours": None if trial_active is None else trial_active / 3600,
-           "reason": None}
+           "trial_active_hours": _active_hours(result), "reason": None}
     unstamped = [mid for mid in result.milestones_reached if stamps.get(mid) is None]
-    if unstamped and not (wall is not None and wall <= budget_s):
+    if unstamped and not _wall_within(result, budget_s):
         out.update(reached_required=None, trimmed=None, active_hours=None, progress=None, gate=None, speed=None,
                    discipline=None, overall=None,
                    reason=f"no active-time stamp for {', '.join(unstamped)} (a folder from before the stamps, or "
                           f"a recovered trial): which rungs fell within the {lh.budget_hours:g}-hour budget is "
                           f"unknown")
         return out
-    # Without stamps the wall time bounds every rung's active time, and it is within budget here.
+    reached = [mid for mid in result.milestones_reached if mid in required]
+    final_s = _lh_progress(out, result, reached, stamps, budget_s, total, final)
+    return _lh_finish(out, lh, final, final_s, final in result.milestones_reached, level)
+
+
+def _active_hours(result: TrialResult) -> float | None:
+    tel = result.telemetry
+    trial_active = tel.active_seconds if tel is not None else None
+    return None if trial_active is None else trial_active / 3600
+
+
+def _wall_within(result: TrialResult, budget_s: float) -> bool:
+    """The trial's wall time (an upper bound on its active time) is known and within the budget."""
+    wall = result.telemetry.wall_time_seconds if result.telemetry is not None else None
+    return wall is not None and wall <= budget_s
+
+
+def _lh_progress(out: dict, result: TrialResult, reached: list[str], stamps: dict, budget_s: float, total: int,
+                 final: str) -> float | None:
+    """Seed 002's progress term into `out` (rungs within budget; the trimmed ones); the final rung's stamp.
+    Without stamps the wall time bounds every rung's active time, and it is within budget here."""
     within = [mid for mid in reached if stamps.get(mid) is None or stamps[mid] <= budget_s]
     m = min(total, len(within))
     final_s = stamps.get(final) if final in result.milestones_reached else None
     out.update(reached_required=m, trimmed=[mid for mid in result.milestones_reached if mid not in within
                                             and stamps.get(mid) is not None and stamps[mid] > budget_s],
                active_hours=None if final_s is None else final_s / 3600, progress=round(70 * m / total, 6))
-    finished = final in result.milestones_reached
+    return final_s
+
+
+def _lh_finish(out: dict, lh, final: str, final_s: float | None, finished: bool, level: int | None) -> dict:
+    """Seed 002's gate, speed and discipline terms and the overall score, into `out`."""
     if finished and final_s is None:
         out.update(gate=None, speed=None, discipline=None, overall=None,
                    reason=f"the final rung {final} has no active-time stamp (a folder from before the stamps): "
                           f"the time to the finish is unknown")
         return out
-    gate = 1 if finished and final_s <= budget_s else 0
+    gate = 1 if finished and final_s <= lh.budget_hours * 3600 else 0
     out["gate"] = gate
     if not gate:
         out.update(speed=0.0, discipline=0.0, overall=out["progress"])
@@ -586,32 +635,28 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
     acts = action_figures(rec.first_frame, rec.inputs(), rec.input_count, awards, game, states)
     accepted = tel.accepted_actions if tel else rec.input_count
     decisions = tel.decisions if tel else rec.decision_count
-    cost = tel.cost_usd if tel else None
+    cost = _tel(tel, "cost_usd")
     milestones = len(r.milestones_reached)
     points = r.progress_points
     mem = memory_figures(labels, decisions, rec.per_decision, r.last_decision, rec.memory_writes,
                          rec.memory_reading)
-    level = None
-    if states is not None and game is not None and game.long_horizon and game.party_level_field:
-        samples = [states.start, *states.after]
-        level = max(int(s[game.party_level_field]) for s in samples)
-    latency = tel.model_latency_ms / 1000 if tel and tel.model_latency_ms is not None else None
+    latency = _latency_s(tel)
     return {
         "trial_key": rec.key, "folder": rec.rel, "condition": r.condition, "condition_id": condition_id,
         "trial": r.trial, "position": r.position, "attempt": r.attempt, "outcome": r.outcome, "valid": valid,
         "end_reason": r.termination_reason, "milestones": milestones, "milestones_reached": r.milestones_reached,
         "deepest": r.deepest_milestone, "points": points, "total_points": r.total_points,
         "accepted_actions": accepted, "model_decisions": decisions, "cost_usd": cost,
-        "cost_source": tel.cost_source if tel else None, "tokens": tel.tokens if tel else None,
+        "cost_source": _tel(tel, "cost_source"), "tokens": _tel(tel, "tokens"),
         "model_latency_s": round(latency, 6) if latency is not None else None,
-        "wall_s": tel.wall_time_seconds if tel else None,
-        "invalid_outputs": tel.invalid_outputs if tel else None,
-        "rejected_actions": tel.rejected_actions if tel else None,
+        "wall_s": _tel(tel, "wall_time_seconds"),
+        "invalid_outputs": _tel(tel, "invalid_outputs"),
+        "rejected_actions": _tel(tel, "rejected_actions"),
         "productive_actions": acts.productive, "productive_action_rate": ratio(acts.productive, accepted),
         "battle_actions": acts.battle, "navigation_actions": acts.navigation,
         "repeated_navigation_actions": acts.repeated, "required_backtracking_actions": acts.excused,
         "repeat_overhead": ratio(acts.repeated, accepted),
-        "live_repeated_navigation_actions": tel.repeated_navigation_actions if tel else None,
+        "live_repeated_navigation_actions": _tel(tel, "repeated_navigation_actions"),
         "state_source": "replay" if states is not None else "records", "state_note": state_note,
         "memory_errors": mem.memory_errors, "material_errors": mem.material_errors,
         "memory_error_rate": mem.memory_error_rate, "material_memory_error_rate": mem.material_memory_error_rate,
@@ -628,10 +673,26 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         # the result's own figures (engine.loop.trial.path_figures; verify recomputes them)
         "path_efficiency": r.derived.get("path_efficiency"),
         "path_optimal_presses": r.derived.get("path_optimal_presses"), "path_actions": r.derived.get("path_actions"),
-        "long_horizon": long_horizon(r, game, level),
+        "long_horizon": long_horizon(r, game, _highest_level(game, states)),
         "timeline": [{"id": a.id, "decision_id": a.decision_id, "points": a.points} for a in r.milestones],
         "curve": rec.curve,
     }
+
+
+def _tel(tel, name: str):
+    """A telemetry figure, None for a result without telemetry."""
+    return getattr(tel, name) if tel else None
+
+
+def _latency_s(tel) -> float | None:
+    return tel.model_latency_ms / 1000 if tel and tel.model_latency_ms is not None else None
+
+
+def _highest_level(game: GameDefinition | None, states: States | None) -> int | None:
+    """The highest party level in the replayed samples, for the long-horizon scorer (None without)."""
+    if states is not None and game is not None and game.long_horizon and game.party_level_field:
+        return max(int(s[game.party_level_field]) for s in (states.start, *states.after))
+    return None
 
 
 def actions_per_decision(inputs: Iterable[InputLine]) -> tuple[DecisionCounts, int]:
@@ -802,31 +863,48 @@ def effect(rows_a: list[dict], rows_b: list[dict], metric: str, sign: int, *,
     both conditions, blocks resampled. Unpaired: each condition resampled on its own. Trials whose
     metric does not exist (a ratio over zero) are left out; any unknown value makes the effect null."""
     rng = random.Random(seed)
-    denominator = SUMMARY_METRICS.get(metric)
-    usable_a = [r for r in rows_a if denominator is None or r.get(denominator) != 0]
-    usable_b = [r for r in rows_b if denominator is None or r.get(denominator) != 0]
+    usable_a, usable_b = _with_metric(rows_a, metric), _with_metric(rows_b, metric)
     if any(r.get(metric) is None for r in usable_a + usable_b):
-        return {"estimate": None, "ci95": None, "n": 0, "paired": blocks is not None,
-                "reason": "a value is unknown"}
+        return _no_effect(blocks is not None, "a value is unknown")
     if blocks is not None:
-        a_by = {blocks[r["trial_key"]]: r[metric] for r in usable_a if r["trial_key"] in blocks}
-        b_by = {blocks[r["trial_key"]]: r[metric] for r in usable_b if r["trial_key"] in blocks}
-        diffs = [sign * (b_by[k] - a_by[k]) for k in sorted(set(a_by) & set(b_by))]
-        if not diffs:
-            return {"estimate": None, "ci95": None, "n": 0, "paired": True, "reason": "no complete block"}
-        stats = sorted(_mean([rng.choice(diffs) for _ in diffs]) for _ in range(resamples))
-        ci = (round(_percentile(stats, 0.025), 6), round(_percentile(stats, 0.975), 6)) if len(diffs) > 1 else None
-        return {"estimate": round(_mean(diffs), 6), "ci95": ci, "n": len(diffs), "paired": True, "reason": None}
+        return _paired_effect(usable_a, usable_b, metric, sign, blocks, rng, resamples)
     a = [r[metric] for r in usable_a]
     b = [r[metric] for r in usable_b]
     if not a or not b:
-        return {"estimate": None, "ci95": None, "n": 0, "paired": False, "reason": "no trial with the metric"}
+        return _no_effect(False, "no trial with the metric")
     stats = sorted(sign * (_mean([rng.choice(b) for _ in b]) - _mean([rng.choice(a) for _ in a]))
                    for _ in range(resamples))
-    ci = (round(_percentile(stats, 0.025), 6), round(_percentile(stats, 0.975), 6)) \
-        if len(a) > 1 and len(b) > 1 else None
+    ci = _ci95(stats) if len(a) > 1 and len(b) > 1 else None
     return {"estimate": round(sign * (_mean(b) - _mean(a)), 6), "ci95": ci, "n": min(len(a), len(b)),
             "paired": False, "reason": None}
+
+
+def _with_metric(rows: list[dict], metric: str) -> list[dict]:
+    """The trials where the metric exists: its denominator (SUMMARY_METRICS) is not zero."""
+    denominator = SUMMARY_METRICS.get(metric)
+    return [r for r in rows if denominator is None or r.get(denominator) != 0]
+
+
+def _no_effect(paired: bool, reason: str) -> dict:
+    return {"estimate": None, "ci95": None, "n": 0, "paired": paired, "reason": reason}
+
+
+def _ci95(stats: list[float]) -> tuple[float, float]:
+    """The percentile interval of sorted bootstrap statistics."""
+    return (round(_percentile(stats, 0.025), 6), round(_percentile(stats, 0.975), 6))
+
+
+def _paired_effect(usable_a: list[dict], usable_b: list[dict], metric: str, sign: int, blocks: dict[str, int],
+                   rng: random.Random, resamples: int) -> dict:
+    """`effect` within counterbalanced blocks: the differences per complete block, blocks resampled."""
+    a_by = {blocks[r["trial_key"]]: r[metric] for r in usable_a if r["trial_key"] in blocks}
+    b_by = {blocks[r["trial_key"]]: r[metric] for r in usable_b if r["trial_key"] in blocks}
+    diffs = [sign * (b_by[k] - a_by[k]) for k in sorted(set(a_by) & set(b_by))]
+    if not diffs:
+        return _no_effect(True, "no complete block")
+    stats = sorted(_mean([rng.choice(diffs) for _ in diffs]) for _ in range(resamples))
+    ci = _ci95(stats) if len(diffs) > 1 else None
+    return {"estimate": round(_mean(diffs), 6), "ci95": ci, "n": len(diffs), "paired": True, "reason": None}
 
 
 def blocks_of(root: Path) -> dict[str, int] | None:
@@ -869,29 +947,20 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
     Wilson 95% interval, zero-progress count; then effects of each label against the first one."""
     valid = [r for r in rows if r["valid"]]
     labels = sorted({r["condition"] for r in rows})
-    per: dict[str, dict] = {}
-    for label in labels:
-        mine = [r for r in valid if r["condition"] == label]
-        done = sum(r["outcome"] == "success" for r in mine)
-        types, sev = Counter(), Counter()
-        annotated = [r for r in mine if r.get("memory_errors") is not None]
-        for r in annotated:
-            types.update(r["errors_by_type"])
-            sev.update(r["errors_by_severity"])
-        per[label] = {
-            "condition_id": next((r["condition_id"] for r in rows if r["condition"] == label), None),
-            "n_valid": len(mine), "n_invalid": sum(not r["valid"] for r in rows if r["condition"] == label),
-            "successful": done, "completion_rate": ratio(done, len(mine)), "completion_ci95": wilson(done, len(mine)),
-            "zero_progress": sum(r["zero_progress"] for r in mine),
-            "deepest": [r["deepest"] for r in mine],
-            "metrics": {m: spread(mine, m, d) for m, d in SUMMARY_METRICS.items()},
-            # over the annotated trials only; null when none of them was annotated
-            # a cli condition's clients' own totals (null for a condition no client played)
-            "client_totals": {m: spread(mine, m, None) for m in CLIENT_METRICS}
-            if any(r.get("client") is not None for r in rows if r["condition"] == label) else None,
-            "n_annotated": len(annotated), "errors_by_type": dict(types) if annotated else None,
-            "errors_by_severity": dict(sev) if annotated else None,
-        }
+    per = {label: _condition_figures(rows, [r for r in valid if r["condition"] == label], label)
+           for label in labels}
+    effects = _effects(valid, labels, paired_blocks, seed)
+    supported = bool(labels) and all(per[lab]["n_valid"] >= SIGNIFICANCE_MIN for lab in labels)
+    return {
+        "conditions": per, "effects": effects, "bootstrap": _bootstrap_note(paired_blocks, seed),
+        "significance_supported": supported,
+        "significance_note": None if supported else
+        f"fewer than {SIGNIFICANCE_MIN} valid trials per condition: significance claims are not supported",
+    }
+
+
+def _effects(valid: list[dict], labels: list[str], paired_blocks: dict[str, int] | None, seed: int) -> dict:
+    """Each label's EFFECTS against the first label's."""
     effects = {}
     if len(labels) >= 2:
         base = labels[0]
@@ -901,17 +970,52 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
             effects[f"{other} vs {base}"] = {
                 name: effect(a, b, metric, sign, blocks=paired_blocks, seed=seed)
                 for name, (metric, sign) in EFFECTS.items()}
-    supported = bool(labels) and all(per[lab]["n_valid"] >= SIGNIFICANCE_MIN for lab in labels)
+    return effects
+
+
+def _bootstrap_note(paired_blocks: dict[str, int] | None, seed: int) -> dict:
+    paired = paired_blocks is not None
+    return {"seed": seed, "resamples": BOOTSTRAP_RESAMPLES, "method": "percentile, 95%", "paired": paired,
+            "pairing": "counterbalanced blocks (schedule position // block size)" if paired
+            else "none (independent resampling per condition)"}
+
+
+def _condition_figures(rows: list[dict], mine: list[dict], label: str) -> dict:
+    """One condition label's entry of `condition_summary`; `mine`: its valid trials."""
+    done = sum(r["outcome"] == "success" for r in mine)
+    ours = [r for r in rows if r["condition"] == label]
+    annotated = [r for r in mine if r.get("memory_errors") is not None]
+    types, sev = _error_tallies(annotated)
     return {
-        "conditions": per, "effects": effects,
-        "bootstrap": {"seed": seed, "resamples": BOOTSTRAP_RESAMPLES, "method": "percentile, 95%",
-                      "paired": paired_blocks is not None,
-                      "pairing": "counterbalanced blocks (schedule position // block size)"
-                      if paired_blocks is not None else "none (independent resampling per condition)"},
-        "significance_supported": supported,
-        "significance_note": None if supported else
-        f"fewer than {SIGNIFICANCE_MIN} valid trials per condition: significance claims are not supported",
+        "condition_id": next((r["condition_id"] for r in ours), None),
+        "n_valid": len(mine), "n_invalid": sum(not r["valid"] for r in ours),
+        "successful": done, "completion_rate": ratio(done, len(mine)), "completion_ci95": wilson(done, len(mine)),
+        "zero_progress": sum(r["zero_progress"] for r in mine),
+        "deepest": [r["deepest"] for r in mine],
+        "metrics": {m: spread(mine, m, d) for m, d in SUMMARY_METRICS.items()},
+        # over the annotated trials only; null when none of them was annotated
+        # a cli condition's clients' own totals (null for a condition no client played)
+        "client_totals": _client_spread(mine, ours),
+        "n_annotated": len(annotated), "errors_by_type": types, "errors_by_severity": sev,
     }
+
+
+def _error_tallies(annotated: list[dict]) -> tuple[dict | None, dict | None]:
+    """Memory errors by type and by severity over the annotated trials; null when there are none."""
+    if not annotated:
+        return None, None
+    types, sev = Counter(), Counter()
+    for r in annotated:
+        types.update(r["errors_by_type"])
+        sev.update(r["errors_by_severity"])
+    return dict(types), dict(sev)
+
+
+def _client_spread(mine: list[dict], ours: list[dict]) -> dict | None:
+    """A cli condition's clients' own totals over its valid trials; null for a condition no client played."""
+    if not any(r.get("client") is not None for r in ours):
+        return None
+    return {m: spread(mine, m, None) for m in CLIENT_METRICS}
 
 
 # -- agreement -----------------------------------------------------------------------------------------
