@@ -168,22 +168,12 @@ def ability_average(rows: list[Row]) -> float | None:
 
 def pages(site: Site) -> dict[str, str]:
     rows = site.rows
-    out: dict[str, str] = {}
     benches = sorted({r.benchmark for r in rows})
     models = sorted({r.model for r in rows})
-    items = "".join(f'<li><a href="bench-{slug(b)}.html">{_e(b)}</a></li>' for b in benches)
-    mitems = "".join(f'<li><a href="model-{slug(m)}.html">{_e(m)}</a></li>' for m in models)
-    out["index.html"] = _page("oakwatch results", f'<p class="note">{FOCUSED} and {LONG} are separate '
-                              f"benchmarks: the Long campaign never enters the focused ability average.</p>"
-                              f"<h2>Benchmarks</h2><ul>{items}</ul><h2>Models</h2><ul>{mitems}</ul>")
+    out = {"index.html": _index_page(benches, models)}
     for bench in benches:
         mine = [r for r in rows if r.benchmark == bench]
-        summary = ""
-        if bench == FOCUSED:
-            summary = "".join(
-                f"<p>{_e(m)}: ability average {_fmt(ability_average([r for r in mine if r.model == m]))}</p>"
-                for m in models if any(r.model == m for r in mine))
-        out[f"bench-{slug(bench)}.html"] = _page(bench, summary + _table(mine))
+        out[f"bench-{slug(bench)}.html"] = _page(bench, _ability_lines(mine, models, bench) + _table(mine))
     for task in sorted({r.task for r in rows}):
         out[f"task-{slug(task)}.html"] = _page(f"Task {task}", _table([r for r in rows if r.task == task]))
     for model in models:
@@ -191,6 +181,22 @@ def pages(site: Site) -> dict[str, str]:
         focus = f"<p>{FOCUSED} ability average: {_fmt(ability_average(mine))}</p>"
         out[f"model-{slug(model)}.html"] = _page(f"Model {model}", focus + _table(mine))
     return out
+
+
+def _index_page(benches: list[str], models: list[str]) -> str:
+    items = "".join(f'<li><a href="bench-{slug(b)}.html">{_e(b)}</a></li>' for b in benches)
+    mitems = "".join(f'<li><a href="model-{slug(m)}.html">{_e(m)}</a></li>' for m in models)
+    return _page("oakwatch results", f'<p class="note">{FOCUSED} and {LONG} are separate '
+                 f"benchmarks: the Long campaign never enters the focused ability average.</p>"
+                 f"<h2>Benchmarks</h2><ul>{items}</ul><h2>Models</h2><ul>{mitems}</ul>")
+
+
+def _ability_lines(mine: list[Row], models: list[str], bench: str) -> str:
+    """The focused benchmark's page opens with each model's ability average (other benchmarks: none)."""
+    if bench != FOCUSED:
+        return ""
+    return "".join(f"<p>{_e(m)}: ability average {_fmt(ability_average([r for r in mine if r.model == m]))}</p>"
+                   for m in models if any(r.model == m for r in mine))
 
 
 def _fmt(value: float | None) -> str:
