@@ -247,15 +247,8 @@ def _check_refers(a: Annotation, trial: TrialFacts) -> None:
         raise LayerError(f"refers to {text}, first written at decision {written}, after decision {a.decision_id}")
 
 
-def _check_reviewed(a: Annotation, layer: str, earlier: list[Annotation], trial: TrialFacts) -> None:
-    """A reviewed record: an annotator's own, a range of the trial's recorded decisions, and no decision
-    of it reviewed before in this layer (a review may come in parts; the same decision twice says nothing)."""
-    if layer == OPERATOR or a.source != "annotator":
-        raise LayerError("a reviewed record belongs to an annotator's own layer")
-    if (a.type, a.severity) != ("reviewed", "minor"):
-        raise LayerError("a reviewed record has type reviewed and severity minor")
-    if (a.refers_to, a.recovered_decision, a.primary_id, a.room, a.landmark) != (None,) * 5 or a.role != "primary":
-        raise LayerError("a reviewed record names a trial, its decisions and a note only")
+def _check_review_range(a: Annotation, trial: TrialFacts) -> None:
+    """A reviewed record's range lies within the trial's recorded decisions, first to last."""
     if trial.last_decision < 1:
         raise LayerError(f"trial {a.trial_key} has no recorded decision to review")
     first, last = a.decision_id, a.through_decision
@@ -267,6 +260,19 @@ def _check_reviewed(a: Annotation, layer: str, earlier: list[Annotation], trial:
         raise LayerError(f"the reviewed range {first}..{last} ends before it starts")
     if last > trial.last_decision:
         raise LayerError(f"decision {last} is past the last decision of {a.trial_key} ({trial.last_decision})")
+
+
+def _check_reviewed(a: Annotation, layer: str, earlier: list[Annotation], trial: TrialFacts) -> None:
+    """A reviewed record: an annotator's own, a range of the trial's recorded decisions, and no decision
+    of it reviewed before in this layer (a review may come in parts; the same decision twice says nothing)."""
+    if layer == OPERATOR or a.source != "annotator":
+        raise LayerError("a reviewed record belongs to an annotator's own layer")
+    if (a.type, a.severity) != ("reviewed", "minor"):
+        raise LayerError("a reviewed record has type reviewed and severity minor")
+    if (a.refers_to, a.recovered_decision, a.primary_id, a.room, a.landmark) != (None,) * 5 or a.role != "primary":
+        raise LayerError("a reviewed record names a trial, its decisions and a note only")
+    _check_review_range(a, trial)
+    first, last = a.decision_id, a.through_decision
     for e in earlier:
         if e.kind == "reviewed" and e.trial_key == a.trial_key and e.through_decision is not None \
                 and e.decision_id <= last and first <= e.through_decision:
