@@ -36,6 +36,7 @@ from engine.loop.records import Annotation, InputLine, TraceLine, TrialResult
 from engine.loop.routes import RouteTracker
 from sessions.analysis.curve import Curve, DecisionCounts, curve_points
 from sessions.evidence import layout
+from sessions.evidence.folder import EvidenceFolder, TrialFolder
 from sessions.evidence.reader import FormatProblem, TrialReader
 
 MEMORY_TYPES = ("omission", "false-persistence", "fabrication", "contradiction", "duplicate-objective",
@@ -728,36 +729,19 @@ def load_game(root: Path) -> tuple[GameDefinition | None, str | None]:
 
 def unblinded(root: Path) -> dict[str, str] | None:
     """label -> condition id once `oakwatch unblind` has run (an unblinded/ folder), else None."""
-    import json
-
-    if not (root / "unblinded").is_dir():
-        return None
-    try:
-        return dict(json.loads((root / layout.BLINDING).read_text())["labels"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    return EvidenceFolder(root).unblinded_labels()
 
 
 def trial_folders(root: Path) -> list[tuple[Path, str, bool]]:
-    """(folder, relative path, voided) of every trial: trials/ then void-<n>/ in order."""
-    out = []
-    trials = root / layout.TRIALS
-    for p in sorted(trials.iterdir()) if trials.is_dir() else []:
-        if p.is_dir():
-            out.append((p, layout.trial_dir(p.name), False))
-    voids = sorted((p for p in root.glob("void-*") if p.is_dir() and p.name[5:].isdigit()),
-                   key=lambda p: int(p.name[5:]))
-    for v in voids:
-        for p in sorted(v.iterdir()):
-            if p.is_dir():
-                out.append((p, f"{v.name}/{p.name}", True))
-    return out
+    """(folder, relative path, voided) of every trial: trials/ then void-<n>/ in order (EvidenceFolder.trials)."""
+    return [(t.path, t.rel, t.voided) for t in EvidenceFolder(root).trials()]
 
 
-def read_trial(folder: Path, rel: str, voided: bool) -> TrialRecords | None:
-    reader = TrialReader(folder, rel)
-    if not reader.exists(layout.RESULT):
+def read_trial(trial: TrialFolder) -> TrialRecords | None:
+    """One trial's records in one streamed pass; None for a trial without result.json (unfinished)."""
+    if not trial.sealed():
         return None
+    reader, rel = trial.reader(), trial.rel
     result, _ = reader.result()
     per_decision, input_count = actions_per_decision(reader.inputs())
     seen = {"count": 0, "reading": 0, "first": None}
@@ -772,8 +756,8 @@ def read_trial(folder: Path, rel: str, voided: bool) -> TrialRecords | None:
     for point in curve_points(reader.trace(), per_decision, result, each):
         curve.add(point)
     writes = sum(op.op in WRITE_OPS for op in reader.memory()) if reader.exists(layout.MEMORY) else 0
-    return TrialRecords(folder.name, rel, result, reader, input_count, seen["count"], seen["first"], per_decision,
-                        writes, seen["reading"], curve, voided)
+    return TrialRecords(trial.key, rel, result, reader, input_count, seen["count"], seen["first"], per_decision,
+                        writes, seen["reading"], curve, trial.voided)
 
 
 def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], None] | None = None,
@@ -788,9 +772,10 @@ def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], 
         by_trial[lab.trial_key].append(lab)
     key_map = unblinded(root)
     rows = []
-    for folder, rel, voided in trial_folders(root):
+    for trial in EvidenceFolder(root).trials():
+        folder, rel, voided = trial.path, trial.rel, trial.voided
         try:
-            rec = read_trial(folder, rel, voided)
+            rec = read_trial(trial)
         except FormatProblem as exc:
             if progress:
                 progress(f"{rel}: unreadable ({exc}); left out")
@@ -910,14 +895,12 @@ def _paired_effect(usable_a: list[dict], usable_b: list[dict], metric: str, sign
 def blocks_of(root: Path) -> dict[str, int] | None:
     """trial key -> counterbalanced block (schedule position // block size) when the design pairs
     (trials.order counterbalanced, more than one condition); None otherwise."""
-    import json
-
     from sessions.preflight.manifest import ManifestError, load_manifest
 
     try:
-        schedule = json.loads((root / layout.SCHEDULE).read_text())
+        schedule = EvidenceFolder(root).json(layout.SCHEDULE)
         manifest = load_manifest(root / layout.MANIFEST)
-    except (OSError, ValueError, ManifestError):
+    except (FormatProblem, OSError, ValueError, ManifestError):
         return None
     if manifest.trials.order != "counterbalanced" or len(manifest.conditions) < 2:
         return None

@@ -43,7 +43,8 @@ from sessions.analysis.metrics import (
 from sessions.analysis.report_plots import Plot, plots, type_severity
 from sessions.audit.package import EVIDENCE_SUMS, GAME_COPY, PACKAGE_INFO, PACKAGE_MANIFEST, package_info
 from sessions.evidence import layout
-from sessions.evidence.reader import TrialReader
+from sessions.evidence.folder import EvidenceFolder
+from sessions.evidence.reader import FormatProblem, TrialReader
 
 PRODUCTIVE_DEFINITION = (
     "Productive action: an accepted action that changed the probed state (the position and every field the game "
@@ -133,8 +134,8 @@ def _against_summary(summary: dict, valid: list[dict]) -> list[str]:
 def _against_result(root: Path, r: dict) -> list[str]:
     """A trial row's numbers that its result.json does not give."""
     try:
-        result = json.loads((root / r["folder"] / layout.RESULT).read_text())
-    except (OSError, ValueError):
+        result = EvidenceFolder(root).json(f"{r['folder']}/{layout.RESULT}")
+    except FormatProblem:
         return [f"{r['folder']}/{layout.RESULT}: unreadable"]
     tel = result.get("telemetry") or {}
     pairs = [("points", result.get("progress_points")), ("outcome", result.get("outcome")),
@@ -145,14 +146,17 @@ def _against_result(root: Path, r: dict) -> list[str]:
             for name, value in pairs if r[name] != value]
 
 
+def _json_or(root: Path, rel: str, default):
+    """A JSON file of the evidence folder as plain data (EvidenceFolder.json); `default` when it is
+    missing, unreadable or not JSON."""
+    try:
+        return EvidenceFolder(root).json(rel)
+    except FormatProblem:
+        return default
+
+
 def _genesis(root: Path, rows: list[dict]) -> dict[str, dict]:
-    out = {}
-    for r in rows:
-        try:
-            out[r["folder"]] = json.loads((root / r["folder"] / layout.TRIAL).read_text())
-        except (OSError, ValueError):
-            out[r["folder"]] = {}
-    return out
+    return {r["folder"]: _json_or(root, f"{r['folder']}/{layout.TRIAL}", {}) for r in rows}
 
 
 @dataclass(frozen=True)
@@ -213,10 +217,7 @@ def _first_frames(f: _Folder) -> dict:
 def _prompt_cores(f: _Folder) -> dict:
     cores: dict[object, dict[str, str]] = {}  # variant -> trial -> the first decision's prompt core
     for r in f.valid:
-        try:
-            prov = json.loads((f.root / r["folder"] / layout.RESULT).read_text()).get("provenance") or {}
-        except (OSError, ValueError):
-            prov = {}
+        prov = _json_or(f.root, f"{r['folder']}/{layout.RESULT}", {}).get("provenance") or {}
         if prov.get("model") is not None and prov.get("prompt_core_sha256") is not None:
             cores.setdefault(r.get("variant_index"), {})[r["trial_key"]] = prov["prompt_core_sha256"]
     odd = [f"{key} ({core[:12]}…)" for group in cores.values() for key, core in group.items()
@@ -343,10 +344,7 @@ def checklist(root: Path, rows: list[dict], audit_problems: list[str], recon: di
 
 
 def _awards(root: Path, r: dict) -> list[dict]:
-    try:
-        return json.loads((root / r["folder"] / layout.RESULT).read_text()).get("milestones", [])
-    except (OSError, ValueError):
-        return []
+    return _json_or(root, f"{r['folder']}/{layout.RESULT}", {}).get("milestones", [])
 
 
 # -- the conclusion ---------------------------------------------------------------------------------
@@ -611,8 +609,8 @@ def _last_decisions(rows: list[dict]) -> dict[str, int]:
 
 def _experiment_id(root: Path) -> str:
     try:
-        return json.loads((root / layout.SCHEDULE).read_text())["experiment_id"]
-    except (OSError, ValueError, KeyError):
+        return EvidenceFolder(root).json(layout.SCHEDULE)["experiment_id"]
+    except (FormatProblem, KeyError):
         return root.name
 
 
@@ -872,8 +870,6 @@ def _scrub(text: str, local: list[str], secrets: list[str]) -> tuple[str, bool]:
 def _game_definition_copy(root: Path, manifest: dict) -> bytes | None:
     """The game definition's bytes when the manifest names a local file (redacted in the package), if it
     is still there and is the one the trials used (the SHA-256 trial.json recorded)."""
-    from sessions.analysis.metrics import trial_folders
-
     where = str((manifest.get("game") or {}).get("definition", ""))
     if not where or where.startswith("bundled:"):
         return None
@@ -882,11 +878,12 @@ def _game_definition_copy(root: Path, manifest: dict) -> bytes | None:
         data = path.read_bytes()
     except OSError:
         return None
-    for folder, _rel, _voided in trial_folders(root):
+    evidence = EvidenceFolder(root)
+    for trial in evidence.trials():
         try:  # the definition's SHA-256 each trial recorded (result.json provenance)
-            pinned = (json.loads((folder / layout.RESULT).read_text()).get("provenance") or {}).get(
+            pinned = (evidence.json(f"{trial.rel}/{layout.RESULT}").get("provenance") or {}).get(
                 "game_definition_sha256")
-        except (OSError, ValueError, AttributeError):
+        except (FormatProblem, AttributeError):
             continue
         if pinned is not None and pinned != hashlib.sha256(data).hexdigest():
             return None
@@ -978,10 +975,9 @@ def _package_trials(pk: _Package) -> None:
     """Each trial's records (frames and raw payloads with include_raw), the voids, the annotations."""
     import shutil
 
-    from sessions.analysis.metrics import trial_folders
-
     root, output, put = pk.root, pk.output, pk.put
-    for folder, rel, _voided in trial_folders(root):
+    for trial in EvidenceFolder(root).trials():
+        folder, rel = trial.path, trial.rel
         for name in PUBLIC_TRIAL_FILES + (RAW_TRIAL_FILES if pk.include_raw else ()):
             if not (folder / name).is_file():
                 continue
@@ -1021,11 +1017,10 @@ def _package_report(pk: _Package, seed: int, say: Callable[[str], None]) -> dict
 
 def _package_readme(pk: _Package, doc: dict, manifest: dict, game_copy: bytes | None) -> str:
     """The package's README: what a reader runs, and what is here."""
-    from sessions.analysis.metrics import trial_folders
     from sessions.evidence.experiment_folder import root_hash
 
     include_raw = pk.include_raw
-    first_trial = next((rel for _f, rel, _v in trial_folders(pk.root)), "trials/<key>")
+    first_trial = next((t.rel for t in EvidenceFolder(pk.root).trials()), "trials/<key>")
     local_rom = str((manifest.get("game") or {}).get("rom", "")).startswith("bundled:") is False
     readme = [
         f"# {doc['experiment_id']}: published experiment package", "",
