@@ -37,8 +37,9 @@ from engine.text import printable
 from sessions.analysis.inspect_tools import TOOL_POLICIES, Screens, ToolExportProblem, tool_decision, trace_data
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256
+from sessions.evidence.folder import EvidenceFolder, TrialFolder
 from sessions.evidence.folder_kind import evidence_problem
-from sessions.evidence.reader import FormatProblem, TrialReader, parse, short_error
+from sessions.evidence.reader import FormatProblem, parse, short_error
 from sessions.evidence.records import BlindingFile
 from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest
 
@@ -71,10 +72,11 @@ class _Scoring(BaseModel):
 class _Trial:
     """One trial folder read back through sessions.evidence.reader (every line validated)."""
 
-    def __init__(self, folder: Path, void: str | None = None):
-        rel = f"{void or layout.TRIALS}/{folder.name}"
-        reader = TrialReader(folder, rel)
-        if not reader.exists(layout.RESULT):
+    def __init__(self, trial: TrialFolder):
+        folder, rel = trial.path, trial.rel
+        void = rel.split("/", 1)[0] if trial.voided else None
+        reader = trial.reader()
+        if not trial.sealed():
             raise InspectExportError(f"{rel}: no {layout.RESULT} (an unfinished run: `oakwatch recover` it first)")
         self.key = folder.name
         self.rel = rel
@@ -372,8 +374,8 @@ def _spec(trial: _Trial, manifest: Manifest, condition: Condition | None, model:
 def _conditions(root: Path, manifest: Manifest) -> dict[str, Condition]:
     """Label -> the manifest's condition, through blinding.json (the export is not blinded)."""
     try:
-        data = (root / layout.BLINDING).read_bytes()
-    except OSError:
+        data = EvidenceFolder(root).bytes(layout.BLINDING)
+    except FormatProblem:
         raise InspectExportError(f"{layout.BLINDING} is missing or unreadable") from None
     try:
         blinding = parse(BlindingFile, data, layout.BLINDING)
@@ -381,18 +383,6 @@ def _conditions(root: Path, manifest: Manifest) -> dict[str, Condition]:
         raise InspectExportError(str(exc)) from None
     by_id = {c.id: c for c in manifest.conditions}
     return {label: by_id[cid] for label, cid in blinding.labels.items() if cid in by_id}
-
-
-def _trial_folders(root: Path) -> list[tuple[Path, str | None]]:
-    """(folder, None) for each trial in trials/, then (folder, "void-<n>") for each voided attempt, in void order."""
-    found: list[tuple[Path, str | None]] = []
-    trials = root / layout.TRIALS
-    if trials.is_dir():
-        found += [(p, None) for p in sorted(trials.iterdir()) if p.is_dir()]
-    voids = [p for p in root.glob("void-*") if p.is_dir() and p.name[5:].isdigit()]
-    for void in sorted(voids, key=lambda p: int(p.name[5:])):
-        found += [(p, void.name) for p in sorted(void.iterdir()) if p.is_dir()]
-    return found
 
 
 def export_inspect(root: Path, out: Path) -> dict:
@@ -413,14 +403,13 @@ def export_inspect(root: Path, out: Path) -> dict:
         raise InspectExportError(f"{layout.MANIFEST}: {exc}") from None
     ladder = _read_yaml_model(root / "scoring" / "milestones.yaml", _Scoring, "scoring/milestones.yaml").milestones
     conditions = _conditions(root, manifest)
-    prompt_path = root / "prompts" / "system.txt"
-    system_prompt = prompt_path.read_text(encoding="utf-8") if prompt_path.is_file() else None
+    system_prompt = EvidenceFolder(root).system_prompt()
     try:
         schedule_sha256 = file_sha256(root / layout.SCHEDULE)  # the run's id: every trial of a run shares it
     except OSError:
         raise InspectExportError(f"{layout.SCHEDULE} is missing or unreadable") from None
     try:
-        trials = [_Trial(folder, void) for folder, void in _trial_folders(root)]
+        trials = [_Trial(trial) for trial in EvidenceFolder(root).trials()]  # trials/, then void-<n>/ in order
     except FormatProblem as exc:
         raise InspectExportError(str(exc)) from None
     if not trials:
