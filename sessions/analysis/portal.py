@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessions.evidence import layout
+from sessions.evidence.folder import EvidenceFolder
 from sessions.evidence.folder_kind import evidence_problem
 from sessions.evidence.roots import folder_root
 from sessions.tasks.task_batch import is_batch
@@ -88,7 +90,10 @@ def _campaign_rows(folder: Path) -> list[Row]:
 
     game, _ = load_game(folder)
     by_condition: dict[str, list[dict]] = {}
-    for result_path in sorted(folder.glob("trials/*/result.json")):
+    for trial in EvidenceFolder(folder).trials(voided=False):
+        if not trial.sealed():
+            continue
+        result_path = trial.path / layout.RESULT
         doc = _read_json(result_path)
         if doc.get("outcome") not in ("success", "failure"):
             continue  # invalid trials never count
