@@ -39,7 +39,15 @@ from sessions.audit.verify_tools import check_battle_line
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.evidence.framestore import decode_png, iter_pngs, pixel_sha256, scan_store
-from sessions.evidence.reader import FormatProblem, TrialReader, iter_lines, parse, read_run_log, short_error
+from sessions.evidence.reader import (
+    MAX_LINE,
+    FormatProblem,
+    TrialReader,
+    iter_lines,
+    parse,
+    read_run_log,
+    short_error,
+)
 from sessions.evidence.records import BlindingFile, ScheduleFile, Summary, VoidRecord
 from sessions.execute.schedule import trial_order
 
@@ -572,25 +580,69 @@ def _trial_game(ctx, trial: int):
 STREAMED = ("/" + layout.TRACE, "/" + layout.RESPONSES, "/" + layout.INPUTS)
 
 
-class _Hashed:
-    """A stream's lines, hashed as they go by; `digest` once every line has been read."""
+BLOCK = 1 << 16  # a stream is read 64 KiB at a time (bigger blocks fall out of the CPU cache)
 
-    def __init__(self, lines: Iterator[tuple[int, bytes]]):
-        self._lines = lines
-        self._h = hashlib.sha256()
+
+class _Stream:
+    """A stream's lines, read and hashed a block at a time (a few calls per MiB instead of a read, a
+    check and a hash update per line); `digest` is the file's SHA-256 once every line has been read.
+    Problems are iter_lines's (sessions.evidence.reader), raised at the same line: a torn last line,
+    a line too long."""
+
+    __slots__ = ("_path", "_where", "_file", "_hash", "_lines", "_i", "_n", "_pending", "digest")
+
+    def __init__(self, reader: TrialReader, name: str):
+        self._path = reader.folder / name
+        if not self._path.is_file():
+            raise FormatProblem(f"{reader.where(name)} is missing")
+        self._where = reader.where(name)
+        self._file = None
+        self._hash = hashlib.sha256()
+        self._lines: list[bytes] = []
+        self._i = self._n = 0
+        self._pending: list[bytes] = []  # the start of a line a block cut
         self.digest: str | None = None
 
     def __iter__(self):
         return self
 
     def __next__(self) -> tuple[int, bytes]:
-        try:
-            item = next(self._lines)
-        except StopIteration:
-            self.digest = self._h.hexdigest()
-            raise
-        self._h.update(item[1])
-        return item
+        i = self._i
+        if i >= len(self._lines):
+            self._fill()
+            i = 0
+        self._i = i + 1
+        self._n = n = self._n + 1
+        line = self._lines[i]
+        if len(line) > MAX_LINE:
+            raise FormatProblem(f"{self._where}:{n}: line too long")
+        return n, line
+
+    def _fill(self) -> None:
+        """The next block's whole lines (StopIteration at the end; a torn last line is a problem)."""
+        if self.digest is not None:  # read to its end already
+            raise StopIteration
+        if self._file is None:
+            self._file = self._path.open("rb")
+        while True:
+            block = self._file.read(BLOCK)
+            if not block:
+                self._file.close()
+                self._lines = []
+                if self._pending:
+                    raise FormatProblem(f"{self._where}:{self._n + 1}: torn last line (no newline): the process "
+                                        f"died mid-write")
+                self.digest = self._hash.hexdigest()
+                raise StopIteration
+            self._hash.update(block)
+            cut = block.rfind(b"\n") + 1
+            if not cut:
+                self._pending.append(block)
+                continue
+            whole = b"".join((*self._pending, block[:cut])) if self._pending else block[:cut]
+            self._pending = [block[cut:]] if cut < len(block) else []
+            self._lines = [line + b"\n" for line in whole.split(b"\n")[:-1]]
+            return
 
 
 def _parser(model, rel: str, name: str):
@@ -615,9 +667,9 @@ class _Walk:
     report: Report
     ctx: Context
     result: TrialResult | None
-    responses: _Hashed
-    inputs: _Hashed
-    trace: _Hashed
+    responses: _Stream
+    inputs: _Stream
+    trace: _Stream
     memory: _Peek
     parse_response: object
     parse_input: object
@@ -636,6 +688,8 @@ class _Walk:
     prev: TraceLine | None = None
     inputs_read: int = 0
     last_capture: int = -1
+    op_item: tuple[int, bytes] | None = None  # the memory line last parsed, and its operation
+    op: MemoryOp | None = None
 
 
 def _first_frame(ctx: Context, trial_number: int | None) -> str | None:
@@ -657,8 +711,8 @@ def _start_walk(reader: TrialReader, genesis_sha: str, rel: str, report: Report,
     evidence = awards | ({(goal.frame_index, goal.frame_sha256)} if goal is not None and goal.met else set())
     m = ctx.manifest
     return _Walk(rel=rel, report=report, ctx=ctx, result=result,
-                 responses=_Hashed(reader.lines(layout.RESPONSES)), inputs=_Hashed(reader.lines(layout.INPUTS)),
-                 trace=_Hashed(reader.lines(layout.TRACE)), memory=_Peek(reader.lines(layout.MEMORY)),
+                 responses=_Stream(reader, layout.RESPONSES), inputs=_Stream(reader, layout.INPUTS),
+                 trace=_Stream(reader, layout.TRACE), memory=_Peek(reader.lines(layout.MEMORY)),
                  parse_response=_parser(ResponseLine, rel, layout.RESPONSES),
                  parse_input=_parser(InputLine, rel, layout.INPUTS),
                  first_frame=_first_frame(ctx, trial_number),
@@ -720,7 +774,8 @@ def _check_episode(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
 def _check_line_fields(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
     """The battle facts, no milestone lost, and the response the line points at."""
     add, rel = w.report.add, w.rel
-    check_battle_line(w.ctx.manifest, t, f"{rel}/{layout.TRACE}:{n}", w.report)
+    if t.battle is not None:
+        check_battle_line(w.ctx.manifest, t, f"{rel}/{layout.TRACE}:{n}", w.report)
     w.frames_seen.add(t.frame_sha256)
     w.frames_seen.add(t.result_frame_sha256)
     if t.milestones_before != t.milestones_after and not set(t.milestones_before) <= set(t.milestones_after):
@@ -749,8 +804,20 @@ def _check_decision_response(w: _Walk, t: TraceLine, n: int, line: bytes) -> Non
                     f"decision {clients[next(iter(clients))]}'s (one trial, one client)")
             clients.setdefault(made_by, n)
     cap = w.cap
-    _check_response(parsed, t, n, f"{rel}/{layout.RESPONSES}:{rn}", w.report,
-                    cap if cap is not None and len(rbytes) > cap else None)
+    cap = cap if cap is not None and len(rbytes) > cap else None
+    if not (cap is None and _plain_response(parsed, t, n)):
+        _check_response(parsed, t, n, f"{rel}/{layout.RESPONSES}:{rn}", w.report, cap)
+
+
+def _plain_response(r: ResponseLine, t: TraceLine, n: int) -> bool:
+    """The common case, in which `_check_response` finds nothing: one valid answer, no latency measured
+    (a policy that is not a model). Checked here so the hot loop builds no string for it."""
+    attempts = r.attempts
+    if r.decision_id != n or len(attempts) != 1 or t.attempts != 1:
+        return False
+    a = attempts[0]
+    return (a.valid and a.latency_ms is None and a.usage is None and not t.paid_calls
+            and not t.invalid_output and not t.aborted and t.latency_ms is None and t.latency_total_ms is None)
 
 
 def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
@@ -808,7 +875,7 @@ def _check_decision_memory(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
     add, rel, memory, facts = w.report.add, w.rel, w.memory, w.facts
     mem = []
     while (item := memory.peek()) is not None:
-        op = parse(MemoryOp, item[1], f"{rel}/{layout.MEMORY}:{item[0]}")
+        op = _memory_op(w, item)
         if op.decision_id != n:
             if op.decision_id < n:
                 add(f"{rel}/{layout.MEMORY}:{item[0]}: decision {op.decision_id} out of order")
@@ -823,6 +890,14 @@ def _check_decision_memory(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
     for fid in t.memory_writes:
         if fid is not None and fid not in facts:
             add(f"{rel}/{layout.TRACE}:{n}: memory_writes names {fid}, which no memory operation created")
+
+
+def _memory_op(w: _Walk, item: tuple[int, bytes]) -> MemoryOp:
+    """The operation on the memory stream's next line, parsed once: a line that belongs to a later
+    decision is looked at by every decision until then."""
+    if w.op_item is not item:
+        w.op_item, w.op = item, parse(MemoryOp, item[1], f"{w.rel}/{layout.MEMORY}:{item[0]}")
+    return w.op
 
 
 # Each decision's checks, in the order their problems are reported (messages and order are pinned by tests).
