@@ -1,0 +1,153 @@
+"""verify: the frozen header (manifest, schedule, blinding key, conditions, schema, price copies) and the run log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.loop.contract import response_json_schema
+from sessions.audit.verify_context import Context, Report, _sha
+from sessions.evidence import layout
+from sessions.evidence.checksums import file_sha256
+from sessions.evidence.reader import (
+    FormatProblem,
+    iter_lines,
+    parse,
+    read_run_log,
+)
+from sessions.evidence.records import BlindingFile, ScheduleFile
+from sessions.execute.schedule import trial_order
+
+# -- the frozen header -------------------------------------------------------------------------
+
+def _check_header(ctx: Context, report: Report) -> None:
+    from sessions.preflight.assets import resolve
+    from sessions.preflight.gamedefs import GameDefinitionError, load_game_definition
+    from sessions.preflight.manifest import ManifestError, load_manifest
+
+    root = ctx.root
+    try:
+        manifest = load_manifest(root / layout.MANIFEST)
+        ctx.manifest, ctx.manifest_sha256 = manifest, manifest.sha256()
+    except ManifestError as exc:
+        report.add(f"{layout.MANIFEST}: {exc}")
+        manifest = None
+    try:
+        data = (root / layout.SCHEDULE).read_bytes()
+        ctx.schedule, ctx.schedule_sha256 = parse(ScheduleFile, data, layout.SCHEDULE), _sha(data)
+    except (OSError, FormatProblem) as exc:
+        report.add(str(exc) if isinstance(exc, FormatProblem) else f"{layout.SCHEDULE} is missing or unreadable")
+    blinding = None
+    try:
+        data = (root / layout.BLINDING).read_bytes()
+        blinding = parse(BlindingFile, data, layout.BLINDING)
+        ctx.labels = dict(blinding.labels)
+        if ctx.schedule and ctx.schedule.blinding_sha256 != _sha(data):
+            report.add(f"{layout.BLINDING}: its hash differs from the one {layout.SCHEDULE} committed to")
+    except (OSError, FormatProblem) as exc:
+        report.add(str(exc) if isinstance(exc, FormatProblem) else f"{layout.BLINDING} is missing or unreadable")
+    if manifest is None or ctx.schedule is None:
+        return
+    s = ctx.schedule
+    if s.manifest_sha256 != ctx.manifest_sha256:
+        report.add(f"{layout.MANIFEST}: its canonical SHA-256 {ctx.manifest_sha256[:16]}… differs from the "
+                   f"{s.manifest_sha256[:16]}… the schedule was made for (the manifest was changed)")
+    if s.experiment_id != manifest.experiment_id:
+        report.add(f"{layout.SCHEDULE}: experiment_id differs from the manifest's")
+    for rel, digest in s.frozen_files.items():
+        path = root / rel
+        if not path.is_file():
+            report.add(f"{rel} is missing (the schedule froze it)")
+        elif file_sha256(path) != digest:
+            report.add(f"{rel}: differs from the file the schedule froze before the first trial")
+    frozen_kinds = ("prompts/", "scoring/", "conditions/", "schemas/", "pricing/")
+    for rel in sorted(r for r in ctx.sums if r.startswith(frozen_kinds) and r not in s.frozen_files):
+        report.add(f"{rel}: not among the files the schedule froze")
+    _check_price_copies(root, manifest, report)
+    if s.block_size != len(manifest.conditions):
+        report.add(f"{layout.SCHEDULE}: block_size {s.block_size} but the manifest has "
+                   f"{len(manifest.conditions)} conditions")
+    if blinding is not None:
+        ids = {c.id for c in manifest.conditions}
+        if set(blinding.labels.values()) != ids:
+            report.add(f"{layout.BLINDING}: maps labels to {sorted(blinding.labels.values())}, the manifest's "
+                       f"conditions are {sorted(ids)}")
+        try:
+            expected = trial_order(sorted(blinding.labels), manifest.trials_per_label(), manifest.trials.order)
+            if [f"{lab}-{n:02d}" for lab, n in expected] != s.order:
+                report.add(f"{layout.SCHEDULE}: the order is not the one the manifest's trials section gives")
+        except ValueError as exc:
+            report.add(f"{layout.SCHEDULE}: {exc}")
+        by_id = {c.id: c for c in manifest.conditions}
+        import yaml
+
+        for label, cid in blinding.labels.items():
+            path = root / "conditions" / f"{label}.yaml"
+            try:
+                on_disk = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError, UnicodeDecodeError):
+                report.add(f"conditions/{label}.yaml is missing or unreadable")
+                continue
+            if cid in by_id:
+                want = {"label": label, **by_id[cid].model_dump(mode="json", exclude={"id"})}
+                if on_disk != want:
+                    report.add(f"conditions/{label}.yaml does not describe the condition {layout.BLINDING} "
+                               f"maps {label} to (relabelled?)")
+    try:
+        schema = json.loads((root / "prompts" / "action-schema.json").read_text(encoding="utf-8"))
+        if schema != response_json_schema(manifest.agent.max_actions_per_decision, manifest.agent.context.notebook_chars
+                                          if manifest.agent.context else None, tuple(manifest.agent.shortcuts) or None):
+            report.add("prompts/action-schema.json is not the schema of this manifest's action contract")
+    except (OSError, ValueError):
+        report.add("prompts/action-schema.json is missing or unreadable")
+    try:
+        ctx.game = load_game_definition(resolve(manifest.game.definition, root))
+    except (GameDefinitionError, OSError, ValueError):
+        ctx.game = None  # milestone-specific checks are skipped; everything else still runs
+
+
+def _check_price_copies(root: Path, manifest, report: Report) -> None:
+    """Each price schedule a condition names is kept, byte for byte, as pricing/<its sha256>.yaml
+    (so a derived cost can be rebuilt from the folder alone), and nothing else is kept there."""
+    from sessions.preflight.pricing import copy_path
+
+    named: dict[str, str] = {}
+    for i, c in enumerate(manifest.conditions):
+        if c.pricing is not None:
+            named.setdefault(copy_path(c.pricing.sha256), f"conditions.{i}.pricing")
+    for rel, field_name in named.items():
+        path = root / rel
+        if not path.is_file():
+            report.add(f"{rel} is missing: the price schedule the manifest's {field_name} names is not kept")
+        elif file_sha256(path) != rel.removeprefix("pricing/").removesuffix(".yaml"):
+            report.add(f"{rel}: its SHA-256 differs from the one the manifest's {field_name} names")
+    folder = root / "pricing"
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        rel = f"pricing/{path.name}"
+        if rel not in named and layout.classify_path(rel) == "evidence":
+            report.add(f"{rel}: a price schedule no condition of the manifest names")
+
+
+# -- the run log --------------------------------------------------------------------------------
+
+def _check_run_log(ctx: Context, report: Report) -> list:
+    events, _good, problems = read_run_log(ctx.root)
+    for p in problems:
+        (report.interrupted if "torn" in p else report.problems).append(p)
+    head = ctx.schedule_sha256
+    path = ctx.root / layout.RUN_LOG
+    if path.is_file() and head:
+        try:
+            for n, line in iter_lines(path, layout.RUN_LOG):
+                if n > len(events):
+                    break
+                event = events[n - 1]
+                if event.prev_sha256 != head:
+                    report.add(f"{layout.RUN_LOG}:{n}: hash chain broken (prev_sha256 does not match line {n - 1})")
+                if event.seq != n:
+                    report.add(f"{layout.RUN_LOG}:{n}: seq {event.seq}, expected {n}")
+                head = _sha(line)
+        except FormatProblem:
+            pass
+    ctx.run_head = head
+    return events
