@@ -35,14 +35,22 @@ def _check_response(r: ResponseLine, t: TraceLine, n: int, where: str, report: R
         report.add(f"{where}: decision_id {r.decision_id}, expected {n}")
     if len(r.attempts) != t.attempts:
         report.add(f"{where}: holds {len(r.attempts)} attempts, the trace says {t.attempts}")
-    if t.invalid_output != any(not a.valid for a in r.attempts):
-        report.add(f"{where}: invalid_output in the trace disagrees with the attempts")
-    if t.aborted != bool(r.attempts and r.attempts[-1].aborted):
-        report.add(f"{where}: aborted in the trace disagrees with the attempts")
-    if t.paid_calls != sum(a.usage is not None for a in r.attempts):
-        report.add(f"{where}: paid_calls in the trace disagrees with the attempts")
-    if t.parsed_actions and not (r.attempts and r.attempts[-1].valid):
-        report.add(f"{where}: actions were parsed, but no attempt was valid")
+    for problem, disagrees in _ATTEMPT_FIGURES:
+        if disagrees(r.attempts, t):
+            report.add(f"{where}: {problem}")
+
+
+# The trace's figures that follow from the attempts: (the problem, when it disagrees), in report order.
+_ATTEMPT_FIGURES = (
+    ("invalid_output in the trace disagrees with the attempts",
+     lambda attempts, t: t.invalid_output != any(not a.valid for a in attempts)),
+    ("aborted in the trace disagrees with the attempts",
+     lambda attempts, t: t.aborted != bool(attempts and attempts[-1].aborted)),
+    ("paid_calls in the trace disagrees with the attempts",
+     lambda attempts, t: t.paid_calls != sum(a.usage is not None for a in attempts)),
+    ("actions were parsed, but no attempt was valid",
+     lambda attempts, t: bool(t.parsed_actions) and not (attempts and attempts[-1].valid)),
+)
 
 
 def _check_latency(attempts: list[Attempt], t: TraceLine, where: str, report: Report) -> None:
@@ -79,18 +87,28 @@ def _oversize_problems(a: Attempt, cap: int | None) -> list[str]:
         out.append("an oversized reply must be an invalid output that keeps no text, no reply body and no failure")
     if cap is not None and o.cap_bytes != cap:
         out.append(f"an oversized reply judged by a cap of {o.cap_bytes:,} bytes, not the manifest's {cap:,}")
-    received, size, source, limit = o.received_bytes, o.size_bytes, o.size_source, o.cap_bytes
+    if not _sizes_hold(o):
+        out.append(f"an oversized reply's sizes do not hold together (received {o.received_bytes}, size "
+                   f"{o.size_bytes}, source {o.size_source}, cap {o.cap_bytes})")
+    if o.size_source != "stored" and _read_figures(a):  # a body cut at the cap was never parsed: nothing is known
+        out.append("an oversized reply that was never read records a model, a response id, a stop reason or usage")
+    return out
+
+
+def _sizes_hold(o) -> bool:
+    """The sizes fit how the size is known (engine.loop.records.ReplyOversize)."""
+    received, size, limit = o.received_bytes, o.size_bytes, o.cap_bytes
     consistent = {
         "received": size == received and received > limit,
         "content-length": size is not None and size > received > limit,
         "stored": size is not None and received <= limit < size,
         None: size is None and received > limit,
-    }[source]
-    if not consistent or received < 0:
-        out.append(f"an oversized reply's sizes do not hold together (received {received}, size {size}, "
-                   f"source {source}, cap {limit})")
-    unread = source != "stored"  # a body cut at the cap was never parsed: nothing of it is known
-    if unread and (a.model_id is not None or a.response_id is not None or a.stop_reason is not None or (
-            a.usage is not None and any(v is not None for v in a.usage.model_dump().values()))):
-        out.append("an oversized reply that was never read records a model, a response id, a stop reason or usage")
-    return out
+    }[o.size_source]
+    return consistent and received >= 0
+
+
+def _read_figures(a: Attempt) -> bool:
+    """Anything only a reply that was read can give."""
+    if a.model_id is not None or a.response_id is not None or a.stop_reason is not None:
+        return True
+    return a.usage is not None and any(v is not None for v in a.usage.model_dump().values())

@@ -136,33 +136,46 @@ def _check_genesis(g: TrialGenesis, key: str, ctx: Context, report: Report, rel:
     if cond and g.condition_sha256 != cond:
         report.add(f"{where}: started under a different conditions/{g.condition}.yaml")
     if ctx.schedule is not None:
-        order = ctx.schedule.order
-        if key not in order:
-            report.add(f"{rel}: trial {key} is not in the schedule")
-        elif order.index(key) != g.position:
-            report.add(f"{where}: position {g.position}, but the schedule puts {key} at {order.index(key)}")
+        _check_position(g, key, ctx.schedule.order, rel, report)
     if f"{g.condition}-{g.trial:02d}" != key:
         report.add(f"{where}: condition {g.condition} trial {g.trial} do not make {key}")
-    m = ctx.manifest
-    if m is not None:
-        state = m.start_state()
-        entry = _variant_entry(m, g.trial)
-        if m.variants and entry is None:
-            report.add(f"{where}: trial {g.trial} has no variant in the manifest's suite")
-        elif entry is not None and (g.rom_sha256, g.initial_state_sha256) != (entry.rom_sha256, entry.state_sha256):
-            report.add(f"{where}: ROM or start state differs from the manifest's variant {m.variants.index(entry)}")
-        elif entry is None and (g.rom_sha256 != m.game.rom_sha256 or state is None
-                                or g.initial_state_sha256 != state.sha256):
-            report.add(f"{where}: ROM or start state differs from the manifest's")
-        cid = ctx.labels.get(g.condition)
-        cond = next((c for c in m.conditions if c.id == cid), None)
-        if cond is not None:
-            from sessions.execute.trial_factory import policy_seed
+    if ctx.manifest is not None:
+        _check_start(g, ctx.manifest, where, report)
+        _check_policy(g, key, ctx, where, report)
 
-            if cond.policy != g.policy:
-                report.add(f"{where}: policy {g.policy}, the condition's is {cond.policy}")
-            if policy_seed(cond, g.trial) != g.policy_seed:
-                report.add(f"{where}: policy seed {g.policy_seed} is not the one derived for {key}")
+
+def _check_position(g: TrialGenesis, key: str, order: list[str], rel: str, report: Report) -> None:
+    if key not in order:
+        report.add(f"{rel}: trial {key} is not in the schedule")
+    elif order.index(key) != g.position:
+        report.add(f"{rel}/{layout.TRIAL}: position {g.position}, but the schedule puts {key} at {order.index(key)}")
+
+
+def _check_start(g: TrialGenesis, m, where: str, report: Report) -> None:
+    """The ROM and start state are the manifest's, or the suite variant's the trial played."""
+    entry = _variant_entry(m, g.trial)
+    if m.variants and entry is None:
+        report.add(f"{where}: trial {g.trial} has no variant in the manifest's suite")
+    elif entry is not None and (g.rom_sha256, g.initial_state_sha256) != (entry.rom_sha256, entry.state_sha256):
+        report.add(f"{where}: ROM or start state differs from the manifest's variant {m.variants.index(entry)}")
+    elif entry is None:
+        state = m.start_state()
+        if g.rom_sha256 != m.game.rom_sha256 or state is None or g.initial_state_sha256 != state.sha256:
+            report.add(f"{where}: ROM or start state differs from the manifest's")
+
+
+def _check_policy(g: TrialGenesis, key: str, ctx: Context, where: str, report: Report) -> None:
+    """The policy and its seed are the ones the trial's condition gives."""
+    cid = ctx.labels.get(g.condition)
+    cond = next((c for c in ctx.manifest.conditions if c.id == cid), None)
+    if cond is None:
+        return
+    from sessions.execute.trial_factory import policy_seed
+
+    if cond.policy != g.policy:
+        report.add(f"{where}: policy {g.policy}, the condition's is {cond.policy}")
+    if policy_seed(cond, g.trial) != g.policy_seed:
+        report.add(f"{where}: policy seed {g.policy_seed} is not the one derived for {key}")
 
 
 def _check_annotations(reader: TrialReader, genesis_sha: str, result: TrialResult | None, rel: str,
@@ -221,10 +234,15 @@ def _check_frames(reader: TrialReader, r: TrialResult, referenced: set[str], rel
     if missing and not r.recovered:
         report.add(f"{rel}/{layout.FRAMES}: {len(missing)} frame(s) named by the trace are not stored")
     if deep:
-        for frame, png in iter_pngs(path, frames):
-            try:
-                if pixel_sha256(decode_png(png)) != frame.sha256:
-                    report.add(f"{rel}/{layout.FRAMES}: the frame stored at byte {frame.offset} does not have "
-                               f"the pixels its hash names")
-            except ValueError as exc:
-                report.add(f"{rel}/{layout.FRAMES}: byte {frame.offset}: {exc}")
+        _check_pixels(path, frames, rel, report)
+
+
+def _check_pixels(path: Path, frames: list, rel: str, report: Report) -> None:
+    """`--deep`: every stored frame decodes to the pixels its hash names."""
+    for frame, png in iter_pngs(path, frames):
+        try:
+            if pixel_sha256(decode_png(png)) != frame.sha256:
+                report.add(f"{rel}/{layout.FRAMES}: the frame stored at byte {frame.offset} does not have "
+                           f"the pixels its hash names")
+        except ValueError as exc:
+            report.add(f"{rel}/{layout.FRAMES}: byte {frame.offset}: {exc}")
