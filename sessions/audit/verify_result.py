@@ -153,6 +153,21 @@ def _check_active_stamps(r: TrialResult, where: str, report: Report) -> None:
     total = t.active_seconds if t is not None else None
     if not stamped and total is None:
         return
+    _check_stamps_forward(r, stamped, where, report)
+    if total is None:
+        report.add(f"{where}: the awards carry active-time stamps but telemetry.active_seconds is null")
+        return
+    late = [m.id for m in stamped if m.active_seconds > total]
+    if late:
+        report.add(f"{where}: {', '.join(late)} stamped after the trial's active time ({total} s)")
+    if t.wall_time_seconds is not None and t.policy_seconds is not None \
+            and abs(t.wall_time_seconds - t.policy_seconds - total) > 0.002:  # each figure rounded to 1 ms
+        report.add(f"{where}: telemetry.active_seconds {total} is not wall_time_seconds {t.wall_time_seconds} "
+                   f"less policy_seconds {t.policy_seconds}")
+
+
+def _check_stamps_forward(r: TrialResult, stamped: list, where: str, report: Report) -> None:
+    """Every award is stamped, none negative, and the stamps run forward in the order the rungs were reached."""
     for m in r.milestones:
         if m.active_seconds is None:
             report.add(f"{where}: {m.id} has no active_seconds stamp, though the trial records active time")
@@ -164,16 +179,6 @@ def _check_active_stamps(r: TrialResult, where: str, report: Report) -> None:
             report.add(f"{where}: {m.id} reached after {previous.id} at active_seconds {m.active_seconds}, earlier "
                        f"than {previous.id}'s {previous.active_seconds}")
         previous = m
-    if total is None:
-        report.add(f"{where}: the awards carry active-time stamps but telemetry.active_seconds is null")
-        return
-    late = [m.id for m in stamped if m.active_seconds > total]
-    if late:
-        report.add(f"{where}: {', '.join(late)} stamped after the trial's active time ({total} s)")
-    if t.wall_time_seconds is not None and t.policy_seconds is not None \
-            and abs(t.wall_time_seconds - t.policy_seconds - total) > 0.002:  # each figure rounded to 1 ms
-        report.add(f"{where}: telemetry.active_seconds {total} is not wall_time_seconds {t.wall_time_seconds} "
-                   f"less policy_seconds {t.policy_seconds}")
 
 
 def _check_path_figures(r: TrialResult, tally: TraceTally, where: str, game, rom_sha256: str,
@@ -202,8 +207,7 @@ def _check_goal(r: TrialResult, tally: TraceTally, where: str, goal_id: str | No
 
     reason, goal = r.termination_reason, r.goal
     if goal_id is None:
-        if goal is not None or reason == GOAL_MET:
-            report.add(f"{where}: records a goal ({goal.id if goal else reason}), but the manifest chose none")
+        _check_no_goal(r, where, report)
         return
     if reason in (FINAL, FINAL_SKIPPED):
         report.add(f"{where}: {reason}, but the run's goal {goal_id} decides success, not the ladder")
@@ -223,11 +227,24 @@ def _check_goal(r: TrialResult, tally: TraceTally, where: str, goal_id: str | No
     for problem in recheck(game.goals[goal_id], game, goal):
         report.add(f"{where}: goal {goal.id}: {problem}")
     if goal.met:
-        if goal.decision_id != tally.decisions:
-            report.add(f"{where}: goal {goal.id} met at decision {goal.decision_id}, the trial's last is "
-                       f"{tally.decisions}")
-        if (goal.frame_index, goal.frame_sha256) not in tally.award_actions:
-            report.add(f"{where}: goal {goal.id} met on frame {goal.frame_index}, which no recorded input captured")
+        _check_goal_met(goal, tally, where, report)
+
+
+def _check_goal_met(goal, tally: TraceTally, where: str, report: Report) -> None:
+    """A goal met ends the trial: in its last decision, on a frame an input captured."""
+    if goal.decision_id != tally.decisions:
+        report.add(f"{where}: goal {goal.id} met at decision {goal.decision_id}, the trial's last is "
+                   f"{tally.decisions}")
+    if (goal.frame_index, goal.frame_sha256) not in tally.award_actions:
+        report.add(f"{where}: goal {goal.id} met on frame {goal.frame_index}, which no recorded input captured")
+
+
+def _check_no_goal(r: TrialResult, where: str, report: Report) -> None:
+    from engine.games.goals import GOAL_MET
+
+    if r.goal is not None or r.termination_reason == GOAL_MET:
+        report.add(f"{where}: records a goal ({r.goal.id if r.goal else r.termination_reason}), but the manifest "
+                   f"chose none")
 
 
 def _check_final(r: TrialResult, tally: TraceTally, where: str, game, report: Report) -> None:
