@@ -121,65 +121,58 @@ def _check_voids(ctx: Context, report: Report, deep: bool) -> list[VoidRecord]:
 
 def _check_sealed(ctx: Context, report: Report, events: list, results: dict, voids: list[VoidRecord]) -> None:
     """The run log is the record of what was sealed: every seal must be on disk, and vice versa."""
-    sealed = {}
-    voided = {}
-    for e in events:
-        if e.event == "trial-sealed":
-            sealed[(e.trial_key, e.attempt)] = e
-        elif e.event == "voided":
-            voided[e.void] = e
+    sealed = {(e.trial_key, e.attempt): e for e in events if e.event == "trial-sealed"}
+    voided = {e.void: e for e in events if e.event == "voided"}
     present = {(r.trial_key, r.attempt): sha for r, sha in results.values()}
     for v in voids:
-        for key in v.trial_keys:
-            try:
-                result, sha = TrialReader(ctx.root / f"void-{v.void}" / key).result()
-                present[(key, result.attempt)] = sha
-            except FormatProblem:
-                continue
+        present |= _void_results(ctx.root, v)
         e = voided.get(v.void)
         if e is None or e.positions != v.positions or e.trial_keys != v.trial_keys:
             report.add(f"void-{v.void}/void.json: not what {layout.RUN_LOG} recorded")
+    _check_seals_present(sealed, present, report)
+    for key, attempt in sorted(set(present) - set(sealed)):
+        _unsealed(ctx, key, attempt, report)
+    for v in voids:
+        if v.void not in voided:
+            report.add(f"void-{v.void}: a void {layout.RUN_LOG} never recorded")
+
+
+def _check_seals_present(sealed: dict, present: dict[tuple[str, int], str], report: Report) -> None:
+    """Every trial the run log sealed is on disk with the result it sealed."""
     for (key, attempt), e in sealed.items():
         sha = present.get((key, attempt))
         if sha is None:
             report.add(f"{layout.RUN_LOG}: trial {key} (attempt {attempt}) was sealed, but its folder is gone")
         elif sha != e.result_sha256:
             report.add(f"{key}/{layout.RESULT}: differs from the result sealed in {layout.RUN_LOG}")
-    for key, attempt in sorted(set(present) - set(sealed)):
-        if ctx.interrupted:  # killed between writing the result and logging its seal: recover seals it
-            report.interrupted.append(f"{key} (attempt {attempt}): interrupted between its result and its seal "
-                                      f"in {layout.RUN_LOG}; `oakwatch recover {ctx.root}` finishes it")
-        else:
-            report.add(f"{key} (attempt {attempt}): has a result that {layout.RUN_LOG} never sealed")
-    for v in voids:
-        if v.void not in voided:
-            report.add(f"void-{v.void}: a void {layout.RUN_LOG} never recorded")
+
+
+def _void_results(root: Path, v: VoidRecord) -> dict[tuple[str, int], str]:
+    """(trial key, attempt) -> its result's SHA-256, for each readable result the void holds."""
+    out = {}
+    for key in v.trial_keys:
+        try:
+            result, sha = TrialReader(root / f"void-{v.void}" / key).result()
+        except FormatProblem:
+            continue
+        out[(key, result.attempt)] = sha
+    return out
+
+
+def _unsealed(ctx: Context, key: str, attempt: int, report: Report) -> None:
+    if ctx.interrupted:  # killed between writing the result and logging its seal: recover seals it
+        report.interrupted.append(f"{key} (attempt {attempt}): interrupted between its result and its seal "
+                                  f"in {layout.RUN_LOG}; `oakwatch recover {ctx.root}` finishes it")
+    else:
+        report.add(f"{key} (attempt {attempt}): has a result that {layout.RUN_LOG} never sealed")
 
 
 def _check_summary(ctx: Context, report: Report, events: list, results: dict, voids: list[VoidRecord]) -> None:
-    path = ctx.root / layout.SUMMARY
-    if not path.is_file():
-        report.interrupted.append(f"{layout.SUMMARY} is missing: the run did not finish; "
-                                  f"`oakwatch recover {ctx.root}` finishes it")
+    summary = _read_summary(ctx, report)
+    if summary is None or ctx.manifest is None or ctx.schedule is None:
         return
-    try:
-        summary = parse(Summary, path.read_bytes(), layout.SUMMARY)
-    except FormatProblem as exc:
-        report.add(str(exc))
+    if not _check_finish(ctx, summary, events, report):
         return
-    if ctx.manifest is None or ctx.schedule is None:
-        return
-    finished = [e for e in events if e.event == "run-finished"]
-    if finished and (ctx.root / layout.LOCK).exists() and any(
-            e.event == "run-started" and e.seq > finished[-1].seq for e in events):
-        # A resume that did not finish: the summary is the one before it, not a claim about the run since.
-        report.interrupted.append(f"{layout.SUMMARY} is from before the resumed run, which did not finish; "
-                                  f"`oakwatch recover {ctx.root}` finishes it")
-        return
-    if not finished or events[-1].event != "run-finished":
-        report.add(f"{layout.RUN_LOG}: does not end with the run's finish, yet {layout.SUMMARY} exists")
-    elif (finished[-1].stopped_early, finished[-1].stop_reason) != (summary.stopped_early, summary.stop_reason):
-        report.add(f"{layout.SUMMARY}: stopped_early/stop_reason differ from what {layout.RUN_LOG} recorded")
     recovered = any(e.event == "recovered" for e in events)
     recomputed = summarise(
         experiment_id=ctx.manifest.experiment_id, manifest_sha256=ctx.manifest_sha256,
@@ -190,3 +183,32 @@ def _check_summary(ctx: Context, report: Report, events: list, results: dict, vo
         if getattr(summary, key) != getattr(recomputed, key):
             claimed = summary.model_dump()[key]
             report.add(f"{layout.SUMMARY}: {key} is {_short(claimed)}, the evidence gives {_short(value)}")
+
+
+def _check_finish(ctx: Context, summary: Summary, events: list, report: Report) -> bool:
+    """The run log ends with the finish the summary claims; False when the summary is from before a resume
+    that did not finish (not a claim about the run since: nothing more to check)."""
+    finished = [e for e in events if e.event == "run-finished"]
+    if finished and (ctx.root / layout.LOCK).exists() and any(
+            e.event == "run-started" and e.seq > finished[-1].seq for e in events):
+        report.interrupted.append(f"{layout.SUMMARY} is from before the resumed run, which did not finish; "
+                                  f"`oakwatch recover {ctx.root}` finishes it")
+        return False
+    if not finished or events[-1].event != "run-finished":
+        report.add(f"{layout.RUN_LOG}: does not end with the run's finish, yet {layout.SUMMARY} exists")
+    elif (finished[-1].stopped_early, finished[-1].stop_reason) != (summary.stopped_early, summary.stop_reason):
+        report.add(f"{layout.SUMMARY}: stopped_early/stop_reason differ from what {layout.RUN_LOG} recorded")
+    return True
+
+
+def _read_summary(ctx: Context, report: Report) -> Summary | None:
+    path = ctx.root / layout.SUMMARY
+    if not path.is_file():
+        report.interrupted.append(f"{layout.SUMMARY} is missing: the run did not finish; "
+                                  f"`oakwatch recover {ctx.root}` finishes it")
+        return None
+    try:
+        return parse(Summary, path.read_bytes(), layout.SUMMARY)
+    except FormatProblem as exc:
+        report.add(str(exc))
+        return None
