@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -50,79 +51,46 @@ class _Peek:
 BLOCK = 1 << 16  # a stream is read 64 KiB at a time (bigger blocks fall out of the CPU cache)
 
 
-class _Stream:
-    """A stream's lines, read and hashed a block at a time (a few calls per MiB instead of a read, a
-    check and a hash update per line); `digest` is the file's SHA-256 once every line has been read.
-    Problems are iter_lines's (sessions.evidence.reader), raised at the same line: a torn last line,
-    a line too long."""
+def _stream(reader: TrialReader, name: str, digests: dict[str, str]) -> Iterator[tuple[int, bytes]]:
+    """A stream's (line number, line) read and hashed a block at a time (a few calls per block instead
+    of a read, a check and a hash update per line); `digests[name]` is the file's SHA-256 once every
+    line has been read. Problems are iter_lines's (sessions.evidence.reader), raised at the same line."""
+    path = reader.folder / name
+    if not path.is_file():
+        raise FormatProblem(f"{reader.where(name)} is missing")
+    return _blocks(path, reader.where(name), name, digests)
 
-    __slots__ = ("_path", "_where", "_file", "_hash", "_lines", "_i", "_n", "_pending", "digest")
 
-    def __init__(self, reader: TrialReader, name: str):
-        self._path = reader.folder / name
-        if not self._path.is_file():
-            raise FormatProblem(f"{reader.where(name)} is missing")
-        self._where = reader.where(name)
-        self._file = None
-        self._hash = hashlib.sha256()
-        self._lines: list[bytes] = []
-        self._i = self._n = 0
-        self._pending: list[bytes] = []  # the start of a line a block cut
-        self.digest: str | None = None
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> tuple[int, bytes]:
-        i = self._i
-        if i >= len(self._lines):
-            self._fill()
-            i = 0
-        self._i = i + 1
-        self._n = n = self._n + 1
-        line = self._lines[i]
-        if len(line) > MAX_LINE:
-            raise FormatProblem(f"{self._where}:{n}: line too long")
-        return n, line
-
-    def _fill(self) -> None:
-        """The next block's whole lines (StopIteration at the end; a torn last line is a problem)."""
-        if self.digest is not None:  # read to its end already
-            raise StopIteration
-        if self._file is None:
-            self._file = self._path.open("rb")
-        while True:
-            block = self._file.read(BLOCK)
-            if not block:
-                self._file.close()
-                self._lines = []
-                if self._pending:
-                    raise FormatProblem(f"{self._where}:{self._n + 1}: torn last line (no newline): the process "
-                                        f"died mid-write")
-                self.digest = self._hash.hexdigest()
-                raise StopIteration
-            self._hash.update(block)
+def _blocks(path: Path, where: str, name: str, digests: dict[str, str]) -> Iterator[tuple[int, bytes]]:
+    digest = hashlib.sha256()
+    n = 0
+    pending: list[bytes] = []  # the start of a line a block cut
+    with path.open("rb") as f:
+        while block := f.read(BLOCK):
+            digest.update(block)
             cut = block.rfind(b"\n") + 1
             if not cut:
-                self._pending.append(block)
+                pending.append(block)
                 continue
-            whole = b"".join((*self._pending, block[:cut])) if self._pending else block[:cut]
-            self._pending = [block[cut:]] if cut < len(block) else []
-            self._lines = [line + b"\n" for line in whole.split(b"\n")[:-1]]
-            return
+            whole = b"".join((*pending, block[:cut])) if pending else block[:cut]
+            pending = [block[cut:]] if cut < len(block) else []
+            lines = whole.split(b"\n")
+            lines.pop()
+            long = len(whole) > MAX_LINE  # only then can one of its lines be too long
+            for line in lines:
+                n += 1
+                line += b"\n"
+                if long and len(line) > MAX_LINE:
+                    raise FormatProblem(f"{where}:{n}: line too long")
+                yield n, line
+    if pending:
+        raise FormatProblem(f"{where}:{n + 1}: torn last line (no newline): the process died mid-write")
+    digests[name] = digest.hexdigest()
 
 
-def _parser(model, rel: str, name: str):
-    """A fast line parser for the hot loop: the model's own validator, problems as FormatProblem."""
-    validate = model.__pydantic_validator__.validate_json
-
-    def parse_line(line: bytes, n: int):
-        try:
-            return validate(line)
-        except ValidationError as exc:
-            raise FormatProblem(f"{rel}/{name}:{n}: {short_error(exc)}") from None
-
-    return parse_line
+def _bad_line(exc: ValidationError, rel: str, name: str, n: int) -> FormatProblem:
+    """A line its record model refuses, as one problem (the hot loop calls the models' validators itself)."""
+    return FormatProblem(f"{rel}/{name}:{n}: {short_error(exc)}")
 
 
 @dataclass(slots=True)
@@ -134,12 +102,10 @@ class _Walk:
     report: Report
     ctx: Context
     result: TrialResult | None
-    responses: _Stream
-    inputs: _Stream
-    trace: _Stream
+    responses: Iterator[tuple[int, bytes]]
+    inputs: Iterator[tuple[int, bytes]]
+    trace: Iterator[tuple[int, bytes]]
     memory: _Peek
-    parse_response: object
-    parse_input: object
     first_frame: str | None
     episodes: object | None  # the manifest's episodes block
     cap: int | None  # the manifest's agent.max_reply_bytes
@@ -157,6 +123,7 @@ class _Walk:
     last_capture: int = -1
     op_item: tuple[int, bytes] | None = None  # the memory line last parsed, and its operation
     op: MemoryOp | None = None
+    digests: dict[str, str] = field(default_factory=dict)  # stream name -> its SHA-256, once read to its end
 
 
 def _first_frame(ctx: Context, trial_number: int | None) -> str | None:
@@ -177,11 +144,10 @@ def _start_walk(reader: TrialReader, genesis_sha: str, rel: str, report: Report,
     goal = result.goal if result is not None else None
     evidence = awards | ({(goal.frame_index, goal.frame_sha256)} if goal is not None and goal.met else set())
     m = ctx.manifest
-    return _Walk(rel=rel, report=report, ctx=ctx, result=result,
-                 responses=_Stream(reader, layout.RESPONSES), inputs=_Stream(reader, layout.INPUTS),
-                 trace=_Stream(reader, layout.TRACE), memory=_Peek(reader.lines(layout.MEMORY)),
-                 parse_response=_parser(ResponseLine, rel, layout.RESPONSES),
-                 parse_input=_parser(InputLine, rel, layout.INPUTS),
+    digests: dict[str, str] = {}
+    return _Walk(rel=rel, report=report, ctx=ctx, result=result, digests=digests,
+                 responses=_stream(reader, layout.RESPONSES, digests), inputs=_stream(reader, layout.INPUTS, digests),
+                 trace=_stream(reader, layout.TRACE, digests), memory=_Peek(reader.lines(layout.MEMORY)),
                  first_frame=_first_frame(ctx, trial_number),
                  episodes=m.episodes if m is not None else None,
                  cap=m.agent.max_reply_bytes if m is not None else None,
@@ -262,7 +228,10 @@ def _check_decision_response(w: _Walk, t: TraceLine, n: int, line: bytes) -> Non
     rn, rbytes = item
     if hashlib.sha256(rbytes).hexdigest() != t.response_sha256:
         add(f"{rel}/{layout.RESPONSES}:{rn}: differs from what decision {n} recorded")
-    parsed = w.parse_response(rbytes, rn)
+    try:
+        parsed = _validate_response(rbytes)
+    except ValidationError as exc:
+        raise _bad_line(exc, rel, layout.RESPONSES, rn) from None
     clients = w.clients
     for a in parsed.attempts:  # a tool server's call: the session that made it (one trial, one client)
         if a.identity is not None and (made_by := a.identity.get("mcp_session_sha256")) is not None:
@@ -287,9 +256,12 @@ def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
         add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
     # a shortcut's presses are its expansion (engine.loop.shortcuts), chosen press by press
     expected = (t.shortcut["expansion"] if t.shortcut else t.parsed_actions)[:accepted]
-    parse_input, evidence, last_capture, inputs_read = w.parse_input, w.evidence, w.last_capture, w.inputs_read
+    evidence, last_capture, inputs_read = w.evidence, w.last_capture, w.inputs_read
     for i, (k, b) in enumerate(chunk):
-        r = parse_input(b, k)
+        try:
+            r = _validate_input(b)
+        except ValidationError as exc:
+            raise _bad_line(exc, rel, layout.INPUTS, k) from None
         if r.action != (expected[i] if i < len(expected) else None) or r.decision_id != n or r.index != i:
             add(f"{rel}/{layout.TRACE}:{n}: decision {n}: trace accepted {expected}, but {layout.INPUTS}:{k} "
                 f"has {r.action} (decision {r.decision_id}, index {r.index})")
@@ -307,6 +279,8 @@ def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
 def _take_inputs(w: _Walk, n: int, accepted: int) -> list[tuple[int, bytes]]:
     """The next `accepted` input lines (fewer when the log ends early: one problem)."""
     inputs = w.inputs
+    if accepted == 1 and (item := next(inputs, None)) is not None:  # the common case
+        return [item]
     chunk = []
     for i in range(accepted):
         item = next(inputs, None)
@@ -356,9 +330,16 @@ def _memory_op(w: _Walk, item: tuple[int, bytes]) -> MemoryOp:
     return w.op
 
 
-# Each decision's checks, in the order their problems are reported (messages and order are pinned by tests).
-DECISION_CHECKS = (_check_chain, _check_continuity, _check_episode, _check_line_fields,
-                   _check_decision_response, _check_decision_inputs, _check_decision_memory)
+def _check_decision(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """One decision's checks, in the order their problems are reported (messages and order are pinned by
+    tests); called one by one, not from a table, as this runs for every decision."""
+    _check_chain(w, t, n, line)
+    _check_continuity(w, t, n, line)
+    _check_episode(w, t, n, line)
+    _check_line_fields(w, t, n, line)
+    _check_decision_response(w, t, n, line)
+    _check_decision_inputs(w, t, n, line)
+    _check_decision_memory(w, t, n, line)
 
 
 def _check_leftovers(w: _Walk) -> None:
@@ -375,9 +356,9 @@ def _check_leftovers(w: _Walk) -> None:
 def _check_walk_end(w: _Walk) -> None:
     """After the last decision: the streams' digests, the milestones' evidence, the result's episodes."""
     rel, add, result = w.rel, w.report.add, w.result
-    for name, stream in ((layout.TRACE, w.trace), (layout.RESPONSES, w.responses), (layout.INPUTS, w.inputs)):
-        if stream.digest is not None:
-            w.ctx.streamed[f"{rel}/{name}"] = stream.digest
+    for name in (layout.TRACE, layout.RESPONSES, layout.INPUTS):
+        if name in w.digests:
+            w.ctx.streamed[f"{rel}/{name}"] = w.digests[name]
     if w.awards - w.award_frames:
         add(f"{rel}/{layout.RESULT}: a milestone's evidence frame matches no input in {layout.INPUTS}")
     if result is not None and not result.recovered:
@@ -395,18 +376,24 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     The hot loop of verify (one pass per decision, 100,000s of them): a few calls per decision,
     none per press, no per-line strings unless there is a problem."""
     w = _start_walk(reader, genesis_sha, rel, report, ctx, result, trial_number)
-    parse_trace = _parser(TraceLine, rel, layout.TRACE)
-    checks = DECISION_CHECKS
-    tally_add = w.tally.add
+    validate, check, tally_add = _validate_trace, _check_decision, w.tally.add
     for n, line in w.trace:
-        t = parse_trace(line, n)
-        for check in checks:
-            check(w, t, n, line)
+        try:
+            t = validate(line)
+        except ValidationError as exc:
+            raise _bad_line(exc, rel, layout.TRACE, n) from None
+        check(w, t, n, line)
         tally_add(t)
         w.prev = t
     _check_leftovers(w)
     _check_walk_end(w)
     return w.facts, w.frames_seen, w.tally, w.prev, w.head
+
+
+# The record models' own validators, called straight from the hot loop.
+_validate_trace = TraceLine.__pydantic_validator__.validate_json
+_validate_response = ResponseLine.__pydantic_validator__.validate_json
+_validate_input = InputLine.__pydantic_validator__.validate_json
 
 
 def _check_memory_op(op: MemoryOp, facts: set[str], where: str, report: Report) -> None:
