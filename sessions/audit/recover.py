@@ -189,9 +189,7 @@ def _refusals(root: Path):
 
 
 def _events(root: Path):
-    from sessions.evidence.reader import read_run_log
-
-    return read_run_log(root)[0]
+    return EvidenceFolder(root).run_log()[0]
 
 
 def _refuse_tampered(root: Path, sums: dict[str, str]) -> None:

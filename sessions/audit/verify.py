@@ -32,6 +32,7 @@ from sessions.audit.verify_response import _check_response
 from sessions.audit.verify_trial import verify_trial
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256
+from sessions.evidence.folder import EvidenceFolder
 from sessions.evidence.reader import FormatProblem, TrialReader, parse
 from sessions.evidence.records import Summary, VoidRecord
 
@@ -56,11 +57,10 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
     _check_header(ctx, report)
     events = _check_run_log(ctx, report)
     results: dict[str, tuple[TrialResult, str]] = {}
-    trials_dir = folder / layout.TRIALS
-    for trial in sorted(p for p in trials_dir.iterdir() if p.is_dir()) if trials_dir.is_dir() else []:
-        checked = verify_trial(trial, ctx, report, rel=layout.trial_dir(trial.name), deep=deep)
+    for trial in EvidenceFolder(folder).trials(voided=False):
+        checked = verify_trial(trial.path, ctx, report, rel=trial.rel, deep=deep)
         if checked is not None:
-            results[trial.name] = checked
+            results[trial.key] = checked
     _check_prompt_cores(ctx, results, report)
     from sessions.audit.verify_tools import check_tools
 
@@ -202,13 +202,13 @@ def _check_finish(ctx: Context, summary: Summary, events: list, report: Report) 
 
 
 def _read_summary(ctx: Context, report: Report) -> Summary | None:
-    path = ctx.root / layout.SUMMARY
-    if not path.is_file():
+    evidence = EvidenceFolder(ctx.root)
+    if not evidence.has(layout.SUMMARY):
         report.interrupted.append(f"{layout.SUMMARY} is missing: the run did not finish; "
                                   f"`oakwatch recover {ctx.root}` finishes it")
         return None
     try:
-        return parse(Summary, path.read_bytes(), layout.SUMMARY)
+        return evidence.summary()[0]
     except FormatProblem as exc:
         report.add(str(exc))
         return None

@@ -9,11 +9,11 @@ from engine.loop.contract import response_json_schema
 from sessions.audit.verify_context import Context, Report, _sha
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256
+from sessions.evidence.folder import EvidenceFolder
 from sessions.evidence.reader import (
     FormatProblem,
     iter_lines,
     parse,
-    read_run_log,
 )
 from sessions.evidence.records import BlindingFile, ScheduleFile
 from sessions.execute.schedule import trial_order
@@ -51,24 +51,37 @@ def _read_manifest(ctx: Context, report: Report):
     return manifest
 
 
-def _read_schedule(ctx: Context, report: Report) -> None:
+def _header_bytes(ctx: Context, rel: str, report: Report) -> bytes | None:
+    """A header file's bytes, read through the evidence folder (None, reported, when missing or unreadable)."""
     try:
-        data = (ctx.root / layout.SCHEDULE).read_bytes()
+        return EvidenceFolder(ctx.root).bytes(rel)
+    except FormatProblem:
+        report.add(f"{rel} is missing or unreadable")
+        return None
+
+
+def _read_schedule(ctx: Context, report: Report) -> None:
+    data = _header_bytes(ctx, layout.SCHEDULE, report)
+    if data is None:
+        return
+    try:
         ctx.schedule, ctx.schedule_sha256 = parse(ScheduleFile, data, layout.SCHEDULE), _sha(data)
-    except (OSError, FormatProblem) as exc:
-        report.add(str(exc) if isinstance(exc, FormatProblem) else f"{layout.SCHEDULE} is missing or unreadable")
+    except FormatProblem as exc:
+        report.add(str(exc))
 
 
 def _read_blinding(ctx: Context, report: Report) -> BlindingFile | None:
-    blinding = None
+    data = _header_bytes(ctx, layout.BLINDING, report)
+    if data is None:
+        return None
     try:
-        data = (ctx.root / layout.BLINDING).read_bytes()
         blinding = parse(BlindingFile, data, layout.BLINDING)
-        ctx.labels = dict(blinding.labels)
-        if ctx.schedule and ctx.schedule.blinding_sha256 != _sha(data):
-            report.add(f"{layout.BLINDING}: its hash differs from the one {layout.SCHEDULE} committed to")
-    except (OSError, FormatProblem) as exc:
-        report.add(str(exc) if isinstance(exc, FormatProblem) else f"{layout.BLINDING} is missing or unreadable")
+    except FormatProblem as exc:
+        report.add(str(exc))
+        return None
+    ctx.labels = dict(blinding.labels)
+    if ctx.schedule and ctx.schedule.blinding_sha256 != _sha(data):
+        report.add(f"{layout.BLINDING}: its hash differs from the one {layout.SCHEDULE} committed to")
     return blinding
 
 
@@ -178,7 +191,7 @@ def _check_price_copies(root: Path, manifest, report: Report) -> None:
 # -- the run log --------------------------------------------------------------------------------
 
 def _check_run_log(ctx: Context, report: Report) -> list:
-    events, _good, problems = read_run_log(ctx.root)
+    events, _good, problems = EvidenceFolder(ctx.root).run_log()
     for p in problems:
         (report.interrupted if "torn" in p else report.problems).append(p)
     head = ctx.schedule_sha256
