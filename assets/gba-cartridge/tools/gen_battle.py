@@ -136,9 +136,10 @@ BALLS_ARRAY = (
     "key: qty_key, source: \"pret/pokefirered include/global.h SaveBlock1.bagPocket_PokeBalls /*0x0430*/; "
     "include/constants/global.h BAG_POKEBALLS_COUNT\"}\n")
 BALLS_INVENTORY = (
-    "    # Parcel Quest Advance's addition (tools/gen_battle.py): the balls pocket (pret/pokefirered include/global.h\n"
-    "    # SaveBlock1.bagPocket_PokeBalls /*0x0430*/, BAG_POKEBALLS_COUNT 13; src/item.c GetBagItemQuantity: key ^ qty),\n"
-    "    # the one pocket the cartridge's battle BAG uses; no rung reads it. ITEM_POKE_BALL 4 (include/constants/items.h).\n"
+    "    # Parcel Quest Advance's addition (tools/gen_battle.py): the balls pocket (pret/pokefirered\n"
+    "    # include/global.h SaveBlock1.bagPocket_PokeBalls /*0x0430*/, BAG_POKEBALLS_COUNT 13; src/item.c\n"
+    "    # GetBagItemQuantity: key ^ qty), the one pocket the cartridge's battle BAG uses; no rung reads it.\n"
+    "    # ITEM_POKE_BALL 4 (include/constants/items.h).\n"
     "    inventory:\n"
     "      items: bag_poke_balls\n"
     "      names: [{id: 4, name: POKE BALL}]\n"
@@ -151,8 +152,9 @@ SHORTCUT_FIELDS = (
     "HandleTurnActionSelectionState): 1 at the action menu, 2 at the move or party menu, 0 while text plays\"}\n"
     "  action_cursor: {address: 0x02023FF8, source: \"pret/pokefirered gActionSelectionCursor[0]: 0 FIGHT, 1 BAG, "
     "2 PARTY, 3 RUN (the 2x2 grid of HandleInputChooseAction)\"}\n"
-    + "".join(f"  party_order_{i}: {{address: {0x0203B0DC + i:#010x}, source: \"pret/pokefirered gBattlePartyCurrentOrder"
-              f"[{i}] (src/party_menu.c GetPartyIdFromBattleSlot): battle slots {2 * i} and {2 * i + 1}'s party ids, "
+    + "".join(f"  party_order_{i}: {{address: {0x0203B0DC + i:#010x}, source: \"pret/pokefirered "
+              f"gBattlePartyCurrentOrder[{i}] (src/party_menu.c GetPartyIdFromBattleSlot): battle slots {2 * i} "
+              f"and {2 * i + 1}'s party ids, "
               f"high nibble first\"}}\n" for i in range(3)))
 
 # The cartridge's battle menus as use_item and switch_to (engine.loop.shortcuts, docs/tasks.md): offered at the
