@@ -341,7 +341,7 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     _set_game(data["game"], task, game_ref)
     data["experiment_id"] = f.task_id
     data["created_utc"] = None
-    data["variants"] = None
+    data["variants"] = data.get("variants")  # a base on a seeded variant (a suite of one) keeps it
     data["agent"]["information_track"] = f.track
     data["agent"]["shortcuts"] = list(f.shortcuts)
     data["agent"]["instruction"] = f.instruction  # the task's objective, not the base's ladder's
