@@ -109,6 +109,7 @@ def definition_text(firered: str) -> str:
                     for tid, name, _, _ in d.TRAINERS)
     head = head[:line_end] + flags + SHORTCUT_FIELDS + head[line_end:]
     head = _insert_before(head, "\nfields:\n", BALLS_ARRAY)  # the arrays section's end
+    head = _cartridge_names(head)
     head = _insert_before(head, "    outcomes:\n", BALLS_INVENTORY)
     firered_battle = yaml.safe_load(firered[firered.index("\nbattle:"):])["battle"]
     battle = {k: firered_battle[k] for k in ("source", "party", "screen")}
@@ -120,6 +121,18 @@ def definition_text(firered: str) -> str:
     return (head + "# Written by assets/gba-cartridge/tools/gen_battle.py from the FireRed definition above this line\n"
             "# and tools/battle_data.py: the same RAM, the cartridge's own species, moves and items.\n"
             + yaml.safe_dump({"battle": battle}, sort_keys=False, width=120) + SHORTCUTS)
+
+
+def _cartridge_names(head: str) -> str:
+    """The gameplay track's party named with the cartridge's own moves and species (tools/battle_data.py), not
+    FireRed's: the FireRed definition's two name lists there give way to these."""
+    start = head.index("      moves:\n        names:", head.index("  gameplay:"))
+    end = head.index("    outcomes:\n", start)
+    moves = "".join(f"          - {{id: {mid}, name: {name}}}\n" for mid, name, *_ in d.MOVES)
+    species = "".join(f"        - {{id: {sid}, name: {name}}}\n" for sid, name, *_ in d.SPECIES)
+    return (head[:start] + "      moves:\n        names:      # the cartridge's own (tools/battle_data.py MOVES)\n"
+            + moves + "      species:      # the cartridge's own (tools/battle_data.py SPECIES)\n" + species
+            + head[end:])
 
 
 def _insert_before(text: str, anchor: str, block: str) -> str:

@@ -80,6 +80,7 @@ def test_use_item_and_switch_to_press_real_input_that_replays_to_the_same_frames
     replay_trial(trial)  # every frame of every press again, from the input log alone
     view = _gameplay_view(sent[-1])
     assert view["inventory"] == [{"item": "POKE BALL", "quantity": 4}]  # read through the key, in the moving block
+    assert [m["species"] for m in view["party"]][:2] == ["SPROUTLE", "PIPWING"]  # the cartridge's own names
 
 
 def _gameplay_view(body: dict) -> dict:
