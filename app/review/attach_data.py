@@ -580,12 +580,19 @@ class AttachFolder:
     async def poll(self, focus: str | None = None) -> bool:
         """Read everything new; frames only for `focus` (the trial drilled into). True if anything changed."""
         await self._setup()
-        changed = False
+        changed = await self._poll_run_log()
+        changed |= await self._poll_summary()
+        for key in self.order:
+            changed |= await self._poll_trial(key, focus)
+        return changed
+
+    async def _poll_run_log(self) -> bool:
         try:
             lines = await self._run_log.read()
         except Restart:
             self._run_log = Tail(self.root / layout.RUN_LOG)
             self.run_events, lines = [], await self._run_log.read()
+        changed = False
         for line in lines:
             try:
                 event = RunEvent.model_validate_json(line)
@@ -599,32 +606,40 @@ class AttachFolder:
             elif event.event == "run-started":  # a resumed run starts again after a finish
                 self.run_state = "running"
                 self._finished_head = None
+        return changed
+
+    async def _poll_summary(self) -> bool:
         data = await self._summary_file.changed()
-        if data:
-            try:
-                self._summary = parse(Summary, data, layout.SUMMARY)
-                changed = True
-            except FormatProblem as exc:
-                self._summary = None
-                self.problems.append(str(exc))
-        for key in self.order:
-            path = await self._trial_path(key)
-            follower = self.followers.get(key)
-            if path is None:
-                continue
-            voided = path.parent.name != layout.TRIALS
-            if voided:
-                self.voided.add(key)
-            else:
-                self.voided.discard(key)
-            if follower is None or follower.folder != path or await self._replaced(follower):
-                follower = self._new_follower(key, path)
-                changed = True
-            try:
-                changed |= await follower.poll(frames=key == focus)
-            except Restart:
-                self.followers[key] = self._new_follower(key, path)
-                changed = True
+        if not data:
+            return False
+        try:
+            self._summary = parse(Summary, data, layout.SUMMARY)
+            return True
+        except FormatProblem as exc:
+            self._summary = None
+            self.problems.append(str(exc))
+            return False
+
+    async def _poll_trial(self, key: str, focus: str | None) -> bool:
+        """The newest attempt of one schedule slot (trials/, or the last void that holds it)."""
+        path = await self._trial_path(key)
+        follower = self.followers.get(key)
+        if path is None:
+            return False
+        voided = path.parent.name != layout.TRIALS
+        if voided:
+            self.voided.add(key)
+        else:
+            self.voided.discard(key)
+        changed = False
+        if follower is None or follower.folder != path or await self._replaced(follower):
+            follower = self._new_follower(key, path)
+            changed = True
+        try:
+            changed |= await follower.poll(frames=key == focus)
+        except Restart:
+            self.followers[key] = self._new_follower(key, path)
+            changed = True
         return changed
 
     async def _replaced(self, follower: TrialFollower) -> bool:

@@ -355,23 +355,31 @@ def replay_memory(ops: list[MemoryOp], decision: int, rules: dict | None = None)
     for op in ops:
         if op.decision_id > decision:
             break
-        mine = op.decision_id == decision
-        if op.op in FACT_WRITING_OPS and op.fact_id and op.fact is not None:
-            facts[op.fact_id] = op.fact.model_dump()
-        elif op.op == "evict" and op.fact_id:
-            facts.pop(op.fact_id, None)
-        if not mine:
-            continue
-        if op.op in ("read", "retrieve"):
-            for fid in op.fact_ids or ():
-                _mark(marks, fid, "read" if op.op == "read" else "offered")
-        elif op.op == "reject":
-            what = op.write or {}
-            rejected.append(f"{what.get('kind', '?')} {what.get('value', '')!r}: {op.reason}".strip())
-        elif op.fact_id:
-            _mark(marks, op.fact_id, op.op)
+        _apply_op(facts, op)
+        if op.decision_id == decision:
+            _mark_op(marks, rejected, op)
     return MemoryView(decision, tuple(facts.values()), contradictions(facts.values(), rules),
                       {k: tuple(v) for k, v in marks.items()}, tuple(rejected))
+
+
+def _apply_op(facts: OrderedDict[str, dict], op: MemoryOp) -> None:
+    """The store after one op: a fact written or evicted."""
+    if op.op in FACT_WRITING_OPS and op.fact_id and op.fact is not None:
+        facts[op.fact_id] = op.fact.model_dump()
+    elif op.op == "evict" and op.fact_id:
+        facts.pop(op.fact_id, None)
+
+
+def _mark_op(marks: dict[str, list[str]], rejected: list[str], op: MemoryOp) -> None:
+    """What an op of the decision shown did: facts read or offered, a write rejected, a fact touched."""
+    if op.op in ("read", "retrieve"):
+        for fid in op.fact_ids or ():
+            _mark(marks, fid, "read" if op.op == "read" else "offered")
+    elif op.op == "reject":
+        what = op.write or {}
+        rejected.append(f"{what.get('kind', '?')} {what.get('value', '')!r}: {op.reason}".strip())
+    elif op.fact_id:
+        _mark(marks, op.fact_id, op.op)
 
 
 def _mark(marks: dict[str, list[str]], fid: str, what: str) -> None:
@@ -466,8 +474,30 @@ class TrialData:
 
     def load(self) -> None:
         self._sig = self.signature()
-        rel = layout.trial_dir(self.key)
         problems: list[str] = []
+        self.result = _read_result(self.folder)
+        self._read_streams(problems)
+        self.own_labels = self._own_labels()
+        # Live tags whose trial ended while they were typed: the operator's layer (not an annotator's).
+        self.late_tags = self._layer_labels(self._operator_path())
+        self._mask_models()
+        self._frames = {}
+        store = self.folder / layout.FRAMES
+        if store.is_file():
+            frames, _good, _problem = scan_store(store)  # a torn tail is a frame still being written
+            self._frames = {f.sha256: f for f in frames}
+        self.rules = (self.result.provenance.get("memory_rules") if self.result else None) or {}
+        self._awards = self._compute_awards()
+        self.fact_written: dict[str, int] = {}
+        for op in self.ops:
+            if op.op in FACT_WRITING_OPS and op.fact_id and op.fact_id not in self.fact_written:
+                self.fact_written[op.fact_id] = op.decision_id
+        self.problems = [self.masker.text(p) for p in problems]
+        self.version += 1
+
+    def _read_streams(self, problems: list[str]) -> None:
+        """The trial's record streams (what reads of each is kept; what does not is a problem)."""
+        rel = layout.trial_dir(self.key)
 
         def stream(name, model):
             records, problem = read_stream(self.folder / name, model, f"{rel}/{name}")
@@ -475,7 +505,6 @@ class TrialData:
                 problems.append(problem)
             return records
 
-        self.result = _read_result(self.folder)
         traces: list[TraceLine] = stream(layout.TRACE, TraceLine)
         # Decisions in order, without a gap: the trace is the record of what was decided.
         self.traces = []
@@ -490,9 +519,9 @@ class TrialData:
             self.inputs.setdefault(row.decision_id, []).append(row)
         self.ops: list[MemoryOp] = stream(layout.MEMORY, MemoryOp)
         self.live_tags: list[Annotation] = stream(layout.TRIAL_ANNOTATIONS, Annotation)
-        self.own_labels = self._own_labels()
-        # Live tags whose trial ended while they were typed: the operator's layer (not an annotator's).
-        self.late_tags = self._layer_labels(self._operator_path())
+
+    def _mask_models(self) -> None:
+        """Every model id the trial's records name, masked wherever review shows text (blinding)."""
         for t in self.traces:
             self.masker.add(t.model_id)
         for r in self.responses.values():
@@ -505,19 +534,6 @@ class TrialData:
             self.masker.add(failure.get("model"))
         except (OSError, ValueError, AttributeError):
             pass
-        self._frames = {}
-        store = self.folder / layout.FRAMES
-        if store.is_file():
-            frames, _good, _problem = scan_store(store)  # a torn tail is a frame still being written
-            self._frames = {f.sha256: f for f in frames}
-        self.rules = (self.result.provenance.get("memory_rules") if self.result else None) or {}
-        self._awards = self._compute_awards()
-        self.fact_written: dict[str, int] = {}
-        for op in self.ops:
-            if op.op in FACT_WRITING_OPS and op.fact_id and op.fact_id not in self.fact_written:
-                self.fact_written[op.fact_id] = op.decision_id
-        self.problems = [self.masker.text(p) for p in problems]
-        self.version += 1
 
     def _own_labels(self) -> list[dict]:
         """This annotator's own labels on this trial (other annotators' stay unseen: labels are blind)."""
