@@ -272,6 +272,19 @@ def recover_batch(batch: Path) -> list[str]:
         r = recover(folder)
         if not r.nothing_to_do:
             done.append(f"{RUNS}/{folder.name}: {len(r.finished)} trial(s) closed as harness-error (process-died)")
+    done += _list_unlisted_folders(batch, ledger)
+    if ledger.finished_utc is None and ledger.stopped is None:
+        ledger.stopped = "the batch's process died; recovered"
+        _write_ledger(batch, ledger)
+        left = [p.task_id for p in ledger.planned or [] if p.task_id not in {r.task_id for r in ledger.tasks}]
+        done.append(f"{LEDGER}: marked stopped" + (f"; not run yet: {', '.join(left)}" if left else ""))
+    return done
+
+
+def _list_unlisted_folders(batch: Path, ledger: Ledger) -> list[str]:
+    """A row in the ledger, in planned order, for each run folder it lacks (a process that died before
+    writing it); a line each."""
+    done: list[str] = []
     rows = {r.task_id: r for r in ledger.tasks}
     for folder in run_folders(batch):
         if folder.name in rows:
@@ -282,11 +295,6 @@ def recover_batch(batch: Path) -> list[str]:
         ledger.tasks.sort(key=lambda r: order.index(r.task_id) if r.task_id in order else len(order))
         _settle(row, batch, ledger, None)
         done.append(f"{LEDGER}: listed {row.task_id} ({len(row.trials)} trial(s) in {row.folder})")
-    if ledger.finished_utc is None and ledger.stopped is None:
-        ledger.stopped = "the batch's process died; recovered"
-        _write_ledger(batch, ledger)
-        left = [p.task_id for p in ledger.planned or [] if p.task_id not in {r.task_id for r in ledger.tasks}]
-        done.append(f"{LEDGER}: marked stopped" + (f"; not run yet: {', '.join(left)}" if left else ""))
     return done
 
 
@@ -507,17 +515,8 @@ def batch_report(batch: Path) -> dict:
     tasks = []
     pooled_rows: list[TrialRow] = []
     for row in ledger.tasks:
-        valid = [r for r in row.trials if r.success is not None]
-        rate = round(sum(1 for r in valid if r.success) / len(valid), 6) if valid else None
-        entry = {"task_id": row.task_id, "title": row.title, "status": row.status, "trials": len(row.trials),
-                 "valid_trials": len(valid), "success_rate": rate, "tokens": row.tokens, "cost_usd": row.cost_usd}
-        if row.battle is not None:
-            entry["battle"] = row.battle
-        if row.episode_budget is not None and row.status == "run":
-            entry["episode_budget"] = row.episode_budget
-            entry["success_within_episodes"] = success_curve(row.trials, row.episode_budget)
-            entry["first_episode_win_rate"] = entry["success_within_episodes"][0]
-            entry["change_log"] = change_logs(batch / row.folder)
+        entry = _task_entry(batch, row)
+        if "episode_budget" in entry:
             pooled_rows += row.trials
         tasks.append(entry)
     listed = {r.task_id for r in ledger.tasks}
@@ -536,6 +535,22 @@ def batch_report(batch: Path) -> dict:
             "ability_average": round(sum(rates) / len(rates), 6) if rates else None,
             "tasks_counted": len(rates), "success_within_episodes_pooled": pooled,
             "first_episode_win_rate_pooled": pooled[0] if pooled else None, "tasks": tasks}
+
+
+def _task_entry(batch: Path, row: TaskRow) -> dict:
+    """One task's line of the report; an episodic task that ran adds its curve and change log."""
+    valid = [r for r in row.trials if r.success is not None]
+    rate = round(sum(1 for r in valid if r.success) / len(valid), 6) if valid else None
+    entry = {"task_id": row.task_id, "title": row.title, "status": row.status, "trials": len(row.trials),
+             "valid_trials": len(valid), "success_rate": rate, "tokens": row.tokens, "cost_usd": row.cost_usd}
+    if row.battle is not None:
+        entry["battle"] = row.battle
+    if row.episode_budget is not None and row.status == "run":
+        entry["episode_budget"] = row.episode_budget
+        entry["success_within_episodes"] = success_curve(row.trials, row.episode_budget)
+        entry["first_episode_win_rate"] = entry["success_within_episodes"][0]
+        entry["change_log"] = change_logs(batch / row.folder)
+    return entry
 
 
 def change_logs(folder: Path) -> dict[str, list[dict]]:
@@ -588,22 +603,27 @@ def report_markdown(doc: dict) -> str:
                       f"{b['level_cap'] if b['level_cap'] is not None else 'none'}, difficulty "
                       f"{json.dumps(b['difficulty'], sort_keys=True)}, pool {json.dumps(b['pool'], sort_keys=True)}"]
     for t in doc["tasks"]:
-        if "success_within_episodes" not in t:
-            continue
-        lines += ["", f"## {t['task_id']}: success within E episodes (budget {t['episode_budget']})", "",
-                  "| E | " + " | ".join(str(e) for e in range(1, t["episode_budget"] + 1)) + " |",
-                  "|---|" + "---|" * t["episode_budget"],
-                  "| success | " + " | ".join("n/a" if v is None else f"{v:.3f}"
-                                             for v in t["success_within_episodes"]) + " |",
-                  "", f"First-episode win rate: {_rate(t.get('first_episode_win_rate'))}.",
-                  "", "Change log (the memory store's writes per episode, and the team applied in it):", ""]
-        for key, episodes in t["change_log"].items():
-            for e in episodes:
-                writes = "; ".join(f"{w['fact_id']} {w.get('kind')}: {w.get('object')}" for w in e["writes"]) or "none"
-                team = (f"; team {', '.join(m['species'] for m in e['team'])}" if e.get("team") else "")
-                lines.append(f"- {key} episode {e['episode']} (decisions {e['first_decision']}-"
-                             f"{e['last_decision']}, ended {e['ended']}): wrote {writes}{team}")
+        if "success_within_episodes" in t:
+            lines += _markdown_episodic(t)
     return "\n".join(lines) + "\n"
+
+
+def _markdown_episodic(t: dict) -> list[str]:
+    """An episodic task's section: its success-within-E table and its change log."""
+    lines = ["", f"## {t['task_id']}: success within E episodes (budget {t['episode_budget']})", "",
+             "| E | " + " | ".join(str(e) for e in range(1, t["episode_budget"] + 1)) + " |",
+             "|---|" + "---|" * t["episode_budget"],
+             "| success | " + " | ".join("n/a" if v is None else f"{v:.3f}"
+                                        for v in t["success_within_episodes"]) + " |",
+             "", f"First-episode win rate: {_rate(t.get('first_episode_win_rate'))}.",
+             "", "Change log (the memory store's writes per episode, and the team applied in it):", ""]
+    for key, episodes in t["change_log"].items():
+        for e in episodes:
+            writes = "; ".join(f"{w['fact_id']} {w.get('kind')}: {w.get('object')}" for w in e["writes"]) or "none"
+            team = (f"; team {', '.join(m['species'] for m in e['team'])}" if e.get("team") else "")
+            lines.append(f"- {key} episode {e['episode']} (decisions {e['first_decision']}-"
+                         f"{e['last_decision']}, ended {e['ended']}): wrote {writes}{team}")
+    return lines
 
 
 def _rate(v: float | None) -> str:
