@@ -32,9 +32,10 @@ import numpy as np
 import yaml
 
 from engine.figures import decision_figure, money
-from engine.loop.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, TrialResult, Usage
+from engine.loop.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, Usage
 from engine.loop.trial import utc_now
 from sessions.evidence import layout
+from sessions.evidence.folder import EvidenceFolder
 from sessions.evidence.framestore import StoredFrame, decode_png, scan_store
 from sessions.evidence.reader import FormatProblem, parse
 
@@ -134,26 +135,21 @@ class Masker:
 
 
 def is_unblinded(root: Path) -> bool:
-    return (root / UNBLINDED).is_dir()
+    return EvidenceFolder(root).path(layout.UNBLINDED).is_dir()
 
 
 def condition_names(root: Path) -> dict[str, str]:
     """label -> condition id, only once the folder is unblinded (else nothing is read)."""
-    if not is_unblinded(root):
-        return {}
-    try:
-        data = json.loads((root / layout.BLINDING).read_text(encoding="utf-8"))
-        return {str(k): str(v) for k, v in data.get("labels", {}).items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
+    labels = EvidenceFolder(root).unblinded_labels()  # None while blind, or unreadable
+    return {str(k): str(v) for k, v in labels.items()} if labels else {}
 
 
 def _manifest_models(root: Path) -> list[str]:
     """The model ids the manifest asked for (only to mask them: an error text may quote one)."""
     try:
-        data = yaml.safe_load((root / layout.MANIFEST).read_text(encoding="utf-8"))
+        data = EvidenceFolder(root).manifest_data()
         return [c["model"] for c in data.get("conditions", []) if isinstance(c, dict) and c.get("model")]
-    except (OSError, ValueError, AttributeError, TypeError, yaml.YAMLError):
+    except (ValueError, AttributeError, TypeError):  # FormatProblem: missing, unreadable or not YAML
         return []
 
 
@@ -228,36 +224,28 @@ def _layer_records(path: Path | None) -> list:
 
 
 def layer_path(root: Path, annotator: str | None) -> Path | None:
-    return root / layout.ANNOTATIONS / annotator / "annotations.jsonl" if annotator else None
+    return EvidenceFolder(root).layer_path(annotator) if annotator else None
 
 
 def list_trials(root: Path, annotator: str | None = None) -> list[TrialEntry]:
     """Every trial folder under trials/, by key: its blinded label and outcome (or running), and the
     ranges of it `annotator` has reviewed."""
-    trials = root / layout.TRIALS
-    out = []
-    if not trials.is_dir():
+    trials = EvidenceFolder(root).trials(voided=False)
+    out: list[TrialEntry] = []
+    if not trials:
         return out
     reviewed = reviewed_spans(_layer_records(layer_path(root, annotator)))
-    for folder in sorted(p for p in trials.iterdir() if p.is_dir()):
-        key = folder.name
-        label = key.split("-", 1)[0]
-        result = _read_result(folder)
+    for trial in trials:
+        key = trial.key
+        result = trial.result_or_none()
         if result is None:
-            out.append(TrialEntry(key, label, "running", None, None, None, None, reviewed=reviewed.get(key, ())))
+            out.append(TrialEntry(key, trial.label, "running", None, None, None, None, reviewed=reviewed.get(key, ())))
         else:
             out.append(TrialEntry(key, result.condition, result.outcome, result.last_decision,
                                   result.progress_points, result.total_points, result.deepest_milestone,
                                   result.telemetry.cost_usd if result.telemetry is not None else None,
                                   reviewed=reviewed.get(key, ())))
     return out
-
-
-def _read_result(folder: Path) -> TrialResult | None:
-    try:
-        return parse(TrialResult, (folder / layout.RESULT).read_bytes(), f"{folder.name}/{layout.RESULT}")
-    except (OSError, FormatProblem):
-        return None
 
 
 @dataclass(frozen=True)
@@ -271,10 +259,10 @@ class Rung:
 def read_ladder(root: Path) -> tuple[Rung, ...]:
     """The rungs from the folder's frozen scoring/milestones.yaml (no condition is named there)."""
     try:
-        data = yaml.safe_load((root / "scoring" / "milestones.yaml").read_text(encoding="utf-8"))
+        data = EvidenceFolder(root).milestones_data()
         return tuple(Rung(str(m["id"]), str(m.get("name", m["id"])), int(m.get("points", 0)),
                           bool(m.get("required", True))) for m in data["milestones"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
+    except (ValueError, KeyError, TypeError, AttributeError):  # FormatProblem: missing, unreadable, not YAML
         return ()
 
 
@@ -437,7 +425,9 @@ class TrialData:
     def __init__(self, root: Path, key: str, *, annotator: str | None = None):
         self.root = root
         self.key = key
-        self.folder = root / layout.TRIALS / key
+        self.evidence = EvidenceFolder(root)
+        self.trial = self.evidence.trial(key)
+        self.folder = self.trial.path
         self.annotator = annotator
         self.unblinded = is_unblinded(root)
         self.masker = Masker(active=not self.unblinded)
@@ -456,7 +446,7 @@ class TrialData:
         return layer_path(self.root, self.annotator)
 
     def _operator_path(self) -> Path:
-        return self.root / layout.ANNOTATIONS / layout.OPERATOR_ANNOTATOR / "annotations.jsonl"
+        return self.evidence.layer_path(layout.OPERATOR_ANNOTATOR)
 
     def signature(self) -> tuple:
         sig = _signature(self.folder, STREAM_FILES)
@@ -475,7 +465,7 @@ class TrialData:
     def load(self) -> None:
         self._sig = self.signature()
         problems: list[str] = []
-        self.result = _read_result(self.folder)
+        self.result = self.trial.result_or_none()
         self._read_streams(problems)
         self.own_labels = self._own_labels()
         # Live tags whose trial ended while they were typed: the operator's layer (not an annotator's).
@@ -835,7 +825,4 @@ class ReviewFolder:
 
     @property
     def experiment_id(self) -> str:
-        try:
-            return str(json.loads((self.root / layout.SCHEDULE).read_text(encoding="utf-8"))["experiment_id"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return self.root.name
+        return EvidenceFolder(self.root).experiment_id() or self.root.name

@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +30,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sessions.evidence import layout
+from sessions.evidence.folder import EvidenceFolder, TrialFolder
 from sessions.tasks.tasks import PolicyChoice, Task, TaskError, TaskFile, compiled_rules, write_task_inputs
 
 LEDGER = "batch.json"
@@ -134,8 +136,7 @@ def trial_rows(folder: Path) -> list[TrialRow]:
     from engine.loop.outcomes import VALID_OUTCOMES
 
     rows = []
-    for path in sorted((folder / "trials").glob("*/result.json")):
-        r = json.loads(path.read_text())
+    for _trial, r in _sealed_results(folder):
         episodes = r.get("episodes")
         success = r["outcome"] == "success" if r["outcome"] in VALID_OUTCOMES else None
         t = r["telemetry"]
@@ -145,6 +146,14 @@ def trial_rows(folder: Path) -> list[TrialRow]:
             success_episode=(len(episodes) if episodes else 1) if success else None,
             tokens=t.get("tokens"), cost_usd=t.get("cost_usd")))
     return rows
+
+
+def _sealed_results(folder: Path) -> Iterator[tuple[TrialFolder, dict]]:
+    """Each sealed trial under trials/ (voided attempts left out), by key, with its result.json as plain data."""
+    evidence = EvidenceFolder(folder)
+    for trial in evidence.trials(voided=False):
+        if trial.sealed():
+            yield trial, evidence.json(f"{trial.rel}/{layout.RESULT}")
 
 
 def _now() -> str:
@@ -557,10 +566,9 @@ def change_logs(folder: Path) -> dict[str, list[dict]]:
     """Per trial, per episode: what the agent changed (its memory store's writes), from result.json, each
     write with the fact it wrote as memory.jsonl recorded it (kind, predicate, object)."""
     out = {}
-    for path in sorted((folder / "trials").glob("*/result.json")):
-        r = json.loads(path.read_text())
+    for trial, r in _sealed_results(folder):
         if r.get("episodes"):
-            facts = _written_facts(path.parent / "memory.jsonl")
+            facts = _written_facts(trial.path / layout.MEMORY)
             out[r["trial_key"]] = [{**e, "writes": [{"fact_id": f, **facts.get(f, {})} for f in e["memory_writes"]]}
                                    for e in r["episodes"]]
     return out
