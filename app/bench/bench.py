@@ -90,9 +90,10 @@ from engine.loop.trial import Trial
 from sessions.audit.replay import load_trial, replay_records
 from sessions.evidence import layout
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.execute.trial_factory import make_policy
 from sessions.preflight.assets import DEFAULT_MANIFEST, resolve
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
 
 PROJECT = Path(__file__).resolve().parents[2]
 FAST_FILE_US = 100.0  # below this per small file, the disk counts as fast
@@ -675,7 +676,7 @@ def workers_figures(tmp: Path, trials: int = 8, actions: int = 10_000, workers: 
     included) of `trials` random-policy trials of `actions` actions on the cartridge, run one at a
     time and then with `workers` processes, and the ratio, next to the 1.8x target."""
     from sessions.execute.runner import ExperimentRunner
-    from sessions.preflight.experiment import create_folder
+    from sessions.execute.start import create_folder
     from sessions.preflight.manifest import load_manifest
 
     data = yaml.safe_load(DEFAULT_MANIFEST.read_text())

@@ -32,8 +32,9 @@ from app.servers.chat_server import ChatServer
 from sessions.evidence import layout
 from sessions.evidence.folder import EvidenceFolder
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import DEFAULT_MANIFEST
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
 
 RATIO_TARGET = 1 / 6  # the parallel run's wall time at most this fraction of the serial one's
 FPS_TARGET = 15.0

@@ -152,7 +152,8 @@ def _pacing(prepared, speed: str | None) -> float | None:
 
 
 def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: str | None, origin=None) -> int:
-    from sessions.preflight.experiment import PreflightError, create_folder, default_output, prepare
+    from sessions.execute.start import create_folder, default_output
+    from sessions.preflight.experiment import PreflightError, prepare
 
     try:
         prepared = prepare(manifest, output, allow_human=not headless, origin=origin)
@@ -163,7 +164,8 @@ def _run(manifest: Path | None, *, headless: bool, output: Path | None, speed: s
 
 
 def _resume(root: Path, *, headless: bool, speed: str | None) -> int:
-    from sessions.preflight.experiment import PreflightError, prepare_resume
+    from sessions.execute.start import prepare_resume
+    from sessions.preflight.experiment import PreflightError
 
     try:
         prepared, folder, positions = prepare_resume(root, allow_human=not headless)

@@ -185,7 +185,8 @@ def _row(task: Task) -> TaskRow:
 def _run_task(task: Task, choice: PolicyChoice, batch: Path, ledger: Ledger, say: Callable[[str], None]) -> None:
     """One task into runs/<id>, its row appended to the ledger (written)."""
     from sessions.execute.runner import ExperimentRunner
-    from sessions.preflight.experiment import PreflightError, create_folder, prepare
+    from sessions.execute.start import create_folder
+    from sessions.preflight.experiment import PreflightError, prepare
 
     row = _row(task)
     tokens_left = _left(ledger.ceiling.tokens, ledger.spent_tokens)
@@ -382,7 +383,8 @@ def _tasks_not_reached(ledger: Ledger) -> list:
 def _rerun_missing(row, batch: Path, ledger: Ledger, choice: PolicyChoice, say: Callable[[str], None]) -> bool:
     """Rerun the schedule positions a task's run folder lacks (as `run --resume`); whether there were any."""
     from sessions.execute.runner import ExperimentRunner
-    from sessions.preflight.experiment import PreflightError, prepare_resume
+    from sessions.execute.start import prepare_resume
+    from sessions.preflight.experiment import PreflightError
 
     try:
         prepared, folder, positions = prepare_resume(batch / row.folder)

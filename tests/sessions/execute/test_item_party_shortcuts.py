@@ -14,8 +14,9 @@ import pytest
 from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import ASSETS
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
 from sessions.tasks.tasks import PolicyChoice, TaskError, load_task, write_task_inputs
 from tests.conftest import read_jsonl
 from tests.fakes.provider_server import FakeProviderServer, ok
