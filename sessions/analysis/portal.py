@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from sessions.evidence.folder_kind import evidence_problem
+from sessions.evidence.folder import evidence_problem
 from sessions.evidence.roots import folder_root
 from sessions.tasks.task_batch import is_batch
 
