@@ -101,7 +101,7 @@ def _add_layer_parsers(asub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.evidence.folder_kind import evidence_problem
+    from sessions.evidence.folder import evidence_problem
 
     folder: Path = args.folder
     problem = evidence_problem(folder)  # a home directory is not an experiment with no labels yet

@@ -63,7 +63,7 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
     from engine.text import printable
     from sessions.audit.verify import audit
     from sessions.evidence import roots
-    from sessions.evidence.folder_kind import evidence_problem
+    from sessions.evidence.folder import evidence_problem
 
     expected = expect_root.strip().lower() if expect_root is not None else None
     if expected is not None and not re.fullmatch(r"[0-9a-f]{64}", expected):
@@ -164,7 +164,7 @@ def _recover(folder: Path) -> int:
     from sessions.audit.recover import RecoverRefused, recover
     from sessions.evidence.durable import EvidenceError
     from sessions.evidence.experiment_folder import FolderBusy
-    from sessions.evidence.folder_kind import evidence_problem
+    from sessions.evidence.folder import evidence_problem
     from sessions.tasks.task_batch import is_batch
 
     if is_batch(folder):  # a task batch (docs/tasks.md): each run folder, then the ledger

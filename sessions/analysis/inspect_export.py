@@ -37,8 +37,7 @@ from engine.text import printable
 from sessions.analysis.inspect_tools import TOOL_POLICIES, Screens, ToolExportProblem, tool_decision, trace_data
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256
-from sessions.evidence.folder import EvidenceFolder, TrialFolder
-from sessions.evidence.folder_kind import evidence_problem
+from sessions.evidence.folder import EvidenceFolder, TrialFolder, evidence_problem
 from sessions.evidence.reader import FormatProblem, parse, short_error
 from sessions.evidence.records import BlindingFile
 from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest

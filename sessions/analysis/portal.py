@@ -22,8 +22,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from sessions.evidence import layout
-from sessions.evidence.folder import EvidenceFolder
-from sessions.evidence.folder_kind import evidence_problem
+from sessions.evidence.folder import EvidenceFolder, evidence_problem
 from sessions.evidence.roots import folder_root
 from sessions.tasks.task_batch import is_batch
 

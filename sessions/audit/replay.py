@@ -48,7 +48,7 @@ class LoadedTrial:
 
 def load_trial(trial_dir: Path, rom: Path | None = None, state: Path | None = None) -> LoadedTrial:
     """Everything a replay needs, checked; PreflightError (bad input) if any is missing."""
-    from sessions.evidence.folder_kind import trial_problem
+    from sessions.evidence.folder import trial_problem
 
     problem = trial_problem(trial_dir)
     if problem is not None:
