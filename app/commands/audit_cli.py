@@ -91,7 +91,7 @@ def _verify(folder: Path, deep: bool, print_root: bool, expect_root: str | None)
 
 def _verify_other_kind(folder: Path, deep: bool, root: bool) -> int | None:
     """A task batch or a package is checked its own way; None for anything else (an evidence folder)."""
-    from sessions.audit.package import is_package
+    from sessions.evidence.folder import is_package
     from sessions.tasks.task_batch import is_batch
 
     if is_batch(folder):  # a task batch (docs/tasks.md): every run folder's audit and the ledger

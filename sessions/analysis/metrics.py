@@ -732,11 +732,6 @@ def unblinded(root: Path) -> dict[str, str] | None:
     return EvidenceFolder(root).unblinded_labels()
 
 
-def trial_folders(root: Path) -> list[tuple[Path, str, bool]]:
-    """(folder, relative path, voided) of every trial: trials/ then void-<n>/ in order (EvidenceFolder.trials)."""
-    return [(t.path, t.rel, t.voided) for t in EvidenceFolder(root).trials()]
-
-
 def read_trial(trial: TrialFolder) -> TrialRecords | None:
     """One trial's records in one streamed pass; None for a trial without result.json (unfinished)."""
     if not trial.sealed():

@@ -41,9 +41,10 @@ from sessions.analysis.metrics import (
     variant_comparison,
 )
 from sessions.analysis.report_plots import Plot, plots, type_severity
-from sessions.audit.package import EVIDENCE_SUMS, GAME_COPY, PACKAGE_INFO, PACKAGE_MANIFEST, package_info
+from sessions.audit.package import package_info
 from sessions.evidence import layout
 from sessions.evidence.folder import EvidenceFolder
+from sessions.evidence.layout import EVIDENCE_SUMS, GAME_COPY, PACKAGE_INFO, PACKAGE_MANIFEST
 from sessions.evidence.reader import FormatProblem, TrialReader
 
 PRODUCTIVE_DEFINITION = (

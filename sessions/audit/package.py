@@ -25,12 +25,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sessions.evidence import layout
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
+from sessions.evidence.folder import EvidenceFolder
+from sessions.evidence.layout import EVIDENCE_SUMS, PACKAGE_INFO
 
-PACKAGE_MANIFEST = "manifest.redacted.yaml"
-PACKAGE_INFO = "package.json"
-EVIDENCE_SUMS = "evidence-SHA256SUMS"
-GAME_COPY = "game/definition.yaml"  # the game definition, when the manifest's path was local (redacted)
-REDACTED = "<local path redacted>"
 EMPTY = hashlib.sha256(b"").hexdigest()
 
 
@@ -44,11 +41,6 @@ class PackageInfo(BaseModel):
     include_raw: bool
     rewritten: dict[str, str]  # package path -> why its bytes differ from the evidence file of that name
     game_definition: str | None = None  # GAME_COPY when shipped
-
-
-def is_package(folder: Path) -> bool:
-    return (folder / PACKAGE_MANIFEST).is_file() and (folder / EVIDENCE_SUMS).is_file() \
-        and not (folder / layout.MANIFEST).exists()
 
 
 def _sums(path: Path, name: str, problems: list[str]) -> dict[str, str]:
@@ -82,9 +74,8 @@ def verify_package(folder: Path) -> tuple[list[str], dict[str, Any]]:
     rewritten = info.rewritten if info is not None else {}
     checked["from_evidence"] = _check_provenance(folder, digests, rewritten, problems)
     sealed = _check_run_log(folder, problems)
-    from sessions.analysis.metrics import trial_folders
-
-    for trial, rel, _voided in trial_folders(folder):
+    for t in EvidenceFolder(folder).trials():
+        trial, rel = t.path, t.rel
         if any(f"{rel}/{name}" in rewritten for name in layout.STREAMS + (layout.TRIAL, layout.RESULT)):
             continue  # redacted at export: its chains cannot hold, and package.json says so
         decisions = _check_trial(trial, rel, problems, sealed)

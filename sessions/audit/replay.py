@@ -21,8 +21,9 @@ from engine.games.ladder import FINAL, FINAL_SKIPPED, Ladder
 from engine.games.probe import Probe
 from engine.loop.records import InputLine, TraceLine
 from engine.loop.routes import RouteTracker
-from sessions.audit.package import GAME_COPY, PACKAGE_MANIFEST, REDACTED, is_package
 from sessions.evidence import layout
+from sessions.evidence.folder import is_package
+from sessions.evidence.layout import GAME_COPY, PACKAGE_MANIFEST, REDACTED
 from sessions.evidence.reader import FormatProblem, TrialReader
 from sessions.preflight.assets import resolve
 from sessions.preflight.experiment import PreflightError, sha256_file

@@ -274,8 +274,6 @@ def trial_problem(trial: Path) -> str | None:
         experiment = trial.resolve().parent.parent
     except (OSError, RuntimeError) as exc:
         return f"{shown}: cannot read it ({printable(str(exc))})"
-    from sessions.audit.package import is_package
-
     if evidence_problem(experiment) is not None and not is_package(experiment):
         return (f"{shown}: not a trial of an oakwatch evidence folder ({printable(str(experiment))}, two levels "
                 f"up, is not one; give <exp>/trials/<label>-<NN>)")
@@ -307,3 +305,9 @@ def _cause(void: Path) -> str:
         return f" ({printable(str(data['outcome']))}: {printable(str(data['cause']))})"
     except (OSError, ValueError, KeyError, TypeError):
         return ""
+
+
+def is_package(folder: Path) -> bool:
+    """A publishable package (sessions.audit.package): its redacted manifest and evidence sums, no manifest.yaml."""
+    return (folder / layout.PACKAGE_MANIFEST).is_file() and (folder / layout.EVIDENCE_SUMS).is_file() \
+        and not (folder / layout.MANIFEST).exists()

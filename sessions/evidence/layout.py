@@ -51,6 +51,13 @@ TRIAL_FILES = (TRIAL, TRACE, RESPONSES, INPUTS, MEMORY, TRIAL_ANNOTATIONS, FRAME
                CLIENT_TRANSCRIPT)
 STREAMS = (TRACE, RESPONSES, INPUTS, MEMORY, TRIAL_ANNOTATIONS)
 
+# A publishable package (`oakwatch report --package`, sessions.audit.package): the evidence as shipped
+PACKAGE_MANIFEST = "manifest.redacted.yaml"
+PACKAGE_INFO = "package.json"
+EVIDENCE_SUMS = "evidence-SHA256SUMS"
+GAME_COPY = "game/definition.yaml"  # the game definition, when the manifest's path was local (redacted)
+REDACTED = "<local path redacted>"
+
 TRIAL_KEY = r"[A-Z]-\d{2,}"
 _LABEL = r"[A-Z]"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
