@@ -84,6 +84,7 @@
 #define VAR_LAB_SCENE    0x4055 /* VAR_MAP_SCENE_PALLET_TOWN_PROFESSOR_OAKS_LAB */
 #define VAR_MART_SCENE   0x4057 /* VAR_MAP_SCENE_VIRIDIAN_CITY_MART */
 #define VAR_RESTS        0x40F0 /* our cartridge's own: heals at MOM that restored HP (no FireRed meaning used) */
+#define VAR_PURCHASES    0x40F1 /* our cartridge's own: items bought at the shop (no FireRed meaning used) */
 
 /* ---- items (include/constants/items.h) ---- */
 #define ITEM_POKE_BALL   4

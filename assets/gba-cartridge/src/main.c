@@ -509,6 +509,7 @@ static void shop_buy(void)
     }
     money_set(money - BALL_PRICE); /* src/shop.c Task_ReturnToItemListAfterItemPurchase: RemoveMoney, AddBagItem */
     bag_add(SB1_POCKET_BALLS, POCKET_BALLS_COUNT, ITEM_POKE_BALL, 1);
+    var_set(VAR_PURCHASES, (u16)(var_get(VAR_PURCHASES) + 1));
     pc = s_bought;
 }
 

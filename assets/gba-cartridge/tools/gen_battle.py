@@ -173,15 +173,16 @@ SHORTCUT_FIELDS = (
 # What the cartridge's preparation mechanics change (issue 32 item 4; src/main.c mom_heal, shop_buy): no rung and
 # no track reads them; the preparation tasks' goals do (assets/tasks/pqa-heal-at-home.yaml, pqa-buy-a-ball.yaml).
 PREPARATION_FIELDS = (
-    "  # Read by the preparation tasks (tools/gen_battle.py): the balls the shop sells, the money it takes and the\n"
-    "  # heals at home (the party's HP itself is the gameplay track's party record, +0x56 and +0x58)\n"
-    "  balls: {item: bag_poke_balls, index: 4, source: \"pret/pokefirered include/constants/items.h ITEM_POKE_BALL 4 "
-    "(SaveBlock1.bagPocket_PokeBalls, key ^ quantity)\"}\n"
+    "  # Read by the preparation tasks (tools/gen_battle.py): the money the shop takes and the cartridge's own counters\n"
+    "  # of heals and purchases (the party's HP is the gameplay track's party record, +0x56 and +0x58; the BALLS are\n"
+    "  # its inventory, bag_poke_balls, which a goal may not read)\n"
     "  money_raw: {base: sb1, address: 0x290, kind: u32le, source: \"pret/pokefirered include/global.h "
     "SaveBlock1.money /*0x0290*/, stored as money ^ SaveBlock2.encryptionKey (src/money.c GetMoney): money is "
     "money_raw ^ qty_key\"}\n"
     "  rests: {var: vars, index: 0x40F0, source: \"our cartridge's own var (src/main.c mom_heal): heals at home that "
-    "restored HP; no FireRed meaning\"}\n")
+    "restored HP; no FireRed meaning\"}\n"
+    "  purchases: {var: vars, index: 0x40F1, source: \"our cartridge's own var (src/main.c shop_buy): items bought at "
+    "the shop; no FireRed meaning\"}\n")
 
 # The cartridge's battle menus as use_item and switch_to (engine.loop.shortcuts, docs/tasks.md): offered at the
 # action menu (src/battle_fr.inc action_menu: gBattleCommunication[0] 1). The 2x2 action cursor keeps its place
