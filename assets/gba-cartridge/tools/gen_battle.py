@@ -173,9 +173,9 @@ SHORTCUT_FIELDS = (
 # What the cartridge's preparation mechanics change (issue 32 item 4; src/main.c mom_heal, shop_buy): no rung and
 # no track reads them; the preparation tasks' goals do (assets/tasks/pqa-heal-at-home.yaml, pqa-buy-a-ball.yaml).
 PREPARATION_FIELDS = (
-    "  # Read by the preparation tasks (tools/gen_battle.py): the money the shop takes and the cartridge's own counters\n"
-    "  # of heals and purchases (the party's HP is the gameplay track's party record, +0x56 and +0x58; the BALLS are\n"
-    "  # its inventory, bag_poke_balls, which a goal may not read)\n"
+    "  # Read by the preparation tasks (tools/gen_battle.py): the money the shop takes and the cartridge's own\n"
+    "  # counters of heals and purchases (the party's HP is the gameplay track's party record, +0x56 and +0x58;\n"
+    "  # the BALLS are its inventory, bag_poke_balls, which a goal may not read)\n"
     "  money_raw: {base: sb1, address: 0x290, kind: u32le, source: \"pret/pokefirered include/global.h "
     "SaveBlock1.money /*0x0290*/, stored as money ^ SaveBlock2.encryptionKey (src/money.c GetMoney): money is "
     "money_raw ^ qty_key\"}\n"
