@@ -36,6 +36,10 @@ s16 party_hp(u8 slot);
 s16 party_max_hp(u8 slot);
 void party_set_hp(u8 slot, s16 hp);
 void party_heal(void);
+#if defined(SB1_MONEY)
+u32 money_get(void);
+void money_set(u32 value);
+#endif
 #if defined(LAYOUT_EMERALD)
 void party_set_level(u8 slot, u8 level);
 #endif

@@ -46,6 +46,7 @@
 #define SB1_MAP_NUM     0x0005u
 #define SB1_WARP_ID     0x0006u
 #define SB1_PARTY_COUNT 0x0034u /* the copy written at save time */
+#define SB1_MONEY       0x0290u /* u32 money, XORed with SaveBlock2.encryptionKey (src/money.c GetMoney) */
 #define SB1_POCKET_ITEMS 0x0310u /* 42 x struct ItemSlot {u16 itemId, quantity} */
 #define SB1_POCKET_KEY  0x03B8u  /* 30 slots */
 #define SB1_POCKET_BALLS 0x0430u /* 13 slots */
@@ -82,9 +83,13 @@
 #define VAR_OAK_SCENE    0x4050 /* VAR_MAP_SCENE_PALLET_TOWN_OAK */
 #define VAR_LAB_SCENE    0x4055 /* VAR_MAP_SCENE_PALLET_TOWN_PROFESSOR_OAKS_LAB */
 #define VAR_MART_SCENE   0x4057 /* VAR_MAP_SCENE_VIRIDIAN_CITY_MART */
+#define VAR_RESTS        0x40F0 /* our cartridge's own: heals at MOM that restored HP (no FireRed meaning used) */
+#define VAR_PURCHASES    0x40F1 /* our cartridge's own: items bought at the shop (no FireRed meaning used) */
 
 /* ---- items (include/constants/items.h) ---- */
 #define ITEM_POKE_BALL   4
+#define BALL_PRICE       200  /* src/data/items.json ITEM_POKE_BALL price */
+#define NEW_GAME_MONEY   3000 /* src/new_game.c NewGameInitData SetMoney(&gSaveBlock1Ptr->money, 3000) */
 #define ITEM_PARCEL      349 /* ITEM_OAKS_PARCEL */
 
 /* ---- maps: (mapGroup, mapNum) of the real maps (data/maps/map_groups.json order) ---- */

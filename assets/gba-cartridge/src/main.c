@@ -477,6 +477,60 @@ static void parcel_take(void) { bag_remove(SB1_POCKET_KEY, POCKET_KEY_COUNT, ITE
 static void balls_give(void) { bag_add(SB1_POCKET_BALLS, POCKET_BALLS_COUNT, ITEM_POKE_BALL, 5); }
 
 #if !defined(LAYOUT_EMERALD)
+/* preparation (issue 32): MOM heals the party like FireRed's PlayersHouse_1F mom (a heal spot), counting
+ * the heals that restored HP in our own var; the shop clerk sells BALLS for money after the DEX */
+static void mom_heal(void)
+{
+    int hurt = 0;
+    for (u8 i = 0; i < party_count(); i++)
+        hurt |= party_hp(i) < party_max_hp(i);
+    party_heal();
+    if (hurt)
+        var_set(VAR_RESTS, (u16)(var_get(VAR_RESTS) + 1));
+}
+
+static const Cmd s_mom_heal[] = {
+    FN(mom_heal),
+    MSG("MOM: You look tired. Rest a\nbit! ... Your critters are\nfull of energy again!"),
+    END,
+};
+
+static char shop_line[72];
+static Cmd shop_script[4];
+static const Cmd s_bought[] = {MSG("CLERK: Here you are! Thank\nyou!"), END};
+static const Cmd s_no_money[] = {MSG("CLERK: You don't have enough\nmoney."), END};
+
+static void shop_buy(void)
+{
+    u32 money = money_get();
+    if (money < BALL_PRICE) {
+        pc = s_no_money;
+        return;
+    }
+    money_set(money - BALL_PRICE); /* src/shop.c Task_ReturnToItemListAfterItemPurchase: RemoveMoney, AddBagItem */
+    bag_add(SB1_POCKET_BALLS, POCKET_BALLS_COUNT, ITEM_POKE_BALL, 1);
+    var_set(VAR_PURCHASES, (u16)(var_get(VAR_PURCHASES) + 1));
+    pc = s_bought;
+}
+
+static void shop_open(void)
+{
+    static const char head[] = "CLERK: A BALL is 200.\nMoney ";
+    int n = 0;
+    for (const char *q = head; *q; q++) shop_line[n++] = *q;
+    char digits[10];
+    int d = 0;
+    u32 money = money_get();
+    do { digits[d++] = (char)('0' + money % 10); money /= 10; } while (money && d < 10);
+    while (d) shop_line[n++] = digits[--d];
+    for (const char *q = ". Buy?"; *q; q++) shop_line[n++] = *q;
+    shop_line[n] = 0;
+    shop_script[0] = (Cmd)YESNO(shop_line);
+    shop_script[1] = (Cmd)FN(shop_buy);
+    shop_script[2] = (Cmd)END;
+    shop_script[3] = (Cmd)END;
+}
+
 static u8 rival_species(void)
 {
     int mine = 0;
@@ -633,7 +687,11 @@ static void boss_pick_input(u16 pressed)
 static void talk_actor(int a)
 {
     switch (a) {
+#if defined(LAYOUT_EMERALD)
     case A_MOM: start_script(s_one[T_MOM]); break;
+#else
+    case A_MOM: start_script(party_count() ? s_mom_heal : s_one[T_MOM]); break;
+#endif
     case A_PROF:
         if (var_get(VAR_LAB_SCENE) == 5 && bag_count(SB1_POCKET_KEY, POCKET_KEY_COUNT, ITEM_PARCEL))
             start_script(s_dex_scene);
@@ -662,7 +720,18 @@ static void talk_actor(int a)
         break;
     case A_GIRL: start_script(s_one[T_GIRL]); break;
     case A_MAN: start_script(s_one[T_MAN]); break;
+#if defined(LAYOUT_EMERALD)
     case A_CLERK: start_script(s_one[T_CLERK]); break;
+#else
+    case A_CLERK:
+        if (flag_get(FLAG_SYS_POKEDEX_GET)) {
+            shop_open();
+            start_script(shop_script);
+        } else {
+            start_script(s_one[T_CLERK]);
+        }
+        break;
+#endif
 #if defined(LAYOUT_EMERALD)
     case A_GUIDE: course_talk(); break;
 #endif

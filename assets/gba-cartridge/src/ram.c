@@ -84,6 +84,10 @@ void saveblocks_move(void)
             u8 *q = new1 + pockets[p][0] + i * 4 + 2;
             wr16(q, rd16(q) ^ change);
         }
+#if defined(SB1_MONEY)
+    /* ApplyNewEncryptionKeyToWord(&gSaveBlock1Ptr->money, key): the whole 32-bit key */
+    wr32(new1 + SB1_MONEY, rd32(new1 + SB1_MONEY) ^ old_key ^ key);
+#endif
     wr32(new2 + SB2_ENC_KEY, key);
 }
 
@@ -110,7 +114,16 @@ void ram_power_on(void)
     wr32(b2 + SB2_TRAINER_ID, 0x1A2B3039u);
     b2[SB2_BUTTON_MODE] = BUTTON_MODE_HELP;
     wr16(b2 + SB2_OPTIONS, TEXT_SPEED_MID); /* frame 0, sound mono, battle style SHIFT (0) */
+#if defined(SB1_MONEY)
+    money_set(NEW_GAME_MONEY);
+#endif
 }
+
+#if defined(SB1_MONEY)
+/* src/money.c GetMoney / SetMoney: the stored word is money ^ encryptionKey */
+u32 money_get(void) { return rd32(sb1() + SB1_MONEY) ^ rd32(sb2() + SB2_ENC_KEY); }
+void money_set(u32 value) { wr32(sb1() + SB1_MONEY, value ^ rd32(sb2() + SB2_ENC_KEY)); }
+#endif
 
 int flag_get(u16 id) { return (sb1()[SB1_FLAGS + (id >> 3)] >> (id & 7)) & 1; }
 void flag_set(u16 id) { sb1()[SB1_FLAGS + (id >> 3)] |= (u8)(1 << (id & 7)); }

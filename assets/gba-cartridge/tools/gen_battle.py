@@ -107,7 +107,7 @@ def definition_text(firered: str) -> str:
     flags = "".join(f"  beat_boss_{tid}: {{flag: event_flags, index: {BOSS_FLAG + tid:#x}, source: \"the "
                     f"cartridge's trainer flag of {name} (pret/pokefirered TRAINER_FLAGS_START 0x500 + id {tid})\"}}\n"
                     for tid, name, _, _ in d.TRAINERS)
-    head = head[:line_end] + flags + SHORTCUT_FIELDS + head[line_end:]
+    head = head[:line_end] + flags + SHORTCUT_FIELDS + PREPARATION_FIELDS + head[line_end:]
     head = _insert_before(head, "\nfields:\n", BALLS_ARRAY)  # the arrays section's end
     head = _cartridge_names(head)
     head = _insert_before(head, "    outcomes:\n", BALLS_INVENTORY)
@@ -169,6 +169,20 @@ SHORTCUT_FIELDS = (
               f"gBattlePartyCurrentOrder[{i}] (src/party_menu.c GetPartyIdFromBattleSlot): battle slots {2 * i} "
               f"and {2 * i + 1}'s party ids, "
               f"high nibble first\"}}\n" for i in range(3)))
+
+# What the cartridge's preparation mechanics change (issue 32 item 4; src/main.c mom_heal, shop_buy): no rung and
+# no track reads them; the preparation tasks' goals do (assets/tasks/pqa-heal-at-home.yaml, pqa-buy-a-ball.yaml).
+PREPARATION_FIELDS = (
+    "  # Read by the preparation tasks (tools/gen_battle.py): the money the shop takes and the cartridge's own\n"
+    "  # counters of heals and purchases (the party's HP is the gameplay track's party record, +0x56 and +0x58;\n"
+    "  # the BALLS are its inventory, bag_poke_balls, which a goal may not read)\n"
+    "  money_raw: {base: sb1, address: 0x290, kind: u32le, source: \"pret/pokefirered include/global.h "
+    "SaveBlock1.money /*0x0290*/, stored as money ^ SaveBlock2.encryptionKey (src/money.c GetMoney): money is "
+    "money_raw ^ qty_key\"}\n"
+    "  rests: {var: vars, index: 0x40F0, source: \"our cartridge's own var (src/main.c mom_heal): heals at home that "
+    "restored HP; no FireRed meaning\"}\n"
+    "  purchases: {var: vars, index: 0x40F1, source: \"our cartridge's own var (src/main.c shop_buy): items bought at "
+    "the shop; no FireRed meaning\"}\n")
 
 # The cartridge's battle menus as use_item and switch_to (engine.loop.shortcuts, docs/tasks.md): offered at the
 # action menu (src/battle_fr.inc action_menu: gBattleCommunication[0] 1). The 2x2 action cursor keeps its place

@@ -35,3 +35,5 @@ def test_pokebench_tasks_name_a_category():
     assert all(POKEBENCH_CATEGORIES & set(t.file.tags) for t in tagged)
     assert all(not t.file.shortcuts for t in tagged if "menu" in t.file.tags)  # menu tasks: every press the agent's
     assert any(t.file.shortcuts for t in tagged)
+    # preparation with the GBA cartridge's own mechanics: a heal at home and a shop (src/main.c mom_heal, shop_buy)
+    assert {"pqa-heal-at-home", "pqa-buy-a-ball"} <= {t.id for t in tagged if "preparation" in t.file.tags}
