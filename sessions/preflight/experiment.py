@@ -13,6 +13,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from engine.emulators.backends import BACKENDS
 from engine.games.gamedef import TASK_LINE, GameDefinition
@@ -24,6 +27,8 @@ from sessions.preflight.implementation import implementation
 from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest
 from sessions.preflight.notes import NotesError, load_notes
 from sessions.preflight.romid import RomIdentity, RomIdentityError, identify
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class PreflightError(ValueError):
@@ -508,41 +513,48 @@ def _instruction(manifest: Manifest, game: GameDefinition, game_path: Path, refs
 def _freeze(manifest: Manifest, instruction: str, emu: _Emulator, variants: list, refs: _Refs) -> Manifest:
     """The manifest as the folder records it: the instruction told, the emulator version and settings
     hash that ran, absolute file references, the suite's variants, the CLI clients that will play,
-    and when it was made."""
-    frozen = manifest.model_copy(deep=True)
-    frozen.agent.instruction = instruction  # the frozen manifest names what every agent was told
-    frozen.emulator.version = emu.installed  # the frozen manifest records the version that ran
-    frozen.emulator.config_sha256 = emu.config_sha256
-    _anchor_paths(frozen, refs)
+    and when it was made. The manifest is frozen: each change is a copy with that part replaced."""
+    update: dict = {
+        "agent": manifest.agent.model_copy(update={"instruction": instruction}),  # what every agent was told
+        "emulator": manifest.emulator.model_copy(update={"version": emu.installed,  # the version that ran
+                                                         "config_sha256": emu.config_sha256}),
+        "game": _anchored(manifest.game, ("rom", "definition"), refs).model_copy(update={"start_states": {
+            name: _anchored(s, ("state",), refs) for name, s in manifest.game.start_states.items()}}),
+    }
+    conditions = [_anchored(c, ("script", "script_notes", "replay_trace"), refs) for c in manifest.conditions]
     if variants:
         from sessions.preflight.manifest import VariantEntry
         from sessions.variants.suites import frozen_entries
 
-        frozen.variants = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
-    for c in frozen.conditions:  # the client that will play is the one the run records
-        if c.policy == "cli":
-            from sessions.preflight.tool_conditions import client_reads, client_version
-
-            c.client_version = client_version(c)
-            if c.client_reads is not None:
-                c.client_reads = [str(p) for p in client_reads(c, refs.manifest_path.parent)]
-    if frozen.created_utc is None:
-        frozen.created_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return frozen
+        update["variants"] = [VariantEntry.model_validate(e) for e in frozen_entries(manifest, variants)]
+    update["conditions"] = [_played_client(c, refs) if c.policy == "cli" else c for c in conditions]
+    if manifest.created_utc is None:
+        update["created_utc"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return manifest.model_copy(update=update)
 
 
-def _anchor_paths(frozen: Manifest, refs: _Refs) -> None:
-    """The frozen copy lives elsewhere: anchor relative file references to absolute paths."""
+def _played_client(c: Condition, refs: _Refs) -> Condition:
+    """The client that will play is the one the run records."""
+    from sessions.preflight.tool_conditions import client_reads, client_version
+
+    update: dict = {"client_version": client_version(c)}
+    if c.client_reads is not None:
+        update["client_reads"] = [str(p) for p in client_reads(c, refs.manifest_path.parent)]
+    return c.model_copy(update=update)
+
+
+def _anchored(section: _M, keys: tuple[str, ...], refs: _Refs) -> _M:
+    """The frozen copy lives elsewhere: `section` with its relative file references made absolute."""
     base = refs.manifest_path.parent
-    for section, key in [(frozen.game, "rom"), (frozen.game, "definition"),
-                         *[(s, "state") for s in frozen.game.start_states.values()],
-                         *[(c, k) for c in frozen.conditions for k in ("script", "script_notes", "replay_trace")]]:
+    update = {}
+    for key in keys:
         ref = getattr(section, key)
         if ref is not None and not ref.startswith(BUNDLED_PREFIX):
             try:
-                setattr(section, key, str(resolve(ref, base).resolve()))
+                update[key] = str(resolve(ref, base).resolve())
             except (OSError, ValueError, RuntimeError) as exc:
                 raise PreflightError(f"{refs.shown}: cannot use path {ref} ({exc})") from None
+    return section.model_copy(update=update) if update else section
 
 
 def out_of_reach(manifest_path: Path, rom_path: Path, state_path: Path, game_path: Path,
@@ -687,7 +699,9 @@ def prepare_resume(root: Path, *, allow_human: bool = False):
         raise PreflightError(f"{root}: its run did not finish; `oakwatch recover {root}` first")
     prepared = prepare(root / layout.MANIFEST, None, allow_human=allow_human)
     if not _names_instruction(root / layout.MANIFEST):  # frozen before instructions: its agents were told none
-        prepared.manifest.agent.instruction = None
+        m = prepared.manifest
+        told_none = m.agent.model_copy(update={"instruction": None})
+        prepared = replace(prepared, manifest=m.model_copy(update={"agent": told_none}))
     try:
         folder = ExperimentFolder.open(root)
     except (FolderBusy, EvidenceError) as exc:  # EvidenceError: no room for the reserve (a full disk)

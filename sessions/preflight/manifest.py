@@ -75,7 +75,7 @@ class ManifestError(ValueError):
 
 class _Strict(BaseModel):
     # strict: `true` is not a number and "12" is not 12; finite floats only
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
 
 def _backend_name(value: str) -> str:

@@ -67,8 +67,8 @@ def test_the_agent_is_told_the_frozen_controls(dry_run):
     assert "{controls}" not in frozen
     # a manifest that fixes none is told none (and gets no empty rule)
     manifest = load_manifest(DEFAULT_MANIFEST)
-    for name in ("starter", "text_speed", "battle_style"):
-        setattr(manifest.game, name, None)
+    game = manifest.game.model_copy(update=dict.fromkeys(("starter", "text_speed", "battle_style")))
+    manifest = manifest.model_copy(update={"game": game})  # frozen: a changed copy
     text = system_prompt_for(manifest)
     assert "{controls}" not in text and "starter" not in text and text.endswith("for this decision.\n")
 

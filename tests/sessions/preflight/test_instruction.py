@@ -128,8 +128,7 @@ def test_a_manifest_without_an_instruction_hashes_as_before_instructions_existed
 
     manifest = load_manifest(DEFAULT_MANIFEST)
     assert manifest.agent.instruction is None and '"instruction"' not in manifest.canonical_json()
-    told = manifest.model_copy(deep=True)
-    told.agent.instruction = LADDER
+    told = manifest.model_copy(update={"agent": manifest.agent.model_copy(update={"instruction": LADDER})})
     assert told.sha256() != manifest.sha256() and f'"instruction":"{LADDER}"' in told.canonical_json()
 
 
