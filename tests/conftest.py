@@ -7,8 +7,9 @@ import pytest
 import yaml
 
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import DEFAULT_MANIFEST
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
 
 
 def pytest_configure(config):

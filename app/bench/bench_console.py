@@ -28,8 +28,9 @@ import numpy as np
 from engine.loop.display import Display
 from engine.loop.events import FrameCaptured, TrialEnded, TrialStarted
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import DEFAULT_MANIFEST
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
 
 SIZE = (160, 50)
 SHADES = np.array([[0x0F, 0x38, 0x0F], [0x30, 0x62, 0x30], [0x8B, 0xAC, 0x0F], [0x9B, 0xBC, 0x0F]], np.uint8)

@@ -73,8 +73,9 @@ def pick_position(prepared, trial: str | None) -> int:
 
 
 def run_command(args) -> int:
+    from sessions.execute.start import create_folder, default_output
     from sessions.preflight.assets import BUNDLED_PREFIX, resolve
-    from sessions.preflight.experiment import PreflightError, create_folder, default_output, prepare
+    from sessions.preflight.experiment import PreflightError, prepare
 
     if args.transport == "http" and not 0 <= args.port <= 65535:
         return _fail(f"--port {args.port}: give a port from 0 to 65535")

@@ -42,7 +42,7 @@ def add_parsers(sub) -> None:
 
 def report_main(args: argparse.Namespace) -> int:
     from sessions.analysis.report import build_report
-    from sessions.evidence.folder_kind import evidence_problem
+    from sessions.evidence.folder import evidence_problem
 
     folder: Path = args.folder
     from sessions.tasks.task_batch import is_batch

@@ -336,56 +336,95 @@ def check_settings(settings: BattleSettings, adapter: BattleAdapter) -> None:
 
 def team_writes(team: Sequence[Member], settings: BattleSettings, adapter: BattleAdapter) -> Writes:
     """The RAM writes that make `team` the party, after checking it against the rules and the game."""
+    check_team_size(team, settings)
+    layout = adapter.party
+    writes: list[tuple[int, list[int]]] = [(layout.count, [len(team)])]
+    for i, m in enumerate(team):
+        at = f"member {i}"
+        sp = _member_species(at, m, settings, adapter)
+        chosen = _member_moves(at, i, m, sp, settings, layout)
+        writes.append((layout.species[i], [sp.id]))
+        for field_writes in _FIELD_WRITERS:
+            writes += field_writes(at, i, m, sp, chosen, adapter)
+    # the slots beyond the team are emptied
+    writes += [(layout.species[i], [0]) for i in range(len(team), adapter.slots)]
+    return writes
+
+
+def check_team_size(team: Sequence[Member], settings: BattleSettings) -> None:
+    """A team has one member or more, and no more than the task's party limit (every game's first check)."""
     if not team:
         raise BattleRefused("a team needs at least one member")
     if len(team) > settings.party_limit:
         raise BattleRefused(f"{len(team)} members is over the task's party limit of {settings.party_limit}")
-    pool, layout = settings.pool, adapter.party
-    writes: list[tuple[int, list[int]]] = [(layout.count, [len(team)])]
-    for i, m in enumerate(team):
-        at = f"member {i}"
-        if given := [k for k in GEN3_FIELDS if getattr(m, k) is not None]:
-            raise BattleRefused(f"{at}: this game's creatures have no {', '.join(given)}: leave them null")
-        sp = adapter.species_named(m.species)
-        if sp is None:
-            raise BattleRefused(f"{at}: no species {m.species!r} in this game")
-        if pool.species is not None and m.species not in pool.species:
-            raise BattleRefused(f"{at}: species {m.species} is not in the task's pool")
-        if m.level is not None and settings.level_cap is not None and m.level > settings.level_cap:
-            raise BattleRefused(f"{at}: level {m.level} is over the task's level cap of {settings.level_cap}")
-        if why := min_level_problem(settings, m.species, m.level):
-            raise BattleRefused(f"{at}: {why}")
-        # no moves given: the species' first (a one-move game: its move), which the pool must allow too
-        chosen = m.moves or sp.moves[:len(layout.moves[i]) if layout.moves is not None else 1]
-        for move in chosen:
-            if move not in sp.moves:
-                raise BattleRefused(f"{at}: {m.species} cannot learn {move} (it knows {', '.join(sp.moves)})")
-            if pool.moves is not None and move not in pool.moves:
-                raise BattleRefused(f"{at}: move {move} is not in the task's pool")
-        if len(set(m.moves)) != len(m.moves):
-            raise BattleRefused(f"{at}: a move listed twice")
-        if m.item is not None and pool.items is not None and m.item not in pool.items:
-            raise BattleRefused(f"{at}: item {m.item} is not in the task's pool")
-        writes.append((layout.species[i], [sp.id]))
-        if m.level is not None:
-            if layout.levels is None:
-                raise BattleRefused(f"{at}: this game's creatures have no level in RAM: leave level null")
-            writes.append((layout.levels[i], [m.level]))
-        if m.item is not None:
-            item = next((it for it in adapter.items if it.name == m.item), None)
-            if layout.items is None or item is None:
-                raise BattleRefused(f"{at}: this game's creatures hold no items: leave item null")
-            writes.append((layout.items[i], [item.id]))
-        if layout.moves is not None:
-            if len(chosen) > len(layout.moves[i]):
-                raise BattleRefused(f"{at}: at most {len(layout.moves[i])} moves")
-            ids = [adapter.move_id(sp, n) for n in chosen]
-            writes += [(a, [ids[k] if k < len(ids) else 0]) for k, a in enumerate(layout.moves[i])]
-        elif len(m.moves) > 1:
+
+
+def _member_species(at: str, m: Member, settings: BattleSettings, adapter: BattleAdapter) -> SpeciesDef:
+    """The member's species, once its fields, species, level and item fit the game and the task's rules."""
+    if given := [k for k in GEN3_FIELDS if getattr(m, k) is not None]:
+        raise BattleRefused(f"{at}: this game's creatures have no {', '.join(given)}: leave them null")
+    sp = adapter.species_named(m.species)
+    if sp is None:
+        raise BattleRefused(f"{at}: no species {m.species!r} in this game")
+    pool = settings.pool
+    if pool.species is not None and m.species not in pool.species:
+        raise BattleRefused(f"{at}: species {m.species} is not in the task's pool")
+    if m.level is not None and settings.level_cap is not None and m.level > settings.level_cap:
+        raise BattleRefused(f"{at}: level {m.level} is over the task's level cap of {settings.level_cap}")
+    if why := min_level_problem(settings, m.species, m.level):
+        raise BattleRefused(f"{at}: {why}")
+    return sp
+
+
+def _member_moves(at: str, i: int, m: Member, sp: SpeciesDef, settings: BattleSettings,
+                  layout: PartyLayout) -> list[str]:
+    """The member's moves (none given: the species' first; a one-move game: its move), each one the species
+    learns and the pool allows; then its item against the pool."""
+    pool = settings.pool
+    chosen = m.moves or sp.moves[:len(layout.moves[i]) if layout.moves is not None else 1]
+    for move in chosen:
+        if move not in sp.moves:
+            raise BattleRefused(f"{at}: {m.species} cannot learn {move} (it knows {', '.join(sp.moves)})")
+        if pool.moves is not None and move not in pool.moves:
+            raise BattleRefused(f"{at}: move {move} is not in the task's pool")
+    if len(set(m.moves)) != len(m.moves):
+        raise BattleRefused(f"{at}: a move listed twice")
+    if m.item is not None and pool.items is not None and m.item not in pool.items:
+        raise BattleRefused(f"{at}: item {m.item} is not in the task's pool")
+    return chosen
+
+
+# per-field writers: (at, slot, member, species, chosen moves, adapter) -> the field's writes, in this order
+def _level_writes(at: str, i: int, m: Member, sp: SpeciesDef, chosen: list[str], adapter: BattleAdapter) -> Writes:
+    if m.level is None:
+        return []
+    if adapter.party.levels is None:
+        raise BattleRefused(f"{at}: this game's creatures have no level in RAM: leave level null")
+    return [(adapter.party.levels[i], [m.level])]
+
+
+def _item_writes(at: str, i: int, m: Member, sp: SpeciesDef, chosen: list[str], adapter: BattleAdapter) -> Writes:
+    if m.item is None:
+        return []
+    item = next((it for it in adapter.items if it.name == m.item), None)
+    if adapter.party.items is None or item is None:
+        raise BattleRefused(f"{at}: this game's creatures hold no items: leave item null")
+    return [(adapter.party.items[i], [item.id])]
+
+
+def _move_writes(at: str, i: int, m: Member, sp: SpeciesDef, chosen: list[str], adapter: BattleAdapter) -> Writes:
+    slots = adapter.party.moves
+    if slots is None:
+        if len(m.moves) > 1:
             raise BattleRefused(f"{at}: this game's creatures know one move each ({sp.moves[0]})")
-    # the slots beyond the team are emptied
-    writes += [(layout.species[i], [0]) for i in range(len(team), adapter.slots)]
-    return writes
+        return []
+    if len(chosen) > len(slots[i]):
+        raise BattleRefused(f"{at}: at most {len(slots[i])} moves")
+    ids = [adapter.move_id(sp, n) for n in chosen]
+    return [(a, [ids[k] if k < len(ids) else 0]) for k, a in enumerate(slots[i])]
+
+
+_FIELD_WRITERS = (_level_writes, _item_writes, _move_writes)
 
 
 # -- one trial's judge ------------------------------------------------------------------------------
@@ -522,7 +561,7 @@ class BattleJudge(EpisodeJudge):
         slot = arguments.get("slot")
         plan = self._default_team(Plan("lead", arguments))
         size = self._party_size(_overlay(read, plan.writes))
-        if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < size:
+        if not is_slot(slot, size):
             raise BattleRefused(f"lead: slot must be a party slot, 0 to {size - 1}")
         if slot != 0:  # the first slot goes out first: swap the lead into it
             plan.writes += self._swap(0, slot, _overlay(read, plan.writes))
@@ -549,24 +588,42 @@ class BattleJudge(EpisodeJudge):
         return out
 
     def _action(self, arguments: dict, read: ReadFn) -> Plan:
+        kind = action_kind(arguments)
+        early, phase = self._action_phase(read)
+        plan = self._first_action(Plan("action", arguments))
+        view = _overlay(read, plan.writes)  # RAM as it will be once the plan's writes are made
+        size = self._party_size(view)
+        to_menu = self._to_menu(early, phase)
+        if kind == "FIGHT":
+            plan.presses = to_menu + self._fight(arguments.get("move"), view, early)
+            return plan
+        plan.presses = to_menu + self._send_in(kind, arguments.get("slot"), size, read, early)
+        return plan
+
+    def _action_phase(self, read: ReadFn) -> tuple[bool, int]:
+        """(early, phase): whether the battle is about to start (the phase byte means nothing yet) and the
+        phase byte; refused with no battle on, or one already decided."""
         a = self.adapter
-        kind = arguments.get("kind")
-        if kind not in ("FIGHT", "SWITCH", "SEND"):
-            raise BattleRefused(f"action: unknown kind {kind!r} (FIGHT with a move, SWITCH or SEND with a slot)")
         moment = a.moment(read)
         if moment == "none":
             raise BattleRefused("action: no battle is on (nor about to start)")
-        early = moment == "before"  # the phase byte means nothing yet
+        early = moment == "before"
         phase = int(read(a.phase.address, 1)[0])
         if phase in a.phase.over and not early:
             raise BattleRefused(f"action: the battle is decided ({a.phase.names.get(phase, phase)}): reset to "
                                 f"battle again")
-        plan = Plan("action", arguments)
-        if self.lead is None and not self.acted:  # no lead chosen: the first slot leads, with the task's team
+        return early, phase
+
+    def _first_action(self, plan: Plan) -> Plan:
+        """No lead chosen before this action: the first slot leads, with the task's team."""
+        if self.lead is None and not self.acted:
             plan = self._default_team(plan)
             plan.lead = 0
-        view = _overlay(read, plan.writes)  # RAM as it will be once the plan's writes are made
-        size = self._party_size(view)
+        return plan
+
+    def _to_menu(self, early: bool, phase: int) -> list[str]:
+        """The `advance` presses that reach the action menu; refused in a phase with no way to it."""
+        a = self.adapter
         if early and a.before is not None:  # the challenge text: the battle starts on the way to its menu
             to_menu = [a.advance] * a.before.to_menu
         else:
@@ -574,13 +631,14 @@ class BattleJudge(EpisodeJudge):
         if phase != a.phase.menu and not to_menu:  # (never before the battle: to_menu is at least 1)
             raise BattleRefused(f"action: the battle is in phase {a.phase.names.get(phase, phase)}, where no "
                                 f"action can be chosen")
-        if kind == "FIGHT":
-            plan.presses = to_menu + self._fight(arguments.get("move"), view, early)
-            return plan
-        slot = arguments.get("slot")
+        return to_menu
+
+    def _send_in(self, kind: str, slot, size: int, read: ReadFn, early: bool) -> list[str]:
+        """SWITCH or SEND: the menu's presses that send `slot` in, once the rules allow it."""
+        a = self.adapter
         if size <= 1:
             raise BattleRefused(f"action: {kind} needs another creature to send in, and the party has one")
-        if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < size:
+        if not is_slot(slot, size):
             raise BattleRefused(f"action: {kind} needs slot, a party slot 0 to {size - 1}")
         if slot == self.active:
             raise BattleRefused(f"action: slot {slot} is already in battle")
@@ -592,8 +650,7 @@ class BattleJudge(EpisodeJudge):
         menus = a.switch if kind == "SWITCH" else a.send
         if menus is None or slot >= len(menus):
             raise BattleRefused(f"action: this game has no {kind} menu for slot {slot}")
-        plan.presses = to_menu + list(menus[slot])
-        return plan
+        return list(menus[slot])
 
     def _fight(self, move, read: ReadFn, early: bool = False) -> list[str]:
         a = self.adapter
@@ -619,6 +676,19 @@ class BattleJudge(EpisodeJudge):
             self.acted = True
             if plan.arguments.get("kind") in ("SWITCH", "SEND"):
                 self.active = plan.arguments["slot"]
+
+
+def action_kind(arguments: dict) -> str:
+    """The action's kind, one of FIGHT, SWITCH, SEND (refused otherwise)."""
+    kind = arguments.get("kind")
+    if kind not in ("FIGHT", "SWITCH", "SEND"):
+        raise BattleRefused(f"action: unknown kind {kind!r} (FIGHT with a move, SWITCH or SEND with a slot)")
+    return kind
+
+
+def is_slot(slot, size: int) -> bool:
+    """`slot` is a party slot (an int, not a bool) of a party of `size`."""
+    return isinstance(slot, int) and not isinstance(slot, bool) and 0 <= slot < size
 
 
 def _overlay(read: ReadFn, writes: Writes) -> ReadFn:

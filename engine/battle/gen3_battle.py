@@ -35,6 +35,9 @@ from engine.battle.battle import (
     Writes,
     _overlay,
     _Strict,
+    action_kind,
+    check_team_size,
+    is_slot,
     min_level_problem,
 )
 from engine.battle.gen3_record import (
@@ -59,6 +62,9 @@ BM_SPECIES, BM_MOVES, BM_PP, BM_HP, BM_LEVEL, BM_MAX_HP, BM_SIZE = 0x00, 0x0C, 0
 # struct Pokemon's unencrypted hp (include/pokemon.h: after the 80-byte box, u32 status, u8 level, u8 mail)
 REC_HP = 0x56
 STATE_WAIT_ACTION_CHOSEN, STATE_WAIT_ACTION_CASE_CHOSEN = 1, 2  # src/battle_main.c, the anonymous enum
+# whose move it is, by phase (observe's `turn`); a decided battle's phase has none
+_TURN = {"before-battle": "yours", "choose-action": "yours", "choose-move": "yours", "send": "yours",
+         "turn": "playing"}
 
 
 class BaseStats(_Strict):
@@ -249,67 +255,104 @@ def _stat_values(given: dict[str, int] | None, default: int, what: str, at: str)
 
 def member_builds(team: list[Member], settings: BattleSettings, adapter: Gen3BattleAdapter) -> list[Build]:
     """Each member as the writer's Build, after checking it against the rules and the game's tables."""
-    if not team:
-        raise BattleRefused("a team needs at least one member")
-    if len(team) > settings.party_limit:
-        raise BattleRefused(f"{len(team)} members is over the task's party limit of {settings.party_limit}")
-    pool, out = settings.pool, []
-    for i, m in enumerate(team):
-        at = f"member {i}"
-        sp = adapter.species_named(m.species)
-        if sp is None:
-            raise BattleRefused(f"{at}: no species {m.species!r} in this game")
-        if pool.species is not None and m.species not in pool.species:
-            raise BattleRefused(f"{at}: species {m.species} is not in the task's pool")
-        level = m.level if m.level is not None else settings.level_cap
-        if level is None:
-            raise BattleRefused(f"{at}: level is needed (this game's records have levels and the task has no cap)")
-        if settings.level_cap is not None and level > settings.level_cap:
-            raise BattleRefused(f"{at}: level {level} is over the task's level cap of {settings.level_cap}")
-        if level > 100:
-            raise BattleRefused(f"{at}: level {level} is over 100")
-        if why := min_level_problem(settings, m.species, level):
-            raise BattleRefused(f"{at}: {why}")
-        chosen = m.moves or [n for n in sp.moves if pool.moves is None or n in pool.moves][:4]
-        if len(set(chosen)) != len(chosen):
-            raise BattleRefused(f"{at}: a move listed twice")
-        for move in chosen:
-            if move not in sp.moves:
-                raise BattleRefused(f"{at}: {m.species} cannot learn {move}")
-            if pool.moves is not None and move not in pool.moves:
-                raise BattleRefused(f"{at}: move {move} is not in the task's pool")
-        if not chosen:
-            raise BattleRefused(f"{at}: no move of {m.species} is in the task's pool")
-        item_id = 0
-        if m.item is not None:
-            item = next((it for it in adapter.items if it.name == m.item), None)
-            if item is None:
-                raise BattleRefused(f"{at}: no item {m.item!r} in this game")
-            if pool.items is not None and m.item not in pool.items:
-                raise BattleRefused(f"{at}: item {m.item} is not in the task's pool")
-            item_id = item.id
-        nature = None
-        if m.nature is not None:
-            if m.nature.upper() not in NATURES:
-                raise BattleRefused(f"{at}: no nature {m.nature!r} (natures: {', '.join(NATURES)})")
-            nature = NATURES.index(m.nature.upper())
-        ability_num = 0
-        if m.ability is not None:
-            if m.ability not in sp.abilities:
-                raise BattleRefused(f"{at}: {m.species}'s abilities are {', '.join(sp.abilities)}, not {m.ability}")
-            ability_num = sp.abilities.index(m.ability)
-        evs = _stat_values(m.evs, 0, "evs", at)
-        ivs = _stat_values(m.ivs, adapter.default_ivs, "ivs", at)
-        if any(not 0 <= e <= 255 for e in evs) or sum(evs) > 510:
-            raise BattleRefused(f"{at}: EVs are 0-255 each and at most 510 in all")
-        if any(not 0 <= v <= 31 for v in ivs):
-            raise BattleRefused(f"{at}: IVs are 0-31")
-        moves = [adapter.move_named(n) for n in chosen]
-        out.append(Build(species=sp.id, level=level, moves=tuple(mv.id for mv in moves),
-                         move_pp=tuple(mv.pp for mv in moves), base=sp.base.model_dump(),
-                         growth_rate=sp.growth_rate, held_item=item_id, evs=evs, ivs=ivs, nature=nature,
-                         ability_num=ability_num, friendship=sp.friendship, shedinja=sp.name.upper() == "SHEDINJA"))
-    return out
+    check_team_size(team, settings)
+    return [_member_build(f"member {i}", m, settings, adapter) for i, m in enumerate(team)]
+
+
+def _member_build(at: str, m: Member, settings: BattleSettings, adapter: Gen3BattleAdapter) -> Build:
+    """One member's Build: each field checked in turn (the first refusal is the one reported)."""
+    sp = _member_species(at, m, settings, adapter)
+    level = _member_level(at, m, settings)
+    chosen = _member_moves(at, m, sp, settings)
+    item_id = _member_item(at, m, settings, adapter)
+    nature = _member_nature(at, m)
+    ability_num = _member_ability(at, m, sp)
+    evs, ivs = _member_stats(at, m, adapter)
+    moves = [adapter.move_named(n) for n in chosen]
+    return Build(species=sp.id, level=level, moves=tuple(mv.id for mv in moves),
+                 move_pp=tuple(mv.pp for mv in moves), base=sp.base.model_dump(),
+                 growth_rate=sp.growth_rate, held_item=item_id, evs=evs, ivs=ivs, nature=nature,
+                 ability_num=ability_num, friendship=sp.friendship, shedinja=sp.name.upper() == "SHEDINJA")
+
+
+def _member_species(at: str, m: Member, settings: BattleSettings, adapter: Gen3BattleAdapter) -> Gen3Species:
+    sp = adapter.species_named(m.species)
+    if sp is None:
+        raise BattleRefused(f"{at}: no species {m.species!r} in this game")
+    if settings.pool.species is not None and m.species not in settings.pool.species:
+        raise BattleRefused(f"{at}: species {m.species} is not in the task's pool")
+    return sp
+
+
+def _member_level(at: str, m: Member, settings: BattleSettings) -> int:
+    """The member's level (none given: the task's cap), within the cap, 100 and the pool's minimum."""
+    level = m.level if m.level is not None else settings.level_cap
+    if level is None:
+        raise BattleRefused(f"{at}: level is needed (this game's records have levels and the task has no cap)")
+    if settings.level_cap is not None and level > settings.level_cap:
+        raise BattleRefused(f"{at}: level {level} is over the task's level cap of {settings.level_cap}")
+    if level > 100:
+        raise BattleRefused(f"{at}: level {level} is over 100")
+    if why := min_level_problem(settings, m.species, level):
+        raise BattleRefused(f"{at}: {why}")
+    return level
+
+
+def _member_moves(at: str, m: Member, sp: Gen3Species, settings: BattleSettings) -> list[str]:
+    """The member's moves (none given: the species' first four the pool allows), each learnable and allowed."""
+    pool = settings.pool
+    chosen = m.moves or [n for n in sp.moves if pool.moves is None or n in pool.moves][:4]
+    if len(set(chosen)) != len(chosen):
+        raise BattleRefused(f"{at}: a move listed twice")
+    for move in chosen:
+        if move not in sp.moves:
+            raise BattleRefused(f"{at}: {m.species} cannot learn {move}")
+        if pool.moves is not None and move not in pool.moves:
+            raise BattleRefused(f"{at}: move {move} is not in the task's pool")
+    if not chosen:
+        raise BattleRefused(f"{at}: no move of {m.species} is in the task's pool")
+    return chosen
+
+
+def _member_item(at: str, m: Member, settings: BattleSettings, adapter: Gen3BattleAdapter) -> int:
+    """The held item's id (0: none)."""
+    if m.item is None:
+        return 0
+    item = next((it for it in adapter.items if it.name == m.item), None)
+    if item is None:
+        raise BattleRefused(f"{at}: no item {m.item!r} in this game")
+    if settings.pool.items is not None and m.item not in settings.pool.items:
+        raise BattleRefused(f"{at}: item {m.item} is not in the task's pool")
+    return item.id
+
+
+def _member_nature(at: str, m: Member) -> int | None:
+    """The nature's index in NATURES (None: the template's personality decides)."""
+    if m.nature is None:
+        return None
+    if m.nature.upper() not in NATURES:
+        raise BattleRefused(f"{at}: no nature {m.nature!r} (natures: {', '.join(NATURES)})")
+    return NATURES.index(m.nature.upper())
+
+
+def _member_ability(at: str, m: Member, sp: Gen3Species) -> int:
+    """The ability's number among the species' abilities (none given: the first)."""
+    if m.ability is None:
+        return 0
+    if m.ability not in sp.abilities:
+        raise BattleRefused(f"{at}: {m.species}'s abilities are {', '.join(sp.abilities)}, not {m.ability}")
+    return sp.abilities.index(m.ability)
+
+
+def _member_stats(at: str, m: Member, adapter: Gen3BattleAdapter) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(EVs, IVs) in STATS order, within the game's limits."""
+    evs = _stat_values(m.evs, 0, "evs", at)
+    ivs = _stat_values(m.ivs, adapter.default_ivs, "ivs", at)
+    if any(not 0 <= e <= 255 for e in evs) or sum(evs) > 510:
+        raise BattleRefused(f"{at}: EVs are 0-255 each and at most 510 in all")
+    if any(not 0 <= v <= 31 for v in ivs):
+        raise BattleRefused(f"{at}: IVs are 0-31")
+    return evs, ivs
 
 
 # -- encoding names --------------------------------------------------------------------------------
@@ -410,36 +453,49 @@ class Gen3BattleJudge(EpisodeJudge):
         return self.active
 
     def snapshot(self, read: ReadFn) -> dict:
-        a, s = self.adapter, self.adapter.screen
+        s = self.adapter.screen
         now, phase = self._phase(read)
         active = self._active(now, read)
-        party = []
-        for i in range(self._party_size(read)):
-            rec = self._record(i, read)
-            sp = a.species_of(rec.mon.growth.species) if rec.checksum_ok else None
-            party.append({"slot": i, "species": sp.name if sp else None, "types": list(sp.types) if sp else None,
-                          "level": rec.mon.level if rec.checksum_ok else None,
-                          "moves": [m.name for mid in rec.mon.attacks.moves if mid and (m := a.move_of(mid))]
-                          if rec.checksum_ok else []})
-        own = enemy = None
-        if now == "battle":
-            mon = lambda k, off: s.battle_mons + k * BM_SIZE + off  # noqa: E731
-            own_sp = a.species_of(_u16(read, mon(0, BM_SPECIES)))
-            moves = [(_u16(read, mon(0, BM_MOVES + 2 * k)), _u8(read, mon(0, BM_PP + k))) for k in range(4)]
-            own = {"species": own_sp.name if own_sp else None, "level": _u8(read, mon(0, BM_LEVEL)),
-                   "hp": _u16(read, mon(0, BM_HP)), "max_hp": _u16(read, mon(0, BM_MAX_HP)),
-                   "moves": [{"move": mv.name, "pp": pp, "type": mv.type} for mid, pp in moves
-                             if mid and (mv := a.move_of(mid))]}
-            en_sp = a.species_of(_u16(read, mon(1, BM_SPECIES)))
-            hp, max_hp = _u16(read, mon(1, BM_HP)), _u16(read, mon(1, BM_MAX_HP))
-            enemy = {"species": en_sp.name if en_sp else None, "types": list(en_sp.types) if en_sp else None,
-                     "level": _u8(read, mon(1, BM_LEVEL)),
-                     "hp_fraction": round(hp / max_hp, 3) if max_hp else None}  # the HP bar, not the number
-        turn = {"before-battle": "yours", "choose-action": "yours", "choose-move": "yours", "send": "yours",
-                "turn": "playing"}.get(phase or "")
-        return {"party": party, "active": active, "own": own, "enemy": enemy, "phase": phase, "turn": turn,
+        party = [self._party_row(i, read) for i in range(self._party_size(read))]
+        own = self._own(read) if now == "battle" else None
+        enemy = self._enemy(read) if now == "battle" else None
+        return {"party": party, "active": active, "own": own, "enemy": enemy, "phase": phase,
+                "turn": _TURN.get(phase or ""),
                 "battle_state": s.outcome_names.get(_u8(read, s.outcome)) if now != "before" else None,
                 "lead_chosen": self.lead is not None, "team_applied": self.team is not None}
+
+    def _party_row(self, i: int, read: ReadFn) -> dict:
+        """Party slot `i` as its record reads (nulls for a record whose checksum fails)."""
+        a = self.adapter
+        rec = self._record(i, read)
+        sp = a.species_of(rec.mon.growth.species) if rec.checksum_ok else None
+        return {"slot": i, "species": sp.name if sp else None, "types": list(sp.types) if sp else None,
+                "level": rec.mon.level if rec.checksum_ok else None,
+                "moves": [m.name for mid in rec.mon.attacks.moves if mid and (m := a.move_of(mid))]
+                if rec.checksum_ok else []}
+
+    def _battle_mon(self, k: int, offset: int) -> int:
+        """The address of field `offset` of battler `k`'s struct BattlePokemon."""
+        return self.adapter.screen.battle_mons + k * BM_SIZE + offset
+
+    def _own(self, read: ReadFn) -> dict:
+        """Our battler as the battle shows it: species, level, HP and each move's PP."""
+        a, mon = self.adapter, self._battle_mon
+        own_sp = a.species_of(_u16(read, mon(0, BM_SPECIES)))
+        moves = [(_u16(read, mon(0, BM_MOVES + 2 * k)), _u8(read, mon(0, BM_PP + k))) for k in range(4)]
+        return {"species": own_sp.name if own_sp else None, "level": _u8(read, mon(0, BM_LEVEL)),
+                "hp": _u16(read, mon(0, BM_HP)), "max_hp": _u16(read, mon(0, BM_MAX_HP)),
+                "moves": [{"move": mv.name, "pp": pp, "type": mv.type} for mid, pp in moves
+                          if mid and (mv := a.move_of(mid))]}
+
+    def _enemy(self, read: ReadFn) -> dict:
+        """The opponent's battler: species, types, level and its HP bar (a fraction, not the number)."""
+        mon = self._battle_mon
+        en_sp = self.adapter.species_of(_u16(read, mon(1, BM_SPECIES)))
+        hp, max_hp = _u16(read, mon(1, BM_HP)), _u16(read, mon(1, BM_MAX_HP))
+        return {"species": en_sp.name if en_sp else None, "types": list(en_sp.types) if en_sp else None,
+                "level": _u8(read, mon(1, BM_LEVEL)),
+                "hp_fraction": round(hp / max_hp, 3) if max_hp else None}
 
     # -- the calls --------------------------------------------------------------------------------------
     def _before_only(self, tool: str, read: ReadFn) -> None:
@@ -478,7 +534,7 @@ class Gen3BattleJudge(EpisodeJudge):
         view = _overlay(read, plan.writes)
         size = self._party_size(view)
         slot = arguments.get("slot")
-        if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < size:
+        if not is_slot(slot, size):
             raise BattleRefused(f"lead: slot must be a party slot, 0 to {size - 1}")
         if slot != 0:  # the first record goes out first: the two records change places (each is whole)
             a0, a1 = self.adapter.record_at(0), self.adapter.record_at(slot)
@@ -488,15 +544,9 @@ class Gen3BattleJudge(EpisodeJudge):
         return plan
 
     def _action(self, arguments: dict, read: ReadFn) -> Plan:
-        a, menus = self.adapter, self.adapter.menus
-        kind = arguments.get("kind")
-        if kind not in ("FIGHT", "SWITCH", "SEND"):
-            raise BattleRefused(f"action: unknown kind {kind!r} (FIGHT with a move, SWITCH or SEND with a slot)")
-        now, phase = self._phase(read)
-        if now == "none":
-            raise BattleRefused("action: no battle is on (nor about to start)")
-        if phase not in ("before-battle", "choose-action", "choose-move", "send", "turn"):
-            raise BattleRefused(f"action: the battle is decided ({phase}): reset to battle again")
+        menus = self.adapter.menus
+        kind = action_kind(arguments)
+        now, phase = self._action_phase(read)
         plan = Plan("action", arguments)
         if self.lead is None and not self.acted:
             plan = self._default_team(plan, read)
@@ -510,21 +560,9 @@ class Gen3BattleJudge(EpisodeJudge):
             return plan
         if phase == "send":
             raise BattleRefused("action: the active Pokémon has fainted: SEND another")
-        if phase == "before-battle":
-            lead_in, cursor, move_cursor = list(menus.before), menus.before_cursor, menus.before_move_cursor
-        else:
-            lead_in = list(menus.to_menu) if phase == "turn" else list(menus.back) if phase == "choose-move" else []
-            cursor = _u8(view, a.screen.action_cursor)
-            move_cursor = _u8(view, a.screen.move_cursor)
+        lead_in, cursor, move_cursor = self._menu_start(phase, view)
         if kind == "FIGHT":
-            moves = self._moves(active, now, view)
-            names = [n for n, _ in moves]
-            move = arguments.get("move")
-            if not isinstance(move, str) or move not in names:
-                raise BattleRefused(f"action: FIGHT needs move, one the active Pokémon knows ({', '.join(names)})")
-            k = names.index(move)
-            if moves[k][1] == 0:
-                raise BattleRefused(f"action: {move} has no PP left")
+            k = self._move_index(arguments.get("move"), active, now, view)
             presses = (lead_in + grid(cursor, menus.fight) + list(menus.choose) + grid(move_cursor, k)
                        + list(menus.choose))
         else:
@@ -532,6 +570,34 @@ class Gen3BattleJudge(EpisodeJudge):
                        + self._party_pick(arguments.get("slot"), active, now, view))
         plan.presses = presses + list(menus.settle)
         return plan
+
+    def _action_phase(self, read: ReadFn) -> tuple[str, str | None]:
+        """(moment, phase) for an action: refused with no battle on, or one already decided."""
+        now, phase = self._phase(read)
+        if now == "none":
+            raise BattleRefused("action: no battle is on (nor about to start)")
+        if phase not in ("before-battle", "choose-action", "choose-move", "send", "turn"):
+            raise BattleRefused(f"action: the battle is decided ({phase}): reset to battle again")
+        return now, phase
+
+    def _menu_start(self, phase: str | None, view: ReadFn) -> tuple[list[str], int, int]:
+        """(presses that reach the action menu, its cursor, the move menu's cursor) in this phase."""
+        a, menus = self.adapter, self.adapter.menus
+        if phase == "before-battle":
+            return list(menus.before), menus.before_cursor, menus.before_move_cursor
+        lead_in = list(menus.to_menu) if phase == "turn" else list(menus.back) if phase == "choose-move" else []
+        return lead_in, _u8(view, a.screen.action_cursor), _u8(view, a.screen.move_cursor)
+
+    def _move_index(self, move, active: int, now: str, read: ReadFn) -> int:
+        """FIGHT's move: its place among the active Pokémon's moves, which must have PP left."""
+        moves = self._moves(active, now, read)
+        names = [n for n, _ in moves]
+        if not isinstance(move, str) or move not in names:
+            raise BattleRefused(f"action: FIGHT needs move, one the active Pokémon knows ({', '.join(names)})")
+        k = names.index(move)
+        if moves[k][1] == 0:
+            raise BattleRefused(f"action: {move} has no PP left")
+        return k
 
     def _moves(self, slot: int, now: str, read: ReadFn) -> list[tuple[str, int]]:
         """The active Pokémon's moves and PP: the battle's copy once it is on, else its party record."""
@@ -548,7 +614,7 @@ class Gen3BattleJudge(EpisodeJudge):
         size = self._party_size(read)
         if size <= 1:
             raise BattleRefused("action: SWITCH and SEND need another Pokémon, and the party has one")
-        if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < size:
+        if not is_slot(slot, size):
             raise BattleRefused(f"action: SWITCH and SEND need slot, a party slot 0 to {size - 1}")
         if slot == active:
             raise BattleRefused(f"action: slot {slot} is already in battle")

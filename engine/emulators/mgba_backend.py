@@ -91,8 +91,6 @@ class MGBAEmulator:
     def __init__(self, rom: bytes, name: str | None = None, platform: str = "gb"):
         """`rom`: the cartridge's bytes; `name` says which ROM in messages; `platform`: gb, gbc or gba
         (the game definition's; a ROM of the other family is refused)."""
-        import mgba.core
-        import mgba.image
         import mgba.log
         from mgba._pylib import ffi, lib
 
@@ -102,7 +100,17 @@ class MGBAEmulator:
         mgba.log.silence()
         self.version = _dist_version("mgba")
         self._ffi, self._lib = ffi, lib
-        data = bytes(rom)
+        core = self._load(bytes(rom), where, platform)
+        self._set_up_video(core, where, platform)
+        core.reset()
+        self._pin_clock(core)
+        self._bind(core, platform)
+
+    def _load(self, data: bytes, where: str, platform: str):
+        """A core with the ROM loaded, once mGBA recognises it as a ROM of the game's platform family."""
+        import mgba.core
+
+        ffi, lib = self._ffi, self._lib
         if not data:
             raise EmulatorError(f"{where}: mGBA cannot load this ROM (empty)")
         # The bytes stay alive as long as the core: mGBA reads the ROM from this buffer.
@@ -123,6 +131,13 @@ class MGBAEmulator:
         if not core._core.loadROM(core._core, vf):
             vf.close(vf)
             raise EmulatorError(f"{where}: mGBA cannot load this ROM")
+        return core
+
+    def _set_up_video(self, core, where: str, platform: str) -> None:
+        """The frame-changing settings, and the video buffer the frames are read from (sized as checked)."""
+        import mgba.core
+        import mgba.image
+
         # Settings that change frames, from a fresh configuration (no user config file is read).
         self._config = mgba.core.Config(defaults=CONFIG)  # the core keeps pointers into it: kept alive
         core.load_config(self._config)
@@ -135,10 +150,11 @@ class MGBAEmulator:
         # The renderer is attached at reset only if a video buffer is set: set it first.
         self._image = mgba.image.Image(width, height)
         core.set_video_buffer(self._image)
-        self._pixels = np.frombuffer(ffi.buffer(self._image.buffer), np.uint8).reshape(
+        self._pixels = np.frombuffer(self._ffi.buffer(self._image.buffer), np.uint8).reshape(
             height, self._image.stride, 4)[:, :width]
-        core.reset()
-        self._pin_clock(core)
+
+    def _bind(self, core, platform: str) -> None:
+        """The core's calls and tables each step uses, looked up once."""
         self._core = core
         self._native = core._core
         self._run = self._native.runFrame

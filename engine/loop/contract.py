@@ -11,7 +11,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.loop.actions import Action
+# The action vocabulary the agent may use: controller buttons and NOOP, nothing else.
+Action = Literal["UP", "DOWN", "LEFT", "RIGHT", "A", "B", "START", "SELECT", "NOOP"]
+ACTIONS: tuple[str, ...] = ("UP", "DOWN", "LEFT", "RIGHT", "A", "B", "START", "SELECT", "NOOP")
 
 Screen = Literal["overworld", "dialogue", "menu", "battle", "transition", "unknown"]
 FactKind = Literal["objective", "location", "event", "inventory", "warning"]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -136,6 +136,19 @@ class WorkingMemory:
     recent_observations: tuple[dict, ...]
     current_objective: str | None
     refused_writes: tuple[str, ...] = ()  # the last decision's refused writes, so the agent learns why
+
+
+def _unit_fit(views: list[dict], records: int, chars: int) -> tuple[Sequence[dict], int]:
+    """What of a unit's views the bounds left take, and its size: the whole unit, or a group's newest
+    members when they are at least two (each then names only the others kept); else nothing."""
+    fitting, cost = _fitting(views, records, chars)
+    if len(fitting) < len(views):
+        if len(fitting) < 2:  # nothing of it, or one half of a contradiction: skip it
+            return (), 0  # a constant: skipping allocates nothing
+        kept = {v["fact_id"] for v in fitting}  # a group larger than what is left: its newest part
+        for view in fitting:
+            view["conflicts_with"] = [i for i in view["conflicts_with"] if i in kept]
+    return fitting, cost
 
 
 def _fitting(views: list[dict], records: int, chars: int) -> tuple[list[dict], int]:
@@ -256,28 +269,27 @@ class MemoryStore:
         the other active facts, then completed ones, newest first. Each unit is taken if it fits in
         what the bounds leave, else skipped; a group that does not fit whole gives its newest
         members that fit if they are at least two (a contradiction is never offered half)."""
+        records, chars = self.rules.retrieve_records, self.rules.retrieve_chars
+        chosen: list[dict] = []
+        size = 0
+        for unit in self._units():
+            if len(chosen) >= records:
+                break
+            fitting, cost = _unit_fit(self._unit_views(unit), records - len(chosen), chars - size)
+            if fitting:
+                chosen += fitting
+                size += cost
+        return tuple(chosen)
+
+    def _units(self) -> list[list[Fact]]:
+        """The retrieval's units in priority order: contradiction groups (newest first, members newest
+        first), then each other active fact, then each completed one, newest first."""
         groups = [sorted((self.facts[i] for i in g), key=_recency) for g in self.contradictions()]
         groups.sort(key=lambda members: _recency(members[0]))
         conflicted = {f.fact_id for g in groups for f in g}
         rest = sorted((f for f in self.facts.values() if f.status != "superseded" and f.fact_id not in conflicted),
                       key=lambda f: (f.status != "active", *_recency(f)))
-        records, chars = self.rules.retrieve_records, self.rules.retrieve_chars
-        chosen: list[dict] = []
-        size = 0
-        for unit in [*groups, *([f] for f in rest)]:
-            if len(chosen) >= records:
-                break
-            views = self._unit_views(unit)
-            fitting, cost = _fitting(views, records - len(chosen), chars - size)
-            if len(fitting) < len(views):
-                if len(fitting) < 2:  # nothing of it, or one half of a contradiction: skip it
-                    continue
-                kept = {v["fact_id"] for v in fitting}  # a group larger than what is left: its newest part
-                for view in fitting:
-                    view["conflicts_with"] = [i for i in view["conflicts_with"] if i in kept]
-            chosen += fitting
-            size += cost
-        return tuple(chosen)
+        return [*groups, *([f] for f in rest)]
 
     def _unit_views(self, unit: list[Fact]) -> list[dict]:
         """A unit's views; a contradiction group's members each name the others."""

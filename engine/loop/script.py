@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from engine.loop.actions import ACTIONS
+from engine.loop.contract import ACTIONS
 from engine.text import decode_utf8, printable
 
 MAX_REPEAT = 100_000

@@ -61,6 +61,7 @@ from engine.loop.records import (
     InputLine,
     MemoryOp,
     ProviderFailureRecord,
+    ReplyOversize,
     ResponseLine,
     TraceLine,
     TrialResult,
@@ -232,6 +233,10 @@ class Trial:
         # The first decision's prompt core (system prompt, schema, the canonical first screen): what
         # every model condition must have been sent alike; None for a policy that sends no prompt.
         self._first_prompt_core: str | None = None
+        self._init_task_rules(config, game)
+
+    def _init_task_rules(self, config: TrialConfig, game: GameDefinition) -> None:
+        """What the task adds to the loop: episodes, the battle judge and the permitted shortcuts."""
         # Episodes (engine.battle.episodes): the one in play, the accepted actions when it began, a reset asked
         # for, each committed decision's episode facts, and the note the next observation carries.
         self._episodes = config.episodes
@@ -459,7 +464,7 @@ class Trial:
         invalid = faults = 0
         # Read once per decision, from the settled screen and the last sample: only the allowlist.
         structured = self._structured_view()
-        battle = self._battle.snapshot(self.emulator.read_range) if self._battle is not None else None
+        battle = self._battle_view()
         while True:
             if d.attempts and self.budgets.calls_left() == 0:
                 break  # another call would go beyond the decision budget
@@ -483,23 +488,32 @@ class Trial:
                 if self._retry_after_fault(d, retrieved, exc, faults):
                     continue
                 break
-            response, error = self._judge_reply(d, reply)
-            over = reply.oversize
-            self._charge(d, retrieved, build(
-                Attempt, raw=reply.text if over is None else None, valid=error is None, error=error, aborted=False,
-                model_id=reply.model_id, response_id=reply.response_id, latency_ms=reply.latency_ms,
-                usage=reply.usage, prompt_sha256=reply.prompt_sha256, stop_reason=reply.stop_reason,
-                identity=reply.identity, reply=reply.reply if over is None else None, oversize=over), reply)
+            response, error = self._judge_and_charge(d, retrieved, reply)
             if response is not None:
                 d.response = response
                 break
             invalid += 1
             if invalid > cfg.invalid_output_retries:
                 break
-            feedback = (f"Your previous response was rejected: {error}" if over is None else
-                        f"Your previous response was rejected: it was longer than the {over.cap_bytes:,} bytes a "
-                        f"reply may have. Answer with the JSON object only.")
+            feedback = _rejection_feedback(error, reply.oversize)
         return True
+
+    def _judge_and_charge(self, d: Decision, retrieved: tuple[dict, ...],
+                          reply: PolicyReply) -> tuple[AgentResponse | None, str | None]:
+        """Judge a reply (_judge_reply) and charge it as an attempt: its text and reply kept unless oversized."""
+        judged = self._judge_reply(d, reply)
+        error = judged[1]
+        over = reply.oversize
+        self._charge(d, retrieved, build(
+            Attempt, raw=reply.text if over is None else None, valid=error is None, error=error, aborted=False,
+            model_id=reply.model_id, response_id=reply.response_id, latency_ms=reply.latency_ms,
+            usage=reply.usage, prompt_sha256=reply.prompt_sha256, stop_reason=reply.stop_reason,
+            identity=reply.identity, reply=reply.reply if over is None else None, oversize=over), reply)
+        return judged
+
+    def _battle_view(self) -> dict | None:
+        """observe's battle screen, read once per decision (None: no battle rules)."""
+        return self._battle.snapshot(self.emulator.read_range) if self._battle is not None else None
 
     def _structured_view(self) -> object | None:
         """The structured track's view of the settled screen and the last sample (None: no track)."""
@@ -794,10 +808,7 @@ class Trial:
 
     def _end_of_decision(self, d: Decision) -> None:
         """Settle how the decision ends the episode or the trial, if it does."""
-        if self._episodes is not None and d.end is None and d.episode_end is None and self._reset_requested:
-            d.episode_end = "reset"
-        if d.episode_end is not None and d.end is None and self.episode >= self._episodes.budget:
-            d.end = EndRequest("episode-budget")  # the last episode ended without the goal
+        self._end_of_episode(d)
         if d.failure is not None:
             d.end = EndRequest("provider-failure")
         elif d.aborted:
@@ -808,6 +819,13 @@ class Trial:
             d.end = self.control.request or EndRequest("policy-exhausted")
         elif d.end is None:
             d.end = self._budget_end(d)
+
+    def _end_of_episode(self, d: Decision) -> None:
+        """A reset asked for ends the episode with this decision; the last episode's end ends the trial."""
+        if self._episodes is not None and d.end is None and d.episode_end is None and self._reset_requested:
+            d.episode_end = "reset"
+        if d.episode_end is not None and d.end is None and self.episode >= self._episodes.budget:
+            d.end = EndRequest("episode-budget")  # the last episode ended without the goal
 
     def _budget_end(self, d: Decision) -> EndRequest | None:
         """The budget that ends an otherwise open decision (None: none does; wall time is the watchdog's)."""
@@ -916,6 +934,14 @@ class Trial:
         return met if met is not None and met.decision_id <= committed else self.goal.final.model_copy(
             update={"met": False, "decision_id": None, "frame_index": None, "frame_sha256": None, "species": [],
                     "probe": None})
+
+
+def _rejection_feedback(error: str | None, over: ReplyOversize | None) -> str:
+    """What the next attempt is told of a rejected reply: the contract's reason, or the reply cap it passed."""
+    if over is None:
+        return f"Your previous response was rejected: {error}"
+    return (f"Your previous response was rejected: it was longer than the {over.cap_bytes:,} bytes a "
+            f"reply may have. Answer with the JSON object only.")
 
 
 _NO_USAGE = {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "provider_cost_usd": None,

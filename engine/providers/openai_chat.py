@@ -90,16 +90,26 @@ def _strict(node: Any, root: dict) -> Any:
         resolved = _resolve(root, ref)
         node = {**resolved, **{k: v for k, v in node.items() if k != "$ref"}}
         return _strict(node, root)
+    _strict_definitions(node, root)
+    if node.get("type") == "object" or isinstance(node.get("properties"), dict):
+        _strict_object(node, root)
+    _strict_subschemas(node, root)
+    return node
+
+
+def _strict_definitions(node: dict, root: dict) -> None:
+    """Each schema under `$defs` or `definitions` in strict form, in place."""
     for defs in ("$defs", "definitions"):
         if isinstance(node.get(defs), dict):
             node[defs] = {name: _strict(sub, root) for name, sub in node[defs].items()}
-    if node.get("type") == "object" or isinstance(node.get("properties"), dict):
-        _strict_object(node, root)
+
+
+def _strict_subschemas(node: dict, root: dict) -> None:
+    """An array's `items` and each `anyOf` member in strict form, in place."""
     if isinstance(node.get("items"), dict):
         node["items"] = _strict(node["items"], root)
     if isinstance(node.get("anyOf"), list):
         node["anyOf"] = [_strict(sub, root) for sub in node["anyOf"]]
-    return node
 
 
 def _merge_all_of(node: dict) -> dict:

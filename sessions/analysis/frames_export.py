@@ -42,6 +42,23 @@ def export_frames(trial: Path, decisions: str | None, output: Path) -> int:
         raise ExportError(f"{trial}: not a trial folder with a frame store (<exp>/trials/<label>-<NN>)")
     if output.exists():
         raise ExportError(f"output folder already exists: {output}")
+    wanted = _wanted(trial, first, last)
+    frames, _good, problem = scan_store(store)
+    by_sha = {f.sha256: f for f in frames}
+    missing = sorted(d for d, sha in wanted.items() if sha not in by_sha)
+    if missing:
+        raise ExportError(f"{store}: frames for decisions {missing[:5]} are not stored"
+                          + (f" ({problem})" if problem else ""))
+    output.mkdir(parents=True)
+    needed = {sha: by_sha[sha] for sha in set(wanted.values())}
+    pngs = {f.sha256: png for f, png in iter_pngs(store, sorted(needed.values(), key=lambda f: f.offset))}
+    for decision, sha in sorted(wanted.items()):
+        _write_new(output / f"{decision:06d}.png", pngs[sha])
+    return len(wanted)
+
+
+def _wanted(trial: Path, first: int, last: int | None) -> dict[int, str]:
+    """decision -> the frame it ended on, for the range (0: the start frame, when the range starts at 0)."""
     wanted: dict[int, str] = {}
     try:
         for t in TrialReader(trial).trace():
@@ -53,19 +70,13 @@ def export_frames(trial: Path, decisions: str | None, output: Path) -> int:
                 break
     except FormatProblem as exc:
         raise ExportError(str(exc)) from None
-    frames, _good, problem = scan_store(store)
-    by_sha = {f.sha256: f for f in frames}
-    missing = sorted(d for d, sha in wanted.items() if sha not in by_sha)
-    if missing:
-        raise ExportError(f"{store}: frames for decisions {missing[:5]} are not stored"
-                          + (f" ({problem})" if problem else ""))
-    output.mkdir(parents=True)
-    needed = {sha: by_sha[sha] for sha in set(wanted.values())}
-    pngs = {f.sha256: png for f, png in iter_pngs(store, sorted(needed.values(), key=lambda f: f.offset))}
-    for decision, sha in sorted(wanted.items()):
-        fd = os.open(output / f"{decision:06d}.png", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(fd, pngs[sha])
-        finally:
-            os.close(fd)
-    return len(wanted)
+    return wanted
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write a file that must not exist yet (O_EXCL)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)

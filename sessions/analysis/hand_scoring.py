@@ -41,25 +41,28 @@ def milestone_agreement(layers: dict[str, list[Annotation]], ladder: list[str]) 
     names = _annotators(layers)
     labels = {n: milestone_labels(layers[n]) for n in names}
     scored = {n: {k for k, _ in labels[n]} for n in names}
-    pairs = []
-    for i, x in enumerate(names):
-        for y in names[i + 1:]:
-            trials = sorted(scored[x] & scored[y])
-            units = [(t, m) for t in trials for m in ladder]
-            reached = [[str(u in labels[n]) for u in units] for n in (x, y)]
-            k, po = _cohen(*reached)
-            both = [u for u in units if u in labels[x] and u in labels[y]]
-            same = sum(labels[x][u] == labels[y][u] for u in both)
-            disagreements = [{"trial_key": t, "milestone": m, x: labels[x].get((t, m)), y: labels[y].get((t, m))}
-                             for t, m in units if labels[x].get((t, m)) != labels[y].get((t, m))]
-            pairs.append({"annotators": [x, y], "trials": trials, "units": len(units), "kappa": k,
-                          "observed_agreement": round(po, 6) if units else None,
-                          "both_reached": len(both), "same_decision": same if both else None,
-                          "disagreements": disagreements})
+    pairs = [_milestone_pair(x, y, labels, sorted(scored[x] & scored[y]), ladder)
+             for i, x in enumerate(names) for y in names[i + 1:]]
     measured = [n for n in names if scored[n]]
     return {"annotators": measured, "pairs": [p for p in pairs if set(p["annotators"]) <= set(measured)],
             "note": None if len(measured) >= 2 else "fewer than two annotators scored milestones: agreement "
                                                       "not measured"}
+
+
+def _milestone_pair(x: str, y: str, labels: dict[str, dict[tuple[str, str], int]], trials: list[str],
+                    ladder: list[str]) -> dict:
+    """One pair's agreement over every (trial, rung) of the trials both scored (module docstring)."""
+    lx, ly = labels[x], labels[y]
+    units = [(t, m) for t in trials for m in ladder]
+    k, po = _cohen([str(u in lx) for u in units], [str(u in ly) for u in units])
+    both = [u for u in units if u in lx and u in ly]
+    same = sum(lx[u] == ly[u] for u in both)
+    disagreements = [{"trial_key": t, "milestone": m, x: lx.get((t, m)), y: ly.get((t, m))}
+                     for t, m in units if lx.get((t, m)) != ly.get((t, m))]
+    return {"annotators": [x, y], "trials": trials, "units": len(units), "kappa": k,
+            "observed_agreement": round(po, 6) if units else None,
+            "both_reached": len(both), "same_decision": same if both else None,
+            "disagreements": disagreements}
 
 
 def route_notes(records: list[Annotation]) -> dict[str, list[Annotation]]:

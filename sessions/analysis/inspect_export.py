@@ -37,8 +37,8 @@ from engine.text import printable
 from sessions.analysis.inspect_tools import TOOL_POLICIES, Screens, ToolExportProblem, tool_decision, trace_data
 from sessions.evidence import layout
 from sessions.evidence.checksums import file_sha256
-from sessions.evidence.folder_kind import evidence_problem
-from sessions.evidence.reader import FormatProblem, TrialReader, parse, short_error
+from sessions.evidence.folder import EvidenceFolder, TrialFolder, evidence_problem
+from sessions.evidence.reader import FormatProblem, parse, short_error
 from sessions.evidence.records import BlindingFile
 from sessions.preflight.manifest import Condition, Manifest, ManifestError, load_manifest
 
@@ -71,10 +71,11 @@ class _Scoring(BaseModel):
 class _Trial:
     """One trial folder read back through sessions.evidence.reader (every line validated)."""
 
-    def __init__(self, folder: Path, void: str | None = None):
-        rel = f"{void or layout.TRIALS}/{folder.name}"
-        reader = TrialReader(folder, rel)
-        if not reader.exists(layout.RESULT):
+    def __init__(self, trial: TrialFolder):
+        folder, rel = trial.path, trial.rel
+        void = rel.split("/", 1)[0] if trial.voided else None
+        reader = trial.reader()
+        if not trial.sealed():
             raise InspectExportError(f"{rel}: no {layout.RESULT} (an unfinished run: `oakwatch recover` it first)")
         self.key = folder.name
         self.rel = rel
@@ -270,40 +271,36 @@ def _limit(result: TrialResult, manifest: Manifest):
 
 def _eval_log(trial: _Trial, manifest: Manifest, condition: Condition | None, ladder: list[_Rung],
               system_prompt: str | None, schedule_sha256: str):
-    from importlib.metadata import version
-
-    from inspect_ai.log import (
-        EvalConfig,
-        EvalDataset,
-        EvalError,
-        EvalLog,
-        EvalMetric,
-        EvalPlan,
-        EvalPlanStep,
-        EvalResults,
-        EvalSample,
-        EvalScore,
-        EvalSpec,
-        EvalStats,
-    )
-    from inspect_ai.model import ChatMessageSystem, ModelOutput
+    from inspect_ai.log import EvalLog, EvalPlan, EvalPlanStep, EvalResults, EvalStats
 
     result, genesis = trial.result, trial.genesis
     model = _model_name(condition, genesis.policy)
-    messages, events = _decisions(trial, model, manifest.agent.image_scale)
-    if system_prompt is not None and genesis.policy == "model":
-        messages.insert(0, ChatMessageSystem(content=system_prompt, source="input"))
-    final = ladder[-1].id if ladder else ""
     usage = _trial_usage(trial, model)
     scores = _scores(result, ladder)
-    t = result.telemetry
-    error = None
-    if result.invalid_cause is not None:
-        error = EvalError(message=f"{result.outcome}: {result.invalid_cause}"
-                                  + (f": {result.termination_detail}" if result.termination_detail else ""),
-                          traceback=result.error or "", traceback_ansi=result.error or "")
-    last_reply = next((m for m in reversed(messages) if m.role == "assistant"), None)
-    metadata = {
+    error = _eval_error(result)
+    sample = _sample(trial, manifest, ladder, system_prompt, model, usage, scores, error)
+    return EvalLog(
+        status="success" if error is None else "error", eval=_spec(trial, manifest, condition, model, schedule_sha256),
+        plan=EvalPlan(name="oakwatch", steps=[EvalPlanStep(solver=f"{SCORER}/{genesis.policy}")]),
+        results=EvalResults(total_samples=1, completed_samples=1, scores=_result_scores(result, scores)),
+        stats=EvalStats(started_at=result.started_utc, completed_at=result.ended_utc, model_usage=usage),
+        error=error, samples=[sample])
+
+
+def _eval_error(result: TrialResult):
+    """An invalid trial's cause as Inspect's EvalError; None for a valid one."""
+    from inspect_ai.log import EvalError
+
+    if result.invalid_cause is None:
+        return None
+    return EvalError(message=f"{result.outcome}: {result.invalid_cause}"
+                             + (f": {result.termination_detail}" if result.termination_detail else ""),
+                     traceback=result.error or "", traceback_ansi=result.error or "")
+
+
+def _sample_metadata(trial: _Trial) -> dict:
+    result, genesis, t = trial.result, trial.genesis, trial.result.telemetry
+    return {
         "experiment_id": result.experiment_id, "condition": result.condition, "trial": result.trial,
         "position": result.position, "attempt": result.attempt, "policy": genesis.policy,
         "outcome": result.outcome, "termination_reason": result.termination_reason,
@@ -316,24 +313,51 @@ def _eval_log(trial: _Trial, manifest: Manifest, condition: Condition | None, la
         "provenance": result.provenance, "result_sha256": trial.result_sha256,
         "evidence": trial.rel, "voided": trial.void,
     }
-    sample = EvalSample(
+
+
+def _sample(trial: _Trial, manifest: Manifest, ladder: list[_Rung], system_prompt: str | None, model: str,
+            usage, scores: dict, error):
+    """The trial as Inspect's one sample: its decisions as messages and events, scores and metadata."""
+    from inspect_ai.log import EvalSample
+    from inspect_ai.model import ChatMessageSystem, ModelOutput
+
+    result, genesis, t = trial.result, trial.genesis, trial.result.telemetry
+    messages, events = _decisions(trial, model, manifest.agent.image_scale)
+    if system_prompt is not None and genesis.policy == "model":
+        messages.insert(0, ChatMessageSystem(content=system_prompt, source="input"))
+    final = ladder[-1].id if ladder else ""
+    last_reply = next((m for m in reversed(messages) if m.role == "assistant"), None)
+    return EvalSample(
         id=trial.key, epoch=1, target=final,
         input=f"Play {manifest.game.title} from its start state (SHA-256 {genesis.initial_state_sha256}) "
               f"until milestone {final}" + (f" ({ladder[-1].name})" if ladder else "") + ".",
-        messages=messages, events=events, scores=scores, metadata=metadata, model_usage=usage,
+        messages=messages, events=events, scores=scores, metadata=_sample_metadata(trial), model_usage=usage,
         output=ModelOutput(model=model, completion=last_reply.text if last_reply is not None else ""),
         started_at=result.started_utc, completed_at=result.ended_utc,
         total_time=t.wall_time_seconds if t is not None else None,
         working_time=t.active_seconds if t is not None else None,
         error=error, limit=_limit(result, manifest))
-    result_scores = []
+
+
+def _result_scores(result: TrialResult, scores: dict) -> list:
+    from inspect_ai.log import EvalMetric, EvalScore
+
+    out = []
     if "success" in scores:
-        result_scores.append(EvalScore(name="success", scorer=SCORER, scored_samples=1, unscored_samples=0,
-                                       metrics={"accuracy": EvalMetric(name="accuracy",
-                                                                       value=float(scores["success"].value))}))
-    result_scores.append(EvalScore(name="progress", scorer=SCORER, scored_samples=1, unscored_samples=0,
-                                   metrics={"mean": EvalMetric(name="mean", value=float(result.progress_points))}))
-    spec = EvalSpec(
+        out.append(EvalScore(name="success", scorer=SCORER, scored_samples=1, unscored_samples=0,
+                             metrics={"accuracy": EvalMetric(name="accuracy", value=float(scores["success"].value))}))
+    out.append(EvalScore(name="progress", scorer=SCORER, scored_samples=1, unscored_samples=0,
+                         metrics={"mean": EvalMetric(name="mean", value=float(result.progress_points))}))
+    return out
+
+
+def _spec(trial: _Trial, manifest: Manifest, condition: Condition | None, model: str, schedule_sha256: str):
+    from importlib.metadata import version
+
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalSpec
+
+    result, genesis = trial.result, trial.genesis
+    return EvalSpec(
         eval_id=trial.result_sha256[:22], run_id=schedule_sha256[:22], created=genesis.started_utc,
         task=result.experiment_id, task_id=genesis.manifest_sha256[:22], task_version=manifest.protocol_version,
         task_args={"condition": result.condition}, solver=f"{SCORER}/{genesis.policy}",
@@ -344,19 +368,13 @@ def _eval_log(trial: _Trial, manifest: Manifest, condition: Condition | None, la
         metadata={"trial_key": trial.key, "manifest_sha256": genesis.manifest_sha256,
                   "schedule_sha256": genesis.schedule_sha256, "rom_sha256": genesis.rom_sha256,
                   "initial_state_sha256": genesis.initial_state_sha256, "policy_seed": genesis.policy_seed})
-    return EvalLog(
-        status="success" if error is None else "error", eval=spec,
-        plan=EvalPlan(name="oakwatch", steps=[EvalPlanStep(solver=f"{SCORER}/{genesis.policy}")]),
-        results=EvalResults(total_samples=1, completed_samples=1, scores=result_scores),
-        stats=EvalStats(started_at=result.started_utc, completed_at=result.ended_utc, model_usage=usage),
-        error=error, samples=[sample])
 
 
 def _conditions(root: Path, manifest: Manifest) -> dict[str, Condition]:
     """Label -> the manifest's condition, through blinding.json (the export is not blinded)."""
     try:
-        data = (root / layout.BLINDING).read_bytes()
-    except OSError:
+        data = EvidenceFolder(root).bytes(layout.BLINDING)
+    except FormatProblem:
         raise InspectExportError(f"{layout.BLINDING} is missing or unreadable") from None
     try:
         blinding = parse(BlindingFile, data, layout.BLINDING)
@@ -364,18 +382,6 @@ def _conditions(root: Path, manifest: Manifest) -> dict[str, Condition]:
         raise InspectExportError(str(exc)) from None
     by_id = {c.id: c for c in manifest.conditions}
     return {label: by_id[cid] for label, cid in blinding.labels.items() if cid in by_id}
-
-
-def _trial_folders(root: Path) -> list[tuple[Path, str | None]]:
-    """(folder, None) for each trial in trials/, then (folder, "void-<n>") for each voided attempt, in void order."""
-    found: list[tuple[Path, str | None]] = []
-    trials = root / layout.TRIALS
-    if trials.is_dir():
-        found += [(p, None) for p in sorted(trials.iterdir()) if p.is_dir()]
-    voids = [p for p in root.glob("void-*") if p.is_dir() and p.name[5:].isdigit()]
-    for void in sorted(voids, key=lambda p: int(p.name[5:])):
-        found += [(p, void.name) for p in sorted(void.iterdir()) if p.is_dir()]
-    return found
 
 
 def export_inspect(root: Path, out: Path) -> dict:
@@ -396,14 +402,13 @@ def export_inspect(root: Path, out: Path) -> dict:
         raise InspectExportError(f"{layout.MANIFEST}: {exc}") from None
     ladder = _read_yaml_model(root / "scoring" / "milestones.yaml", _Scoring, "scoring/milestones.yaml").milestones
     conditions = _conditions(root, manifest)
-    prompt_path = root / "prompts" / "system.txt"
-    system_prompt = prompt_path.read_text(encoding="utf-8") if prompt_path.is_file() else None
+    system_prompt = EvidenceFolder(root).system_prompt()
     try:
         schedule_sha256 = file_sha256(root / layout.SCHEDULE)  # the run's id: every trial of a run shares it
     except OSError:
         raise InspectExportError(f"{layout.SCHEDULE} is missing or unreadable") from None
     try:
-        trials = [_Trial(folder, void) for folder, void in _trial_folders(root)]
+        trials = [_Trial(trial) for trial in EvidenceFolder(root).trials()]  # trials/, then void-<n>/ in order
     except FormatProblem as exc:
         raise InspectExportError(str(exc)) from None
     if not trials:

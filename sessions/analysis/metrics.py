@@ -34,7 +34,9 @@ from statistics import median
 from engine.games.gamedef import GameDefinition
 from engine.loop.records import Annotation, InputLine, TraceLine, TrialResult
 from engine.loop.routes import RouteTracker
+from sessions.analysis.curve import Curve, DecisionCounts, curve_points
 from sessions.evidence import layout
+from sessions.evidence.folder import EvidenceFolder, TrialFolder
 from sessions.evidence.reader import FormatProblem, TrialReader
 
 MEMORY_TYPES = ("omission", "false-persistence", "fabrication", "contradiction", "duplicate-objective",
@@ -140,6 +142,48 @@ class ActionFigures:
     navigation: int | None = None
     changed: int = 0
 
+    def count(self, changed: bool, repeated: bool, in_battle: bool) -> None:
+        """One action's share of the figures."""
+        self.changed += changed
+        self.repeated += repeated
+        self.productive += changed and not repeated
+        if self.battle is not None:
+            self.battle += in_battle
+
+
+@dataclass
+class _Watch:
+    """What `action_figures` compares between probed samples: nothing without replayed state."""
+
+    fields: list[str]  # a change in any makes an action productive
+    resets: list[str]  # a change in any is a progress event for the route tracker
+    pos: object | None  # the definition's position fields
+    battle_field: str | None
+    state: bool
+
+    @classmethod
+    def of(cls, game: GameDefinition | None) -> _Watch:
+        if game is None:
+            return cls([], [], None, None, False)
+        return cls(state_fields(game), game.route_resets, game.position, game.battle_field, True)
+
+    def record(self, tracker: RouteTracker, before: tuple[str | None, dict | None], row: InputLine,
+               after: dict | None, reached: list[str]) -> None:
+        """One transition for the tracker: positions with state, else (frame, action, frame)."""
+        frame, sample = before
+        if self.pos is not None:
+            tracker.record(_at(sample, self.pos), row.action, _at(after, self.pos), reached)
+        elif not self.state:
+            tracker.record((frame,), row.action, (row.frame_sha256,))
+
+
+def _differs(before: dict | None, after: dict | None, fields: list[str]) -> bool:
+    return any(before.get(f) != after.get(f) for f in fields)
+
+
+def _at(sample: dict, pos) -> tuple[int, int, int]:
+    return int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y])
+
 
 def action_figures(first_frame: str | None, inputs: Iterable[InputLine], input_count: int,
                    awards: dict[int, str], game: GameDefinition | None, states: States | None) -> ActionFigures:
@@ -147,41 +191,29 @@ def action_figures(first_frame: str | None, inputs: Iterable[InputLine], input_c
     inputs (streamed: memory does not grow with the run).
 
     `first_frame`: the trace's first frame hash; `awards`: capture frame index -> milestone id, the
-    actions that earned a rung (a progress event)."""
+    actions that earned a rung (a progress event). Without replayed state (or without the game) no
+    field is watched: the screen alone tells a change, and a transition is (frame, action, frame)."""
     out = ActionFigures()
     use_state = states is not None and game is not None and len(states.after) == input_count
+    watch = _Watch.of(game if use_state else None)
     tracker = RouteTracker.for_game(game, None) if use_state else RouteTracker(None)
-    watched = state_fields(game) if use_state else []
-    resets = game.route_resets if use_state else []
-    pos = game.position if use_state else None
-    battle_field = game.battle_field if use_state else None
-    if battle_field:
+    if watch.battle_field:
         out.battle = 0
     frame = first_frame
     sample = states.start if use_state else None
     reached: list[str] = []
     for i, row in enumerate(inputs):
         after = states.after[i] if use_state else None
-        changed = row.frame_sha256 != frame or (
-            use_state and any(sample.get(f) != after.get(f) for f in watched))
+        changed = row.frame_sha256 != frame or _differs(sample, after, watch.fields)
         before_repeats = tracker.repeated_actions
         if row.capture_frame in awards:
             reached.append(awards[row.capture_frame])
             tracker.progress()
-        if use_state and any(sample.get(f) != after.get(f) for f in resets):
+        if _differs(sample, after, watch.resets):
             tracker.progress()
-        in_battle = bool(battle_field and sample.get(battle_field))
-        if pos is not None:
-            tracker.record((int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y])), row.action,
-                           (int(after[pos.map]), int(after[pos.x]), int(after[pos.y])), reached)
-        elif not use_state:
-            tracker.record((frame,), row.action, (row.frame_sha256,))
-        repeated = tracker.repeated_actions > before_repeats and not in_battle
-        out.changed += changed
-        out.repeated += repeated
-        out.productive += changed and not repeated
-        if battle_field:
-            out.battle += in_battle
+        in_battle = bool(watch.battle_field and sample.get(watch.battle_field))
+        watch.record(tracker, (frame, sample), row, after, reached)
+        out.count(changed, tracker.repeated_actions > before_repeats and not in_battle, in_battle)
         frame, sample = row.frame_sha256, after
     out.excused = tracker.excused_actions
     if out.battle is not None:
@@ -314,64 +346,97 @@ def confirmed_labels(layers: dict[str, list[Annotation]]) -> Confirmed:
       included, is a disagreement, listed and not counted until adjudicated.
     A trial is annotated when the basis layers looked at every decision of it (`Confirmed.is_annotated`).
     """
-    annotators = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
-                        and any(a.kind != "freeze" for a in layers[n]))
-    if annotators:
-        basis, names = "annotators", annotators
-    elif _memory_labels(layers.get(OPERATOR, [])):
-        basis, names = "operator", [OPERATOR]
-    else:
+    basis, names = _basis(layers)
+    if not names:
         return Confirmed([], [], [], "none")
     looked = {name: coverage(layers.get(name, [])) for name in names}
-    rulings: dict[str, Annotation] = {}
-    for a in layers.get(ADJUDICATION, []):
-        if a.kind == "adjudication":
-            for rid in a.resolves or []:
-                rulings[rid] = a  # the latest ruling on a label wins
+    rulings = _rulings(layers)
+    labels: list[Label] = []
+    disputed: list[dict] = []
+    for (key, decision), by_name in _label_groups(layers, names):
+        every = [a for group in by_name.values() for a in group]
+        ruling = _ruling_on(every, rulings)
+        if ruling is not None:
+            labels += _ruled(ruling, every)
+            continue
+        present = [n for n in names if n in by_name or _covered(looked[n], key, decision)]
+        if len(present) == 1:
+            labels += [_label(a, "single") for a in every]
+        elif len({_types_given(by_name, n) for n in present}) == 1:
+            labels += _agreed(by_name[present[0]], every)
+        else:
+            disputed.append(_dispute(key, decision, by_name, present))
+    return Confirmed(labels, disputed, names, basis, looked)
+
+
+def _ruling_on(labels: list[Annotation], rulings: dict[str, Annotation]) -> Annotation | None:
+    """The adjudication that settles any of these labels (the first label's that has one)."""
+    return next((rulings[a.id] for a in labels if a.id in rulings), None)
+
+
+def _covered(looked: dict[str, Coverage], key: str, decision: int) -> bool:
+    return key in looked and looked[key].covers(decision)
+
+
+def _basis(layers: dict[str, list[Annotation]]) -> tuple[str, list[str]]:
+    """Which layers aggregates count: the annotators' when there are any, else the operator's live
+    tags when it has a memory-error label, else none (an empty list)."""
+    annotators = annotator_names(layers)
+    if annotators:
+        return "annotators", annotators
+    if _memory_labels(layers.get(OPERATOR, [])):
+        return "operator", [OPERATOR]
+    return "none", []
+
+
+def _types_given(by_name: dict[str, list[Annotation]], name: str) -> tuple[str, ...]:
+    return tuple(sorted({a.type for a in by_name.get(name, [])}))
+
+
+def _dispute(key: str, decision: int, by_name: dict[str, list[Annotation]], present: list[str]) -> dict:
+    """An unresolved disagreement at one decision: what each annotator who looked at it gave."""
+    return {"trial_key": key, "decision_id": decision,
+            "labels": {name: [{"id": a.id, "type": a.type, "severity": a.severity}
+                              for a in by_name.get(name, [])] for name in present}}
+
+
+def _label_groups(layers: dict[str, list[Annotation]],
+                  names: list[str]) -> list[tuple[tuple[str, int], dict[str, list[Annotation]]]]:
+    """The basis layers' memory-error labels by (trial, decision), then by annotator, in order."""
     groups: dict[tuple[str, int], dict[str, list[Annotation]]] = defaultdict(lambda: defaultdict(list))
     for name in names:
         for a in _memory_labels(layers.get(name, [])):
             groups[(a.trial_key, a.decision_id)][name].append(a)
-    labels: list[Label] = []
-    disputed: list[dict] = []
-    for (key, decision), by_name in sorted(groups.items()):
-        every = [a for group in by_name.values() for a in group]
-        ruling = next((rulings[a.id] for a in every if a.id in rulings), None)
-        if ruling is not None:
-            settled = [a for a in every if a.id in (ruling.resolves or [])]
-            if ruling.resolution == "reject":
-                continue
-            if ruling.resolution == "relabel":
-                first = settled[0] if settled else every[0]
-                labels.append(_label(first, "adjudicated", type=ruling.type, severity=ruling.severity))
-                continue
-            seen: set[str] = set()
-            for a in settled or every:
-                if a.type in seen:
-                    continue
-                seen.add(a.type)
-                changes = {"type": ruling.type, "severity": ruling.severity} if len(settled) > 1 else {}
-                labels.append(_label(a, "adjudicated", **changes))
-                if changes:
-                    break
-            continue
-        present = [n for n in names if n in by_name or (key in looked[n] and looked[n][key].covers(decision))]
-        if len(present) == 1:
-            labels += [_label(a, "single") for a in every]
-            continue
-        types = {name: sorted({a.type for a in by_name.get(name, [])}) for name in present}
-        if len({tuple(t) for t in types.values()}) == 1:
-            first = by_name[present[0]]
-            for t in types[present[0]]:
-                given = [a for a in every if a.type == t]
-                least = min((a.severity for a in given), key=SEVERITY_RANK.__getitem__)
-                origin = next(a for a in first if a.type == t)
-                labels.append(_label(origin, "agreed", severity=least))
-        else:
-            disputed.append({"trial_key": key, "decision_id": decision,
-                             "labels": {name: [{"id": a.id, "type": a.type, "severity": a.severity}
-                                               for a in by_name.get(name, [])] for name in present}})
-    return Confirmed(labels, disputed, names, basis, looked)
+    return sorted(groups.items())
+
+
+def _ruled(ruling: Annotation, every: list[Annotation]) -> list[Label]:
+    """The labels a decision keeps once an adjudication settles any of them (`confirmed_labels`)."""
+    settled = [a for a in every if a.id in (ruling.resolves or [])]
+    if ruling.resolution == "reject":
+        return []
+    if ruling.resolution == "relabel":
+        first = settled[0] if settled else every[0]
+        return [_label(first, "adjudicated", type=ruling.type, severity=ruling.severity)]
+    if len(settled) > 1:  # accept of several labels: one, of the adjudication's type and severity
+        return [_label(settled[0], "adjudicated", type=ruling.type, severity=ruling.severity)]
+    out: list[Label] = []
+    seen: set[str] = set()
+    for a in settled or every:
+        if a.type not in seen:
+            seen.add(a.type)
+            out.append(_label(a, "adjudicated"))
+    return out
+
+
+def _agreed(first: list[Annotation], every: list[Annotation]) -> list[Label]:
+    """Annotators who gave the same types at a decision: each type once, at the least severity given."""
+    out = []
+    for t in sorted({a.type for a in first}):
+        least = min((a.severity for a in every if a.type == t), key=SEVERITY_RANK.__getitem__)
+        origin = next(a for a in first if a.type == t)
+        out.append(_label(origin, "agreed", severity=least))
+    return out
 
 
 def counted(labels: list[Label], keep: Callable[[Label], bool]) -> list[Label]:
@@ -397,7 +462,7 @@ class MemoryFigures:
     by_severity: dict[str, int]
 
 
-def memory_figures(labels: list[Label] | None, decisions: int, per_decision: dict[int, int],
+def memory_figures(labels: list[Label] | None, decisions: int, per_decision: DecisionCounts | dict[int, int],
                    last_decision: int, writes: int, reading: int) -> MemoryFigures:
     """`labels`: the trial's confirmed labels; None when nobody annotated (every label figure is null).
     `writes`: the trial's memory operations that write; `reading`: its decisions that read memory.
@@ -446,37 +511,56 @@ def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | 
     total = lh.required_milestones or len(required)
     budget_s = lh.budget_hours * 3600
     final = lh.final_milestone or game.final_id
-    tel = result.telemetry
-    trial_active = tel.active_seconds if tel is not None else None
-    wall = tel.wall_time_seconds if tel is not None else None
     stamps = {a.id: a.active_seconds for a in result.milestones}
-    reached = [mid for mid in result.milestones_reached if mid in required]
     out = {"required_milestones": total, "level": level, "reference_hours": lh.reference_hours,
            "budget_hours": lh.budget_hours, "final_milestone": final,
-           "trial_active_hours": None if trial_active is None else trial_active / 3600,
-           "reason": None}
+           "trial_active_hours": _active_hours(result), "reason": None}
     unstamped = [mid for mid in result.milestones_reached if stamps.get(mid) is None]
-    if unstamped and not (wall is not None and wall <= budget_s):
+    if unstamped and not _wall_within(result, budget_s):
         out.update(reached_required=None, trimmed=None, active_hours=None, progress=None, gate=None, speed=None,
                    discipline=None, overall=None,
                    reason=f"no active-time stamp for {', '.join(unstamped)} (a folder from before the stamps, or "
                           f"a recovered trial): which rungs fell within the {lh.budget_hours:g}-hour budget is "
                           f"unknown")
         return out
-    # Without stamps the wall time bounds every rung's active time, and it is within budget here.
+    reached = [mid for mid in result.milestones_reached if mid in required]
+    final_s = _lh_progress(out, result, reached, stamps, budget_s, total, final)
+    return _lh_finish(out, lh, final, final_s, final in result.milestones_reached, level)
+
+
+def _active_hours(result: TrialResult) -> float | None:
+    tel = result.telemetry
+    trial_active = tel.active_seconds if tel is not None else None
+    return None if trial_active is None else trial_active / 3600
+
+
+def _wall_within(result: TrialResult, budget_s: float) -> bool:
+    """The trial's wall time (an upper bound on its active time) is known and within the budget."""
+    wall = result.telemetry.wall_time_seconds if result.telemetry is not None else None
+    return wall is not None and wall <= budget_s
+
+
+def _lh_progress(out: dict, result: TrialResult, reached: list[str], stamps: dict, budget_s: float, total: int,
+                 final: str) -> float | None:
+    """Seed 002's progress term into `out` (rungs within budget; the trimmed ones); the final rung's stamp.
+    Without stamps the wall time bounds every rung's active time, and it is within budget here."""
     within = [mid for mid in reached if stamps.get(mid) is None or stamps[mid] <= budget_s]
     m = min(total, len(within))
     final_s = stamps.get(final) if final in result.milestones_reached else None
     out.update(reached_required=m, trimmed=[mid for mid in result.milestones_reached if mid not in within
                                             and stamps.get(mid) is not None and stamps[mid] > budget_s],
                active_hours=None if final_s is None else final_s / 3600, progress=round(70 * m / total, 6))
-    finished = final in result.milestones_reached
+    return final_s
+
+
+def _lh_finish(out: dict, lh, final: str, final_s: float | None, finished: bool, level: int | None) -> dict:
+    """Seed 002's gate, speed and discipline terms and the overall score, into `out`."""
     if finished and final_s is None:
         out.update(gate=None, speed=None, discipline=None, overall=None,
                    reason=f"the final rung {final} has no active-time stamp (a folder from before the stamps): "
                           f"the time to the finish is unknown")
         return out
-    gate = 1 if finished and final_s <= budget_s else 0
+    gate = 1 if finished and final_s <= lh.budget_hours * 3600 else 0
     out["gate"] = gate
     if not gate:
         out.update(speed=0.0, discipline=0.0, overall=out["progress"])
@@ -497,8 +581,9 @@ def long_horizon(result: TrialResult, game: GameDefinition | None, level: int | 
 @dataclass
 class TrialRecords:
     """What the figures need of one trial's records, read in one streamed pass (`read_trial`): the
-    per-decision figures, never the lines themselves, so memory stays flat as the run grows (only the
-    curve, which the report writes out, grows). `action_figures` reads the inputs again through `reader`."""
+    per-decision figures, never the lines themselves, so memory stays flat as the run grows (the
+    curve keeps its figures and corners; its points are read again from the trace when written).
+    `action_figures` reads the inputs again through `reader`."""
 
     key: str
     rel: str  # folder relative to the experiment
@@ -507,10 +592,10 @@ class TrialRecords:
     input_count: int
     decision_count: int  # trace lines
     first_frame: str | None  # the trace's first frame hash
-    per_decision: dict[int, int]  # accepted actions per decision
+    per_decision: DecisionCounts  # accepted actions per decision
     memory_writes: int  # memory operations that write
     memory_reading: int  # decisions that read memory
-    curve: list[dict]  # `_curve`
+    curve: Curve  # sessions.analysis.curve: its figures, and its points read again when long
     voided: bool = False
 
     def inputs(self) -> Iterator[InputLine]:
@@ -551,32 +636,28 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
     acts = action_figures(rec.first_frame, rec.inputs(), rec.input_count, awards, game, states)
     accepted = tel.accepted_actions if tel else rec.input_count
     decisions = tel.decisions if tel else rec.decision_count
-    cost = tel.cost_usd if tel else None
+    cost = _tel(tel, "cost_usd")
     milestones = len(r.milestones_reached)
     points = r.progress_points
     mem = memory_figures(labels, decisions, rec.per_decision, r.last_decision, rec.memory_writes,
                          rec.memory_reading)
-    level = None
-    if states is not None and game is not None and game.long_horizon and game.party_level_field:
-        samples = [states.start, *states.after]
-        level = max(int(s[game.party_level_field]) for s in samples)
-    latency = tel.model_latency_ms / 1000 if tel and tel.model_latency_ms is not None else None
+    latency = _latency_s(tel)
     return {
         "trial_key": rec.key, "folder": rec.rel, "condition": r.condition, "condition_id": condition_id,
         "trial": r.trial, "position": r.position, "attempt": r.attempt, "outcome": r.outcome, "valid": valid,
         "end_reason": r.termination_reason, "milestones": milestones, "milestones_reached": r.milestones_reached,
         "deepest": r.deepest_milestone, "points": points, "total_points": r.total_points,
         "accepted_actions": accepted, "model_decisions": decisions, "cost_usd": cost,
-        "cost_source": tel.cost_source if tel else None, "tokens": tel.tokens if tel else None,
+        "cost_source": _tel(tel, "cost_source"), "tokens": _tel(tel, "tokens"),
         "model_latency_s": round(latency, 6) if latency is not None else None,
-        "wall_s": tel.wall_time_seconds if tel else None,
-        "invalid_outputs": tel.invalid_outputs if tel else None,
-        "rejected_actions": tel.rejected_actions if tel else None,
+        "wall_s": _tel(tel, "wall_time_seconds"),
+        "invalid_outputs": _tel(tel, "invalid_outputs"),
+        "rejected_actions": _tel(tel, "rejected_actions"),
         "productive_actions": acts.productive, "productive_action_rate": ratio(acts.productive, accepted),
         "battle_actions": acts.battle, "navigation_actions": acts.navigation,
         "repeated_navigation_actions": acts.repeated, "required_backtracking_actions": acts.excused,
         "repeat_overhead": ratio(acts.repeated, accepted),
-        "live_repeated_navigation_actions": tel.repeated_navigation_actions if tel else None,
+        "live_repeated_navigation_actions": _tel(tel, "repeated_navigation_actions"),
         "state_source": "replay" if states is not None else "records", "state_note": state_note,
         "memory_errors": mem.memory_errors, "material_errors": mem.material_errors,
         "memory_error_rate": mem.memory_error_rate, "material_memory_error_rate": mem.material_memory_error_rate,
@@ -593,40 +674,43 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         # the result's own figures (engine.loop.trial.path_figures; verify recomputes them)
         "path_efficiency": r.derived.get("path_efficiency"),
         "path_optimal_presses": r.derived.get("path_optimal_presses"), "path_actions": r.derived.get("path_actions"),
-        "long_horizon": long_horizon(r, game, level),
+        "long_horizon": long_horizon(r, game, _highest_level(game, states)),
         "timeline": [{"id": a.id, "decision_id": a.decision_id, "points": a.points} for a in r.milestones],
         "curve": rec.curve,
     }
 
 
-def actions_per_decision(inputs: Iterable[InputLine]) -> tuple[dict[int, int], int]:
-    """(accepted actions per decision, accepted actions in all), streamed."""
-    out: dict[int, int] = {}
+def _tel(tel, name: str):
+    """A telemetry figure, None for a result without telemetry."""
+    return getattr(tel, name) if tel else None
+
+
+def _latency_s(tel) -> float | None:
+    return tel.model_latency_ms / 1000 if tel and tel.model_latency_ms is not None else None
+
+
+def _highest_level(game: GameDefinition | None, states: States | None) -> int | None:
+    """The highest party level in the replayed samples, for the long-horizon scorer (None without)."""
+    if states is not None and game is not None and game.long_horizon and game.party_level_field:
+        return max(int(s[game.party_level_field]) for s in (states.start, *states.after))
+    return None
+
+
+def actions_per_decision(inputs: Iterable[InputLine]) -> tuple[DecisionCounts, int]:
+    """(accepted actions per decision, accepted actions in all), streamed into a compact array."""
+    out = DecisionCounts()
     count = 0
     for row in inputs:
-        out[row.decision_id] = out.get(row.decision_id, 0) + 1
+        out.add(row.decision_id)
         count += 1
     return out, count
 
 
-def _curve(trace: Iterable[TraceLine], per_decision: dict[int, int], r: TrialResult,
+def _curve(trace: Iterable[TraceLine], per_decision: DecisionCounts | dict[int, int], r: TrialResult,
            each: Callable[[TraceLine], None]) -> list[dict]:
     """Per decision: accepted actions so far, cost so far (null once any is unknown), points so far.
     `each` sees every trace line on the way (the one pass over the trace)."""
-    points_of = {a.id: a.points for a in r.milestones}
-    out, cost, pts, actions = [], 0.0, 0, 0
-    seen: set[str] = set()
-    for t in trace:
-        each(t)
-        actions += per_decision.get(t.decision_id, 0)
-        if t.paid_calls:
-            cost = None if cost is None or t.provider_cost_usd is None else cost + t.provider_cost_usd
-        for mid in t.milestones_after:
-            if mid not in seen:
-                seen.add(mid)
-                pts += points_of.get(mid, 0)
-        out.append({"decision": t.decision_id, "actions": actions, "cost": cost, "points": pts})
-    return out
+    return list(curve_points(trace, per_decision, r, each))
 
 
 # -- the folder ----------------------------------------------------------------------------------------
@@ -645,36 +729,19 @@ def load_game(root: Path) -> tuple[GameDefinition | None, str | None]:
 
 def unblinded(root: Path) -> dict[str, str] | None:
     """label -> condition id once `oakwatch unblind` has run (an unblinded/ folder), else None."""
-    import json
-
-    if not (root / "unblinded").is_dir():
-        return None
-    try:
-        return dict(json.loads((root / layout.BLINDING).read_text())["labels"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    return EvidenceFolder(root).unblinded_labels()
 
 
 def trial_folders(root: Path) -> list[tuple[Path, str, bool]]:
-    """(folder, relative path, voided) of every trial: trials/ then void-<n>/ in order."""
-    out = []
-    trials = root / layout.TRIALS
-    for p in sorted(trials.iterdir()) if trials.is_dir() else []:
-        if p.is_dir():
-            out.append((p, layout.trial_dir(p.name), False))
-    voids = sorted((p for p in root.glob("void-*") if p.is_dir() and p.name[5:].isdigit()),
-                   key=lambda p: int(p.name[5:]))
-    for v in voids:
-        for p in sorted(v.iterdir()):
-            if p.is_dir():
-                out.append((p, f"{v.name}/{p.name}", True))
-    return out
+    """(folder, relative path, voided) of every trial: trials/ then void-<n>/ in order (EvidenceFolder.trials)."""
+    return [(t.path, t.rel, t.voided) for t in EvidenceFolder(root).trials()]
 
 
-def read_trial(folder: Path, rel: str, voided: bool) -> TrialRecords | None:
-    reader = TrialReader(folder, rel)
-    if not reader.exists(layout.RESULT):
+def read_trial(trial: TrialFolder) -> TrialRecords | None:
+    """One trial's records in one streamed pass; None for a trial without result.json (unfinished)."""
+    if not trial.sealed():
         return None
+    reader, rel = trial.reader(), trial.rel
     result, _ = reader.result()
     per_decision, input_count = actions_per_decision(reader.inputs())
     seen = {"count": 0, "reading": 0, "first": None}
@@ -685,10 +752,12 @@ def read_trial(folder: Path, rel: str, voided: bool) -> TrialRecords | None:
         seen["count"] += 1
         seen["reading"] += bool(t.memory_reads)
 
-    curve = _curve(reader.trace(), per_decision, result, each)
+    curve = Curve(lambda: curve_points(reader.trace(), per_decision, result))
+    for point in curve_points(reader.trace(), per_decision, result, each):
+        curve.add(point)
     writes = sum(op.op in WRITE_OPS for op in reader.memory()) if reader.exists(layout.MEMORY) else 0
-    return TrialRecords(folder.name, rel, result, reader, input_count, seen["count"], seen["first"], per_decision,
-                        writes, seen["reading"], curve, voided)
+    return TrialRecords(trial.key, rel, result, reader, input_count, seen["count"], seen["first"], per_decision,
+                        writes, seen["reading"], curve, trial.voided)
 
 
 def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], None] | None = None,
@@ -703,9 +772,10 @@ def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], 
         by_trial[lab.trial_key].append(lab)
     key_map = unblinded(root)
     rows = []
-    for folder, rel, voided in trial_folders(root):
+    for trial in EvidenceFolder(root).trials():
+        folder, rel, voided = trial.path, trial.rel, trial.voided
         try:
-            rec = read_trial(folder, rel, voided)
+            rec = read_trial(trial)
         except FormatProblem as exc:
             if progress:
                 progress(f"{rel}: unreadable ({exc}); left out")
@@ -778,44 +848,59 @@ def effect(rows_a: list[dict], rows_b: list[dict], metric: str, sign: int, *,
     both conditions, blocks resampled. Unpaired: each condition resampled on its own. Trials whose
     metric does not exist (a ratio over zero) are left out; any unknown value makes the effect null."""
     rng = random.Random(seed)
-    denominator = SUMMARY_METRICS.get(metric)
-    usable_a = [r for r in rows_a if denominator is None or r.get(denominator) != 0]
-    usable_b = [r for r in rows_b if denominator is None or r.get(denominator) != 0]
+    usable_a, usable_b = _with_metric(rows_a, metric), _with_metric(rows_b, metric)
     if any(r.get(metric) is None for r in usable_a + usable_b):
-        return {"estimate": None, "ci95": None, "n": 0, "paired": blocks is not None,
-                "reason": "a value is unknown"}
+        return _no_effect(blocks is not None, "a value is unknown")
     if blocks is not None:
-        a_by = {blocks[r["trial_key"]]: r[metric] for r in usable_a if r["trial_key"] in blocks}
-        b_by = {blocks[r["trial_key"]]: r[metric] for r in usable_b if r["trial_key"] in blocks}
-        diffs = [sign * (b_by[k] - a_by[k]) for k in sorted(set(a_by) & set(b_by))]
-        if not diffs:
-            return {"estimate": None, "ci95": None, "n": 0, "paired": True, "reason": "no complete block"}
-        stats = sorted(_mean([rng.choice(diffs) for _ in diffs]) for _ in range(resamples))
-        ci = (round(_percentile(stats, 0.025), 6), round(_percentile(stats, 0.975), 6)) if len(diffs) > 1 else None
-        return {"estimate": round(_mean(diffs), 6), "ci95": ci, "n": len(diffs), "paired": True, "reason": None}
+        return _paired_effect(usable_a, usable_b, metric, sign, blocks, rng, resamples)
     a = [r[metric] for r in usable_a]
     b = [r[metric] for r in usable_b]
     if not a or not b:
-        return {"estimate": None, "ci95": None, "n": 0, "paired": False, "reason": "no trial with the metric"}
+        return _no_effect(False, "no trial with the metric")
     stats = sorted(sign * (_mean([rng.choice(b) for _ in b]) - _mean([rng.choice(a) for _ in a]))
                    for _ in range(resamples))
-    ci = (round(_percentile(stats, 0.025), 6), round(_percentile(stats, 0.975), 6)) \
-        if len(a) > 1 and len(b) > 1 else None
+    ci = _ci95(stats) if len(a) > 1 and len(b) > 1 else None
     return {"estimate": round(sign * (_mean(b) - _mean(a)), 6), "ci95": ci, "n": min(len(a), len(b)),
             "paired": False, "reason": None}
+
+
+def _with_metric(rows: list[dict], metric: str) -> list[dict]:
+    """The trials where the metric exists: its denominator (SUMMARY_METRICS) is not zero."""
+    denominator = SUMMARY_METRICS.get(metric)
+    return [r for r in rows if denominator is None or r.get(denominator) != 0]
+
+
+def _no_effect(paired: bool, reason: str) -> dict:
+    return {"estimate": None, "ci95": None, "n": 0, "paired": paired, "reason": reason}
+
+
+def _ci95(stats: list[float]) -> tuple[float, float]:
+    """The percentile interval of sorted bootstrap statistics."""
+    return (round(_percentile(stats, 0.025), 6), round(_percentile(stats, 0.975), 6))
+
+
+def _paired_effect(usable_a: list[dict], usable_b: list[dict], metric: str, sign: int, blocks: dict[str, int],
+                   rng: random.Random, resamples: int) -> dict:
+    """`effect` within counterbalanced blocks: the differences per complete block, blocks resampled."""
+    a_by = {blocks[r["trial_key"]]: r[metric] for r in usable_a if r["trial_key"] in blocks}
+    b_by = {blocks[r["trial_key"]]: r[metric] for r in usable_b if r["trial_key"] in blocks}
+    diffs = [sign * (b_by[k] - a_by[k]) for k in sorted(set(a_by) & set(b_by))]
+    if not diffs:
+        return _no_effect(True, "no complete block")
+    stats = sorted(_mean([rng.choice(diffs) for _ in diffs]) for _ in range(resamples))
+    ci = _ci95(stats) if len(diffs) > 1 else None
+    return {"estimate": round(_mean(diffs), 6), "ci95": ci, "n": len(diffs), "paired": True, "reason": None}
 
 
 def blocks_of(root: Path) -> dict[str, int] | None:
     """trial key -> counterbalanced block (schedule position // block size) when the design pairs
     (trials.order counterbalanced, more than one condition); None otherwise."""
-    import json
-
     from sessions.preflight.manifest import ManifestError, load_manifest
 
     try:
-        schedule = json.loads((root / layout.SCHEDULE).read_text())
+        schedule = EvidenceFolder(root).json(layout.SCHEDULE)
         manifest = load_manifest(root / layout.MANIFEST)
-    except (OSError, ValueError, ManifestError):
+    except (FormatProblem, OSError, ValueError, ManifestError):
         return None
     if manifest.trials.order != "counterbalanced" or len(manifest.conditions) < 2:
         return None
@@ -845,29 +930,20 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
     Wilson 95% interval, zero-progress count; then effects of each label against the first one."""
     valid = [r for r in rows if r["valid"]]
     labels = sorted({r["condition"] for r in rows})
-    per: dict[str, dict] = {}
-    for label in labels:
-        mine = [r for r in valid if r["condition"] == label]
-        done = sum(r["outcome"] == "success" for r in mine)
-        types, sev = Counter(), Counter()
-        annotated = [r for r in mine if r.get("memory_errors") is not None]
-        for r in annotated:
-            types.update(r["errors_by_type"])
-            sev.update(r["errors_by_severity"])
-        per[label] = {
-            "condition_id": next((r["condition_id"] for r in rows if r["condition"] == label), None),
-            "n_valid": len(mine), "n_invalid": sum(not r["valid"] for r in rows if r["condition"] == label),
-            "successful": done, "completion_rate": ratio(done, len(mine)), "completion_ci95": wilson(done, len(mine)),
-            "zero_progress": sum(r["zero_progress"] for r in mine),
-            "deepest": [r["deepest"] for r in mine],
-            "metrics": {m: spread(mine, m, d) for m, d in SUMMARY_METRICS.items()},
-            # over the annotated trials only; null when none of them was annotated
-            # a cli condition's clients' own totals (null for a condition no client played)
-            "client_totals": {m: spread(mine, m, None) for m in CLIENT_METRICS}
-            if any(r.get("client") is not None for r in rows if r["condition"] == label) else None,
-            "n_annotated": len(annotated), "errors_by_type": dict(types) if annotated else None,
-            "errors_by_severity": dict(sev) if annotated else None,
-        }
+    per = {label: _condition_figures(rows, [r for r in valid if r["condition"] == label], label)
+           for label in labels}
+    effects = _effects(valid, labels, paired_blocks, seed)
+    supported = bool(labels) and all(per[lab]["n_valid"] >= SIGNIFICANCE_MIN for lab in labels)
+    return {
+        "conditions": per, "effects": effects, "bootstrap": _bootstrap_note(paired_blocks, seed),
+        "significance_supported": supported,
+        "significance_note": None if supported else
+        f"fewer than {SIGNIFICANCE_MIN} valid trials per condition: significance claims are not supported",
+    }
+
+
+def _effects(valid: list[dict], labels: list[str], paired_blocks: dict[str, int] | None, seed: int) -> dict:
+    """Each label's EFFECTS against the first label's."""
     effects = {}
     if len(labels) >= 2:
         base = labels[0]
@@ -877,31 +953,100 @@ def condition_summary(rows: list[dict], *, paired_blocks: dict[str, int] | None,
             effects[f"{other} vs {base}"] = {
                 name: effect(a, b, metric, sign, blocks=paired_blocks, seed=seed)
                 for name, (metric, sign) in EFFECTS.items()}
-    supported = bool(labels) and all(per[lab]["n_valid"] >= SIGNIFICANCE_MIN for lab in labels)
+    return effects
+
+
+def _bootstrap_note(paired_blocks: dict[str, int] | None, seed: int) -> dict:
+    paired = paired_blocks is not None
+    return {"seed": seed, "resamples": BOOTSTRAP_RESAMPLES, "method": "percentile, 95%", "paired": paired,
+            "pairing": "counterbalanced blocks (schedule position // block size)" if paired
+            else "none (independent resampling per condition)"}
+
+
+def _condition_figures(rows: list[dict], mine: list[dict], label: str) -> dict:
+    """One condition label's entry of `condition_summary`; `mine`: its valid trials."""
+    done = sum(r["outcome"] == "success" for r in mine)
+    ours = [r for r in rows if r["condition"] == label]
+    annotated = [r for r in mine if r.get("memory_errors") is not None]
+    types, sev = _error_tallies(annotated)
     return {
-        "conditions": per, "effects": effects,
-        "bootstrap": {"seed": seed, "resamples": BOOTSTRAP_RESAMPLES, "method": "percentile, 95%",
-                      "paired": paired_blocks is not None,
-                      "pairing": "counterbalanced blocks (schedule position // block size)"
-                      if paired_blocks is not None else "none (independent resampling per condition)"},
-        "significance_supported": supported,
-        "significance_note": None if supported else
-        f"fewer than {SIGNIFICANCE_MIN} valid trials per condition: significance claims are not supported",
+        "condition_id": next((r["condition_id"] for r in ours), None),
+        "n_valid": len(mine), "n_invalid": sum(not r["valid"] for r in ours),
+        "successful": done, "completion_rate": ratio(done, len(mine)), "completion_ci95": wilson(done, len(mine)),
+        "zero_progress": sum(r["zero_progress"] for r in mine),
+        "deepest": [r["deepest"] for r in mine],
+        "metrics": {m: spread(mine, m, d) for m, d in SUMMARY_METRICS.items()},
+        # over the annotated trials only; null when none of them was annotated
+        # a cli condition's clients' own totals (null for a condition no client played)
+        "client_totals": _client_spread(mine, ours),
+        "n_annotated": len(annotated), "errors_by_type": types, "errors_by_severity": sev,
     }
+
+
+def _error_tallies(annotated: list[dict]) -> tuple[dict | None, dict | None]:
+    """Memory errors by type and by severity over the annotated trials; null when there are none."""
+    if not annotated:
+        return None, None
+    types, sev = Counter(), Counter()
+    for r in annotated:
+        types.update(r["errors_by_type"])
+        sev.update(r["errors_by_severity"])
+    return dict(types), dict(sev)
+
+
+def _client_spread(mine: list[dict], ours: list[dict]) -> dict | None:
+    """A cli condition's clients' own totals over its valid trials; null for a condition no client played."""
+    if not any(r.get("client") is not None for r in ours):
+        return None
+    return {m: spread(mine, m, None) for m in CLIENT_METRICS}
 
 
 # -- agreement -----------------------------------------------------------------------------------------
 
 def _cohen(a: list[str], b: list[str]) -> tuple[float | None, float]:
-    n = len(a)
-    if n == 0:
-        return None, 1.0
-    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    ca, cb = Counter(a), Counter(b)
-    pe = sum(ca[k] * cb[k] for k in set(ca) | set(cb)) / (n * n)
-    if pe == 1:
-        return None, po
-    return round((po - pe) / (1 - pe), 6), po
+    tally = _Tally()
+    for x, y in zip(a, b, strict=True):
+        tally.add(x, y)
+    return tally.kappa()
+
+
+@dataclass
+class _Tally:
+    """Cohen's kappa's counts over the units two raters both looked at, one unit at a time (no list of
+    units is kept: a million decisions cost nothing more than ten)."""
+
+    n: int = 0
+    agree: int = 0
+    a: Counter = field(default_factory=Counter)
+    b: Counter = field(default_factory=Counter)
+
+    def add(self, x: str, y: str, times: int = 1) -> None:
+        self.n += times
+        self.agree += times * (x == y)
+        self.a[x] += times
+        self.b[y] += times
+
+    def kappa(self) -> tuple[float | None, float]:
+        """(kappa, observed agreement); kappa None when chance agreement is 1; (None, 1.0) for no unit."""
+        n = self.n
+        if n == 0:
+            return None, 1.0
+        po = self.agree / n
+        pe = sum(self.a[k] * self.b[k] for k in set(self.a) | set(self.b)) / (n * n)
+        if pe == 1:
+            return None, po
+        return round((po - pe) / (1 - pe), 6), po
+
+
+def annotator_names(layers: dict[str, list[Annotation]]) -> list[str]:
+    """The annotators' layers: every layer but the operator's and adjudication's that holds more than freezes."""
+    return sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
+                  and any(a.kind != "freeze" for a in layers[n]))
+
+
+def _rulings(layers: dict[str, list[Annotation]]) -> dict[str, Annotation]:
+    """label id -> the adjudication that rules on it (the latest ruling on a label wins)."""
+    return {rid: a for a in layers.get(ADJUDICATION, []) if a.kind == "adjudication" for rid in a.resolves or []}
 
 
 def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dict:
@@ -912,10 +1057,8 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
     one labelled is a disagreement. Overall: the category of a decision is the sorted set of
     memory-error types an annotator gave it, or "none". Per type: gave that type or not.
     Undefined (null) when chance agreement is 1 (both say the same single thing everywhere)."""
-    names = sorted(n for n in layers if n not in (OPERATOR, ADJUDICATION)
-                   and any(a.kind != "freeze" for a in layers[n]))
+    names = annotator_names(layers)
     looked = {name: coverage(layers[name]) for name in names}
-    every = [(k, d) for k, last in sorted(decisions.items()) for d in range(1, last + 1)]
     given: dict[str, dict[tuple[str, int], set[str]]] = {}
     ids: dict[str, dict[tuple[str, int], list[str]]] = {}
     for name in names:
@@ -923,31 +1066,66 @@ def kappa(layers: dict[str, list[Annotation]], decisions: dict[str, int]) -> dic
         for a in _memory_labels(layers[name]):
             given[name][(a.trial_key, a.decision_id)].add(a.type)
             ids[name][(a.trial_key, a.decision_id)].append(a.id)
-    rulings = {rid: a for a in layers.get(ADJUDICATION, []) if a.kind == "adjudication" for rid in a.resolves or []}
-    pairs = [_kappa_pair(x, y, every, looked, given, ids, rulings) for i, x in enumerate(names) for y in names[i + 1:]]
+
+    def every() -> Iterator[tuple[str, int]]:  # streamed: a run's decisions are never held as a list
+        return ((k, d) for k, last in sorted(decisions.items()) for d in range(1, last + 1))
+
+    pair = _PairInputs(looked, given, ids, _rulings(layers))
+    pairs = [_kappa_pair(x, y, every(), pair) for i, x in enumerate(names) for y in names[i + 1:]]
     return {"annotators": names, "pairs": pairs,
             "note": None if len(names) >= 2 else "fewer than two annotators: agreement not measured"}
 
 
-def _kappa_pair(x: str, y: str, every: list[tuple[str, int]], looked: dict, given: dict, ids: dict,
-                rulings: dict) -> dict:
-    """kappa's figures for one pair of annotators (see kappa)."""
-    seen_by = [[u[0] in looked[n] and looked[n][u[0]].covers(u[1]) for n in (x, y)] for u in every]
-    units = [u for u, both in zip(every, seen_by, strict=True) if all(both)]
-    one_sided = sum(any(both) and not all(both) for both in seen_by)
-    cat = lambda name, u: "+".join(sorted(given[name].get(u, ()))) or "none"  # noqa: E731
-    overall, po = _cohen([cat(x, u) for u in units], [cat(y, u) for u in units])
+@dataclass
+class _PairInputs:
+    looked: dict[str, dict[str, Coverage]]  # annotator -> trial key -> what they looked at
+    given: dict[str, dict[tuple[str, int], set[str]]]  # annotator -> (trial, decision) -> types given
+    ids: dict[str, dict[tuple[str, int], list[str]]]  # annotator -> (trial, decision) -> label ids
+    rulings: dict[str, Annotation]
+
+    def saw(self, name: str, u: tuple[str, int]) -> bool:
+        return u[0] in self.looked[name] and self.looked[name][u[0]].covers(u[1])
+
+
+def _category(types: set[str]) -> str:
+    return "+".join(sorted(types)) or "none"
+
+
+def _kappa_pair(x: str, y: str, every: Iterable[tuple[str, int]], inputs: _PairInputs) -> dict:
+    """kappa's figures for one pair of annotators (see kappa), in one pass over the decisions."""
+    given = inputs.given
     types = sorted(set(MEMORY_TYPES) | {t for n in (x, y) for s in given[n].values() for t in s})
-    per_type = {}
-    for t in types:
-        k, p = _cohen([str(t in given[x].get(u, ())) for u in units], [str(t in given[y].get(u, ()))
-                                                                    for u in units])
-        per_type[t] = {"kappa": k, "observed_agreement": round(p, 6) if units else None}
-    disagreements = [_disagreement(x, y, u, given, ids, rulings) for u in units
-                     if given[x].get(u, set()) != given[y].get(u, set())]
-    return {"annotators": [x, y], "units": len(units), "one_sided": one_sided, "kappa": overall,
+    overall, per_type = _Tally(), {t: _Tally() for t in types}
+    units = one_sided = blank = 0
+    disagreements = []
+    for u in every:
+        both = (inputs.saw(x, u), inputs.saw(y, u))
+        if not all(both):
+            one_sided += any(both)
+            continue
+        units += 1
+        gx, gy = given[x].get(u, set()), given[y].get(u, set())
+        if not gx and not gy:
+            blank += 1  # "none" from both: added in one go below
+            continue
+        overall.add(_category(gx), _category(gy))
+        for t in types:
+            per_type[t].add(str(t in gx), str(t in gy))
+        if gx != gy:
+            disagreements.append(_disagreement(x, y, u, given, inputs.ids, inputs.rulings))
+    overall.add("none", "none", blank)
+    for tally in per_type.values():
+        tally.add("False", "False", blank)
+    k, po = overall.kappa()
+    return {"annotators": [x, y], "units": units, "one_sided": one_sided, "kappa": k,
             "observed_agreement": round(po, 6) if units else None,  # none looked at by both
-            "per_type": per_type, "disagreements": disagreements}
+            "per_type": {t: _type_figures(tally, units) for t, tally in per_type.items()},
+            "disagreements": disagreements}
+
+
+def _type_figures(tally: _Tally, units: int) -> dict:
+    k, p = tally.kappa()
+    return {"kappa": k, "observed_agreement": round(p, 6) if units else None}
 
 
 def _disagreement(x: str, y: str, u: tuple[str, int], given: dict, ids: dict, rulings: dict) -> dict:

@@ -43,7 +43,8 @@ from sessions.analysis.metrics import (
 from sessions.analysis.report_plots import Plot, plots, type_severity
 from sessions.audit.package import EVIDENCE_SUMS, GAME_COPY, PACKAGE_INFO, PACKAGE_MANIFEST, package_info
 from sessions.evidence import layout
-from sessions.evidence.reader import TrialReader
+from sessions.evidence.folder import EvidenceFolder
+from sessions.evidence.reader import FormatProblem, TrialReader
 
 PRODUCTIVE_DEFINITION = (
     "Productive action: an accepted action that changed the probed state (the position and every field the game "
@@ -82,64 +83,80 @@ def _fmt(value, digits: int = 3) -> str:
 def reconcile(root: Path, rows: list[dict]) -> dict:
     """Raw trial rows against summary.json: the run's own per-condition figures recomputed from the
     rows (trials/ only, valid ones), and each row's numbers against its result.json."""
-    from statistics import median
-
-    problems: list[str] = []
     try:
         summary = json.loads((root / layout.SUMMARY).read_text())
     except (OSError, ValueError) as exc:
         return {"ok": False, "problems": [f"{layout.SUMMARY}: unreadable ({exc})"]}
     current = [r for r in rows if r["folder"].startswith(layout.TRIALS + "/")]
     valid = [r for r in current if r["valid"]]
+    problems = _against_summary(summary, valid)
+    for r in rows:
+        problems += _against_result(root, r)
+    return {"ok": not problems, "problems": problems,
+            "checked": f"{len(rows)} trial rows against their result.json; per-condition counts, medians and "
+                       f"ranges against {layout.SUMMARY}"}
 
-    def spread(values):
-        if not values or any(v is None for v in values):
-            return {"median": None, "min": None, "max": None}
-        return {"median": median(values), "min": min(values), "max": max(values)}
 
+def _median_range(values: list) -> dict:
+    from statistics import median
+
+    if not values or any(v is None for v in values):
+        return {"median": None, "min": None, "max": None}
+    return {"median": median(values), "min": min(values), "max": max(values)}
+
+
+def _summary_figures(mine: list[dict]) -> dict:
+    """A condition's figures as summary.json states them, from its valid trial rows."""
+    done = sum(r["outcome"] == "success" for r in mine)
+    return {"valid": len(mine), "successful": done, "completion_rate": done / len(mine) if mine else None,
+            "zero_progress": sum(r["zero_progress"] for r in mine),
+            "progress_points": _median_range([r["points"] for r in mine]),
+            "accepted_actions": _median_range([r["accepted_actions"] for r in mine]),
+            "decisions": _median_range([r["model_decisions"] for r in mine]),
+            "cost_usd": _median_range([r["cost_usd"] for r in mine])}
+
+
+def _against_summary(summary: dict, valid: list[dict]) -> list[str]:
+    """summary.json's per-condition and overall counts that the valid trial rows do not give."""
+    problems = []
     for label, claimed in sorted(summary.get("per_condition", {}).items()):
         mine = sorted((r for r in valid if r["condition"] == label), key=lambda r: r["trial_key"])
-        done = sum(r["outcome"] == "success" for r in mine)
-        ours = {"valid": len(mine), "successful": done, "completion_rate": done / len(mine) if mine else None,
-                "zero_progress": sum(r["zero_progress"] for r in mine),
-                "progress_points": spread([r["points"] for r in mine]),
-                "accepted_actions": spread([r["accepted_actions"] for r in mine]),
-                "decisions": spread([r["model_decisions"] for r in mine]),
-                "cost_usd": spread([r["cost_usd"] for r in mine])}
-        for key, value in ours.items():
+        for key, value in _summary_figures(mine).items():
             if key in claimed and claimed[key] != value:
                 problems.append(f"{layout.SUMMARY}: per_condition.{label}.{key} is {claimed[key]!r}, the trial rows "
                                 f"give {value!r}")
     for key, value in (("valid", len(valid)), ("successful", sum(r["outcome"] == "success" for r in valid))):
         if summary.get(key) != value:
             problems.append(f"{layout.SUMMARY}: {key} is {summary.get(key)!r}, the trial rows give {value!r}")
-    for r in rows:
-        try:
-            result = json.loads((root / r["folder"] / layout.RESULT).read_text())
-        except (OSError, ValueError):
-            problems.append(f"{r['folder']}/{layout.RESULT}: unreadable")
-            continue
-        tel = result.get("telemetry") or {}
-        pairs = [("points", result.get("progress_points")), ("outcome", result.get("outcome")),
-                 ("accepted_actions", tel.get("accepted_actions", r["accepted_actions"])),
-                 ("model_decisions", tel.get("decisions", r["model_decisions"])),
-                 ("cost_usd", tel.get("cost_usd")), ("deepest", result.get("deepest_milestone"))]
-        for name, value in pairs:
-            if r[name] != value:
-                problems.append(f"{r['folder']}: {name} is {r[name]!r} in the report, {value!r} in result.json")
-    return {"ok": not problems, "problems": problems,
-            "checked": f"{len(rows)} trial rows against their result.json; per-condition counts, medians and "
-                       f"ranges against {layout.SUMMARY}"}
+    return problems
+
+
+def _against_result(root: Path, r: dict) -> list[str]:
+    """A trial row's numbers that its result.json does not give."""
+    try:
+        result = EvidenceFolder(root).json(f"{r['folder']}/{layout.RESULT}")
+    except FormatProblem:
+        return [f"{r['folder']}/{layout.RESULT}: unreadable"]
+    tel = result.get("telemetry") or {}
+    pairs = [("points", result.get("progress_points")), ("outcome", result.get("outcome")),
+             ("accepted_actions", tel.get("accepted_actions", r["accepted_actions"])),
+             ("model_decisions", tel.get("decisions", r["model_decisions"])),
+             ("cost_usd", tel.get("cost_usd")), ("deepest", result.get("deepest_milestone"))]
+    return [f"{r['folder']}: {name} is {r[name]!r} in the report, {value!r} in result.json"
+            for name, value in pairs if r[name] != value]
+
+
+def _json_or(root: Path, rel: str, default):
+    """A JSON file of the evidence folder as plain data (EvidenceFolder.json); `default` when it is
+    missing, unreadable or not JSON."""
+    try:
+        return EvidenceFolder(root).json(rel)
+    except FormatProblem:
+        return default
 
 
 def _genesis(root: Path, rows: list[dict]) -> dict[str, dict]:
-    out = {}
-    for r in rows:
-        try:
-            out[r["folder"]] = json.loads((root / r["folder"] / layout.TRIAL).read_text())
-        except (OSError, ValueError):
-            out[r["folder"]] = {}
-    return out
+    return {r["folder"]: _json_or(root, f"{r['folder']}/{layout.TRIAL}", {}) for r in rows}
 
 
 @dataclass(frozen=True)
@@ -200,10 +217,7 @@ def _first_frames(f: _Folder) -> dict:
 def _prompt_cores(f: _Folder) -> dict:
     cores: dict[object, dict[str, str]] = {}  # variant -> trial -> the first decision's prompt core
     for r in f.valid:
-        try:
-            prov = json.loads((f.root / r["folder"] / layout.RESULT).read_text()).get("provenance") or {}
-        except (OSError, ValueError):
-            prov = {}
+        prov = _json_or(f.root, f"{r['folder']}/{layout.RESULT}", {}).get("provenance") or {}
         if prov.get("model") is not None and prov.get("prompt_core_sha256") is not None:
             cores.setdefault(r.get("variant_index"), {})[r["trial_key"]] = prov["prompt_core_sha256"]
     odd = [f"{key} ({core[:12]}…)" for group in cores.values() for key, core in group.items()
@@ -330,10 +344,7 @@ def checklist(root: Path, rows: list[dict], audit_problems: list[str], recon: di
 
 
 def _awards(root: Path, r: dict) -> list[dict]:
-    try:
-        return json.loads((root / r["folder"] / layout.RESULT).read_text()).get("milestones", [])
-    except (OSError, ValueError):
-        return []
+    return _json_or(root, f"{r['folder']}/{layout.RESULT}", {}).get("milestones", [])
 
 
 # -- the conclusion ---------------------------------------------------------------------------------
@@ -347,49 +358,60 @@ def conclusion(summary: dict, rows: list[dict], game, experiment_id: str) -> str
         return (f"Under the frozen {title} protocol ({experiment_id}), only one condition was run: there is no "
                 f"comparison to state.")
     order = {m.id: i for i, m in enumerate(game.milestones)} if game is not None else {}
-
-    def med(label, metric):
-        return conds[label]["metrics"][metric]["median"]
-
-    def deepest_median(label):
-        ranks = sorted(order.get(d, -1) if d else -1 for d in conds[label]["deepest"])
-        if not ranks:
-            return None
-        return ranks[(len(ranks) - 1) // 2]  # the lower median: a rung that was reached
-
-    def rung(rank):
-        return "none" if rank is None or rank < 0 else game.milestones[rank].id if game is not None else str(rank)
-
     a, b = labels[0], labels[1]
-    if (med(a, "points") or 0) > (med(b, "points") or 0):
+    if (_median_of(conds, a, "points") or 0) > (_median_of(conds, b, "points") or 0):
         a, b = b, a  # state it for the condition that progressed further
-    da, db = deepest_median(a), deepest_median(b)
+    da, db = _deepest_median(conds[a], order), _deepest_median(conds[b], order)
     depth = "a deeper" if (db or -1) > (da or -1) else "the same" if db == da else "a shallower"
-
-    def compare(metric, fewer, more):
-        x, y = med(b, metric), med(a, metric)
-        if x is None or y is None:
-            return None, x, y
-        return (fewer if x < y else more if x > y else "as many"), x, y
-
-    word, xa, ya = compare("accepted_actions", "fewer", "more")
-    errs, xe, ye = compare("material_memory_error_rate", "fewer", "more")
-    cost_b, cost_a = med(b, "cost_usd"), med(a, "cost_usd")
     n = min(conds[lab]["n_valid"] for lab in labels)
     text = (f"Under the frozen {title} protocol ({experiment_id}; {n} valid trial(s) per condition at the least), "
-            f"condition {b} reached {depth} median milestone ({rung(db)} against {rung(da)} for condition {a})")
-    text += f" with {word} accepted actions (median {_fmt(xa)} against {_fmt(ya)})" if word else \
-        " (accepted actions unknown)"
-    if errs is None:
-        text += " and material memory errors not measured (not every valid trial was annotated)"
-    else:
-        text += f" and {errs} material memory errors (median {_fmt(xe)} against {_fmt(ye)} per 100 decisions)"
-    text += (f", while total cost was measured from all logged calls (median {money(cost_b)} against "
-             f"{money(cost_a)})." if cost_a is not None and cost_b is not None else
-             ", while total cost is unknown for at least one trial (never counted as zero).")
+            f"condition {b} reached {depth} median milestone ({_rung(db, game)} against {_rung(da, game)} for "
+            f"condition {a})")
+    text += _actions_and_errors(conds, a, b) + _cost_clause(conds, a, b)
     if not summary["significance_supported"]:
         text += " " + summary["significance_note"].capitalize() + "."
     return text
+
+
+def _median_of(conds: dict, label: str, metric: str):
+    return conds[label]["metrics"][metric]["median"]
+
+
+def _deepest_median(cond: dict, order: dict[str, int]) -> int | None:
+    """The lower median of the trials' deepest rungs (a rung that was reached), by ladder rank; -1: none."""
+    ranks = sorted(order.get(d, -1) if d else -1 for d in cond["deepest"])
+    if not ranks:
+        return None
+    return ranks[(len(ranks) - 1) // 2]
+
+
+def _rung(rank: int | None, game) -> str:
+    return "none" if rank is None or rank < 0 else game.milestones[rank].id if game is not None else str(rank)
+
+
+def _compare(conds: dict, a: str, b: str, metric: str) -> tuple[str | None, object, object]:
+    """("fewer"/"more"/"as many" of b against a, b's median, a's median); None when either is unknown."""
+    x, y = _median_of(conds, b, metric), _median_of(conds, a, metric)
+    if x is None or y is None:
+        return None, x, y
+    return ("fewer" if x < y else "more" if x > y else "as many"), x, y
+
+
+def _actions_and_errors(conds: dict, a: str, b: str) -> str:
+    word, xa, ya = _compare(conds, a, b, "accepted_actions")
+    errs, xe, ye = _compare(conds, a, b, "material_memory_error_rate")
+    text = f" with {word} accepted actions (median {_fmt(xa)} against {_fmt(ya)})" if word else \
+        " (accepted actions unknown)"
+    if errs is None:
+        return text + " and material memory errors not measured (not every valid trial was annotated)"
+    return text + f" and {errs} material memory errors (median {_fmt(xe)} against {_fmt(ye)} per 100 decisions)"
+
+
+def _cost_clause(conds: dict, a: str, b: str) -> str:
+    cost_b, cost_a = _median_of(conds, b, "cost_usd"), _median_of(conds, a, "cost_usd")
+    return (f", while total cost was measured from all logged calls (median {money(cost_b)} against "
+            f"{money(cost_a)})." if cost_a is not None and cost_b is not None else
+            ", while total cost is unknown for at least one trial (never counted as zero).")
 
 
 # -- writing -------------------------------------------------------------------------------------------
@@ -450,43 +472,41 @@ MEMORY_METRICS = frozenset({"material_memory_error_rate", "memory_recovery_cost"
 
 
 def _side_by_side(summary: dict) -> tuple[list[str], list[list[str]]]:
-    labels = sorted(summary["conditions"])
+    conds = summary["conditions"]
+    labels = sorted(conds)
     head = ["quantity"] + [f"condition {lab}" for lab in labels]
-    body = []
-    row = ["valid trials"] + [str(summary["conditions"][lab]["n_valid"]) for lab in labels]
-    body.append(row)
-    row = ["completion rate (Wilson 95%)"]
-    for lab in labels:
-        c = summary["conditions"][lab]
-        ci = c["completion_ci95"]
-        row.append(f"{_fmt(c['completion_rate'])} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "unknown")
-    body.append(row)
-    body.append(["zero-progress trials"] + [str(summary["conditions"][lab]["zero_progress"]) for lab in labels])
-    body.append(["memory: annotated trials"] + [f"{summary['conditions'][lab].get('n_annotated', 0)} of "
-                                                f"{summary['conditions'][lab]['n_valid']}" for lab in labels])
-    for name, metric in SIDE_BY_SIDE:
-        row = [name]
-        for lab in labels:
-            c = summary["conditions"][lab]
-            s = c["metrics"][metric]
-            if metric in MEMORY_METRICS and s["median"] is None and c.get("n_annotated", 0) < c["n_valid"]:
-                row.append("not annotated" if not c.get("n_annotated") else "unknown: not every trial annotated")
-                continue
-            row.append(f"{_fmt(s['median'])} ({_fmt(s['min'])} to {_fmt(s['max'])})" +
-                       (f", {s['excluded']} excluded" if s["excluded"] else ""))
-        body.append(row)
-    if any(summary["conditions"][lab].get("client_totals") for lab in labels):
+    body = [["valid trials"] + [str(conds[lab]["n_valid"]) for lab in labels],
+            ["completion rate (Wilson 95%)"] + [_completion_cell(conds[lab]) for lab in labels],
+            ["zero-progress trials"] + [str(conds[lab]["zero_progress"]) for lab in labels],
+            ["memory: annotated trials"] + [f"{conds[lab].get('n_annotated', 0)} of {conds[lab]['n_valid']}"
+                                            for lab in labels]]
+    body += [[name] + [_metric_cell(conds[lab], metric) for lab in labels] for name, metric in SIDE_BY_SIDE]
+    if any(conds[lab].get("client_totals") for lab in labels):
         # A cli client's report of its own usage: oakwatch's cost stays unknown for these trials.
-        for name, metric in CLIENT_ROWS:
-            row = [name]
-            for lab in labels:
-                totals = summary["conditions"][lab].get("client_totals")
-                s = totals[metric] if totals else None
-                show = money if metric == "client_cost_usd" else _fmt
-                row.append("no client" if s is None else "unknown" if s["median"] is None else
-                           f"{show(s['median'])} ({show(s['min'])} to {show(s['max'])})")
-            body.append(row)
+        body += [[name] + [_client_cell(conds[lab].get("client_totals"), metric) for lab in labels]
+                 for name, metric in CLIENT_ROWS]
     return head, body
+
+
+def _completion_cell(c: dict) -> str:
+    ci = c["completion_ci95"]
+    return f"{_fmt(c['completion_rate'])} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "unknown"
+
+
+def _metric_cell(c: dict, metric: str) -> str:
+    """A condition's median and range of one metric; a memory figure of trials not all annotated says so."""
+    s = c["metrics"][metric]
+    if metric in MEMORY_METRICS and s["median"] is None and c.get("n_annotated", 0) < c["n_valid"]:
+        return "not annotated" if not c.get("n_annotated") else "unknown: not every trial annotated"
+    return (f"{_fmt(s['median'])} ({_fmt(s['min'])} to {_fmt(s['max'])})" +
+            (f", {s['excluded']} excluded" if s["excluded"] else ""))
+
+
+def _client_cell(totals: dict | None, metric: str) -> str:
+    s = totals[metric] if totals else None
+    show = money if metric == "client_cost_usd" else _fmt
+    return ("no client" if s is None else "unknown" if s["median"] is None else
+            f"{show(s['median'])} ({show(s['min'])} to {show(s['max'])})")
 
 
 def _variant_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
@@ -531,6 +551,8 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
                  progress: Callable[[str], None] | None = None, replay: bool = True) -> dict:
     """Write the report files; return report.json's content (and `paths`)."""
     from sessions.analysis.game_rom_note import game_and_rom
+    from sessions.analysis.hand_scoring import hand_scoring
+    from sessions.annotations.annotation_layer import ladder_ids
     from sessions.audit.verify import audit
     from sessions.evidence.roots import cited
 
@@ -546,42 +568,23 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
     confirmed = confirmed_labels(layers)
     say("computing trial metrics")
     rows = trial_metrics(root, replay=replay, progress=say, layers=layers)
-    by_trial: dict[str, list[dict]] = {}
-    for lab in confirmed.labels:
-        by_trial.setdefault(lab.trial_key, []).append({"id": lab.id, "type": lab.type, "severity": lab.severity,
-                                                       "decision_id": lab.decision_id, "role": lab.role})
     for r in rows:
         r["_labels"] = [] if r["memory_errors"] is None else _counted_dicts(confirmed, r["trial_key"])
     say("summarising conditions")
     summary = condition_summary(rows, paired_blocks=blocks_of(root), seed=seed)
-    decisions = {r["trial_key"]: r["curve"][-1]["decision"] if r["curve"] else 0
-                 for r in rows if r["folder"].startswith(layout.TRIALS + "/")}
-    agreement = kappa(layers, decisions)
-    from sessions.analysis.hand_scoring import hand_scoring
-    from sessions.annotations.annotation_layer import ladder_ids
-
+    agreement = kappa(layers, _last_decisions(rows))
     hand = hand_scoring(layers, ladder_ids(root))  # milestones and rooms scored by hand (games without a probe)
     say("reconciling rows with summary.json")
     recon = reconcile(root, rows)
     say("checking the verification checklist")
     checks = checklist(root, rows, audit_problems, recon, game, layers, confirmed)
-    try:
-        experiment_id = json.loads((root / layout.SCHEDULE).read_text())["experiment_id"]
-    except (OSError, ValueError, KeyError):
-        experiment_id = root.name
+    experiment_id = _experiment_id(root)
     sentence = conclusion(summary, rows, game, experiment_id)
     say("drawing plots")
     figures = plots(rows, game)
-    lh = game.long_horizon if game is not None else None
     doc = {
         "report_version": 1, "experiment_id": experiment_id, "generated_utc": datetime.now(UTC).isoformat(),
-        "blinded": unblinded(root) is None,
-        "scorers": {"protocol": PROTOCOL_SCORER,
-                    "long_horizon": {"used": lh is not None, "constants": lh.model_dump() if lh else None,
-                                     "reason": None if lh else (game_error or "the game definition has no "
-                                                                             "long_horizon section"),
-                                     "formula": "overall = 70 m/M + F (40 log2(1 + T_ref/t) + "
-                                                "10 clamp((L0 - L)/(L0 - Lfull), 0, 1)) (seed 002)"}},
+        "blinded": unblinded(root) is None, "scorers": _scorers(game, game_error),
         "definitions": {"productive_action": PRODUCTIVE_DEFINITION},
         "integrity": {"ok": not audit_problems, "problems": audit_problems},
         "trials": [{k: v for k, v in r.items() if k not in ("_labels",)} for r in rows],
@@ -592,14 +595,47 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
         "game_and_rom": game_and_rom(root, game.title if game is not None else None),
     }
     say("writing report files")
+    names = _write_report(root, out, doc, rows, figures)
+    doc["paths"] = {name: str(out / name) for name in names}
+    say(f"report written to {out} in {time.monotonic() - t0:.1f} s")
+    return doc
+
+
+def _last_decisions(rows: list[dict]) -> dict[str, int]:
+    """trial key -> its last decision, for the trials outside void blocks (agreement's units)."""
+    return {r["trial_key"]: r["curve"][-1]["decision"] if r["curve"] else 0
+            for r in rows if r["folder"].startswith(layout.TRIALS + "/")}
+
+
+def _experiment_id(root: Path) -> str:
+    try:
+        return EvidenceFolder(root).json(layout.SCHEDULE)["experiment_id"]
+    except (FormatProblem, KeyError):
+        return root.name
+
+
+def _scorers(game, game_error: str | None) -> dict:
+    lh = game.long_horizon if game is not None else None
+    return {"protocol": PROTOCOL_SCORER,
+            "long_horizon": {"used": lh is not None, "constants": lh.model_dump() if lh else None,
+                             "reason": None if lh else (game_error or "the game definition has no "
+                                                                     "long_horizon section"),
+                             "formula": "overall = 70 m/M + F (40 log2(1 + T_ref/t) + "
+                                        "10 clamp((L0 - L)/(L0 - Lfull), 0, 1)) (seed 002)"}}
+
+
+def _write_report(root: Path, out: Path, doc: dict, rows: list[dict], figures: dict) -> list[str]:
+    """report.json (streamed: the curves grow with the run), the CSVs, report.md and report.html, and
+    the sums file when the report sits in the evidence folder; the names written."""
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "report.json").open("w", encoding="utf-8") as f:  # streamed: the curves grow with the run
+    with (out / "report.json").open("w", encoding="utf-8") as f:  # json.dump's indented encoder streams lists
         json.dump(doc, f, indent=1, default=str)
         f.write("\n")
     files = {
         "trials.csv": _csv([_scalar_row(r) for r in rows], TRIAL_COLUMNS),
-        "conditions.csv": _csv(_condition_rows(summary), ["condition", "condition_id", "metric", "n", "median",
-                                                          "min", "max", "unknown", "excluded", "note"]),
+        "conditions.csv": _csv(_condition_rows(doc["summary"]), ["condition", "condition_id", "metric", "n",
+                                                                 "median", "min", "max", "unknown", "excluded",
+                                                                 "note"]),
         "report.md": render_md(doc, rows, figures),
         "report.html": render_html(doc, rows, figures),
     }
@@ -611,9 +647,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
 
         names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != layout.SUMS)
         write_atomic(out / layout.SUMS, render_sums({n: file_sha256(out / n) for n in names}).encode())
-    doc["paths"] = {name: str(out / name) for name in ("report.json", *files)}
-    say(f"report written to {out} in {time.monotonic() - t0:.1f} s")
-    return doc
+    return ["report.json", *files]
 
 
 def _counted_dicts(confirmed, key: str) -> list[dict]:
@@ -836,8 +870,6 @@ def _scrub(text: str, local: list[str], secrets: list[str]) -> tuple[str, bool]:
 def _game_definition_copy(root: Path, manifest: dict) -> bytes | None:
     """The game definition's bytes when the manifest names a local file (redacted in the package), if it
     is still there and is the one the trials used (the SHA-256 trial.json recorded)."""
-    from sessions.analysis.metrics import trial_folders
-
     where = str((manifest.get("game") or {}).get("definition", ""))
     if not where or where.startswith("bundled:"):
         return None
@@ -846,11 +878,12 @@ def _game_definition_copy(root: Path, manifest: dict) -> bytes | None:
         data = path.read_bytes()
     except OSError:
         return None
-    for folder, _rel, _voided in trial_folders(root):
+    evidence = EvidenceFolder(root)
+    for trial in evidence.trials():
         try:  # the definition's SHA-256 each trial recorded (result.json provenance)
-            pinned = (json.loads((folder / layout.RESULT).read_text()).get("provenance") or {}).get(
+            pinned = (evidence.json(f"{trial.rel}/{layout.RESULT}").get("provenance") or {}).get(
                 "game_definition_sha256")
-        except (OSError, ValueError, AttributeError):
+        except (FormatProblem, AttributeError):
             continue
         if pinned is not None and pinned != hashlib.sha256(data).hexdigest():
             return None
@@ -942,10 +975,9 @@ def _package_trials(pk: _Package) -> None:
     """Each trial's records (frames and raw payloads with include_raw), the voids, the annotations."""
     import shutil
 
-    from sessions.analysis.metrics import trial_folders
-
     root, output, put = pk.root, pk.output, pk.put
-    for folder, rel, _voided in trial_folders(root):
+    for trial in EvidenceFolder(root).trials():
+        folder, rel = trial.path, trial.rel
         for name in PUBLIC_TRIAL_FILES + (RAW_TRIAL_FILES if pk.include_raw else ()):
             if not (folder / name).is_file():
                 continue
@@ -985,11 +1017,10 @@ def _package_report(pk: _Package, seed: int, say: Callable[[str], None]) -> dict
 
 def _package_readme(pk: _Package, doc: dict, manifest: dict, game_copy: bytes | None) -> str:
     """The package's README: what a reader runs, and what is here."""
-    from sessions.analysis.metrics import trial_folders
     from sessions.evidence.experiment_folder import root_hash
 
     include_raw = pk.include_raw
-    first_trial = next((rel for _f, rel, _v in trial_folders(pk.root)), "trials/<key>")
+    first_trial = next((t.rel for t in EvidenceFolder(pk.root).trials()), "trials/<key>")
     local_rom = str((manifest.get("game") or {}).get("rom", "")).startswith("bundled:") is False
     readme = [
         f"# {doc['experiment_id']}: published experiment package", "",

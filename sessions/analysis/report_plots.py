@@ -21,6 +21,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
+from sessions.analysis.curve import cost_known, curve_print, points_of, top_points
 from sessions.analysis.metrics import MEMORY_TYPES, SEVERITIES
 
 WIDTH_IN = 7.0
@@ -76,7 +77,7 @@ def _integer_ticks(axis) -> None:
 
 def _points_top(rows: list[dict]) -> float:
     """The progress axis's top: the ladder's total (or the most any trial reached), never 0."""
-    top = max([r.get("total_points") or 0 for r in rows] + [p["points"] for r in rows for p in r["curve"]])
+    top = max([r.get("total_points") or 0 for r in rows] + [top_points(r["curve"]) for r in rows])
     return top or 1
 
 
@@ -110,12 +111,20 @@ def _legend(ax, rows: list[dict], styles: dict[str, dict]) -> None:
               ncol=1 if len(handles or rows) <= 12 else 2)
 
 
-def _same_curves(rows: list[dict], of) -> list[str]:
-    """Sentences naming trials whose curves coincide (one is drawn over the other)."""
-    groups: dict[tuple, list[str]] = {}
+def _same_curves(rows: list[dict], x: str) -> list[str]:
+    """Sentences naming trials whose curves coincide (one is drawn over the other): the same (x,
+    points) at every decision, told by the curves' fingerprints (sessions.analysis.curve)."""
+    groups: dict[str, list[str]] = {}
     for r in rows:
-        groups.setdefault(tuple(of(r)), []).append(r["trial_key"])
+        groups.setdefault(curve_print(r["curve"], x), []).append(r["trial_key"])
     return [f"{', '.join(keys)}: the same curve (drawn over each other)" for keys in groups.values() if len(keys) > 1]
+
+
+def _steps(r: dict, x: str, origin: float) -> tuple[list, list]:
+    """A trial's step curve from the origin: every point, or a long curve's corners (the same line;
+    sessions.analysis.curve.PLOT_POINTS)."""
+    shown = points_of(r["curve"])
+    return [origin] + [p[x] for p in shown], [0] + [p["points"] for p in shown]
 
 
 def _no_decision(rows: list[dict]) -> list[str]:
@@ -133,11 +142,8 @@ def progress_actions_figure(rows: list[dict]):
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.4))
     styles = _styles(drawn)
 
-    def curve(r):
-        return [0] + [p["actions"] for p in r["curve"]], [0] + [p["points"] for p in r["curve"]]
-
     for r in drawn:
-        xs, ys = curve(r)
+        xs, ys = _steps(r, "actions", 0)
         ax.step(xs, ys, where="post", clip_on=False, **styles[r["trial_key"]])  # a flat 0 shows on the axis
     ax.set_xlim(0, most * 1.02)  # a curve's last step stays off the frame
     ax.set_ylim(0, _points_top(drawn) * 1.04)
@@ -147,11 +153,22 @@ def progress_actions_figure(rows: list[dict]):
     ax.set_ylabel("progress points")
     ax.set_title("Progress against accepted actions, every trial")
     _legend(ax, drawn, styles)
-    return fig, _same_curves(drawn, lambda r: (tuple(c) for c in curve(r))) + _no_decision(rows)
+    return fig, _same_curves(drawn, "actions") + _no_decision(rows)
 
 
 def _cost_known(r: dict) -> bool:
-    return r["cost_usd"] is not None and all(p["cost"] is not None for p in r["curve"])
+    return r["cost_usd"] is not None and cost_known(r["curve"])
+
+
+def _no_cost_axis(free: list[dict], unknown: list[str]) -> str:
+    """Why there is no cost axis: every known cost is $0, or no cost is known."""
+    if not free:
+        return "No trial's cost is known: there is no progress against cost to draw."
+    if not unknown:
+        return (f"Every trial's cost is a known $0 ({len(free)} trial(s), no paid model call): there is no "
+                "progress against cost to draw.")
+    return (f"Every trial whose cost is known cost $0 ({', '.join(r['trial_key'] for r in free)}): "
+            "there is no progress against cost to draw.")
 
 
 def progress_cost_figure(rows: list[dict]):
@@ -164,14 +181,7 @@ def progress_cost_figure(rows: list[dict]):
     notes = [f"cost unknown, not drawn (never counted as $0): {', '.join(unknown)}"] if unknown else []
     notes += _no_decision(rows)
     if len(free) == len(known):
-        if free:
-            lead = (f"Every trial's cost is a known $0 ({len(free)} trial(s), no paid model call): there is no "
-                    "progress against cost to draw.") if not unknown else (
-                    f"Every trial whose cost is known cost $0 ({', '.join(r['trial_key'] for r in free)}): "
-                    "there is no progress against cost to draw.")
-        else:
-            lead = "No trial's cost is known: there is no progress against cost to draw."
-        return None, [lead] + notes
+        return None, [_no_cost_axis(free, unknown)] + notes
     if free:
         notes.append(f"cost a known $0, drawn at $0: {', '.join(r['trial_key'] for r in free)}")
     plt = _mpl()
@@ -180,11 +190,8 @@ def progress_cost_figure(rows: list[dict]):
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.4))
     styles = _styles(known)
 
-    def curve(r):
-        return [0.0] + [p["cost"] for p in r["curve"]], [0] + [p["points"] for p in r["curve"]]
-
     for r in known:
-        xs, ys = curve(r)
+        xs, ys = _steps(r, "cost", 0.0)
         ax.step(xs, ys, where="post", clip_on=False, **styles[r["trial_key"]])
     ax.set_xlim(0, max(r["curve"][-1]["cost"] for r in known) * 1.02)
     ax.set_ylim(0, _points_top(known) * 1.04)
@@ -194,7 +201,7 @@ def progress_cost_figure(rows: list[dict]):
     ax.set_ylabel("progress points")
     ax.set_title("Progress against cost, every trial whose cost is known")
     _legend(ax, known, styles)
-    return fig, _same_curves(known, lambda r: (tuple(c) for c in curve(r))) + notes
+    return fig, _same_curves(known, "cost") + notes
 
 
 # -- timelines -------------------------------------------------------------------------------------
@@ -260,46 +267,15 @@ def timeline_figure(row: dict, ladder: list[str], span: int | None = None):
     ax = fig.add_axes((0.02, 0.3, 0.96, 0.5))
     ax.set_xlim(0, span * 1.02)  # a marker on the last decision stays whole
     ax.set_ylim(-BELOW_PT, 50)
-
-    def labels(numbered: bool) -> list:
-        for t in list(ax.texts):
-            t.remove()
-        out, n = [], 0
-        for d, ids in groups:
-            if numbered:
-                text = ",".join(str(n + i + 1) for i in range(len(ids)))
-                n += len(ids)
-            else:
-                text = " ".join(ids)
-            # right-aligned: the label ends at its stem (one at decision 1 may reach left of the axes)
-            out.append(ax.text(d, STEM_PT, text, ha="right", va="bottom", fontsize=LABEL_FONT))
-        return out
-
-    # Milestones whose stems would sit within MERGE_PX of each other are one spot: one stem, one label.
-    awards, groups, stems_px = groups, [], []
-    for d, ids in awards:
-        x = ax.transData.transform((d, 0))[0]
-        if stems_px and x - stems_px[-1] <= MERGE_PX:
-            groups[-1] = (groups[-1][0], groups[-1][1] + ids)
-        else:
-            groups.append((d, ids))
-            stems_px.append(x)
-    texts = labels(numbered=False)
+    awards = groups
+    groups, stems_px = _merge_stems(ax, awards)
+    texts = _timeline_labels(ax, groups, numbered=False)
     levels = _place(fig, texts, stems_px)
     if max(levels) >= MAX_LEVELS:
-        texts = labels(numbered=True)
+        texts = _timeline_labels(ax, groups, numbered=True)
         levels = _place(fig, texts, stems_px)
-        ids = [m for _, ms in groups for m in ms]
-        decision = {m: d for d, ms in awards for m in ms}
-        notes.insert(0, "milestones by number: " + ", ".join(f"{i + 1} {m} (decision {decision[m]})"
-                                                            for i, m in enumerate(ids)))
-    # Grow the axes to hold every row; one y unit stays one point, so the rows never touch.
-    rows_pt = BELOW_PT + STEM_PT + (max(levels) + 1) * LEVEL_PT + ABOVE_PT
-    axes_in, title_in, ticks_in = rows_pt / 72, 0.3, 0.45
-    height = axes_in + title_in + ticks_in
-    fig.set_size_inches(WIDTH_IN, height)
-    ax.set_position((0.02, ticks_in / height, 0.96, axes_in / height))
-    ax.set_ylim(-BELOW_PT, rows_pt - BELOW_PT)
+        notes.insert(0, _numbers_note(groups, awards))
+    _fit_rows(fig, ax, max(levels) + 1)
     ax.hlines(0, 0, span, color="0.6", linewidth=1)
     for (d, _), text, level in zip(groups, texts, levels, strict=True):
         y = STEM_PT + level * LEVEL_PT
@@ -315,6 +291,53 @@ def timeline_figure(row: dict, ladder: list[str], span: int | None = None):
     return fig, notes
 
 
+def _merge_stems(ax, awards: list[tuple[int, list[str]]]) -> tuple[list[tuple[int, list[str]]], list[float]]:
+    """Milestones whose stems would sit within MERGE_PX of each other are one spot: one stem, one
+    label. The merged groups and each one's stem in pixels."""
+    groups: list[tuple[int, list[str]]] = []
+    stems_px: list[float] = []
+    for d, ids in awards:
+        x = ax.transData.transform((d, 0))[0]
+        if stems_px and x - stems_px[-1] <= MERGE_PX:
+            groups[-1] = (groups[-1][0], groups[-1][1] + ids)
+        else:
+            groups.append((d, ids))
+            stems_px.append(x)
+    return groups, stems_px
+
+
+def _timeline_labels(ax, groups: list[tuple[int, list[str]]], numbered: bool) -> list:
+    """One text per stem (the milestone ids, or their numbers), replacing any drawn before."""
+    for t in list(ax.texts):
+        t.remove()
+    out, n = [], 0
+    for d, ids in groups:
+        if numbered:
+            text = ",".join(str(n + i + 1) for i in range(len(ids)))
+            n += len(ids)
+        else:
+            text = " ".join(ids)
+        # right-aligned: the label ends at its stem (one at decision 1 may reach left of the axes)
+        out.append(ax.text(d, STEM_PT, text, ha="right", va="bottom", fontsize=LABEL_FONT))
+    return out
+
+
+def _numbers_note(groups: list[tuple[int, list[str]]], awards: list[tuple[int, list[str]]]) -> str:
+    ids = [m for _, ms in groups for m in ms]
+    decision = {m: d for d, ms in awards for m in ms}
+    return "milestones by number: " + ", ".join(f"{i + 1} {m} (decision {decision[m]})" for i, m in enumerate(ids))
+
+
+def _fit_rows(fig, ax, rows: int) -> None:
+    """Grow the axes to hold every row of labels; one y unit stays one point, so the rows never touch."""
+    rows_pt = BELOW_PT + STEM_PT + rows * LEVEL_PT + ABOVE_PT
+    axes_in, title_in, ticks_in = rows_pt / 72, 0.3, 0.45
+    height = axes_in + title_in + ticks_in
+    fig.set_size_inches(WIDTH_IN, height)
+    ax.set_position((0.02, ticks_in / height, 0.96, axes_in / height))
+    ax.set_ylim(-BELOW_PT, rows_pt - BELOW_PT)
+
+
 # -- memory errors ---------------------------------------------------------------------------------
 
 def type_severity(row: dict, t: str, sev: str) -> int:
@@ -325,6 +348,28 @@ def type_severity(row: dict, t: str, sev: str) -> int:
 def memory_figure(rows: list[dict]):
     """Confirmed memory errors by type, stacked by severity, one panel per condition that has any.
     Only annotated valid trials count; a condition without one is named, never drawn as zero."""
+    panels, notes = _memory_panels(rows)
+    if not panels:
+        if not any(r["memory_errors"] is not None for r in rows if r["valid"]):
+            return None, ["No valid trial was annotated for memory errors: there is nothing to draw."]
+        return None, ["No confirmed memory error in the annotated trials: there is nothing to draw."] + notes
+    plt = _mpl()
+    fig, axes = plt.subplots(1, len(panels), figsize=(WIDTH_IN, 0.28 * len(MEMORY_TYPES) + 1.0), squeeze=False,
+                             sharey=True, sharex=True)
+    most = max([1] + [_memory_panel(ax, *panel) for ax, panel in zip(axes[0], panels, strict=True)])
+    axes[0][0].set_yticks(list(range(len(MEMORY_TYPES))), MEMORY_TYPES, fontsize=7)
+    axes[0][0].invert_yaxis()
+    axes[0][0].set_xlim(0, most * 1.15)  # room for the count at the longest bar
+    _integer_ticks(axes[0][0].xaxis)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(SEVERITIES), fontsize=7,
+               frameon=False, title="severity", title_fontsize=7)
+    return fig, notes
+
+
+def _memory_panels(rows: list[dict]) -> tuple[list[tuple], list[str]]:
+    """(label, annotated, valid, counts by (type, severity)) per condition with a counted error, and
+    the sentences for the others."""
     panels, notes = [], []
     for label in sorted({r["condition"] for r in rows}):
         mine = [r for r in rows if r["condition"] == label and r["valid"]]
@@ -336,36 +381,24 @@ def memory_figure(rows: list[dict]):
             notes.append(f"condition {label}: no confirmed memory error in {len(annotated)} annotated trial(s)")
         else:
             panels.append((label, len(annotated), len(mine), counts))
-    if not panels:
-        if not any(r["memory_errors"] is not None for r in rows if r["valid"]):
-            return None, ["No valid trial was annotated for memory errors: there is nothing to draw."]
-        return None, ["No confirmed memory error in the annotated trials: there is nothing to draw."] + notes
-    plt = _mpl()
-    fig, axes = plt.subplots(1, len(panels), figsize=(WIDTH_IN, 0.28 * len(MEMORY_TYPES) + 1.0), squeeze=False,
-                             sharey=True, sharex=True)
-    most = 1
+    return panels, notes
+
+
+def _memory_panel(ax, label: str, n_ann: int, n_valid: int, counts: dict) -> int:
+    """One condition's stacked bars with each bar's total beside it; the longest bar's length."""
     ys = range(len(MEMORY_TYPES))
-    for ax, (label, n_ann, n_valid, counts) in zip(axes[0], panels, strict=True):
-        lefts = [0] * len(MEMORY_TYPES)
-        for sev in SEVERITIES:
-            widths = [counts[(t, sev)] for t in MEMORY_TYPES]
-            ax.barh(ys, widths, left=lefts, color=SEVERITY_COLOURS[sev], label=sev, height=0.7)
-            lefts = [a + b for a, b in zip(lefts, widths, strict=True)]
-        for y, total in zip(ys, lefts, strict=True):
-            if total:
-                ax.annotate(str(total), (total, y), xytext=(3, 0), textcoords="offset points", va="center",
-                            fontsize=7)
-        most = max(most, *lefts)
-        ax.set_title(f"condition {label}: {n_ann} of {n_valid} valid trial(s) annotated", fontsize=8)
-        ax.set_xlabel("confirmed memory errors")
-    axes[0][0].set_yticks(list(ys), MEMORY_TYPES, fontsize=7)
-    axes[0][0].invert_yaxis()
-    axes[0][0].set_xlim(0, most * 1.15)  # room for the count at the longest bar
-    _integer_ticks(axes[0][0].xaxis)
-    handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(SEVERITIES), fontsize=7,
-               frameon=False, title="severity", title_fontsize=7)
-    return fig, notes
+    lefts = [0] * len(MEMORY_TYPES)
+    for sev in SEVERITIES:
+        widths = [counts[(t, sev)] for t in MEMORY_TYPES]
+        ax.barh(ys, widths, left=lefts, color=SEVERITY_COLOURS[sev], label=sev, height=0.7)
+        lefts = [a + b for a, b in zip(lefts, widths, strict=True)]
+    for y, total in zip(ys, lefts, strict=True):
+        if total:
+            ax.annotate(str(total), (total, y), xytext=(3, 0), textcoords="offset points", va="center",
+                        fontsize=7)
+    ax.set_title(f"condition {label}: {n_ann} of {n_valid} valid trial(s) annotated", fontsize=8)
+    ax.set_xlabel("confirmed memory errors")
+    return max(lefts)
 
 
 def plots(rows: list[dict], game) -> dict:

@@ -40,6 +40,7 @@ from engine.loop.trial import FACT_ID, TagRefused, build_annotation, check_refer
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums, render_sums
 from sessions.evidence.durable import AppendLog, EvidenceError, write_atomic
+from sessions.evidence.folder import EvidenceFolder
 from sessions.evidence.reader import FormatProblem, TrialReader, iter_lines, short_error
 from sessions.preflight.assets import ASSETS
 
@@ -74,9 +75,9 @@ def rubric_types(root: Path | None = None) -> list[str]:
 def ladder_ids(root: Path | None) -> list[str]:
     """The rung ids of the run's frozen ladder (scoring/milestones.yaml); empty when unreadable."""
     try:
-        data = yaml.safe_load((root / "scoring" / "milestones.yaml").read_text(encoding="utf-8"))
+        data = EvidenceFolder(root).milestones_data()
         return [str(m["id"]) for m in data["milestones"]]
-    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+    except (FormatProblem, KeyError, TypeError):
         return []
 
 
@@ -101,10 +102,10 @@ class TrialFacts:
     """What a label of one trial may name: its recorded decisions and when each fact was first written."""
 
     def __init__(self, root: Path, key: str):
-        folder = root / layout.TRIALS / key
-        if not re.fullmatch(layout.TRIAL_KEY, key) or not folder.is_dir():
+        trial = EvidenceFolder(root).trial(key)
+        if not re.fullmatch(layout.TRIAL_KEY, key) or not trial.path.is_dir():
             raise LayerError(f"trial {key} is not in {root / layout.TRIALS}")
-        reader = TrialReader(folder, layout.trial_dir(key))
+        reader = trial.reader()
         try:
             if reader.exists(layout.RESULT):
                 self.last_decision = reader.result()[0].last_decision
@@ -247,15 +248,8 @@ def _check_refers(a: Annotation, trial: TrialFacts) -> None:
         raise LayerError(f"refers to {text}, first written at decision {written}, after decision {a.decision_id}")
 
 
-def _check_reviewed(a: Annotation, layer: str, earlier: list[Annotation], trial: TrialFacts) -> None:
-    """A reviewed record: an annotator's own, a range of the trial's recorded decisions, and no decision
-    of it reviewed before in this layer (a review may come in parts; the same decision twice says nothing)."""
-    if layer == OPERATOR or a.source != "annotator":
-        raise LayerError("a reviewed record belongs to an annotator's own layer")
-    if (a.type, a.severity) != ("reviewed", "minor"):
-        raise LayerError("a reviewed record has type reviewed and severity minor")
-    if (a.refers_to, a.recovered_decision, a.primary_id, a.room, a.landmark) != (None,) * 5 or a.role != "primary":
-        raise LayerError("a reviewed record names a trial, its decisions and a note only")
+def _check_review_range(a: Annotation, trial: TrialFacts) -> None:
+    """A reviewed record's range lies within the trial's recorded decisions, first to last."""
     if trial.last_decision < 1:
         raise LayerError(f"trial {a.trial_key} has no recorded decision to review")
     first, last = a.decision_id, a.through_decision
@@ -267,6 +261,19 @@ def _check_reviewed(a: Annotation, layer: str, earlier: list[Annotation], trial:
         raise LayerError(f"the reviewed range {first}..{last} ends before it starts")
     if last > trial.last_decision:
         raise LayerError(f"decision {last} is past the last decision of {a.trial_key} ({trial.last_decision})")
+
+
+def _check_reviewed(a: Annotation, layer: str, earlier: list[Annotation], trial: TrialFacts) -> None:
+    """A reviewed record: an annotator's own, a range of the trial's recorded decisions, and no decision
+    of it reviewed before in this layer (a review may come in parts; the same decision twice says nothing)."""
+    if layer == OPERATOR or a.source != "annotator":
+        raise LayerError("a reviewed record belongs to an annotator's own layer")
+    if (a.type, a.severity) != ("reviewed", "minor"):
+        raise LayerError("a reviewed record has type reviewed and severity minor")
+    if (a.refers_to, a.recovered_decision, a.primary_id, a.room, a.landmark) != (None,) * 5 or a.role != "primary":
+        raise LayerError("a reviewed record names a trial, its decisions and a note only")
+    _check_review_range(a, trial)
+    first, last = a.decision_id, a.through_decision
     for e in earlier:
         if e.kind == "reviewed" and e.trial_key == a.trial_key and e.through_decision is not None \
                 and e.decision_id <= last and first <= e.through_decision:
@@ -436,7 +443,7 @@ class AnnotationLayer:
 
 def frame_seen(root: Path, key: str, decision: int) -> tuple[str | None, int | None]:
     """The frame the agent saw at `decision` (its hash and frame number), or (None, None)."""
-    reader = TrialReader(root / layout.TRIALS / key, layout.trial_dir(key))
+    reader = EvidenceFolder(root).trial(key).reader()
     previous_index = 0
     try:
         for line in reader.trace():
@@ -529,24 +536,20 @@ def adjudicate(root: Path, resolves: list[str], resolution: str, reason: str, *,
 
 
 def layer_names(root: Path) -> list[str]:
-    folder = root / layout.ANNOTATIONS
-    if not folder.is_dir():
-        return []
-    return sorted(p.name for p in folder.iterdir() if p.is_dir() and NAME.fullmatch(p.name))
+    return EvidenceFolder(root).layer_names()
 
 
 def trial_tags(root: Path) -> list[Annotation]:
     """Live operator tags sealed in the trials' own annotations.jsonl, with ids operator-<key>-<n>."""
     out = []
-    trials = root / layout.TRIALS
-    for folder in sorted(p for p in trials.iterdir() if p.is_dir()) if trials.is_dir() else []:
-        reader = TrialReader(folder, layout.trial_dir(folder.name))
+    for trial in EvidenceFolder(root).trials(voided=False):
+        reader = trial.reader()
         if not reader.exists(layout.TRIAL_ANNOTATIONS):
             continue
         try:
             for n, a in enumerate(reader.annotations(), 1):
                 if a.id is None:
-                    a.id = f"{OPERATOR}-{folder.name}-{n}"
+                    a.id = f"{OPERATOR}-{trial.key}-{n}"
                 out.append(a)
         except FormatProblem as exc:
             raise LayerError(str(exc)) from None
@@ -620,10 +623,10 @@ def late_tagger(root: Path):
 
     def tag(annotation: dict, commit: bool) -> Annotation:
         key = annotation.get("trial_key")
-        folder = root / layout.TRIALS / str(key)
-        if not key or not (folder / layout.RESULT).is_file():
+        trial = EvidenceFolder(root).trial(str(key))
+        if not key or not trial.sealed():
             raise TagForAnotherTrial(key)
-        reader = TrialReader(folder)
+        reader = TrialReader(trial.path)  # problems name the trial by its key alone
         try:
             result, _ = reader.result()
             facts = {op.fact_id for op in reader.memory() if op.op == "write"}

@@ -29,6 +29,7 @@ from sessions.annotations.annotation_layer import ADJUDICATION, OPERATOR, Annota
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import file_sha256, render_sums
 from sessions.evidence.durable import EvidenceError, fsync_dir, write_atomic
+from sessions.evidence.folder import EvidenceFolder
 from sessions.evidence.reader import FormatProblem, parse
 from sessions.evidence.records import BlindingFile, Summary
 
@@ -81,9 +82,7 @@ def _unlabelled_trials(root: Path, records: dict[str, list], annotators: list[st
     """Trial keys of the folder that no annotator labelled (sorted)."""
     labelled = {r.trial_key for n in annotators for r in records[n]
                 if r.kind in ("memory-error", "route", "reviewed", "milestone")}
-    trials = root / layout.TRIALS
-    keys = sorted(p.name for p in trials.iterdir() if p.is_dir()) if trials.is_dir() else []
-    return [k for k in keys if k not in labelled]
+    return [t.key for t in EvidenceFolder(root).trials(voided=False) if t.key not in labelled]
 
 
 def unblind(root: Path) -> Path:
@@ -188,8 +187,8 @@ def model_ids(root: Path) -> set[str]:
 
 
 def _trial_folders(root: Path) -> list[Path]:
-    out = sorted(p for p in (root / layout.TRIALS).glob("*") if p.is_dir())
-    return out + sorted(p for p in root.glob("void-*/*") if p.is_dir())
+    """trials/ by key, then each void-<n>/ attempt in void order (EvidenceFolder.trials)."""
+    return [t.path for t in EvidenceFolder(root).trials()]
 
 
 def _scrub(value, ids: list[str]):

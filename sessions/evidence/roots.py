@@ -341,10 +341,7 @@ def _check_layer(folder: Path, name: str, seen: list[Recorded]) -> str | None:
     if not _regular(path):
         return f"{where}: the layer is gone, yet {sources} recorded it"
     try:
-        whole = _whole_lines(path)
-        whole_file = file_sha256(path)
-        frozen = [r for r in seen if r.frozen and (whole_file != r.sha256 if r.lines is None
-                                                   else whole != (r.lines, r.sha256))]
+        frozen = _not_as_frozen(path, seen)
         if frozen:
             return (f"{where}/{LAYER_FILE}: not the layer that was frozen ({', '.join(r.source for r in frozen)} "
                     f"recorded it frozen with SHA-256 {frozen[0].sha256[:12]}…)")
@@ -356,6 +353,14 @@ def _check_layer(folder: Path, name: str, seen: list[Recorded]) -> str | None:
         return (f"{where}/{LAYER_FILE}: its first {min(r.lines for r in grown)} line(s) are not the ones "
                 f"{', '.join(r.source for r in grown)} recorded (a label was edited or dropped)")
     return None
+
+
+def _not_as_frozen(path: Path, seen: list[Recorded]) -> list[Recorded]:
+    """The records that froze the layer in a state it is no longer in (whole lines, or the whole file)."""
+    whole = _whole_lines(path)
+    whole_file = file_sha256(path)
+    return [r for r in seen if r.frozen and (whole_file != r.sha256 if r.lines is None
+                                             else whole != (r.lines, r.sha256))]
 
 
 def check(folder: Path) -> list[str]:

@@ -55,7 +55,7 @@ from sessions.execute.worker_process import TrialJob, stamp, worker_main
 
 # What the forkserver imports once, before forking trials (worker_process first: it pins thread pools).
 PRELOAD = ["sessions.execute.worker_process", "sessions.execute.trial_factory", "sessions.evidence.recorder",
-           "sessions.execute.watchdog", "engine.emulators.pyboy_backend", "sessions.execute.forkserver_preload"]
+           "sessions.execute.watchdog", "engine.emulators.pyboy_backend", "engine.emulators.preload"]
 
 
 def _context(extra: tuple[str, ...] = ()):

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
-import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
@@ -642,91 +641,6 @@ def _model_inputs(c: Condition, i: int, manifest: Manifest, where, at, *, built:
         raise PreflightError(f"{at(f'conditions.{i}.model')}: a cost budget is set (budgets.total_cost_usd), "
                              f"but no price is known for {c.model} ({fix})")
     return key, price
-
-
-def default_output(experiment_id: str, root: Path = Path("runs")) -> Path:
-    """A new folder name that two runs started in the same second never share."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    while True:
-        candidate = root / f"{experiment_id}-{stamp}-{secrets.token_hex(3)}"
-        if not candidate.exists():
-            return candidate
-
-
-def create_folder(prepared: Prepared, output: Path):
-    """Lay out the experiment folder (sessions.evidence.experiment_folder); refuses an existing one.
-    Returns the ExperimentFolder, which holds the folder's lock until the run closes it."""
-    from sessions.evidence.durable import EvidenceError
-    from sessions.evidence.experiment_folder import ExperimentFolder
-
-    try:
-        return ExperimentFolder.create(prepared, output)
-    except FileExistsError as exc:
-        raise PreflightError(str(exc)) from None
-    except EvidenceError as exc:
-        raise PreflightError(f"{exc}") from None
-
-
-def _names_instruction(path: Path) -> bool:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
-        return True  # prepare has read it already; a folder it refuses never gets here
-    return isinstance(data, dict) and isinstance(data.get("agent"), dict) and "instruction" in data["agent"]
-
-
-def prepare_resume(root: Path, *, allow_human: bool = False):
-    """Take a finished or stopped folder back for `run --resume`: its frozen manifest, blinding and
-    schedule, and the schedule positions that hold no valid trial. Returns (prepared, folder,
-    positions); the folder is locked until the run closes it."""
-    from sessions.analysis.summary import missing_positions
-    from sessions.audit.recover import needs_recovery
-    from sessions.evidence import layout
-    from sessions.evidence.durable import EvidenceError
-    from sessions.evidence.experiment_folder import ExperimentFolder, FolderBusy, holder_alive
-    from sessions.evidence.reader import FormatProblem, parse, read_results
-    from sessions.evidence.records import BlindingFile
-
-    if not (root / layout.SCHEDULE).is_file() or not (root / layout.MANIFEST).is_file():
-        raise PreflightError(f"{root}: not an oakwatch experiment folder (no {layout.SCHEDULE} and "
-                             f"{layout.MANIFEST})")
-    alive, who = holder_alive(root)
-    if alive:
-        raise PreflightError(f"{root} is held by a live oakwatch process{who}")
-    if needs_recovery(root):
-        raise PreflightError(f"{root}: its run did not finish; `oakwatch recover {root}` first")
-    prepared = prepare(root / layout.MANIFEST, None, allow_human=allow_human)
-    if not _names_instruction(root / layout.MANIFEST):  # frozen before instructions: its agents were told none
-        m = prepared.manifest
-        told_none = m.agent.model_copy(update={"instruction": None})
-        prepared = replace(prepared, manifest=m.model_copy(update={"agent": told_none}))
-    try:
-        folder = ExperimentFolder.open(root)
-    except (FolderBusy, EvidenceError) as exc:  # EvidenceError: no room for the reserve (a full disk)
-        raise PreflightError(f"{root}: {exc}" if isinstance(exc, EvidenceError) else str(exc)) from None
-    try:
-        if prepared.manifest.sha256() != folder.manifest_sha256:
-            raise PreflightError(f"{root}/{layout.MANIFEST} no longer hashes to the manifest the schedule was "
-                                 f"made for: refusing to resume a changed experiment")
-        try:
-            blinding = parse(BlindingFile, (root / layout.BLINDING).read_bytes(), layout.BLINDING)
-        except (OSError, FormatProblem) as exc:
-            raise PreflightError(f"{root}: {exc}") from None
-        order = folder.schedule.order
-        prepared = replace(
-            prepared, labels={cid: label for label, cid in blinding.labels.items()},
-            system_prompt=(root / "prompts" / "system.txt").read_text(encoding="utf-8"),  # as frozen
-            schedule=[(key.split("-")[0], int(key.split("-")[1])) for key in order])
-        positions = missing_positions(order, read_results(root))
-        folder.reopen_log()
-        if positions:
-            folder.event("run-started", resume=True)
-        return prepared, folder, positions
-    except BaseException:
-        folder.leave_as_found()
-        raise
 
 
 def _platform_message(chosen, platform: str, game_path: Path, at) -> str:

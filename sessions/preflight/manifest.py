@@ -20,7 +20,7 @@ from engine.emulators.backends import BACKENDS
 from engine.games.gamedef import Condition as GameTest
 from engine.games.gamedef import Instruction
 from engine.loop import memory as engine_memory
-from engine.loop.actions import ACTIONS, Action
+from engine.loop.contract import ACTIONS, Action
 from engine.providers import DEFAULT_MAX_REPLY_BYTES, PROVIDERS
 from sessions.preflight.assets import BUNDLED_PREFIX, bundled_problem
 from sessions.preflight.yamlfile import load_yaml_model, parse_yaml_model

@@ -62,7 +62,8 @@ def human_manifest(tmp_path: Path) -> Path:
 
 def prepare_run(manifest: Path, tmp_path: Path):
     """(prepared, the ExperimentFolder holding tmp_path/exp); `.root` is its path."""
-    from sessions.preflight.experiment import create_folder, prepare
+    from sessions.execute.start import create_folder
+    from sessions.preflight.experiment import prepare
 
     out = tmp_path / "exp"
     prepared = prepare(manifest, out, allow_human=True)

@@ -699,16 +699,7 @@ static void on_enter_map(void)
 
 /* ------------------------------------------------------------------ battle */
 
-#if defined(LAYOUT_EMERALD)
-typedef struct { u16 species; u8 level; s16 hp, max_hp; } Foe;
-static Foe foe;
-static u8 battle_trainer, battle_cursor;
-static const char *bqueue[6];
-static u8 bq_len, bq_pos;
-enum { THEN_MENU, THEN_END };
-static u8 bq_then;
-static u8 btext[160];
-
+/* the battle screen's number and HP bar: both builds' battles draw them alike */
 static void draw_number(int x, int y, int v)
 {
     for (int i = 2; i >= 0; i--) { /* right-aligned in three columns */
@@ -732,6 +723,16 @@ static void draw_hp_bar(int x, int y, s16 hp, s16 max_hp)
     }
     ui_put(x + 7, y, TILE_HP_R);
 }
+
+#if defined(LAYOUT_EMERALD)
+typedef struct { u16 species; u8 level; s16 hp, max_hp; } Foe;
+static Foe foe;
+static u8 battle_trainer, battle_cursor;
+static const char *bqueue[6];
+static u8 bq_len, bq_pos;
+enum { THEN_MENU, THEN_END };
+static u8 bq_then;
+static u8 btext[160];
 
 static void draw_picture(int x0, int y0, u16 species)
 {
@@ -962,30 +963,6 @@ static void battle_input(u16 pressed)
 }
 
 #else
-static void draw_number(int x, int y, int v)
-{
-    for (int i = 2; i >= 0; i--) { /* right-aligned in three columns */
-        ui_put(x + i, y, (v || i == 2) ? gfx_font[fr_code((char)('0' + v % 10))] : TILE_PAPER);
-        v /= 10;
-    }
-}
-
-static void draw_hp_bar(int x, int y, s16 hp, s16 max_hp)
-{
-    int fill = max_hp > 0 ? (hp * 48) / max_hp : 0;
-    if (hp > 0 && fill == 0)
-        fill = 1;
-    ui_put(x, y, TILE_HP_L);
-    for (int i = 0; i < 6; i++) {
-        int f = fill - i * 8;
-        f = f < 0 ? 0 : (f > 8 ? 8 : f);
-        static const u16 hp_tiles[9] = {TILE_HP_0, TILE_HP_1, TILE_HP_2, TILE_HP_3, TILE_HP_4,
-                                        TILE_HP_5, TILE_HP_6, TILE_HP_7, TILE_HP_8};
-        ui_put(x + 1 + i, y, hp_tiles[f]);
-    }
-    ui_put(x + 7, y, TILE_HP_R);
-}
-
 #include "battle_fr.inc"
 static const char *boss_name(u8 i) { return trainers[i].name; }
 static const char *boss_text(u8 i) { return trainers[i].text; }

@@ -14,8 +14,9 @@ from panes.overview import OverviewPane
 from sessions.audit.verify import verify_experiment
 from sessions.execute.control_socket import ControlClient
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.execute.workers import make_pool
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
 from tests.app.review.test_attach import row_line, screen_text
 from tests.conftest import write_manifest
 

@@ -22,8 +22,9 @@ from panes.trial.frame import FrameView
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.framestore import pixel_sha256
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import ASSETS
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
 from tests.conftest import read_jsonl, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok, text
 

@@ -22,7 +22,8 @@ from sessions.evidence.checksums import file_sha256, render_sums
 from sessions.evidence.experiment_folder import root_hash
 from sessions.evidence.framestore import HEADER, scan_store
 from sessions.execute.runner import ExperimentRunner
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.execute.start import create_folder
+from sessions.preflight.experiment import prepare
 from tests.conftest import read_jsonl, write_manifest
 
 

@@ -20,7 +20,8 @@ from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.execute.cli_client import client_report
 from sessions.execute.runner import ExperimentRunner
-from sessions.preflight.experiment import PreflightError, create_folder, prepare
+from sessions.execute.start import create_folder
+from sessions.preflight.experiment import PreflightError, prepare
 from sessions.preflight.manifest import load_manifest
 from tests.sessions.execute.test_mcp_server import AGENT, mcp_manifest, result_of
 
@@ -371,7 +372,8 @@ def dying(path, data, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return real(path, data, *args, **kwargs)
 recorder.write_atomic = dying
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
+from sessions.execute.start import create_folder
 from sessions.execute.runner import ExperimentRunner
 prepared = prepare(Path(sys.argv[1]), Path(sys.argv[2]))
 ExperimentRunner(prepared, create_folder(prepared, Path(sys.argv[2]))).run()

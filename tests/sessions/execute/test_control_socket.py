@@ -105,7 +105,8 @@ import sys
 from pathlib import Path
 
 from sessions.execute.control_socket import ControlServer, runner_handler
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
+from sessions.execute.start import create_folder
 from sessions.execute.runner import ExperimentRunner
 
 manifest, out = Path(sys.argv[1]), Path(sys.argv[2])

@@ -295,7 +295,8 @@ def test_enospc_in_each_trial_writer(tmp_path, monkeypatch, target, after):
 @pytest.mark.parametrize("target", ["result.json", "run.jsonl", "summary.json", "SHA256SUMS"])
 def test_enospc_in_each_experiment_writer_leaves_a_folder_recover_finishes(tmp_path, monkeypatch, target):
     from sessions.execute.runner import ExperimentRunner
-    from sessions.preflight.experiment import create_folder, prepare
+    from sessions.execute.start import create_folder
+    from sessions.preflight.experiment import prepare
 
     prepared = prepare(None, tmp_path / "out")
     folder = create_folder(prepared, tmp_path / "out")
@@ -363,7 +364,8 @@ def test_a_tag_that_cannot_be_written_is_refused_and_the_evidence_stays_whole(tm
     from engine.loop.events import DecisionRecorded
     from sessions.evidence.durable import EvidenceError
     from sessions.execute.runner import ExperimentRunner
-    from sessions.preflight.experiment import create_folder, prepare
+    from sessions.execute.start import create_folder
+    from sessions.preflight.experiment import prepare
 
     refused: list[str] = []
 

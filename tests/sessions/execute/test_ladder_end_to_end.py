@@ -19,7 +19,8 @@ from sessions.analysis.summary import exit_status
 from sessions.audit.replay import Divergence, replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.execute.start import create_folder
+from sessions.preflight.experiment import prepare
 from tests.conftest import find_trial, write_manifest
 
 ROOT = Path(__file__).resolve().parents[3]

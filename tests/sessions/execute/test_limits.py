@@ -12,7 +12,8 @@ from sessions.audit.verify import verify_experiment
 from sessions.evidence.reader import read_run_log
 from sessions.execute.limits import CEILING, Ask, ExperimentLimits, RateLimiter
 from sessions.execute.runner import ExperimentRunner
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.execute.start import create_folder
+from sessions.preflight.experiment import prepare
 from tests.conftest import find_trial, write_manifest
 from tests.fakes.provider_server import FakeProviderServer
 from tests.sessions.execute.test_model_runs import model_condition
@@ -94,7 +95,7 @@ def test_rate_limit_waits_are_recorded_apart_from_latency(tmp_path, server, monk
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_resumed_run_counts_what_the_folder_spent_before(tmp_path, server, monkeypatch, workers):
-    from sessions.preflight.experiment import prepare_resume
+    from sessions.execute.start import prepare_resume
 
     monkeypatch.setenv("OAKWATCH_TEST_KEY", "sk-ant-test-not-a-real-key-0000")
     cond = model_condition(server, "anthropic")

@@ -237,7 +237,8 @@ def test_a_reset_in_a_trial_that_is_not_episodic_is_an_invalid_output_logged_and
     """The loop's own rule (Trial._reset_response), under the gate that keeps battle to episodic manifests."""
     from engine.policies.rulesets import tools_for
     from sessions.execute.runner import ExperimentRunner
-    from sessions.preflight.experiment import create_folder, prepare
+    from sessions.execute.start import create_folder
+    from sessions.preflight.experiment import prepare
 
     manifest = mcp_manifest(tmp_path, agent={"ruleset": "standard"}, budgets={"accepted_actions": 2})
     prepared = prepare(manifest, tmp_path / "out", allow_mcp=True)
@@ -324,7 +325,8 @@ def test_null_for_an_optional_argument_is_taken_as_left_out(tmp_path):
     from mcp import Client
 
     from app.commands.mcp_cli import ToolSession
-    from sessions.preflight.experiment import create_folder, prepare
+    from sessions.execute.start import create_folder
+    from sessions.preflight.experiment import prepare
     from tests.sessions.execute.test_mcp_server import _play_in_process
 
     out = tmp_path / "out"

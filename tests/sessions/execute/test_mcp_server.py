@@ -283,7 +283,7 @@ def test_operator_pause_step_tag_and_end_reach_a_served_trial(tmp_path):
     from mcp import Client
 
     from app.commands.mcp_cli import ToolSession
-    from sessions.preflight.experiment import create_folder
+    from sessions.execute.start import create_folder
 
     out = tmp_path / "out"
     prepared = prepare(mcp_manifest(tmp_path), out, allow_mcp=True)
@@ -337,7 +337,7 @@ def test_get_observation_shows_the_allowlist_only_and_the_human_ruleset_has_no_s
     from mcp import Client
 
     from app.commands.mcp_cli import ToolSession
-    from sessions.preflight.experiment import create_folder
+    from sessions.execute.start import create_folder
 
     out = tmp_path / "out"
     manifest = mcp_manifest(tmp_path, agent={"ruleset": "standard", "information_track": "structured"},
@@ -376,7 +376,7 @@ def test_an_agent_that_stops_calling_is_ended_by_the_wall_time_budget(tmp_path):
     from mcp import Client
 
     from app.commands.mcp_cli import ToolSession
-    from sessions.preflight.experiment import create_folder
+    from sessions.execute.start import create_folder
 
     out = tmp_path / "out"
     prepared = prepare(mcp_manifest(tmp_path, budgets={"wall_time_minutes": 0.04}), out, allow_mcp=True)  # 2.4 s

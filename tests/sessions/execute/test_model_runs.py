@@ -19,8 +19,9 @@ from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.preflight.experiment import PreflightError, create_folder, prepare
+from sessions.preflight.experiment import PreflightError, prepare
 from tests.conftest import find_trial, read_jsonl, write_manifest
 from tests.fakes.provider_server import FakeProviderServer, ok, sleep, status, text
 

@@ -38,8 +38,9 @@ from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import DEFAULT_MANIFEST
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.preflight.experiment import prepare
 from sessions.preflight.gamedefs import load_game_definition
 from sessions.preflight.startstate import make_start_state
 from tests.conftest import find_trial, read_jsonl, write_manifest

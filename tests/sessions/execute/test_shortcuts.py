@@ -14,8 +14,9 @@ import yaml
 from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.preflight.experiment import PreflightError, create_folder, prepare
+from sessions.preflight.experiment import PreflightError, prepare
 from tests.conftest import read_jsonl
 from tests.fakes.provider_server import FakeProviderServer, ok
 

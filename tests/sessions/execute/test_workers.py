@@ -18,7 +18,8 @@ from sessions.evidence import layout
 from sessions.evidence.digest import trial_digest
 from sessions.evidence.records import Summary
 from sessions.execute.runner import ExperimentRunner
-from sessions.preflight.experiment import create_folder, prepare
+from sessions.execute.start import create_folder
+from sessions.preflight.experiment import prepare
 from tests.conftest import write_manifest
 
 

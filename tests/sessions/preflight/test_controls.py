@@ -8,8 +8,9 @@ import yaml
 from engine.games.gamedef import GameDefinition
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
+from sessions.execute.start import create_folder
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
-from sessions.preflight.experiment import create_folder, prepare, system_prompt_for
+from sessions.preflight.experiment import prepare, system_prompt_for
 from sessions.preflight.manifest import load_manifest
 from tests.conftest import write_manifest
 from tests.sessions.preflight.test_bad_input import assert_refused, oakwatch

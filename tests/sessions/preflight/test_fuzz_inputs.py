@@ -24,8 +24,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.loop.actions import ACTIONS
-from engine.loop.contract import AgentResponse, ContractError, parse_response
+from engine.loop.contract import ACTIONS, AgentResponse, ContractError, parse_response
 from engine.loop.script import ScriptError, parse_script
 from sessions.preflight.assets import ASSETS, DEFAULT_MANIFEST
 from sessions.preflight.experiment import PreflightError, prepare

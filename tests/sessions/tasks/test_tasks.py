@@ -305,7 +305,8 @@ def test_request_reset_ends_the_episode_and_the_evidence_still_verifies_and_repl
     """Trial.request_reset(), asked for during decision 3's commit, ends episode 1 with decision 4."""
     from engine.loop.events import DecisionRecorded
     from sessions.execute.runner import ExperimentRunner
-    from sessions.preflight.experiment import create_folder, prepare
+    from sessions.execute.start import create_folder
+    from sessions.preflight.experiment import prepare
     from sessions.tasks.task_batch import TASK_FILES
     from sessions.tasks.tasks import PolicyChoice, write_task_inputs
 

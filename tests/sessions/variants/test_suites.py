@@ -15,7 +15,8 @@ from sessions.analysis.report import build_report
 from sessions.audit.replay import replay_trial
 from sessions.audit.verify import verify_experiment
 from sessions.execute.runner import ExperimentRunner
-from sessions.preflight.experiment import PreflightError, create_folder, prepare
+from sessions.execute.start import create_folder
+from sessions.preflight.experiment import PreflightError, prepare
 from sessions.variants.variants import make_variant
 from tests.conftest import write_manifest
 
