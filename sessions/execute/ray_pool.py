@@ -1,4 +1,4 @@
-"""`oakwatch run --executor ray`: every trial a Ray task, on an existing cluster or a local one.
+"""`oakwatch run --executor ray`: every trial in a Ray worker process of its own, on an existing cluster or a local one.
 
 What travels, and how:
   - the ROM and the start state go into Ray's object store once per run and are fetched by each
@@ -14,8 +14,16 @@ What travels, and how:
     file is checked against what arrived before the driver seals the trial;
   - the driver's answers (stop requests, rate-limiter answers, an operator's pause, step, end and
     tag) go back through the same hub.
-A task is never retried (max_retries=0): a trial is not replayed behind the evidence's back; a
-task whose worker dies is finished by the driver from what arrived, as `oakwatch recover` does.
+A trial is never retried (max_restarts=0, max_task_retries=0): it is not replayed behind the
+evidence's back; a trial whose worker dies is finished by the driver from what arrived, as
+`oakwatch recover` does.
+
+Each trial runs in an actor of its own (RayTrial: one call, then the driver ends it with ray.kill),
+not in a `max_calls=1` task: Ray 2.60's graceful exit of a worker that reached max_calls aborts the
+process about one time in fourteen (SIGABRT, "Mutex corrupt: both reader and writer lock held",
+in a native Ray thread during CoreWorkerShutdownExecutor's teardown), even for a task that only
+sleeps; ray.kill ends the worker by Ray's force path (QuickExit), which never crashed. docs/ray.md,
+"Why each trial is an actor", has the evidence.
 """
 
 from __future__ import annotations
@@ -147,7 +155,7 @@ class HubConn:
 
 
 def run_ray_trial(job, hub, blobs: list, sums: dict[str, str]) -> str:
-    """A Ray task: fetch the ROM and state by reference, check them, play the trial in a scratch
+    """A trial's Ray call (RayTrial.run): fetch the ROM and state by reference, check them, play the trial in a scratch
     folder, mirror it to the driver as it grows. Returns the trial key."""
     import ray
 
@@ -190,6 +198,14 @@ def run_ray_trial(job, hub, blobs: list, sums: dict[str, str]) -> str:
     return key
 
 
+class RayTrial:
+    """One trial's own Ray worker process: an actor called once (run), then ended by the driver with
+    ray.kill as soon as the call's result is in (see the module's docstring for why not a task)."""
+
+    def run(self, job, hub, blobs: list, sums: dict[str, str]) -> str:
+        return run_ray_trial(job, hub, blobs, sums)
+
+
 def _own_keys(prepared):
     """The API keys from this worker's own environment (they never travel with the job)."""
     from sessions.preflight.experiment import Keys
@@ -206,9 +222,10 @@ def _own_keys(prepared):
 class RayHandle:
     """One trial's task, as sessions.execute.workers' driver sees it (the ProcessHandle methods)."""
 
-    def __init__(self, pool: RayPool, key: str, ref, writer):
+    def __init__(self, pool: RayPool, key: str, actor, ref, writer):
         self.pool = pool
         self.key = key
+        self.actor = actor  # the trial's RayTrial: its worker process, ended once the call returns
         self.ref = ref
         self.writer = writer  # sessions.evidence.mirror.MirrorWriter into the experiment's trial folder
         self.inbox: list = []
@@ -238,7 +255,18 @@ class RayHandle:
                 self.pool.ray.get(self.ref)
             except Exception as exc:
                 self.failure = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            self._end_worker()  # the call returned (its last message and sums went before): the worker is done
         return not self._done
+
+    def _end_worker(self) -> None:
+        """End the trial's worker process by Ray's force path (never its graceful exit, which aborts)."""
+        if self.actor is None:
+            return
+        actor, self.actor = self.actor, None
+        try:
+            self.pool.ray.kill(actor, no_restart=True)
+        except Exception:  # already gone (killed, its node lost): nothing left to end
+            pass
 
     def join(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -247,16 +275,13 @@ class RayHandle:
         self.pool.pump(0)
 
     def kill(self) -> None:
-        try:
-            self.pool.ray.cancel(self.ref, force=True)
-        except Exception:
-            pass
+        self._end_worker()
 
     def death(self) -> str:
         return f"its Ray task ended without a result ({self.failure or 'the worker was lost'})"
 
     def close(self) -> None:
-        pass
+        self._end_worker()
 
 
 class RayPool:
@@ -292,8 +317,9 @@ class RayPool:
             raise RayUnavailable(f"Ray could not start a worker process within {HUB_START_SECONDS:.0f} s "
                                  f"({type(exc).__name__}); see the worker logs under /tmp/ray/session_latest/logs"
                                  ) from None
-        # One process per trial, as locally (max_calls=1: no state crosses trials), never retried.
-        self.task = self.ray.remote(num_cpus=1, max_retries=0, max_calls=1)(run_ray_trial)
+        # One process per trial, as locally (an actor per trial, ended after its one call: no state
+        # crosses trials), never retried.
+        self.trial = self.ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(RayTrial)
         self.capacity = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         self.handles: dict[str, RayHandle] = {}
         self._blobs: dict[str, object] = {}  # sha256 -> ObjectRef: each blob is put once per run
@@ -317,8 +343,9 @@ class RayPool:
                                       game_sha256=p.game_sha256 or hashlib.sha256(p.game_path.read_bytes()).hexdigest())
         key = job.genesis.trial_key
         sent = dataclasses.replace(job, prepared=shipped)
-        ref = self.task.remote(sent, self.hub, [rom_ref, state_ref], {"ROM": rom_sha, "start state": state_sha})
-        handle = RayHandle(self, key, ref, MirrorWriter(self.root / layout.trial_dir(key)))
+        actor = self.trial.remote()
+        ref = actor.run.remote(sent, self.hub, [rom_ref, state_ref], {"ROM": rom_sha, "start state": state_sha})
+        handle = RayHandle(self, key, actor, ref, MirrorWriter(self.root / layout.trial_dir(key)))
         with self._lock:
             self.handles[key] = handle
         return handle
@@ -355,6 +382,8 @@ class RayPool:
         return {id(h) for h in handles if h.key in got or h.inbox or not h.alive()}
 
     def close(self) -> None:
+        for handle in list(getattr(self, "handles", {}).values()):
+            handle.close()
         try:
             self.ray.kill(self.hub)
         except Exception:
