@@ -206,19 +206,24 @@ def targets(report: dict, asked: set[str] | frozenset[str] = frozenset()) -> lis
             *_optional(report, set(asked))]
 
 
-def tally_lines(found: list[Target], *, failed: bool = False, report_only: bool = False,
-                json_path: str | None = None, load: dict | None = None) -> list[str]:
-    """The closing tally: a header with the machine's load, one line per target (issue 31's rows
-    with their definition below), the count line last."""
+def _table(found: list[Target]) -> list[str]:
+    """The column header and one line per target; an issue row's definition on the line below it."""
     width = max([len("target"), *(len(t.name) for t in found)])
     measured_width = max([len("measured"), *(len(t.measured or "-") for t in found)])
     goal_width = max([len("goal"), *(len(t.target) for t in found)])
-    lines = ["", "oakwatch bench: targets", f"  {load_line(load)}",
-             f"  {'target':{width}}  {'measured':{measured_width}}  {'goal':{goal_width}}  verdict"]
+    lines = [f"  {'target':{width}}  {'measured':{measured_width}}  {'goal':{goal_width}}  verdict"]
     for t in found:
         lines.append(f"  {t.name:{width}}  {t.measured or '-':{measured_width}}  {t.target:{goal_width}}  {t.verdict}")
         if t.definition:
             lines.append(f"      = {t.definition}")
+    return lines
+
+
+def tally_lines(found: list[Target], *, failed: bool = False, report_only: bool = False,
+                json_path: str | None = None, load: dict | None = None) -> list[str]:
+    """The closing tally: a header with the machine's load, one line per target (issue 31's rows
+    with their definition below), the count line last."""
+    lines = ["", "oakwatch bench: targets", f"  {load_line(load)}", *_table(found)]
     counts = {v: sum(t.verdict == v for t in found) for v in (MET, NOT_MET, NOT_MEASURED)}
     status = exit_status(found, failed=failed, report_only=report_only)
     why = ("the bench FAILED (see above)" if failed else
