@@ -586,6 +586,11 @@ def _report_child(folder: Path, out: Path) -> dict:
     return {"peak_rss_mb": json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_kb"] / 1024}
 
 
+def decisions_per_second(decisions: int, seconds: float) -> float | None:
+    """Issue 31's verify figure: decisions audited per second (None when no time was measured)."""
+    return decisions / seconds if seconds > 0 else None
+
+
 def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict:
     small_n = max(decisions // 10, 1)
     print(f"phase 4/4: verify: generating a {decisions:,}-decision random trial"
@@ -609,7 +614,7 @@ def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict
                 print(f"  FAIL {problem}", file=sys.stderr)
     growth = big_fig["peak_rss_mb"] - small_fig["peak_rss_mb"]
     per_decision = growth * 2**20 / (decisions - small_n) if decisions > small_n else 0.0
-    rate = decisions / big_fig["audit_seconds"] if big_fig["audit_seconds"] > 0 else None
+    rate = decisions_per_second(decisions, big_fig["audit_seconds"])
     time_ok = rate is not None and rate >= VERIFY_RATE
     flat_ok = growth <= VERIFY_FLAT_MB
     clean = not big_fig["problems"] and not small_fig["problems"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.bench.bench import decisions_per_second
 from app.bench.bench_load import LoadWatch, cpu_jiffies, load_line, loadavg_1min, steal_percent
 from app.bench.bench_mcp import beyond_ping_and_press
 from app.bench.bench_pair import share, speedup, split
@@ -119,6 +120,8 @@ def test_the_process_row_reads_the_bytecode_cached_variant_when_there_is_one():
 
 
 def test_the_verify_rows_read_decisions_per_second_and_memory():
+    assert decisions_per_second(100_000, 1.8) == pytest.approx(55_555.6, abs=0.1)
+    assert decisions_per_second(100_000, 0.0) is None
     verify = {"decisions": 100_000, "small_decisions": 10_000, "decisions_per_second": 55_000.0,
               "time_target_met": False, "rss_growth_mb": 3.2, "flat_target_met": True,
               "report": {"rss_growth_mb": 27.0, "flat_target_met": False}}
