@@ -5,7 +5,8 @@ through the runner's own timed slot path (app.bench.bench._harness_trial: genesi
 trial loop, probe, frame store, seal), and raw PyBoy + the harness's frame capture and SHA-256
 on exactly each trial's accepted inputs (read back from its inputs.jsonl). CPU time is this
 process's every thread (the frame store's and any mirror's run in-process) plus RUSAGE_CHILDREN
-(any helper process the trial waited for). The figure is the big trial minus the small one, per
+(any helper process the trial waited for; a one-worker local run starts none: the runner only
+spawns workers for workers > 1 or ray, sessions/execute/runner.py). The figure is the big trial minus the small one, per
 extra action, on both sides, so whatever each pays once (start-up, the first frames, sealing)
 cancels:
 
