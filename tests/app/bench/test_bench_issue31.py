@@ -131,3 +131,34 @@ def test_the_verify_rows_read_decisions_per_second_and_memory():
     assert (rows["3. verify, memory flat"].measured, rows["3. verify, memory flat"].verdict) == ("+3.2 MB", "met")
     report = rows["8. `oakwatch report` memory flat"]
     assert (report.measured, report.verdict) == ("+27.0 MB", "NOT met")
+
+
+SDL2_LOADED = "import sys\nprint(any(m.split('.')[0] == 'sdl2' for m in sys.modules))\n"
+
+
+def test_the_plain_script_imports_pyboy_without_sdl2_as_oakwatch_does(tmp_path):
+    """Row 2 is like for like: neither side pays SDL2's import (issue 31 item 8)."""
+    import subprocess
+    import sys
+
+    from app.bench import bench
+    from engine.emulators.pyboy_backend import BUTTONS
+    from sessions.preflight.assets import DEFAULT_MANIFEST, resolve
+    from sessions.preflight.experiment import prepare
+
+    prepared = prepare(DEFAULT_MANIFEST, None)
+    m = prepared.manifest
+    script = tmp_path / "plain.py"
+    script.write_text(bench.PLAIN_SCRIPT.format(
+        rom=str(prepared.rom_path), state=str(resolve(m.game.start_states["pyboy"].state, prepared.base)),
+        press=m.emulator.press_frames, settle=m.emulator.settle_frames, buttons=BUTTONS, actions=["A", "NOOP"])
+        + SDL2_LOADED, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["2", "False"]  # played both actions, no sdl2 module loaded
+    ours = "from engine.emulators.pyboy_backend import _import_pyboy\n_import_pyboy()\n"
+    check = subprocess.run([sys.executable, "-c", ours + SDL2_LOADED], capture_output=True, text=True, check=True,
+                           cwd=bench.PROJECT)
+    assert check.stdout.strip() == "False"
+    # and the check itself sees SDL2 when it is imported (it is installed here, with PyBoy's extras)
+    loaded = subprocess.run([sys.executable, "-c", "import sdl2\n" + SDL2_LOADED], capture_output=True, text=True)
+    assert loaded.returncode != 0 or loaded.stdout.strip() == "True"
