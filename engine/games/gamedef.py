@@ -731,9 +731,15 @@ class ShortcutStep(_Strict):
     """One step of a shortcut's expansion into controller presses (engine.loop.shortcuts):
     `press`: one press; `cursor`: press `up` or `down` until the field reads `to` (a number, or
     `argument`: the argument's index in its list); `repeat`: press it while any of `while_any`'s
-    condition lists holds (each test of one list), at most `most` times."""
+    condition lists holds (each test of one list), at most `most` times. A `press` with `times` is
+    pressed that many times (`argument`: the argument's index, so none for the first): a list whose
+    cursor the game keeps nowhere in fixed memory but always opens on its first row."""
 
     press: Annotated[str, Field(min_length=1, max_length=16)] | None = None
+    times: Annotated[int, Field(ge=1, le=255)] | Literal["argument"] | None = None
+    # With `times: argument`: the list shows the argument's items in this order (number fields of two ids
+    # each, high nibble first: FireRed's gBattlePartyCurrentOrder), so the presses are its row there.
+    order: Annotated[list[Name], Field(max_length=8)] = []
     cursor: Name | None = None
     to: Annotated[int, Field(ge=0, le=255)] | Literal["argument"] | None = None
     up: Annotated[str, Field(min_length=1, max_length=16)] = "UP"
@@ -752,10 +758,15 @@ class ShortcutStep(_Strict):
             raise ValueError("a cursor step needs `to` (a number or argument)")
         if self.repeat is not None and not self.while_any:
             raise ValueError("a repeat step needs while_any (when to keep pressing)")
+        if self.times is not None and self.press is None:
+            raise ValueError("`times` goes with a press step")
+        if self.order and self.times != "argument":
+            raise ValueError("`order` goes with `times: argument`")
         return self
 
     def fields(self) -> list[str]:
-        return [*([self.cursor] if self.cursor else []), *(c.field for group in self.while_any for c in group)]
+        return [*([self.cursor] if self.cursor else []), *(c.field for group in self.while_any for c in group),
+                *self.order]
 
     def buttons(self) -> list[str]:
         if self.press is not None:
@@ -1042,11 +1053,22 @@ class GameDefinition(_Strict):
             ranges += [(f"{at}.party", a, n) for a, n in track.party.memory()]
         if track.inventory is not None:
             array = self.arrays.get(track.inventory.items)
-            if not isinstance(array, ItemArray) or array.base is not None:
-                raise ValueError(f"{at}.inventory.items: {track.inventory.items!r} is not an items array "
-                                 f"at a fixed address")
-            ranges.append((f"{at}.inventory", array.address, array.size))
+            if not isinstance(array, ItemArray):
+                raise ValueError(f"{at}.inventory.items: {track.inventory.items!r} is not an items array")
+            if array.base is None:
+                ranges.append((f"{at}.inventory", array.address, array.size))
+            else:
+                self._check_hidden_based(f"{at}.inventory", array)
         return ranges
+
+    def _check_hidden_based(self, where: str, array: ItemArray) -> None:
+        """An array read through a pointer (FireRed's bag in its moving save block) overlaps no ladder field
+        read through the same pointer, and its key is no ladder field."""
+        for lf in sorted(self.ladder_fields):
+            m = self._memory_of(lf)
+            if lf == array.key or (m and m[0] == array.base and m[1] < array.address + array.size
+                                   and array.address < m[1] + m[2]):
+                raise ValueError(f"{where} reads the memory of ladder field {lf!r}, which must stay hidden")
 
     def _outcome_fields(self, at: str, track: GameplayTrack) -> list[tuple[str, str]]:
         """The fields a gameplay track's outcomes show (its own and the position's)."""

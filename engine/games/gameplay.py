@@ -88,24 +88,30 @@ def read_party(party: Party, read_range: ReadRange) -> list[dict]:
     for slot, sid in enumerate(ids):
         if sid in party.end:
             break
-        record = party.records + slot * party.stride
         if slot > 0 and any(w.address is not None for w in party.words()):
             break  # the game keeps these numbers for its first member only (a party of one)
-        member: dict = {"slot": slot + 1, "species": species_names.get(sid, f"#{sid}"),
-                        "hp": _word(party.hp, read_range, record)}
-        if party.max_hp is not None:
-            member["max_hp"] = _word(party.max_hp, read_range, record)
-        if party.level is not None:
-            member["level"] = _word(party.level, read_range, record)
-        if party.status is not None:
-            member["status"] = _status(party, _word(party.status, read_range, record))
+        member = _byte_member(party, read_range, slot, sid, species_names)
         m = party.moves
         if m is not None and m.by_species:
             member["moves"] = [{"name": name} for name in by_species.get(sid, [])]
         elif m is not None:
-            member["moves"] = _read_moves(m, move_names, read_range, record)
+            member["moves"] = _read_moves(m, move_names, read_range, party.records + slot * party.stride)
         members.append(member)
     return members
+
+
+def _byte_member(party: Party, read_range: ReadRange, slot: int, sid: int, species_names: dict[int, str]) -> dict:
+    """One member's species, HP and the max HP, level and status the definition keeps (moves apart)."""
+    record = party.records + slot * party.stride
+    member: dict = {"slot": slot + 1, "species": species_names.get(sid, f"#{sid}"),
+                    "hp": _word(party.hp, read_range, record)}
+    if party.max_hp is not None:
+        member["max_hp"] = _word(party.max_hp, read_range, record)
+    if party.level is not None:
+        member["level"] = _word(party.level, read_range, record)
+    if party.status is not None:
+        member["status"] = _status(party, _word(party.status, read_range, record))
+    return member
 
 
 def _read_moves(m: PartyMoves, move_names: dict[int, str], read_range: ReadRange, record: int) -> list[dict]:
@@ -122,13 +128,18 @@ def _read_moves(m: PartyMoves, move_names: dict[int, str], read_range: ReadRange
     return moves
 
 
-def read_inventory(game: GameDefinition, track: GameplayTrack, read_range: ReadRange) -> list[dict]:
-    """The bag's (item, quantity) pairs in order, up to the list's terminator."""
+def read_inventory(game: GameDefinition, track: GameplayTrack, read_range: ReadRange,
+                   sample: Sample | None = None) -> list[dict]:
+    """The bag's (item, quantity) pairs in order, up to the list's terminator. An array based on a pointer
+    is read at the pointer's sampled value, and a keyed one's quantities XORed with its key field (FireRed's
+    bag: src/item.c GetBagItemQuantity), both from `sample`, the probe's reading of this moment."""
     array = game.arrays[track.inventory.items]
     assert isinstance(array, ItemArray)  # the loader checked it
     names = name_table(track.inventory.names)
     wid, wq = (1 if array.id == "u8" else 2), (1 if array.quantity == "u8" else 2)
-    data = read_range(array.address, array.size)
+    origin = 0 if array.base is None else int((sample or {})[array.base])
+    key = 0 if array.key is None else int((sample or {})[array.key]) & (0xFF if wq == 1 else 0xFFFF)
+    data = read_range(origin + array.address, array.size)
     items = []
     for slot in range(array.slots):
         at = slot * array.stride
@@ -137,8 +148,8 @@ def read_inventory(game: GameDefinition, track: GameplayTrack, read_range: ReadR
             break
         if iid == 0:
             continue
-        items.append({"item": names.get(iid, f"#{iid}"),
-                      "quantity": int.from_bytes(bytes(data[at + wid:at + wid + wq]), "little")})
+        quantity = int.from_bytes(bytes(data[at + wid:at + wid + wq]), "little") ^ key
+        items.append({"item": names.get(iid, f"#{iid}"), "quantity": quantity})
     return items
 
 
@@ -164,7 +175,7 @@ class GameplayView:
         if t.party is not None:
             view["party"] = read_party(t.party, read_range)
         if t.inventory is not None:
-            view["inventory"] = read_inventory(self.game, t, read_range)
+            view["inventory"] = read_inventory(self.game, t, read_range, sample)
         if t.outcomes is not None:
             view["action_results"] = list(results)
         return view

@@ -57,25 +57,30 @@ def decode_string(dialogue: StringDialogue, read_range: ReadRange, table: dict[i
         return None
     data = read_range(dialogue.address, dialogue.length)
     breaks = set(dialogue.line_breaks)
-    args = {c.byte: c.count for c in dialogue.controls}
-    ext = dialogue.ext_control
     out: list[str] = []
     i = 0
     while i < len(data) and data[i] != dialogue.terminator:
+        skip = _control_length(dialogue, data, i)
+        if skip:
+            i += skip
+            continue
         b = data[i]
-        if ext is not None and b == ext.byte:
-            code = data[i + 1] if i + 1 < len(data) else 0
-            i += 1 + (ext.lengths[code] if code < len(ext.lengths) else 0)  # as the game's StripExtCtrlCodes
-            continue
-        if b in args:
-            i += 1 + args[b]
-            continue
         out.append("\n" if b in breaks else table.get(b, dialogue.unmapped))
         i += 1
     lines = [line.rstrip() for line in "".join(out).split("\n")]
     while lines and not lines[-1]:
         lines.pop()
     return "\n".join(lines)
+
+
+def _control_length(dialogue: StringDialogue, data: Sequence[int], i: int) -> int:
+    """How many bytes the control at `i` takes with its arguments (0: not a control byte): an extended
+    control's as the game's StripExtCtrlCodes counts them, another's from the definition's `controls`."""
+    b, ext = data[i], dialogue.ext_control
+    if ext is not None and b == ext.byte:
+        code = data[i + 1] if i + 1 < len(data) else 0
+        return 1 + (ext.lengths[code] if code < len(ext.lengths) else 0)
+    return next((1 + c.count for c in dialogue.controls if c.byte == b), 0)
 
 
 class StructuredView:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from engine.games.gamedef import GameDefinition, Sample
+from engine.games.gamedef import GameDefinition, Sample, ShortcutStep
 from engine.games.gameplay import read_inventory, read_party
 from engine.games.tracks import ReadRange
 
@@ -68,9 +68,9 @@ class Shortcuts:
         if stray:
             raise ShortcutRefused(f"{name}: its presses include {', '.join(stray)}, which the manifest's "
                                   f"agent.allowed_actions lacks")
-        return ShortcutCall(name, argument, self._index(name, argument, read_range))
+        return ShortcutCall(name, argument, self._index(name, argument, read_range, sample))
 
-    def _index(self, name: str, argument, read_range: ReadRange) -> int | None:
+    def _index(self, name: str, argument, read_range: ReadRange, sample: Sample) -> int | None:
         gameplay = self.game.tracks.gameplay
         if name == "advance_dialogue":
             if argument is not None:
@@ -81,35 +81,58 @@ class Shortcuts:
             if not isinstance(argument, int) or not 1 <= argument <= len(party):
                 raise ShortcutRefused(f"switch_to: argument is a party slot from 1 to {len(party)}")
             return argument - 1
-        moves = self._choices(name, read_range)
+        moves = self._choices(name, read_range, sample)
         if not isinstance(argument, str) or argument.casefold() not in [m.casefold() for m in moves]:
             what = "a move of your active party member" if name == "choose_move" else "an item in your inventory"
             raise ShortcutRefused(f"{name}: argument must be {what} ({', '.join(moves) or 'none'})")
         return [m.casefold() for m in moves].index(argument.casefold())
 
-    def _choices(self, name: str, read_range: ReadRange) -> list[str]:
+    def _choices(self, name: str, read_range: ReadRange, sample: Sample) -> list[str]:
         """What a choose_move (the active member's moves) or use_item (the inventory) call may name."""
         gameplay = self.game.tracks.gameplay
         if name == "choose_move":
             party = read_party(gameplay.party, read_range)
             return [m["name"] for m in party[0].get("moves", [])] if party else []
-        return [i["item"] for i in read_inventory(self.game, gameplay, read_range)]
+        return [i["item"] for i in read_inventory(self.game, gameplay, read_range, sample)]
 
     def presses(self, call: ShortcutCall, now: Callable[[], Sample]) -> Iterator[str]:
         """The call's presses, each chosen from the state the previous one left (`now` reads it)."""
         for step in self.game.shortcuts[call.name].steps:
             if step.press is not None:
-                yield step.press
+                yield from [step.press] * _times(step, call.index, now)
             elif step.cursor is not None:
-                target = call.index if step.to == "argument" else step.to
-                for _ in range(step.most):
-                    value = now()[step.cursor]
-                    if value == target:
-                        break
-                    yield step.up if value > target else step.down
+                yield from _cursor_presses(step, call.index if step.to == "argument" else step.to, now)
             else:
-                for _ in range(step.most):
-                    sample = now()
-                    if not any(all(c.holds(sample) for c in group) for group in step.while_any):
-                        break
-                    yield step.repeat
+                yield from _repeat_presses(step, now)
+
+
+def _times(step: ShortcutStep, index: int | None, now: Callable[[], Sample]) -> int:
+    """How many times a press step presses: once, its number, or the argument's row (its index, or its place
+    in the `order` the game lists the items in, when the list is ordered otherwise)."""
+    if step.times is None:
+        return 1
+    if step.times != "argument":
+        return step.times
+    if not step.order:
+        return index or 0
+    sample = now()
+    rows = [n for f in step.order for n in (int(sample[f]) >> 4, int(sample[f]) & 0xF)]
+    return rows.index(index) if index in rows else index or 0
+
+
+def _cursor_presses(step: ShortcutStep, target: int | None, now: Callable[[], Sample]) -> Iterator[str]:
+    """Up or down until the cursor field reads `target`, at most `most` presses."""
+    for _ in range(step.most):
+        value = now()[step.cursor]
+        if value == target:
+            return
+        yield step.up if value > target else step.down
+
+
+def _repeat_presses(step: ShortcutStep, now: Callable[[], Sample]) -> Iterator[str]:
+    """The repeated press while any of `while_any`'s condition lists holds, at most `most` presses."""
+    for _ in range(step.most):
+        sample = now()
+        if not any(all(c.holds(sample) for c in group) for group in step.while_any):
+            return
+        yield step.repeat

@@ -5,15 +5,21 @@ success, the ability average = mean of per-task success rates, docs/tasks.md) an
 (campaign folders: a whole playthrough's ladder, seed 002's overall long-horizon score from
 sessions.analysis.metrics.long_horizon, per trial, averaged). Every figure links to the evidence
 folder it came from and shows that folder's root (`oakwatch verify --print-root`). No network, inline CSS.
+
+A model is one id across every folder given (the condition's model, else its policy): a task two batches ran
+with the same model is one row pooling their trials and linking both folders. Every link is relative to the
+site, so the site and its evidence copied elsewhere together still link up.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from sessions.evidence.folder_kind import evidence_problem
 from sessions.evidence.roots import folder_root
@@ -43,6 +49,8 @@ class Row:
     folder: Path
     root: str | None
     detail: str = ""
+    successes: int = 0  # focused rows: the valid trials won (what pooling batches adds up)
+    more: list[tuple[Path, str | None]] = field(default_factory=list)  # pooled rows' folders and roots
 
 
 @dataclass
@@ -76,8 +84,40 @@ def _batch_rows(batch: Path) -> list[Row]:
         rate = sum(bool(t.get("success")) for t in valid) / len(valid) if valid else None
         root = folder_root(folder) if folder.is_dir() else None
         rows.append(Row(FOCUSED, str(task["task_id"]), model, len(valid), rate, folder, root,
-                        str(task.get("status") or "")))
+                        str(task.get("status") or ""), sum(bool(t.get("success")) for t in valid)))
     return rows
+
+
+def _condition_model(folder: Path, label: str) -> str:
+    """A campaign condition's model id as a batch names its model: the frozen condition's model, else its
+    policy (conditions/<label>.yaml); the label when that file does not say."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load((folder / "conditions" / f"{label}.yaml").read_text())
+    except (OSError, ValueError):
+        return label
+    if not isinstance(doc, dict):
+        return label
+    return str(doc.get("model") or doc.get("policy") or label)
+
+
+def _pooled(rows: list[Row]) -> list[Row]:
+    """Focused rows of one task and model from several batches as one: trials and wins added up."""
+    joined: dict[tuple[str, str], Row] = {}
+    out = []
+    for r in rows:
+        first = joined.get((r.task, r.model)) if r.benchmark == FOCUSED else None
+        if first is None:
+            out.append(r)
+            if r.benchmark == FOCUSED:
+                joined[(r.task, r.model)] = r
+            continue
+        first.trials += r.trials
+        first.successes += r.successes
+        first.value = first.successes / first.trials if first.trials else None
+        first.more.append((r.folder, r.root))
+    return out
 
 
 def _campaign_rows(folder: Path) -> list[Row]:
@@ -103,7 +143,8 @@ def _campaign_rows(folder: Path) -> list[Row]:
         known = [s["overall"] for s in scores if s.get("overall") is not None]
         value = sum(known) / len(known) if known and len(known) == len(scores) else None
         reason = next((s.get("reason") for s in scores if s.get("overall") is None), None) or ""
-        rows.append(Row(LONG, "campaign", condition, len(scores), value, folder, root, reason))
+        rows.append(Row(LONG, "campaign", _condition_model(folder, condition), len(scores), value, folder, root,
+                        reason))
     return rows
 
 
@@ -120,6 +161,7 @@ def collect(folders: list[Path]) -> Site:
         site.rows += _campaign_rows(folder)
     if not site.rows:
         raise PortalError("no task batch or campaign with a result among the folders given")
+    site.rows = _pooled(site.rows)
     return site
 
 
@@ -135,10 +177,14 @@ def _value(row: Row) -> str:
     return "null" if row.value is None else f"{row.value:.3f}"
 
 
-def _evidence(row: Row) -> str:
-    uri = row.folder.resolve().as_uri()
-    root = _e(row.root) if row.root else "null"
-    return f'<a href="{_e(uri)}">{_e(row.folder.name)}</a><br><code>root {root}</code>'
+def _evidence(row: Row, site_dir: Path) -> str:
+    """Each folder of the row, linked relative to the site's folder, with its root."""
+    cells = []
+    for folder, root in [(row.folder, row.root), *row.more]:
+        href = quote(Path(os.path.relpath(folder.resolve(), site_dir.resolve())).as_posix()) + "/"
+        shown = _e(root) if root else "null"
+        cells.append(f'<a href="{_e(href)}">{_e(folder.name)}</a><br><code>root {shown}</code>')
+    return "<br>".join(cells)
 
 
 def _page(title: str, body: str) -> str:
@@ -147,7 +193,7 @@ def _page(title: str, body: str) -> str:
             f"<style>{CSS}</style></head><body>{nav}<h1>{_e(title)}</h1>{body}</body></html>\n")
 
 
-def _table(rows: list[Row]) -> str:
+def _table(rows: list[Row], site_dir: Path) -> str:
     columns = ("benchmark", "task", "model", "valid trials", "value", "note", "evidence")
     head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
     cells = []
@@ -156,7 +202,7 @@ def _table(rows: list[Row]) -> str:
         model = f'<a href="model-{slug(r.model)}.html">{_e(r.model)}</a>'
         bench = f'<a href="bench-{slug(r.benchmark)}.html">{_e(r.benchmark)}</a>'
         cells.append(f"<tr><td>{bench}</td><td>{task}</td><td>{model}</td><td>{r.trials}</td>"
-                     f"<td>{_value(r)}</td><td>{_e(r.detail)}</td><td>{_evidence(r)}</td></tr>")
+                     f"<td>{_value(r)}</td><td>{_e(r.detail)}</td><td>{_evidence(r, site_dir)}</td></tr>")
     return f"<table>{head}{''.join(cells)}</table>"
 
 
@@ -166,7 +212,7 @@ def ability_average(rows: list[Row]) -> float | None:
     return sum(rates) / len(rates) if rates else None
 
 
-def pages(site: Site) -> dict[str, str]:
+def pages(site: Site, site_dir: Path) -> dict[str, str]:
     rows = site.rows
     out: dict[str, str] = {}
     benches = sorted({r.benchmark for r in rows})
@@ -183,13 +229,13 @@ def pages(site: Site) -> dict[str, str]:
             summary = "".join(
                 f"<p>{_e(m)}: ability average {_fmt(ability_average([r for r in mine if r.model == m]))}</p>"
                 for m in models if any(r.model == m for r in mine))
-        out[f"bench-{slug(bench)}.html"] = _page(bench, summary + _table(mine))
+        out[f"bench-{slug(bench)}.html"] = _page(bench, summary + _table(mine, site_dir))
     for task in sorted({r.task for r in rows}):
-        out[f"task-{slug(task)}.html"] = _page(f"Task {task}", _table([r for r in rows if r.task == task]))
+        out[f"task-{slug(task)}.html"] = _page(f"Task {task}", _table([r for r in rows if r.task == task], site_dir))
     for model in models:
         mine = [r for r in rows if r.model == model]
         focus = f"<p>{FOCUSED} ability average: {_fmt(ability_average(mine))}</p>"
-        out[f"model-{slug(model)}.html"] = _page(f"Model {model}", focus + _table(mine))
+        out[f"model-{slug(model)}.html"] = _page(f"Model {model}", focus + _table(mine, site_dir))
     return out
 
 
@@ -201,7 +247,7 @@ def build_portal(folders: list[Path], output: Path) -> list[Path]:
     site = collect(folders)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise PortalError(f"{output}: exists and is not an empty folder")
-    written = pages(site)
+    written = pages(site, output)
     output.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, text in written.items():

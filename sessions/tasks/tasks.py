@@ -171,6 +171,12 @@ def load_task(path: Path) -> Task:
         raise TaskError(f"{path}: {exc}") from None
     checked = Task(path, task, sha, base_path, base, game, None)
     _check_against_game(checked)
+    _check_files(task, path)
+    return checked
+
+
+def _check_files(task: TaskFile, path: Path) -> None:
+    """The reference script, start prefix, reference notes and start states the task names exist."""
     for ref, what in ((task.reference_script, "reference_script"), (task.start_prefix, "start_prefix"),
                       (task.reference_notes, "reference_notes")):
         if ref is not None and not _ref_path(ref, path.parent, path, what).is_file():
@@ -178,7 +184,6 @@ def load_task(path: Path) -> Task:
     for name, entry in (task.start_states or {}).items():
         if not _ref_path(entry.state, path.parent, path, f"start_states.{name}.state").is_file():
             raise TaskError(f"{path}: start_states.{name}.state: no such file {entry.state}")
-    return checked
 
 
 def _template_game(base_path: Path) -> GameDefinition | None:
@@ -341,7 +346,7 @@ def task_manifest(task: Task, choice: PolicyChoice, game_ref: str, trials: int,
     _set_game(data["game"], task, game_ref)
     data["experiment_id"] = f.task_id
     data["created_utc"] = None
-    data["variants"] = None
+    data["variants"] = data.get("variants")  # a base on a seeded variant (a suite of one) keeps it
     data["agent"]["information_track"] = f.track
     data["agent"]["shortcuts"] = list(f.shortcuts)
     data["agent"]["instruction"] = f.instruction  # the task's objective, not the base's ladder's

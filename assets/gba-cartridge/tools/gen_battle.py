@@ -107,7 +107,10 @@ def definition_text(firered: str) -> str:
     flags = "".join(f"  beat_boss_{tid}: {{flag: event_flags, index: {BOSS_FLAG + tid:#x}, source: \"the "
                     f"cartridge's trainer flag of {name} (pret/pokefirered TRAINER_FLAGS_START 0x500 + id {tid})\"}}\n"
                     for tid, name, _, _ in d.TRAINERS)
-    head = head[:line_end] + flags + head[line_end:]
+    head = head[:line_end] + flags + SHORTCUT_FIELDS + head[line_end:]
+    head = _insert_before(head, "\nfields:\n", BALLS_ARRAY)  # the arrays section's end
+    head = _cartridge_names(head)
+    head = _insert_before(head, "    outcomes:\n", BALLS_INVENTORY)
     firered_battle = yaml.safe_load(firered[firered.index("\nbattle:"):])["battle"]
     battle = {k: firered_battle[k] for k in ("source", "party", "screen")}
     battle["source"] = ("the FireRed definition's addresses (pret/pokefirered symbols branch); the tables are Parcel "
@@ -117,7 +120,82 @@ def definition_text(firered: str) -> str:
     battle.update(battle_tables())
     return (head + "# Written by assets/gba-cartridge/tools/gen_battle.py from the FireRed definition above this line\n"
             "# and tools/battle_data.py: the same RAM, the cartridge's own species, moves and items.\n"
-            + yaml.safe_dump({"battle": battle}, sort_keys=False, width=120))
+            + yaml.safe_dump({"battle": battle}, sort_keys=False, width=120) + SHORTCUTS)
+
+
+def _cartridge_names(head: str) -> str:
+    """The gameplay track's party named with the cartridge's own moves and species (tools/battle_data.py), not
+    FireRed's: the FireRed definition's two name lists there give way to these."""
+    start = head.index("      moves:\n        names:", head.index("  gameplay:"))
+    end = head.index("    outcomes:\n", start)
+    moves = "".join(f"          - {{id: {mid}, name: {name}}}\n" for mid, name, *_ in d.MOVES)
+    species = "".join(f"        - {{id: {sid}, name: {name}}}\n" for sid, name, *_ in d.SPECIES)
+    return (head[:start] + "      moves:\n        names:      # the cartridge's own (tools/battle_data.py MOVES)\n"
+            + moves + "      species:      # the cartridge's own (tools/battle_data.py SPECIES)\n" + species
+            + head[end:])
+
+
+def _insert_before(text: str, anchor: str, block: str) -> str:
+    """`block` inserted at the first `anchor` (the FireRed definition's own line, kept)."""
+    at = text.index(anchor)
+    return text[:at] + block + text[at:]
+
+
+# The cartridge's balls pocket as the gameplay track's inventory (use_item's argument is checked against it).
+BALLS_ARRAY = (
+    "  # The cartridge's addition (tools/gen_battle.py): struct ItemSlot bagPocket_PokeBalls[BAG_POKEBALLS_COUNT 13]\n"
+    "  # at SaveBlock1+0x0430, quantities keyed as the key items' are (src/item.c GetBagItemQuantity).\n"
+    "  bag_poke_balls: {kind: items, base: sb1, address: 0x430, slots: 13, stride: 4, id: u16le, quantity: u16le, "
+    "key: qty_key, source: \"pret/pokefirered include/global.h SaveBlock1.bagPocket_PokeBalls /*0x0430*/; "
+    "include/constants/global.h BAG_POKEBALLS_COUNT\"}\n")
+BALLS_INVENTORY = (
+    "    # Parcel Quest Advance's addition (tools/gen_battle.py): the balls pocket (pret/pokefirered\n"
+    "    # include/global.h SaveBlock1.bagPocket_PokeBalls /*0x0430*/, BAG_POKEBALLS_COUNT 13; src/item.c\n"
+    "    # GetBagItemQuantity: key ^ qty), the one pocket the cartridge's battle BAG uses; no rung reads it.\n"
+    "    # ITEM_POKE_BALL 4 (include/constants/items.h).\n"
+    "    inventory:\n"
+    "      items: bag_poke_balls\n"
+    "      names: [{id: 4, name: POKE BALL}]\n"
+    "      source: pret/pokefirered include/global.h SaveBlock1.bagPocket_PokeBalls; the cartridge's ram.c bag_add\n")
+# The battle menu's fields the cartridge's use_item and switch_to read (FireRed's own addresses, the .sym's).
+SHORTCUT_FIELDS = (
+    "  # Read by the cartridge's shortcuts (tools/gen_battle.py): the battle's menu state and cursors, where FireRed\n"
+    "  # keeps them (pret/pokefirered symbols branch; assets/gba-cartridge/src/layout_firered.h)\n"
+    "  battle_menu: {address: 0x02023E82, source: \"pret/pokefirered gBattleCommunication[0] (src/battle_main.c "
+    "HandleTurnActionSelectionState): 1 at the action menu, 2 at the move or party menu, 0 while text plays\"}\n"
+    "  action_cursor: {address: 0x02023FF8, source: \"pret/pokefirered gActionSelectionCursor[0]: 0 FIGHT, 1 BAG, "
+    "2 PARTY, 3 RUN (the 2x2 grid of HandleInputChooseAction)\"}\n"
+    + "".join(f"  party_order_{i}: {{address: {0x0203B0DC + i:#010x}, source: \"pret/pokefirered "
+              f"gBattlePartyCurrentOrder[{i}] (src/party_menu.c GetPartyIdFromBattleSlot): battle slots {2 * i} "
+              f"and {2 * i + 1}'s party ids, "
+              f"high nibble first\"}}\n" for i in range(3)))
+
+# The cartridge's battle menus as use_item and switch_to (engine.loop.shortcuts, docs/tasks.md): offered at the
+# action menu (src/battle_fr.inc action_menu: gBattleCommunication[0] 1). The 2x2 action cursor keeps its place
+# between turns: UP (or LEFT) first puts it on the top row (or left column) from anywhere, then one cursor step
+# reaches BAG (1) or PARTY (2). BAG throws a BALL in a wild battle (battle_ball: no bag in trainer battles). The
+# party list opens on its first row in the battle's order (party_menu: party_cursor 0, rows p_order, written to
+# gBattlePartyCurrentOrder): DOWN to the row of the slot asked for, A, then A on SHIFT (party_sub_draw).
+SHORTCUTS = """
+shortcuts:
+  use_item:
+    source: assets/gba-cartridge/src/battle_fr.inc (action_menu, battle_input BS_ACTION, battle_ball)
+    when: [{field: in_battle, eq: 1}, {field: battle_menu, eq: 1}]
+    steps:
+      - {press: UP}
+      - {cursor: action_cursor, to: 1, up: LEFT, down: RIGHT}
+      - {press: A}
+  switch_to:
+    source: assets/gba-cartridge/src/battle_fr.inc (action_menu, party_menu, battle_input BS_PARTY and BS_PARTY_SUB)
+    when: [{field: in_battle, eq: 1}, {field: battle_menu, eq: 1}]
+    steps:
+      - {press: LEFT}
+      - {cursor: action_cursor, to: 2}
+      - {press: A}
+      - {press: DOWN, times: argument, order: [party_order_0, party_order_1, party_order_2]}
+      - {press: A}
+      - {press: A}
+"""
 
 
 def main() -> int:

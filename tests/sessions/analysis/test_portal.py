@@ -2,6 +2,9 @@
 
 import json
 import re
+import shutil
+from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -45,7 +48,7 @@ def test_portal_has_a_page_per_benchmark_task_and_model_linked_to_evidence_and_r
             "model-scripted.html"} <= names
     focused = (out / "bench-pokebench-focused.html").read_text()
     root = folder_root(batch / "runs" / "reach-ground-floor")
-    assert root and root in focused and (batch / "runs" / "reach-ground-floor").resolve().as_uri() in focused
+    assert root and root in focused and 'href="../batch/runs/reach-ground-floor/"' in focused  # relative
     long_page = (out / "bench-pokebench-long.html").read_text()
     assert folder_root(campaign) in long_page and "reach-ground-floor" not in long_page  # never mixed
     assert "<td>null</td>" in long_page and "no long_horizon section" in long_page  # unknown, not 0
@@ -84,3 +87,41 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, make, po
     err = capsys.readouterr().err.strip()
     assert err and "\n" not in err
     assert (out.read_text() == "x") if make == "output-file" else not out.exists()
+
+
+def _links(page: Path) -> list[str]:
+    return re.findall(r'href="([^"]+)"', page.read_text())
+
+
+def test_the_site_and_its_evidence_copied_elsewhere_still_link_up(portal, tmp_path):
+    batch, _, out = portal
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(out.parent, moved)
+    site = moved / out.name
+    evidence = 0
+    for page in site.iterdir():
+        for href in _links(page):
+            assert not href.startswith(("file:", "/")), (page.name, href)  # nothing absolute
+            target = (site / unquote(href)).resolve()
+            assert target.exists(), (page.name, href)
+            assert moved.resolve() in target.parents or target.parent == site.resolve(), href  # the copy's own
+            evidence += target.is_dir()
+    assert evidence > 0
+
+
+def test_a_model_is_joined_across_batches_and_with_a_campaign(portal, tmp_path):
+    batch, campaign, _ = portal
+    again = tmp_path / "again"
+    assert main(["tasks", "run", "leave-house", "--output", str(again)]) == 0
+    out = tmp_path / "site"
+    assert main(["portal", str(batch), str(again), str(campaign), "--output", str(out)]) == 0
+    task_page = (out / "task-leave-house.html").read_text()
+    focused_rows = [row for row in task_page.split("<tr>") if "PokeBench focused" in row]
+    assert len(focused_rows) == 1  # one row for the task and model, pooling both batches
+    assert "<td>2</td>" in focused_rows[0] and "<td>1.000</td>" in focused_rows[0]
+    assert folder_root(batch / "runs" / "leave-house") in focused_rows[0]
+    assert folder_root(again / "runs" / "leave-house") in focused_rows[0]
+    names = {p.name for p in out.iterdir()}
+    assert [n for n in names if n.startswith("model-")] == ["model-scripted.html"]  # the campaign's too
+    model_page = (out / "model-scripted.html").read_text()
+    assert "PokeBench Long" in model_page and model_page.count('href="task-leave-house.html"') == 1

@@ -21,7 +21,12 @@ def test_every_ready_task_s_reference_trace_wins_in_one_batch(tmp_path):
     assert main(["verify", str(out)]) == 0
     for task_id, task in tasks.items():  # the task's shortcut permissions, frozen in every result
         for result in (out / "runs" / task_id / "trials").glob("*/result.json"):
-            assert json.loads(result.read_text())["provenance"]["shortcuts"] == list(task.file.shortcuts)
+            provenance = json.loads(result.read_text())["provenance"]
+            assert provenance["shortcuts"] == list(task.file.shortcuts)
+            # a variant task played its seeded variant (the preflight made it from the base's seed)
+            assert (provenance.get("variant_label") == "seen") == ("variant" in task.file.tags)
+    platforms = {tasks[t].game.platform for t in ready}
+    assert platforms >= {"gb", "gba"}  # the GB cartridge, its variant and the GBA cartridge
 
 
 def test_pokebench_tasks_name_a_category():
