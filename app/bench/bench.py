@@ -95,10 +95,12 @@ from pathlib import Path
 
 import yaml
 
+from app.bench.bench_load import LoadWatch
 from app.bench.bench_pair import DEFAULT_SIZES as PAIR_SIZES
 from app.bench.bench_pair import workers_figures
 from app.bench.bench_raw import play_action
-from app.bench.bench_steady import sizes_problem, steady_figures
+from app.bench.bench_steady import sizes_problem, steady_report
+from app.bench.bench_tally import exit_status, tally_lines, targets
 from engine.emulators.backends import BACKENDS
 from engine.emulators.emulator import Timing
 from engine.emulators.pyboy_backend import BUTTONS, PyBoyEmulator
@@ -652,9 +654,6 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
               workers_phase: bool = False, parallel_models: bool = False, *, report_only: bool = False,
               json_path: Path | None = None, mcp_calls: int = 0, gba_actions: int = 0,
               steady_sizes: tuple[int, int] = (0, 0), workers_sizes: tuple[int, int] = PAIR_SIZES) -> int:
-    from app.bench.bench_load import LoadWatch
-    from app.bench.bench_tally import exit_status, tally_lines, targets
-
     problem = json_path_problem(json_path) or sizes_problem(steady_sizes)
     if problem:
         print(f"oakwatch: error: {problem}", file=sys.stderr)
@@ -674,8 +673,7 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
             tmp = Path(tmp_name).resolve()
             print(f"oakwatch bench: evidence written under {tmp.parent} (removed at the end)", flush=True)
             report["dry_run"] = dry_run_figures(prepared, runs, tmp)
-            if steady_sizes[0]:  # issue 31 row 1 (app.bench.bench_steady)
-                report["steady"] = steady_figures(prepared, steady_sizes, runs, tmp)
+            report.update(steady_report(prepared, steady_sizes, runs, tmp))  # issue 31 row 1
             soak_folder = None
             if memory_actions:
                 report["per_action"], soak_folder = per_action_figures(prepared, memory_actions, runs, tmp)

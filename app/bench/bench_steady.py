@@ -106,6 +106,14 @@ def steady_figures(prepared, sizes: tuple[int, int], runs: int, tmp: Path) -> di
     return figures
 
 
+def steady_report(prepared, sizes: tuple[int, int], runs: int, tmp: Path) -> dict:
+    """{"steady": figures} for the bench's report, or {} when `sizes` is 0 0 (skipped)."""
+    if not sizes[0]:
+        print("steady state: skipped (--steady-actions 0 0)", flush=True)
+        return {}
+    return {"steady": steady_figures(prepared, sizes, runs, tmp)}
+
+
 def _us(value: float | None) -> str:
     return "?" if value is None else f"{value:.0f} µs"
 
