@@ -672,43 +672,10 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
         with tempfile.TemporaryDirectory(prefix=".bench-", dir=runs_dir) as tmp_name:
             tmp = Path(tmp_name).resolve()
             print(f"oakwatch bench: evidence written under {tmp.parent} (removed at the end)", flush=True)
-            report["dry_run"] = dry_run_figures(prepared, runs, tmp)
-            report.update(steady_report(prepared, steady_sizes, runs, tmp))  # issue 31 row 1
-            soak_folder = None
-            if memory_actions:
-                report["per_action"], soak_folder = per_action_figures(prepared, memory_actions, runs, tmp)
-            else:
-                print("phase 2/4: skipped (--memory-actions 0)")
-            report["process"] = process_figures(prepared, runs, tmp)
-            if verify_decisions:
-                reuse = soak_folder if memory_actions == max(verify_decisions // 10, 1) else None
-                report["verify"] = verify_figures(verify_decisions, tmp, reuse)
-                failed = not report["verify"]["zero_problems"]
-            else:
-                print("phase 4/4: skipped (--verify-decisions 0)")
-            if mcp_calls:
-                from app.bench.bench_mcp import mcp_figures
-
-                report["mcp"] = mcp_figures(prepared, mcp_calls, tmp, _raw)
-            if gba_actions:
-                from app.bench.bench_gba import gba_figures
-
-                report["gba"] = gba_figures(gba_actions, runs, tmp)
-            if workers_phase:
-                report["workers"] = workers_figures(tmp, *workers_sizes)
-            if parallel_models:
-                from app.bench.bench_parallel import attach_figures, model_workers_figures
-
-                report["parallel_models"] = model_workers_figures(tmp / "parallel-models")
-                report["attach"] = attach_figures(tmp / "attach")
-            if console:
-                from app.bench.bench_console import bench_console
-
-                print("console: measuring (--console) …", flush=True)
-                figures = bench_console(runs)
-                report["console"] = figures
-                for key, value in figures.items():
-                    print(f"console {key}: {value}")
+            failed = _core_phases(report, prepared, runs, tmp, memory_actions, verify_decisions, steady_sizes)
+            _optional_phases(report, prepared, runs, tmp, mcp_calls=mcp_calls, gba_actions=gba_actions,
+                             workers_phase=workers_phase, parallel_models=parallel_models, console=console,
+                             workers_sizes=workers_sizes)
     except BenchFailure as exc:
         print(f"oakwatch bench: FAILED: {exc}", file=sys.stderr)
         failed = True
@@ -729,3 +696,52 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
     print("\n".join(tally_lines(found, failed=failed, report_only=report_only,
                                  json_path=str(json_path) if json_path else None, load=report["load"])), flush=True)
     return exit_status(found, failed=failed, report_only=report_only)
+
+
+def _core_phases(report: dict, prepared, runs: int, tmp: Path, memory_actions: int, verify_decisions: int,
+                 steady_sizes: tuple[int, int] = (0, 0)) -> bool:
+    """Phases 1-4 (dry-run, issue 31's steady state, per action, process, verify) into `report`; True if
+    verify found problems."""
+    report["dry_run"] = dry_run_figures(prepared, runs, tmp)
+    report.update(steady_report(prepared, steady_sizes, runs, tmp))  # issue 31 row 1 (app.bench.bench_steady)
+    soak_folder = None
+    if memory_actions:
+        report["per_action"], soak_folder = per_action_figures(prepared, memory_actions, runs, tmp)
+    else:
+        print("phase 2/4: skipped (--memory-actions 0)")
+    report["process"] = process_figures(prepared, runs, tmp)
+    if not verify_decisions:
+        print("phase 4/4: skipped (--verify-decisions 0)")
+        return False
+    reuse = soak_folder if memory_actions == max(verify_decisions // 10, 1) else None
+    report["verify"] = verify_figures(verify_decisions, tmp, reuse)
+    return not report["verify"]["zero_problems"]
+
+
+def _optional_phases(report: dict, prepared, runs: int, tmp: Path, *, mcp_calls: int, gba_actions: int,
+                     workers_phase: bool, parallel_models: bool, console: bool,
+                     workers_sizes: tuple[int, int] = PAIR_SIZES) -> None:
+    """The phases asked for by option (MCP, GBA, workers, parallel models and attach, console)."""
+    if mcp_calls:
+        from app.bench.bench_mcp import mcp_figures
+
+        report["mcp"] = mcp_figures(prepared, mcp_calls, tmp, _raw)
+    if gba_actions:
+        from app.bench.bench_gba import gba_figures
+
+        report["gba"] = gba_figures(gba_actions, runs, tmp)
+    if workers_phase:
+        report["workers"] = workers_figures(tmp, *workers_sizes)
+    if parallel_models:
+        from app.bench.bench_parallel import attach_figures, model_workers_figures
+
+        report["parallel_models"] = model_workers_figures(tmp / "parallel-models")
+        report["attach"] = attach_figures(tmp / "attach")
+    if console:
+        from app.bench.bench_console import bench_console
+
+        print("console: measuring (--console) …", flush=True)
+        figures = bench_console(runs)
+        report["console"] = figures
+        for key, value in figures.items():
+            print(f"console {key}: {value}")

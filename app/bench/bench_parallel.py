@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import threading
 import time
@@ -30,6 +29,8 @@ import yaml
 
 from app.bench.bench_console import press_latency_ms
 from app.servers.chat_server import ChatServer
+from sessions.evidence import layout
+from sessions.evidence.folder import EvidenceFolder
 from sessions.execute.runner import ExperimentRunner
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import create_folder, prepare
@@ -59,7 +60,9 @@ def model_manifest(tmp: Path, base_url: str, trials: int, decisions: int, name: 
 
 
 def _results(root: Path) -> list[dict]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(root.glob("trials/*/result.json"))]
+    """The sealed trials' result.json under trials/, by key, as plain data."""
+    folder = EvidenceFolder(root)
+    return [folder.json(f"{t.rel}/{layout.RESULT}") for t in folder.trials(voided=False) if t.sealed()]
 
 
 def _run(manifest: Path, out: Path, workers: int) -> tuple[float, list[dict]]:
@@ -187,8 +190,6 @@ async def _attach(root: Path, run_done: threading.Event, seconds: float, presses
 
 async def _measure(app, pilot, probe, run_done: threading.Event, seconds: float, presses: int, decisions: int,
                    out: dict) -> None:
-    from app.bench.bench_console import _frames
-    from engine.loop.events import FrameCaptured
     from panes.trial.frame import FramePane, FrameView
 
     # (1) frames from the run's evidence, as the operator sees them
@@ -205,8 +206,14 @@ async def _measure(app, pilot, probe, run_done: threading.Event, seconds: float,
     span = t1 - t0
     out.update({"painted_fps": (painted1 - painted0) / span, "shown_fps": (shown1 - shown0) / span,
                 "trial_decisions_per_second": (d1 - d0) / span})
+    screen = await _measure_pause_key(app, pilot, probe, run_done, screen, presses, decisions, out)
+    await _measure_fed_ceiling(app, screen, run_done, seconds, out)
 
-    # (2) the pause key, on a trial still running (drilled into afresh when the last one ended)
+
+async def _measure_pause_key(app, pilot, probe, run_done: threading.Event, screen, presses: int, decisions: int,
+                             out: dict):
+    """(2) the pause key, on a trial still running (drilled into afresh when the last one ended); returns
+    the screen of the trial last pressed on."""
     samples: list[float] = []
     misses = 0
     keys: list[str] = []
@@ -230,9 +237,16 @@ async def _measure(app, pilot, probe, run_done: threading.Event, seconds: float,
     out["key_latency_ms"] = [round(s, 1) for s in samples]
     out["key_latency_trials"] = keys
     out["key_latency_misses"] = misses
+    return screen
 
-    # (3) the pane's own ceiling under the same load: frames pushed into the followed trial's sink
-    # (as the follower feeds it) every ~4 ms, so the source never limits the rate.
+
+async def _measure_fed_ceiling(app, screen, run_done: threading.Event, seconds: float, out: dict) -> None:
+    """(3) the pane's own ceiling under the same load: frames pushed into the followed trial's sink
+    (as the follower feeds it) every ~4 ms, so the source never limits the rate."""
+    from app.bench.bench_console import _frames
+    from engine.loop.events import FrameCaptured
+    from panes.trial.frame import FramePane
+
     if run_done.is_set():
         raise _Skip("the run ended before the pane's ceiling could be measured under it")
     view = screen.query_one(FramePane).view

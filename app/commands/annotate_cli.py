@@ -24,6 +24,23 @@ def add_parsers(sub) -> None:
     annotate = sub.add_parser("annotate", help="label memory errors and routes, mark trials reviewed, in a layer "
                                                "beside the evidence")
     asub = annotate.add_subparsers(dest="annotate_command", required=True)
+    _add_label_parsers(asub)
+    _add_layer_parsers(asub)
+    unblind = sub.add_parser("unblind", help="once every layer is frozen: unblinded/summary.json with condition ids")
+    unblind.add_argument("folder", type=Path, metavar="DIR")
+    export = sub.add_parser("export", help="export a folder; --for-annotators: a blinded copy for labelling")
+    export.add_argument("folder", type=Path, metavar="DIR")
+    export.add_argument("--for-annotators", action="store_true",
+                        help="trials with model ids masked, no condition files or blinding key")
+    export.add_argument("--output", type=Path, metavar="OUT", required=False)
+    export.add_argument("--format", choices=["package", "inspect"], default="package",
+                        help="package (default): the publishable package; inspect: each trial as an Inspect AI "
+                             "eval log (OUT/<trial>.eval, opens in `inspect view`)")
+
+
+
+def _add_label_parsers(asub) -> None:
+    """annotate add, route, milestone and reviewed: labels in an annotator's layer."""
     add = asub.add_parser("add", help="a memory-error label: the later decision and the earlier fact or decision")
     add.add_argument("folder", type=Path, metavar="DIR")
     add.add_argument("--annotator", required=True, help="your name: the layer annotations/NAME/")
@@ -63,6 +80,10 @@ def add_parsers(sub) -> None:
     reviewed.add_argument("--to", dest="last", type=int, metavar="N",
                           help="the last decision reviewed, inclusive (default the trial's last)")
     reviewed.add_argument("--note", default="", metavar="TEXT")
+
+
+def _add_layer_parsers(asub) -> None:
+    """annotate adjudicate, freeze and list: settling, sealing and reading layers."""
     adj = asub.add_parser("adjudicate", help="settle labels (the originals stay) in the adjudication layer")
     adj.add_argument("folder", type=Path, metavar="DIR")
     adj.add_argument("--resolves", required=True, nargs="+", metavar="ID", help="annotation ids, e.g. alice-3 bob-2")
@@ -77,16 +98,6 @@ def add_parsers(sub) -> None:
     listing = asub.add_parser("list", help="the labels of every layer, or of one")
     listing.add_argument("folder", type=Path, metavar="DIR")
     listing.add_argument("--annotator")
-    unblind = sub.add_parser("unblind", help="once every layer is frozen: unblinded/summary.json with condition ids")
-    unblind.add_argument("folder", type=Path, metavar="DIR")
-    export = sub.add_parser("export", help="export a folder; --for-annotators: a blinded copy for labelling")
-    export.add_argument("folder", type=Path, metavar="DIR")
-    export.add_argument("--for-annotators", action="store_true",
-                        help="trials with model ids masked, no condition files or blinding key")
-    export.add_argument("--output", type=Path, metavar="OUT", required=False)
-    export.add_argument("--format", choices=["package", "inspect"], default="package",
-                        help="package (default): the publishable package; inspect: each trial as an Inspect AI "
-                             "eval log (OUT/<trial>.eval, opens in `inspect view`)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -162,12 +162,27 @@ def _run_option_problem(args: argparse.Namespace) -> str | None:
     """The first bad option of `tasks run` (checked in this order), or None."""
     if args.output is None:
         return "tasks run needs --output BATCH (a new folder), or --resume BATCH"
+    problem = _limit_problem(args) or _policy_problem(args)
+    if problem is not None:
+        return problem
+    if args.output.exists():
+        return f"output folder already exists: {args.output} (choose a new one)"
+    return None
+
+
+def _limit_problem(args: argparse.Namespace) -> str | None:
+    """--trials, --max-tokens and --max-cost-usd out of range."""
     if not 1 <= args.trials <= 1000:
         return f"--trials {args.trials}: give a number from 1 to 1000"
     if args.max_tokens is not None and args.max_tokens < 1:
         return "--max-tokens must be at least 1"
     if args.max_cost_usd is not None and not args.max_cost_usd > 0:
         return "--max-cost-usd must be above 0"
+    return None
+
+
+def _policy_problem(args: argparse.Namespace) -> str | None:
+    """Options that go with a policy other than the one given."""
     model_opts = [o for o in ("provider", "model", "base_url", "api") if getattr(args, o) is not None]
     if args.policy == "model" and (args.provider is None or args.model is None):
         return "--policy model needs --provider and --model"
@@ -177,8 +192,6 @@ def _run_option_problem(args: argparse.Namespace) -> str | None:
         return "--policy cli and --agent COMMAND go together"
     if args.allow_file_and_shell_tools and args.policy != "cli":
         return "--allow-file-and-shell-tools goes with --policy cli"
-    if args.output.exists():
-        return f"output folder already exists: {args.output} (choose a new one)"
     return None
 
 

@@ -134,9 +134,7 @@ class OakwatchConsole(App[int]):
         self.folder = folder
         self.sink = sink or ConsoleSink(experiment_id, clock=clock)
         if prepared is not None and sink is None:
-            self.sink.preset_ladder(tuple((m.id, m.name, m.points) for m in prepared.game.milestones),
-                                    tuple(m.id for m in prepared.game.milestones if not m.required))
-            self.sink.blind(c.model for c in prepared.manifest.conditions if c.model)
+            self._preset_sink(prepared)
         self.speed = speed
         self.frame_fps = frame_fps
         # At maximum pace every screen update (~15 ms of Python, under the GIL the run shares) is
@@ -151,23 +149,30 @@ class OakwatchConsole(App[int]):
         self._quitting = False
         self._run_worker: Worker | None = None
         self.event_loop: asyncio.AbstractEventLoop | None = None
-        if human_labels is not None:
-            self.human_labels = frozenset(human_labels)
-        elif prepared is not None:
-            self.human_labels = frozenset(lab for cid, lab in prepared.labels.items()
-                                          if prepared.condition(lab).policy == "human")
-        else:
-            self.human_labels = frozenset()
+        self.human_labels = _human_labels(prepared, human_labels)
         self._human_active = False
         self._step_from: int | None = None
         self._errors_shown = 0
         if prepared is not None and start_run:
-            from sessions.execute.runner import ExperimentRunner
+            self._make_runner(prepared, folder, policy_factories, positions)
+        self._choose_theme(theme)
 
-            factories = {"human": self._human_policy, **(policy_factories or {})}
-            self.runner = ExperimentRunner(prepared, folder, sinks=[self.sink], control=self.control,
-                                           policy_factories=factories, positions=positions,
-                                           resumed=positions is not None)
+    def _preset_sink(self, prepared) -> None:
+        """The ladder and the models to blind, known before the run's first event."""
+        self.sink.preset_ladder(tuple((m.id, m.name, m.points) for m in prepared.game.milestones),
+                                tuple(m.id for m in prepared.game.milestones if not m.required))
+        self.sink.blind(c.model for c in prepared.manifest.conditions if c.model)
+
+    def _make_runner(self, prepared, folder, policy_factories: dict | None, positions: list[int] | None) -> None:
+        from sessions.execute.runner import ExperimentRunner
+
+        factories = {"human": self._human_policy, **(policy_factories or {})}
+        self.runner = ExperimentRunner(prepared, folder, sinks=[self.sink], control=self.control,
+                                       policy_factories=factories, positions=positions,
+                                       resumed=positions is not None)
+
+    def _choose_theme(self, theme: str | None) -> None:
+        """The theme asked for, else the one remembered, else the default (remembered when not asked for)."""
         for t in THEMES.values():
             self.register_theme(t)
         chosen = theme or load_config().get("theme") or DEFAULT_THEME
@@ -353,14 +358,8 @@ class OakwatchConsole(App[int]):
     # -- bindings --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         modal = isinstance(self.screen, ModalScreen)
-        if action == "human":
-            return self._human_active and not modal
-        if action == "end_trial":  # x is the B button while a human plays ...
-            if self.runner is not None and self.run_done:
-                return False  # once the run is over the footer stops offering p, s, t and x
-            return not self._human_active
-        if action == "end_trial_human":  # ... so ctrl+x ends the trial then
-            return self._human_active
+        if action in ("human", "end_trial", "end_trial_human"):
+            return self._check_human_action(action, modal)
         if action in ("pause", "step", "tag") and self.runner is not None and self.run_done:
             return False
         if action in ("faster", "slower") and self.runner is not None and self.run_done:
@@ -370,6 +369,15 @@ class OakwatchConsole(App[int]):
         if action == "summary":  # shown once there is a summary to show
             return bool(self.query(SummaryPane) and self.query_one(SummaryPane).text) and not modal
         return True
+
+    def _check_human_action(self, action: str, modal: bool) -> bool:
+        if action == "human":
+            return self._human_active and not modal
+        if action == "end_trial":  # x is the B button while a human plays ...
+            if self.runner is not None and self.run_done:
+                return False  # once the run is over the footer stops offering p, s, t and x
+            return not self._human_active
+        return self._human_active  # end_trial_human: ... so ctrl+x ends the trial then
 
     # -- looking closer --------------------------------------------------------------------
     def action_zoom(self) -> None:
@@ -584,3 +592,12 @@ def run_console(prepared, folder, speed: float | None = 1.0, positions: list[int
     status = app.exit_status()
     print(f"evidence: {folder.root} (check with: oakwatch verify {folder.root})")
     return status
+
+
+def _human_labels(prepared, human_labels: Iterable[str] | None) -> frozenset[str]:
+    """The labels a human plays: those given, else the prepared run's human conditions."""
+    if human_labels is not None:
+        return frozenset(human_labels)
+    if prepared is not None:
+        return frozenset(lab for cid, lab in prepared.labels.items() if prepared.condition(lab).policy == "human")
+    return frozenset()

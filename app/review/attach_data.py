@@ -53,6 +53,7 @@ from engine.loop.records import (
 )
 from panes.lines import outcome_words
 from sessions.evidence import layout
+from sessions.evidence.folder import MILESTONES, EvidenceFolder
 from sessions.evidence.framestore import HEADER, MAGIC, MAX_FRAME_BYTES, decode_png
 from sessions.evidence.reader import FormatProblem, parse
 from sessions.evidence.records import RunEvent, ScheduleFile, Summary
@@ -506,6 +507,7 @@ class AttachFolder:
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        self.evidence = EvidenceFolder(self.root)  # where each part lives (read here as it grows)
         self.experiment_id = ""
         self.order: list[str] = []
         self.ladder: tuple[Rung, ...] = ()
@@ -516,13 +518,13 @@ class AttachFolder:
         self.run_events: list[RunEvent] = []
         self.run_state = "waiting for the run"  # running, finished
         self.problems: list[str] = []
-        self._run_log = Tail(self.root / layout.RUN_LOG)
-        self._schedule = Watched(self.root / layout.SCHEDULE)
+        self._run_log = Tail(self.evidence.path(layout.RUN_LOG))
+        self._schedule = Watched(self.evidence.path(layout.SCHEDULE))
         self._manifest_read = False
         # From the control channel's status op, when there is one (the folder records no pause):
         # trial key -> paused or stepping.
         self.held: dict[str, str] = {}
-        self._summary_file = Watched(self.root / layout.SUMMARY)
+        self._summary_file = Watched(self.evidence.path(layout.SUMMARY))
         self._summary: Summary | None = None
         self._finished_head: str | None = None  # SHA-256 of the run log's last run-finished line
 
@@ -554,38 +556,40 @@ class AttachFolder:
                 self.problems.append(str(exc))
         if not self._manifest_read:
             try:
-                async with aiofiles.open(self.root / layout.MANIFEST, encoding="utf-8") as f:
+                async with aiofiles.open(self.evidence.path(layout.MANIFEST), encoding="utf-8") as f:
                     self.limits, self.models = manifest_facts(await f.read())
-                async with aiofiles.open(self.root / "scoring" / "milestones.yaml", encoding="utf-8") as f:
+                async with aiofiles.open(self.evidence.path(MILESTONES), encoding="utf-8") as f:
                     self.ladder = read_ladder_text(await f.read())
                 self._manifest_read = True
             except OSError:
                 pass
 
     async def _trial_path(self, key: str) -> Path | None:
-        direct = self.root / layout.TRIALS / key
+        """trials/<key> once it has begun, else its attempt in the last void that holds one (None: neither)."""
+        direct = self.evidence.trial(key).path
         if await aiofiles.os.path.isfile(direct / layout.TRIAL):
             return direct
-        voids = []
-        try:
-            names = await aiofiles.os.listdir(self.root)
-        except OSError:
-            names = []
-        for name in names:
-            if name.startswith("void-") and name[5:].isdigit():
-                if await aiofiles.os.path.isdir(self.root / name / key):
-                    voids.append((int(name[5:]), self.root / name / key))
-        return max(voids)[1] if voids else None
+        for void in reversed(self.evidence.voids()):  # by n: the last void first
+            if await aiofiles.os.path.isdir(void.path / key):
+                return void.path / key
+        return None
 
     async def poll(self, focus: str | None = None) -> bool:
         """Read everything new; frames only for `focus` (the trial drilled into). True if anything changed."""
         await self._setup()
-        changed = False
+        changed = await self._poll_run_log()
+        changed |= await self._poll_summary()
+        for key in self.order:
+            changed |= await self._poll_trial(key, focus)
+        return changed
+
+    async def _poll_run_log(self) -> bool:
         try:
             lines = await self._run_log.read()
         except Restart:
-            self._run_log = Tail(self.root / layout.RUN_LOG)
+            self._run_log = Tail(self.evidence.path(layout.RUN_LOG))
             self.run_events, lines = [], await self._run_log.read()
+        changed = False
         for line in lines:
             try:
                 event = RunEvent.model_validate_json(line)
@@ -599,32 +603,40 @@ class AttachFolder:
             elif event.event == "run-started":  # a resumed run starts again after a finish
                 self.run_state = "running"
                 self._finished_head = None
+        return changed
+
+    async def _poll_summary(self) -> bool:
         data = await self._summary_file.changed()
-        if data:
-            try:
-                self._summary = parse(Summary, data, layout.SUMMARY)
-                changed = True
-            except FormatProblem as exc:
-                self._summary = None
-                self.problems.append(str(exc))
-        for key in self.order:
-            path = await self._trial_path(key)
-            follower = self.followers.get(key)
-            if path is None:
-                continue
-            voided = path.parent.name != layout.TRIALS
-            if voided:
-                self.voided.add(key)
-            else:
-                self.voided.discard(key)
-            if follower is None or follower.folder != path or await self._replaced(follower):
-                follower = self._new_follower(key, path)
-                changed = True
-            try:
-                changed |= await follower.poll(frames=key == focus)
-            except Restart:
-                self.followers[key] = self._new_follower(key, path)
-                changed = True
+        if not data:
+            return False
+        try:
+            self._summary = parse(Summary, data, layout.SUMMARY)
+            return True
+        except FormatProblem as exc:
+            self._summary = None
+            self.problems.append(str(exc))
+            return False
+
+    async def _poll_trial(self, key: str, focus: str | None) -> bool:
+        """The newest attempt of one schedule slot (trials/, or the last void that holds it)."""
+        path = await self._trial_path(key)
+        follower = self.followers.get(key)
+        if path is None:
+            return False
+        voided = path.parent.name != layout.TRIALS
+        if voided:
+            self.voided.add(key)
+        else:
+            self.voided.discard(key)
+        changed = False
+        if follower is None or follower.folder != path or await self._replaced(follower):
+            follower = self._new_follower(key, path)
+            changed = True
+        try:
+            changed |= await follower.poll(frames=key == focus)
+        except Restart:
+            self.followers[key] = self._new_follower(key, path)
+            changed = True
         return changed
 
     async def _replaced(self, follower: TrialFollower) -> bool:

@@ -32,9 +32,10 @@ import numpy as np
 import yaml
 
 from engine.figures import decision_figure, money
-from engine.loop.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, TrialResult, Usage
+from engine.loop.records import Annotation, InputLine, MemoryOp, ResponseLine, TraceLine, Usage
 from engine.loop.trial import utc_now
 from sessions.evidence import layout
+from sessions.evidence.folder import EvidenceFolder
 from sessions.evidence.framestore import StoredFrame, decode_png, scan_store
 from sessions.evidence.reader import FormatProblem, parse
 
@@ -134,26 +135,21 @@ class Masker:
 
 
 def is_unblinded(root: Path) -> bool:
-    return (root / UNBLINDED).is_dir()
+    return EvidenceFolder(root).path(layout.UNBLINDED).is_dir()
 
 
 def condition_names(root: Path) -> dict[str, str]:
     """label -> condition id, only once the folder is unblinded (else nothing is read)."""
-    if not is_unblinded(root):
-        return {}
-    try:
-        data = json.loads((root / layout.BLINDING).read_text(encoding="utf-8"))
-        return {str(k): str(v) for k, v in data.get("labels", {}).items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
+    labels = EvidenceFolder(root).unblinded_labels()  # None while blind, or unreadable
+    return {str(k): str(v) for k, v in labels.items()} if labels else {}
 
 
 def _manifest_models(root: Path) -> list[str]:
     """The model ids the manifest asked for (only to mask them: an error text may quote one)."""
     try:
-        data = yaml.safe_load((root / layout.MANIFEST).read_text(encoding="utf-8"))
+        data = EvidenceFolder(root).manifest_data()
         return [c["model"] for c in data.get("conditions", []) if isinstance(c, dict) and c.get("model")]
-    except (OSError, ValueError, AttributeError, TypeError, yaml.YAMLError):
+    except (ValueError, AttributeError, TypeError):  # FormatProblem: missing, unreadable or not YAML
         return []
 
 
@@ -228,36 +224,28 @@ def _layer_records(path: Path | None) -> list:
 
 
 def layer_path(root: Path, annotator: str | None) -> Path | None:
-    return root / layout.ANNOTATIONS / annotator / "annotations.jsonl" if annotator else None
+    return EvidenceFolder(root).layer_path(annotator) if annotator else None
 
 
 def list_trials(root: Path, annotator: str | None = None) -> list[TrialEntry]:
     """Every trial folder under trials/, by key: its blinded label and outcome (or running), and the
     ranges of it `annotator` has reviewed."""
-    trials = root / layout.TRIALS
-    out = []
-    if not trials.is_dir():
+    trials = EvidenceFolder(root).trials(voided=False)
+    out: list[TrialEntry] = []
+    if not trials:
         return out
     reviewed = reviewed_spans(_layer_records(layer_path(root, annotator)))
-    for folder in sorted(p for p in trials.iterdir() if p.is_dir()):
-        key = folder.name
-        label = key.split("-", 1)[0]
-        result = _read_result(folder)
+    for trial in trials:
+        key = trial.key
+        result = trial.result_or_none()
         if result is None:
-            out.append(TrialEntry(key, label, "running", None, None, None, None, reviewed=reviewed.get(key, ())))
+            out.append(TrialEntry(key, trial.label, "running", None, None, None, None, reviewed=reviewed.get(key, ())))
         else:
             out.append(TrialEntry(key, result.condition, result.outcome, result.last_decision,
                                   result.progress_points, result.total_points, result.deepest_milestone,
                                   result.telemetry.cost_usd if result.telemetry is not None else None,
                                   reviewed=reviewed.get(key, ())))
     return out
-
-
-def _read_result(folder: Path) -> TrialResult | None:
-    try:
-        return parse(TrialResult, (folder / layout.RESULT).read_bytes(), f"{folder.name}/{layout.RESULT}")
-    except (OSError, FormatProblem):
-        return None
 
 
 @dataclass(frozen=True)
@@ -271,10 +259,10 @@ class Rung:
 def read_ladder(root: Path) -> tuple[Rung, ...]:
     """The rungs from the folder's frozen scoring/milestones.yaml (no condition is named there)."""
     try:
-        data = yaml.safe_load((root / "scoring" / "milestones.yaml").read_text(encoding="utf-8"))
+        data = EvidenceFolder(root).milestones_data()
         return tuple(Rung(str(m["id"]), str(m.get("name", m["id"])), int(m.get("points", 0)),
                           bool(m.get("required", True))) for m in data["milestones"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
+    except (ValueError, KeyError, TypeError, AttributeError):  # FormatProblem: missing, unreadable, not YAML
         return ()
 
 
@@ -355,23 +343,31 @@ def replay_memory(ops: list[MemoryOp], decision: int, rules: dict | None = None)
     for op in ops:
         if op.decision_id > decision:
             break
-        mine = op.decision_id == decision
-        if op.op in FACT_WRITING_OPS and op.fact_id and op.fact is not None:
-            facts[op.fact_id] = op.fact.model_dump()
-        elif op.op == "evict" and op.fact_id:
-            facts.pop(op.fact_id, None)
-        if not mine:
-            continue
-        if op.op in ("read", "retrieve"):
-            for fid in op.fact_ids or ():
-                _mark(marks, fid, "read" if op.op == "read" else "offered")
-        elif op.op == "reject":
-            what = op.write or {}
-            rejected.append(f"{what.get('kind', '?')} {what.get('value', '')!r}: {op.reason}".strip())
-        elif op.fact_id:
-            _mark(marks, op.fact_id, op.op)
+        _apply_op(facts, op)
+        if op.decision_id == decision:
+            _mark_op(marks, rejected, op)
     return MemoryView(decision, tuple(facts.values()), contradictions(facts.values(), rules),
                       {k: tuple(v) for k, v in marks.items()}, tuple(rejected))
+
+
+def _apply_op(facts: OrderedDict[str, dict], op: MemoryOp) -> None:
+    """The store after one op: a fact written or evicted."""
+    if op.op in FACT_WRITING_OPS and op.fact_id and op.fact is not None:
+        facts[op.fact_id] = op.fact.model_dump()
+    elif op.op == "evict" and op.fact_id:
+        facts.pop(op.fact_id, None)
+
+
+def _mark_op(marks: dict[str, list[str]], rejected: list[str], op: MemoryOp) -> None:
+    """What an op of the decision shown did: facts read or offered, a write rejected, a fact touched."""
+    if op.op in ("read", "retrieve"):
+        for fid in op.fact_ids or ():
+            _mark(marks, fid, "read" if op.op == "read" else "offered")
+    elif op.op == "reject":
+        what = op.write or {}
+        rejected.append(f"{what.get('kind', '?')} {what.get('value', '')!r}: {op.reason}".strip())
+    elif op.fact_id:
+        _mark(marks, op.fact_id, op.op)
 
 
 def _mark(marks: dict[str, list[str]], fid: str, what: str) -> None:
@@ -429,7 +425,9 @@ class TrialData:
     def __init__(self, root: Path, key: str, *, annotator: str | None = None):
         self.root = root
         self.key = key
-        self.folder = root / layout.TRIALS / key
+        self.evidence = EvidenceFolder(root)
+        self.trial = self.evidence.trial(key)
+        self.folder = self.trial.path
         self.annotator = annotator
         self.unblinded = is_unblinded(root)
         self.masker = Masker(active=not self.unblinded)
@@ -448,7 +446,7 @@ class TrialData:
         return layer_path(self.root, self.annotator)
 
     def _operator_path(self) -> Path:
-        return self.root / layout.ANNOTATIONS / layout.OPERATOR_ANNOTATOR / "annotations.jsonl"
+        return self.evidence.layer_path(layout.OPERATOR_ANNOTATOR)
 
     def signature(self) -> tuple:
         sig = _signature(self.folder, STREAM_FILES)
@@ -466,8 +464,30 @@ class TrialData:
 
     def load(self) -> None:
         self._sig = self.signature()
-        rel = layout.trial_dir(self.key)
         problems: list[str] = []
+        self.result = self.trial.result_or_none()
+        self._read_streams(problems)
+        self.own_labels = self._own_labels()
+        # Live tags whose trial ended while they were typed: the operator's layer (not an annotator's).
+        self.late_tags = self._layer_labels(self._operator_path())
+        self._mask_models()
+        self._frames = {}
+        store = self.folder / layout.FRAMES
+        if store.is_file():
+            frames, _good, _problem = scan_store(store)  # a torn tail is a frame still being written
+            self._frames = {f.sha256: f for f in frames}
+        self.rules = (self.result.provenance.get("memory_rules") if self.result else None) or {}
+        self._awards = self._compute_awards()
+        self.fact_written: dict[str, int] = {}
+        for op in self.ops:
+            if op.op in FACT_WRITING_OPS and op.fact_id and op.fact_id not in self.fact_written:
+                self.fact_written[op.fact_id] = op.decision_id
+        self.problems = [self.masker.text(p) for p in problems]
+        self.version += 1
+
+    def _read_streams(self, problems: list[str]) -> None:
+        """The trial's record streams (what reads of each is kept; what does not is a problem)."""
+        rel = layout.trial_dir(self.key)
 
         def stream(name, model):
             records, problem = read_stream(self.folder / name, model, f"{rel}/{name}")
@@ -475,7 +495,6 @@ class TrialData:
                 problems.append(problem)
             return records
 
-        self.result = _read_result(self.folder)
         traces: list[TraceLine] = stream(layout.TRACE, TraceLine)
         # Decisions in order, without a gap: the trace is the record of what was decided.
         self.traces = []
@@ -490,9 +509,9 @@ class TrialData:
             self.inputs.setdefault(row.decision_id, []).append(row)
         self.ops: list[MemoryOp] = stream(layout.MEMORY, MemoryOp)
         self.live_tags: list[Annotation] = stream(layout.TRIAL_ANNOTATIONS, Annotation)
-        self.own_labels = self._own_labels()
-        # Live tags whose trial ended while they were typed: the operator's layer (not an annotator's).
-        self.late_tags = self._layer_labels(self._operator_path())
+
+    def _mask_models(self) -> None:
+        """Every model id the trial's records name, masked wherever review shows text (blinding)."""
         for t in self.traces:
             self.masker.add(t.model_id)
         for r in self.responses.values():
@@ -505,19 +524,6 @@ class TrialData:
             self.masker.add(failure.get("model"))
         except (OSError, ValueError, AttributeError):
             pass
-        self._frames = {}
-        store = self.folder / layout.FRAMES
-        if store.is_file():
-            frames, _good, _problem = scan_store(store)  # a torn tail is a frame still being written
-            self._frames = {f.sha256: f for f in frames}
-        self.rules = (self.result.provenance.get("memory_rules") if self.result else None) or {}
-        self._awards = self._compute_awards()
-        self.fact_written: dict[str, int] = {}
-        for op in self.ops:
-            if op.op in FACT_WRITING_OPS and op.fact_id and op.fact_id not in self.fact_written:
-                self.fact_written[op.fact_id] = op.decision_id
-        self.problems = [self.masker.text(p) for p in problems]
-        self.version += 1
 
     def _own_labels(self) -> list[dict]:
         """This annotator's own labels on this trial (other annotators' stay unseen: labels are blind)."""
@@ -819,7 +825,4 @@ class ReviewFolder:
 
     @property
     def experiment_id(self) -> str:
-        try:
-            return str(json.loads((self.root / layout.SCHEDULE).read_text(encoding="utf-8"))["experiment_id"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return self.root.name
+        return EvidenceFolder(self.root).experiment_id() or self.root.name

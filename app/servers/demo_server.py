@@ -41,6 +41,11 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def cli_command(args) -> int:
+    """`oakwatch demo-server`, as cli.py dispatches it."""
+    return run_command(args.host, args.port, args.replies, args.seed, args.latency_ms)
+
+
 def run_command(host: str, port: int, replies: str, seed: int, latency_ms: int) -> int:
     from app.servers.chat_server import ChatServer
     from app.servers.demo_replies import DemoReplies

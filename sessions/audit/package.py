@@ -76,6 +76,27 @@ def verify_package(folder: Path) -> tuple[list[str], dict[str, Any]]:
     """Every problem, one line each, and what was checked (counts for the OK line)."""
     problems: list[str] = []
     checked: dict[str, Any] = {"files": 0, "from_evidence": 0, "trials": 0, "decisions": 0}
+    digests = _check_own_sums(folder, problems)
+    checked["files"] = len(digests)
+    info = _info(folder, problems)
+    rewritten = info.rewritten if info is not None else {}
+    checked["from_evidence"] = _check_provenance(folder, digests, rewritten, problems)
+    sealed = _check_run_log(folder, problems)
+    from sessions.analysis.metrics import trial_folders
+
+    for trial, rel, _voided in trial_folders(folder):
+        if any(f"{rel}/{name}" in rewritten for name in layout.STREAMS + (layout.TRIAL, layout.RESULT)):
+            continue  # redacted at export: its chains cannot hold, and package.json says so
+        decisions = _check_trial(trial, rel, problems, sealed)
+        checked["trials"] += 1
+        checked["decisions"] += decisions
+    for key, attempt in sorted(sealed):
+        problems.append(f"{layout.RUN_LOG}: trial {key} (attempt {attempt}) was sealed, but the package lacks it")
+    return problems, checked
+
+
+def _check_own_sums(folder: Path, problems: list[str]) -> dict[str, str]:
+    """The package's SHA256SUMS: every file listed and matching, nothing unlisted; rel -> SHA-256."""
     sums = _sums(folder / layout.SUMS, layout.SUMS, problems)
     present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     digests: dict[str, str] = {}
@@ -89,30 +110,23 @@ def verify_package(folder: Path) -> tuple[list[str], dict[str, Any]]:
             problems.append(f"{rel}: content differs from its {layout.SUMS} entry")
     for rel in sorted(set(sums) - set(digests)):
         problems.append(f"{layout.SUMS} lists {rel}, which the package lacks")
-    checked["files"] = len(digests)
-    info = _info(folder, problems)
+    return digests
+
+
+def _check_provenance(folder: Path, digests: dict[str, str], rewritten: dict[str, str], problems: list[str]) -> int:
+    """Every file shipped under an evidence file's name is that file, unless package.json names it as
+    rewritten; the number of files that came from the evidence."""
     evidence = _sums(folder / EVIDENCE_SUMS, EVIDENCE_SUMS, problems)
-    rewritten = info.rewritten if info is not None else {}
+    count = 0
     for rel, digest in digests.items():
         if rel in evidence and rel not in rewritten:
-            checked["from_evidence"] += 1
+            count += 1
             if evidence[rel] != digest:
                 problems.append(f"{rel}: not the evidence's file of that name (its {EVIDENCE_SUMS} entry differs)")
     for rel in sorted(rewritten):
         if rel not in digests:
             problems.append(f"{PACKAGE_INFO} names {rel} as rewritten, but the package lacks it")
-    sealed = _check_run_log(folder, problems)
-    from sessions.analysis.metrics import trial_folders
-
-    for trial, rel, _voided in trial_folders(folder):
-        if any(f"{rel}/{name}" in rewritten for name in layout.STREAMS + (layout.TRIAL, layout.RESULT)):
-            continue  # redacted at export: its chains cannot hold, and package.json says so
-        decisions = _check_trial(trial, rel, problems, sealed)
-        checked["trials"] += 1
-        checked["decisions"] += decisions
-    for key, attempt in sorted(sealed):
-        problems.append(f"{layout.RUN_LOG}: trial {key} (attempt {attempt}) was sealed, but the package lacks it")
-    return problems, checked
+    return count
 
 
 def _check_run_log(folder: Path, problems: list[str]) -> dict[tuple[str, int], Any]:
@@ -141,50 +155,61 @@ def _check_run_log(folder: Path, problems: list[str]) -> dict[tuple[str, int], A
     return sealed
 
 
+class _Chains:
+    """One trial's streams, as the package ships them, read in step with its trace."""
+
+    def __init__(self, reader, rel: str):
+        from engine.loop.records import MemoryOp
+        from sessions.evidence.reader import parse
+
+        self.rel = rel
+        self.inputs = iter(reader.lines(layout.INPUTS)) if reader.exists(layout.INPUTS) else iter(())
+        memory = list(reader.lines(layout.MEMORY)) if reader.exists(layout.MEMORY) else []
+        self.responses = iter(reader.lines(layout.RESPONSES)) if reader.exists(layout.RESPONSES) else None
+        self.by_decision: dict[int, list[bytes]] = {}
+        for n, line in memory:
+            self.by_decision.setdefault(parse(MemoryOp, line, f"{rel}/{layout.MEMORY}:{n}").decision_id,
+                                        []).append(line)
+
+    def check(self, t, n: int, problems: list[str]) -> None:
+        """Decision n's inputs, memory operations and (when shipped) response are the bytes it recorded."""
+        from engine.loop.records import InputLine
+        from sessions.evidence.reader import parse
+
+        rel, sha = self.rel, hashlib.sha256
+        chunk = [next(self.inputs, (0, b""))[1] for _ in range(t.accepted_actions)]
+        for k, data in enumerate(chunk):
+            if data:
+                parse(InputLine, data, f"{rel}/{layout.INPUTS} (decision {n}, input {k})")
+        if sha(b"".join(chunk)).hexdigest() != t.inputs_sha256:
+            problems.append(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
+        mem = self.by_decision.pop(n, [])
+        if (sha(b"".join(mem)).hexdigest() if mem else EMPTY) != t.memory_sha256:
+            problems.append(f"{rel}/{layout.MEMORY}: decision {n}'s memory operations differ from what it "
+                            f"recorded")
+        if self.responses is not None:
+            item = next(self.responses, None)
+            if item is None or sha(item[1]).hexdigest() != t.response_sha256:
+                problems.append(f"{rel}/{layout.RESPONSES}: decision {n}'s response differs from what it "
+                                f"recorded")
+
+    def check_end(self, problems: list[str]) -> None:
+        """Nothing is left after the trace's last decision."""
+        if next(self.inputs, None) is not None:
+            problems.append(f"{self.rel}/{layout.INPUTS}: inputs after the trace's last decision")
+        if self.by_decision:
+            problems.append(f"{self.rel}/{layout.MEMORY}: operations of decisions the trace lacks "
+                            f"({sorted(self.by_decision)[:5]})")
+
+
 def _check_trial(trial: Path, rel: str, problems: list[str], sealed: dict) -> int:
     """One trial's chains; the number of decisions read."""
-    from engine.loop.records import InputLine, MemoryOp, TraceLine
-    from sessions.evidence.reader import FormatProblem, TrialReader, parse
+    from sessions.evidence.reader import FormatProblem, TrialReader
 
     reader = TrialReader(trial, rel)
-    sha = hashlib.sha256
     try:
         genesis, genesis_sha = reader.genesis()
-        head = genesis_sha
-        inputs = iter(reader.lines(layout.INPUTS)) if reader.exists(layout.INPUTS) else iter(())
-        memory = list(reader.lines(layout.MEMORY)) if reader.exists(layout.MEMORY) else []
-        responses = iter(reader.lines(layout.RESPONSES)) if reader.exists(layout.RESPONSES) else None
-        by_decision: dict[int, list[bytes]] = {}
-        for n, line in memory:
-            by_decision.setdefault(parse(MemoryOp, line, f"{rel}/{layout.MEMORY}:{n}").decision_id, []).append(line)
-        decisions = 0
-        for n, line in reader.lines(layout.TRACE):
-            t = parse(TraceLine, line, f"{rel}/{layout.TRACE}:{n}")
-            decisions = n
-            if t.prev_sha256 != head:
-                problems.append(f"{rel}/{layout.TRACE}:{n}: hash chain broken (prev_sha256 does not match the "
-                                f"{'genesis' if n == 1 else f'line {n - 1}'})")
-            head = sha(line).hexdigest()
-            chunk = [next(inputs, (0, b""))[1] for _ in range(t.accepted_actions)]
-            for k, data in enumerate(chunk):
-                if data:
-                    parse(InputLine, data, f"{rel}/{layout.INPUTS} (decision {n}, input {k})")
-            if sha(b"".join(chunk)).hexdigest() != t.inputs_sha256:
-                problems.append(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
-            mem = by_decision.pop(n, [])
-            if (sha(b"".join(mem)).hexdigest() if mem else EMPTY) != t.memory_sha256:
-                problems.append(f"{rel}/{layout.MEMORY}: decision {n}'s memory operations differ from what it "
-                                f"recorded")
-            if responses is not None:
-                item = next(responses, None)
-                if item is None or sha(item[1]).hexdigest() != t.response_sha256:
-                    problems.append(f"{rel}/{layout.RESPONSES}: decision {n}'s response differs from what it "
-                                    f"recorded")
-        if next(inputs, None) is not None:
-            problems.append(f"{rel}/{layout.INPUTS}: inputs after the trace's last decision")
-        if by_decision:
-            problems.append(f"{rel}/{layout.MEMORY}: operations of decisions the trace lacks "
-                            f"({sorted(by_decision)[:5]})")
+        decisions, head = _check_trace(reader, rel, genesis_sha, problems)
         if not reader.exists(layout.RESULT):
             problems.append(f"{rel}: no {layout.RESULT}")
             return decisions
@@ -204,6 +229,26 @@ def _check_trial(trial: Path, rel: str, problems: list[str], sealed: dict) -> in
     elif event.result_sha256 != result_sha or event.trace_head != head:
         problems.append(f"{rel}/{layout.RESULT}: differs from the result sealed in {layout.RUN_LOG}")
     return decisions
+
+
+def _check_trace(reader, rel: str, genesis_sha: str, problems: list[str]) -> tuple[int, str]:
+    """The trace's hash chain from trial.json, each decision's records in step; (decisions, the chain's head)."""
+    from engine.loop.records import TraceLine
+    from sessions.evidence.reader import parse
+
+    head = genesis_sha
+    streams = _Chains(reader, rel)
+    decisions = 0
+    for n, line in reader.lines(layout.TRACE):
+        t = parse(TraceLine, line, f"{rel}/{layout.TRACE}:{n}")
+        decisions = n
+        if t.prev_sha256 != head:
+            problems.append(f"{rel}/{layout.TRACE}:{n}: hash chain broken (prev_sha256 does not match the "
+                            f"{'genesis' if n == 1 else f'line {n - 1}'})")
+        head = hashlib.sha256(line).hexdigest()
+        streams.check(t, n, problems)
+    streams.check_end(problems)
+    return decisions, head
 
 
 def package_info(experiment_id: str, root_sha256: str | None, include_raw: bool, rewritten: dict[str, str],

@@ -27,8 +27,9 @@ from sessions.evidence import layout
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
 from sessions.evidence.durable import write_atomic
 from sessions.evidence.experiment_folder import ExperimentFolder, FolderBusy, busy_message, holder_alive
+from sessions.evidence.folder import EvidenceFolder
 from sessions.evidence.framestore import scan_store
-from sessions.evidence.reader import FormatProblem, TrialReader, parse, read_results, sha256_hex, whole_lines_length
+from sessions.evidence.reader import FormatProblem, TrialReader, parse, sha256_hex, whole_lines_length
 from sessions.evidence.records import ScheduleFile, VoidRecord
 
 
@@ -77,58 +78,77 @@ def recover(root: Path) -> Recovered:
 
     folder = ExperimentFolder.open(root, vet=vet)
     try:
-        for tmp in root.rglob("*.tmp"):
-            tmp.unlink()
-            out.cut.append(f"removed the leftover temp file {tmp.relative_to(root)}")
-        folder.reopen_log()
-        _finish_voids(folder, out)
-        sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
-        # Only voids made here count: an invalid attempt still in trials/ was never moved, even if an
-        # earlier attempt of its block was voided before a resume reran it.
-        voided_blocks: set[int] = set()
-        # Finish and seal every trial first: voiding moves a whole block, trials not yet seen included.
-        seen_results: list[TrialResult] = []
-        for trial in _trial_dirs(root):
-            if not (trial / layout.TRIAL).is_file():  # never got its genesis: nothing happened in it
-                shutil.rmtree(trial)
-                out.removed.append(trial.name)
-                continue
-            reader = TrialReader(trial, layout.trial_dir(trial.name))
-            if not reader.exists(layout.RESULT):
-                result = _finish_trial(reader, manifest, out)
-                folder.sums.update({f"{layout.trial_dir(trial.name)}/{k}": v
-                                    for k, v in _trial_sums(trial).items()})
-                out.finished.append(trial.name)
-            else:
-                result, _ = reader.result()
-            if (result.trial_key, result.attempt) not in sealed:
-                folder.event("trial-sealed", trial_key=result.trial_key, position=result.position,
-                             attempt=result.attempt, outcome=result.outcome,
-                             result_sha256=file_sha256(trial / layout.RESULT),
-                             trace_head=result.chain.trace_head if result.chain else None)
-            _list_unlisted(folder, trial)
-            seen_results.append(result)
-        for result in seen_results:
-            if not is_valid(result.outcome) and result.position not in voided_blocks:
-                block = folder.block_of(result.position)
-                out.voided.append(folder.void_block(block, result).void)
-                voided_blocks.update(block)
-        for vdir in root.glob("void-*"):  # a void whose sums were never written (a full disk)
-            _list_unlisted(folder, vdir)
-        folder.event("recovered", trial_keys=out.finished)
-        results = read_results(root)
-        voids = [parse(VoidRecord, (v / "void.json").read_bytes(), f"{v.name}/void.json") for v in _void_dirs(root)]
-        order = folder.schedule.order
-        missing = missing_positions(order, results)
-        stop = "process-died" if missing else None
-        labels = sorted({k.split("-")[0] for k in order})
-        folder.finish(bool(missing), stop, lambda head: summarise(
-            experiment_id=manifest.experiment_id, manifest_sha256=folder.manifest_sha256,
-            schedule_sha256=folder.schedule_sha256, order=order, results=results, voids=voids, labels=labels,
-            stopped_early=bool(missing), stop_reason=stop, recovered=True, run_log_head=head))
+        _finish_folder(folder, manifest, out)
     finally:
         folder.close()
     return out
+
+
+def _finish_folder(folder: ExperimentFolder, manifest, out: Recovered) -> None:
+    """Under the lock: temp files, voids, every trial sealed, invalid blocks voided, the summary."""
+    root = folder.root
+    for tmp in root.rglob("*.tmp"):
+        tmp.unlink()
+        out.cut.append(f"removed the leftover temp file {tmp.relative_to(root)}")
+    folder.reopen_log()
+    _finish_voids(folder, out)
+    # Finish and seal every trial first: voiding moves a whole block, trials not yet seen included.
+    seen_results = _seal_trials(folder, manifest, out)
+    # Only voids made here count: an invalid attempt still in trials/ was never moved, even if an
+    # earlier attempt of its block was voided before a resume reran it.
+    voided_blocks: set[int] = set()
+    for result in seen_results:
+        if not is_valid(result.outcome) and result.position not in voided_blocks:
+            block = folder.block_of(result.position)
+            out.voided.append(folder.void_block(block, result).void)
+            voided_blocks.update(block)
+    for vdir in root.glob("void-*"):  # a void whose sums were never written (a full disk)
+        _list_unlisted(folder, vdir)
+    folder.event("recovered", trial_keys=out.finished)
+    _write_summary(folder, manifest)
+
+
+def _seal_trials(folder: ExperimentFolder, manifest, out: Recovered) -> list[TrialResult]:
+    """Every trial in trials/ given a result (when it has none) and a seal in the run log; a folder that
+    never got its genesis is removed (nothing happened in it)."""
+    root = folder.root
+    sealed = {(e.trial_key, e.attempt) for e in _events(root) if e.event == "trial-sealed"}
+    results: list[TrialResult] = []
+    for trial in EvidenceFolder(root).trials(voided=False):
+        if not (trial.path / layout.TRIAL).is_file():
+            shutil.rmtree(trial.path)
+            out.removed.append(trial.key)
+            continue
+        reader = trial.reader()
+        if not reader.exists(layout.RESULT):
+            result = _finish_trial(reader, manifest, out)
+            folder.sums.update({f"{trial.rel}/{k}": v for k, v in _trial_sums(trial.path).items()})
+            out.finished.append(trial.key)
+        else:
+            result, _ = reader.result()
+        if (result.trial_key, result.attempt) not in sealed:
+            folder.event("trial-sealed", trial_key=result.trial_key, position=result.position,
+                         attempt=result.attempt, outcome=result.outcome,
+                         result_sha256=file_sha256(trial.path / layout.RESULT),
+                         trace_head=result.chain.trace_head if result.chain else None)
+        _list_unlisted(folder, trial.path)
+        results.append(result)
+    return results
+
+
+def _write_summary(folder: ExperimentFolder, manifest) -> None:
+    """The summary of what is on disk now; a schedule position without a result stopped the run early."""
+    evidence = EvidenceFolder(folder.root)
+    results = evidence.results()
+    voids = [v.record()[0] for v in evidence.voids()]
+    order = folder.schedule.order
+    missing = missing_positions(order, results)
+    stop = "process-died" if missing else None
+    labels = sorted({k.split("-")[0] for k in order})
+    folder.finish(bool(missing), stop, lambda head: summarise(
+        experiment_id=manifest.experiment_id, manifest_sha256=folder.manifest_sha256,
+        schedule_sha256=folder.schedule_sha256, order=order, results=results, voids=voids, labels=labels,
+        stopped_early=bool(missing), stop_reason=stop, recovered=True, run_log_head=head))
 
 
 def _fingerprint(root: Path) -> tuple:
@@ -169,9 +189,7 @@ def _refusals(root: Path):
 
 
 def _events(root: Path):
-    from sessions.evidence.reader import read_run_log
-
-    return read_run_log(root)[0]
+    return EvidenceFolder(root).run_log()[0]
 
 
 def _refuse_tampered(root: Path, sums: dict[str, str]) -> None:
@@ -186,8 +204,8 @@ def _refuse_tampered(root: Path, sums: dict[str, str]) -> None:
 def _refuse_unreadable_records(root: Path) -> None:
     """What recover reads whole was written whole (a temp file and a rename), so a kill cannot have
     torn it: a genesis, result or void record that does not parse was changed afterwards."""
-    for trial in _trial_dirs(root):
-        reader = TrialReader(trial, layout.trial_dir(trial.name))
+    for trial in EvidenceFolder(root).trials(voided=False):
+        reader = trial.reader()
         try:
             if reader.exists(layout.RESULT):
                 reader.result()
@@ -212,45 +230,40 @@ def _finish_voids(folder: ExperimentFolder, out: Recovered) -> None:
     again below); one with its record gets the rest of its moves, its log line and its sums."""
     root = folder.root
     logged = {e.void for e in _events(root) if e.event == "voided"}
-    for vdir in _void_dirs(root):
-        if not (vdir / "void.json").is_file():
-            for trial in sorted(p for p in vdir.iterdir() if p.is_dir()):
-                if not (root / layout.trial_dir(trial.name)).exists():
-                    os.replace(trial, root / layout.trial_dir(trial.name))
-            vdir.rmdir()
-            out.cut.append(f"removed {vdir.name}/, a void the process died making")
+    for void in EvidenceFolder(root).voids():
+        if not (void.path / "void.json").is_file():
+            _undo_void(root, void.path)
+            out.cut.append(f"removed {void.rel}/, a void the process died making")
             continue
-        record = parse(VoidRecord, (vdir / "void.json").read_bytes(), f"{vdir.name}/void.json")
-        moved = all((vdir / key).is_dir() for key in record.trial_keys)
+        record = void.record()[0]
+        moved = all((void.path / key).is_dir() for key in record.trial_keys)
         stale = any(rel.startswith(f"{layout.trial_dir(key)}/") and not (root / rel).exists()
                     for key in record.trial_keys for rel in folder.sums)
         if record.void not in logged or not moved or stale:
             folder.finish_void(record, logged=record.void in logged)
-            out.cut.append(f"finished {vdir.name}/, a void the process died making")
+            out.cut.append(f"finished {void.rel}/, a void the process died making")
 
 
-def _void_dirs(root: Path) -> list[Path]:
-    return sorted((p for p in root.glob("void-*") if p.is_dir() and p.name[5:].isdigit()),
-                  key=lambda p: int(p.name[5:]))
-
-
-def _trial_dirs(root: Path) -> list[Path]:
-    trials = root / layout.TRIALS
-    return sorted(p for p in trials.iterdir() if p.is_dir()) if trials.is_dir() else []
+def _undo_void(root: Path, vdir: Path) -> None:
+    """A void without its record: its trials go back to trials/ (where none of that key is) and it goes."""
+    for trial in sorted(p for p in vdir.iterdir() if p.is_dir()):
+        if not (root / layout.trial_dir(trial.name)).exists():
+            os.replace(trial, root / layout.trial_dir(trial.name))
+    vdir.rmdir()
 
 
 def _refuse_unsealed_results(root: Path, sealed: set[tuple[str, int]]) -> None:
     """A sealed trial's result is durable before its seal: without it, the folder was changed, not crashed."""
-    for trial in _trial_dirs(root):
-        reader = TrialReader(trial, layout.trial_dir(trial.name))
+    for trial in EvidenceFolder(root).trials(voided=False):
+        reader = trial.reader()
         if reader.exists(layout.RESULT) or not reader.exists(layout.TRIAL):
             continue
         try:
             attempt = reader.genesis()[0].attempt
         except FormatProblem:
             continue  # finishing it reports the problem
-        if (trial.name, attempt) in sealed:
-            raise RecoverRefused(f"{layout.trial_dir(trial.name)}/{layout.RESULT} is missing but run.jsonl sealed "
+        if (trial.key, attempt) in sealed:
+            raise RecoverRefused(f"{trial.rel}/{layout.RESULT} is missing but run.jsonl sealed "
                                  f"that trial: refusing to recover a folder that was changed after it was written; "
                                  f"`oakwatch verify` says more")
 
@@ -283,7 +296,19 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
         if not path.exists():
             path.touch()
         _cut(path, whole_lines_length(path), out, f"{key}/{name}: a torn last line")
-    # The last whole decision: an unbroken chain whose response is on disk.
+    tally, head = _cut_decisions(reader, genesis_sha, out)
+    ann_head, ann_lines = _cut_tags(trial, genesis_sha, out)
+    chain = Chain(genesis_sha256=genesis_sha, trace_head=head, trace_lines=tally.decisions, annotations_head=ann_head,
+                  annotation_lines=ann_lines, frames=_seal_frames(trial, out))
+    result = _recovered_result(trial, genesis, tally, chain, manifest)
+    write_atomic(trial / layout.RESULT, (result.model_dump_json(indent=2) + "\n").encode())
+    return result
+
+
+def _cut_decisions(reader: TrialReader, genesis_sha: str, out: Recovered) -> tuple[TraceTally, str]:
+    """Cut every stream after the last whole decision: an unbroken chain whose response is on disk.
+    Returns the kept decisions' tally and the chain's head."""
+    trial, key = reader.folder, reader.folder.name
     tally = TraceTally()
     head, kept = genesis_sha, 0
     responses = (trial / layout.RESPONSES).read_bytes().splitlines(keepends=True)
@@ -314,9 +339,14 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
             break
         keep += len(line)
     _cut(trial / layout.MEMORY, keep, out, f"{key}/{layout.MEMORY}: operations after decision {n}")
-    ann_head, ann_lines, keep = genesis_sha, 0, 0
+    return tally, head
+
+
+def _cut_tags(trial: Path, genesis_sha: str, out: Recovered) -> tuple[str, int]:
+    """Cut the tags at the first that breaks their chain; (the chain's head, the tags kept)."""
     from engine.loop.records import Annotation
 
+    ann_head, ann_lines, keep = genesis_sha, 0, 0
     for line in (trial / layout.TRIAL_ANNOTATIONS).read_bytes().splitlines(keepends=True):
         try:
             a = Annotation.model_validate_json(line)
@@ -325,16 +355,26 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
         if a.prev_sha256 != ann_head:
             break
         ann_head, ann_lines, keep = sha256_hex(line), ann_lines + 1, keep + len(line)
-    _cut(trial / layout.TRIAL_ANNOTATIONS, keep, out, f"{key}/{layout.TRIAL_ANNOTATIONS}: a broken tag")
+    _cut(trial / layout.TRIAL_ANNOTATIONS, keep, out, f"{trial.name}/{layout.TRIAL_ANNOTATIONS}: a broken tag")
+    return ann_head, ann_lines
+
+
+def _seal_frames(trial: Path, out: Recovered) -> FrameStoreSeal | None:
+    """The frame store cut to its last whole frame, and its seal (None without a store)."""
     frames_path = trial / layout.FRAMES
-    seal = None
-    if frames_path.exists():
-        frames, good, problem = scan_store(frames_path)
-        if problem:
-            _cut(frames_path, good, out, f"{key}/{layout.FRAMES}: {problem}")
-        seal = FrameStoreSeal(file=layout.FRAMES, sha256=file_sha256(frames_path), frames=len(frames), bytes=good)
+    if not frames_path.exists():
+        return None
+    frames, good, problem = scan_store(frames_path)
+    if problem:
+        _cut(frames_path, good, out, f"{trial.name}/{layout.FRAMES}: {problem}")
+    return FrameStoreSeal(file=layout.FRAMES, sha256=file_sha256(frames_path), frames=len(frames), bytes=good)
+
+
+def _recovered_result(trial: Path, genesis, tally: TraceTally, chain: Chain, manifest) -> TrialResult:
+    """A harness-error result (`process-died`, `recovered: true`) for the kept decisions."""
+    n = tally.decisions
     outcome, cause = classify("process-died")
-    ended = tally.last.termination_reason if tally.last else None  # the loop had ended it
+    last = tally.last
     reached = tally.milestones_reached
     game = _game(manifest, trial.parent.parent)
     # The awards (the frame and probe where each rung was reached) died with the process; the kept
@@ -342,11 +382,11 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
     # (no ROM here) the result lists none: its deepest rung and skipped rungs are then lower bounds.
     awards, pre_satisfied, proof = _proven_awards(trial, reached)
     points = sum(m.points for m in game.milestones if m.id in reached) if game else 0
-    last = tally.last
-    result = TrialResult(
-        experiment_id=genesis.experiment_id, condition=genesis.condition, trial=genesis.trial, trial_key=key,
+    return TrialResult(
+        experiment_id=genesis.experiment_id, condition=genesis.condition, trial=genesis.trial, trial_key=trial.name,
         position=genesis.position, attempt=genesis.attempt, outcome=outcome, termination_reason="process-died",
-        termination_detail=ended, invalid_cause=cause,
+        termination_detail=last.termination_reason if last else None,  # the loop had ended it
+        invalid_cause=cause,
         error=f"the process (pid {genesis.pid}) died before the trial ended; finished by `oakwatch recover` at "
               f"decision {n}",
         recovered=True, started_utc=genesis.started_utc, ended_utc=last.timestamp_utc if last else utc_now(),
@@ -360,10 +400,7 @@ def _finish_trial(reader: TrialReader, manifest, out: Recovered) -> TrialResult:
         provenance={"recovered_utc": utc_now(), "recovered_awards": proof,
                     # and a battle task's rules, as in every result of the task
                     **({"battle": manifest.battle.model_dump(mode="json")} if manifest.battle is not None else {})},
-        chain=Chain(genesis_sha256=genesis_sha, trace_head=head, trace_lines=n, annotations_head=ann_head,
-                    annotation_lines=ann_lines, frames=seal))
-    write_atomic(trial / layout.RESULT, (result.model_dump_json(indent=2) + "\n").encode())
-    return result
+        chain=chain)
 
 
 def _proven_awards(trial: Path, reached: list[str]) -> tuple[list, list[str], str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.battle.episodes import EpisodeRules
@@ -69,6 +69,19 @@ def load_trial(trial_dir: Path, rom: Path | None = None, state: Path | None = No
     rom_bytes, rom_sha = sha256_file(rom_path, "ROM")
     if rom_sha != g.rom_sha256:
         raise PreflightError(f"ROM {rom_path} has SHA-256 {rom_sha}, the experiment used {g.rom_sha256}")
+    entry = _start_entry(manifest, folder)
+    state_bytes = _start_state(entry, state, folder)
+    definition = folder / GAME_COPY if package and g.definition == REDACTED else resolve(g.definition, folder)
+    try:
+        game = load_game_definition(definition)
+    except GameDefinitionError as exc:
+        raise PreflightError(str(exc)) from None
+    timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
+    return LoadedTrial(TrialReader(trial_dir), manifest, rom_path, state_bytes, game, timing, rom_bytes)
+
+
+def _start_entry(manifest: Manifest, folder: Path):
+    """The manifest's start state for its emulator, which must be installed at the version it ran on."""
     from engine.emulators.backends import BACKENDS
 
     chosen = BACKENDS[manifest.emulator.name]
@@ -83,19 +96,18 @@ def load_trial(trial_dir: Path, rom: Path | None = None, state: Path | None = No
         raise PreflightError(f"the experiment ran on {manifest.emulator.name} "
                              f"{manifest.emulator.version or entry.emulator_version}, but {installed} is "
                              f"installed: a replay needs the same emulator version")
+    return entry
+
+
+def _start_state(entry, state: Path | None, folder: Path) -> bytes:
+    """The start state's bytes (`--state`, or the manifest's path), checked against its SHA-256."""
     if state is None and entry.state == REDACTED:
         raise PreflightError(f"the package does not say where the start state is (its path was redacted): give it "
                              f"with --state (SHA-256 {entry.sha256})")
-    state, state_sha = sha256_file(state or resolve(entry.state, folder), "initial state")
+    data, state_sha = sha256_file(state or resolve(entry.state, folder), "initial state")
     if state_sha != entry.sha256:
         raise PreflightError(f"initial state has SHA-256 {state_sha}, the experiment used {entry.sha256}")
-    definition = folder / GAME_COPY if package and g.definition == REDACTED else resolve(g.definition, folder)
-    try:
-        game = load_game_definition(definition)
-    except GameDefinitionError as exc:
-        raise PreflightError(str(exc)) from None
-    timing = Timing(manifest.emulator.press_frames, manifest.emulator.settle_frames)
-    return LoadedTrial(TrialReader(trial_dir), manifest, rom_path, state, game, timing, rom_bytes)
+    return data
 
 
 def _load_variant_trial(trial_dir: Path, folder: Path, manifest: Manifest, rom: Path | None) -> LoadedTrial:
@@ -214,9 +226,71 @@ def _check_decision_end(t: TraceLine, failed: bool, ladder: Ladder, emulator) ->
                          f"{t.result_frame_index}")
 
 
-def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None] | None = None) -> dict:
-    reader, game, timing = loaded.reader, loaded.game, loaded.timing
-    m = loaded.manifest
+@dataclass
+class _Replay:
+    """A replay under way: the emulator, what it has reached, and the trial's rules (ladder, goal, routes,
+    an episode's failure)."""
+
+    emulator: object
+    loaded: LoadedTrial
+    probe: Probe
+    sample: dict
+    ladder: Ladder
+    goal: GoalCheck | None
+    routes: RouteTracker
+    failure: Callable | None  # an episodic trial's failure predicate (engine.battle.episodes)
+    actions: int = 0
+    looped: bool = False
+    failed: bool = False
+    awards: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    proven: list = field(default_factory=list)  # the awards themselves (engine.ladder), for recover
+
+    def start(self, t: TraceLine, last: TraceLine | None, first: str) -> None:
+        """The decision starts where the trace says (the start state again after an episode's end)."""
+        if _start_decision(self.emulator, self.loaded, t, last, first):
+            self.sample = self.probe(self.emulator.read_range)
+            self.routes.progress()
+        self.failed = False
+
+    def decision(self, t: TraceLine, rows: list[InputLine]) -> None:
+        """One recorded decision, once started: its battle writes, its presses, where it ends."""
+        emulator, reader = self.emulator, self.loaded.reader
+        if _battle_writes(emulator, reader, t):
+            self.sample = self.probe(emulator.read_range)
+        if len(rows) != t.accepted_actions:
+            raise FormatProblem(f"{reader.where(layout.INPUTS)}: decision {t.decision_id} accepted "
+                                f"{t.accepted_actions} actions, the log has {len(rows)}")
+        for row in rows:
+            self.press(t.decision_id, row)
+        _check_decision_end(t, self.failed, self.ladder, emulator)
+
+    def press(self, did: int, row: InputLine) -> None:
+        """One recorded press, replayed and checked; the ladder, the goal, the routes and the failure follow it."""
+        game = self.loaded.game
+        before = _position(game, self.sample)
+        step = self.emulator.step(row.action, self.loaded.timing, self.probe)
+        self.actions += 1
+        _check_press(did, row, step)
+        where = {"decision_id": did, "frame_index": step.frame_index, "frame_sha256": step.frame_sha256}
+        for award in self.ladder.update(step.ram_before_last, step.ram_last, **where):
+            self.awards[award.id] = (did, step.frame_index, step.frame_sha256)
+            self.proven.append(award)
+            self.routes.progress()
+        if self.goal is not None:
+            self.goal.update(step.ram_before_last, step.ram_last, **where)
+        if any(self.sample.get(f) != step.ram_last.get(f) for f in game.route_resets):
+            self.routes.progress()
+        self.failed = self.failure is not None and game.is_ready(step.ram_last) and self.failure(
+            step.ram_before_last, step.ram_last)
+        self.sample = step.ram_last
+        if before is not None:
+            self.looped = self.routes.record(before, row.action, _position(game, self.sample),
+                                             self.ladder.awards) or self.looped
+
+
+def _start_replay(emulator, loaded: LoadedTrial) -> tuple[_Replay, str]:
+    """The start state restored and checked against the pinned first frame; (the replay, that frame)."""
+    game, m = loaded.game, loaded.manifest
     probe = Probe(game)
     emulator.restore(loaded.state)
     first = frame_sha256(emulator.frame())
@@ -227,61 +301,36 @@ def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None
     ladder = Ladder(game, sample)
     goal = GoalCheck(m.game.goal, game, sample) if m.game.goal and m.game.goal in game.goals else None
     routes = RouteTracker.for_game(game, m.budgets.unrecoverable_loop_repeats)
-    actions = 0
-    looped = False
-    awards: dict[str, tuple[int, int, str]] = {}
-    proven = []  # the awards themselves (engine.ladder), for recover
+    # An episodic trial (engine.battle.episodes): after an episode's last decision the start state is restored.
+    failure = EpisodeRules(m.episodes.budget, tuple(m.episodes.failure or ())).failure_test() if m.episodes else None
+    replay = _Replay(emulator, loaded, probe, sample, ladder, goal, routes, failure)
+    return replay, first
+
+
+def replay_records(emulator, loaded: LoadedTrial, progress: Callable[[int], None] | None = None) -> dict:
+    reader = loaded.reader
+    replay, first = _start_replay(emulator, loaded)
     groups = reader.inputs_by_decision()
     pending: tuple[int, list[InputLine]] | None = next(groups, None)
     last: TraceLine | None = None
-    # An episodic trial (engine.battle.episodes): after an episode's last decision the start state is restored.
-    failure = EpisodeRules(m.episodes.budget, tuple(m.episodes.failure or ())).failure_test() if m.episodes else None
-    failed = False
     for t in reader.trace():
-        did = t.decision_id
-        if _start_decision(emulator, loaded, t, last, first):
-            sample = probe(emulator.read_range)
-            routes.progress()
-        failed = False
+        replay.start(t, last, first)
         rows: list[InputLine] = []
-        if pending is not None and pending[0] == did:
+        if pending is not None and pending[0] == t.decision_id:
             rows = pending[1]
             pending = next(groups, None)
-        if _battle_writes(emulator, reader, t):
-            sample = probe(emulator.read_range)
-        if len(rows) != t.accepted_actions:
-            raise FormatProblem(f"{reader.where(layout.INPUTS)}: decision {did} accepted {t.accepted_actions} "
-                                f"actions, the log has {len(rows)}")
-        for row in rows:
-            before = _position(game, sample)
-            step = emulator.step(row.action, timing, probe)
-            actions += 1
-            _check_press(did, row, step)
-            for award in ladder.update(step.ram_before_last, step.ram_last, decision_id=did,
-                                       frame_index=step.frame_index, frame_sha256=step.frame_sha256):
-                awards[award.id] = (did, step.frame_index, step.frame_sha256)
-                proven.append(award)
-                routes.progress()
-            if goal is not None:
-                goal.update(step.ram_before_last, step.ram_last, decision_id=did, frame_index=step.frame_index,
-                            frame_sha256=step.frame_sha256)
-            if any(sample.get(f) != step.ram_last.get(f) for f in game.route_resets):
-                routes.progress()
-            failed = failure is not None and game.is_ready(step.ram_last) and failure(step.ram_before_last,
-                                                                                       step.ram_last)
-            sample = step.ram_last
-            if before is not None:
-                looped = routes.record(before, row.action, _position(game, sample), ladder.awards) or looped
-        _check_decision_end(t, failed, ladder, emulator)
+        replay.decision(t, rows)
         last = t
         if progress:
-            progress(did)
+            progress(t.decision_id)
     if pending is not None:
         raise FormatProblem(f"{reader.where(layout.INPUTS)}: inputs for decision {pending[0]}, which the trace "
                             f"does not have")
-    _check_ending(reader, last, ladder, looped, actions, awards, m, goal)
-    return {"decisions": last.decision_id if last else 0, "actions": actions, "milestones": ladder.reached,
-            "awards": proven, "pre_satisfied": sorted(ladder.pre_satisfied)}
+    _check_ending(reader, last, replay.ladder, replay.looped, replay.actions, replay.awards, loaded.manifest,
+                  replay.goal)
+    return {"decisions": last.decision_id if last else 0, "actions": replay.actions,
+            "milestones": replay.ladder.reached, "awards": replay.proven,
+            "pre_satisfied": sorted(replay.ladder.pre_satisfied)}
 
 
 def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, looped: bool, actions: int,
@@ -290,10 +339,20 @@ def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, l
     if not reader.exists(layout.RESULT):
         return
     result, _ = reader.result()
-    reason = result.termination_reason
     if manifest.game.goal:  # with a goal, it alone ends a trial as a success (engine.games.goals)
         _check_goal_ending(result, goal, last)
     expected = ladder.ending if not manifest.game.goal else None  # engine.games.ladder: final-milestone, ... or None
+    _check_reason(result, expected, looped, actions, manifest, last)
+    if not result.recovered and result.pre_satisfied != sorted(ladder.pre_satisfied):
+        raise Divergence(f"the replay's start state satisfies {sorted(ladder.pre_satisfied)}; the result says "
+                         f"{result.pre_satisfied}")
+    _check_awards(result, awards, last)
+
+
+def _check_reason(result, expected: str | None, looped: bool, actions: int, manifest: Manifest,
+                  last: TraceLine | None) -> None:
+    """The termination reason, where the replay decides it: the ladder's end, a loop, the action budget."""
+    reason = result.termination_reason
     if reason in (FINAL, FINAL_SKIPPED) and reason != expected:
         raise Divergence(f"the result claims {reason}; the replay " + (
             f"ends the ladder with {expected}" if expected else "never reaches the end of the ladder"))
@@ -305,17 +364,17 @@ def _check_ending(reader: TrialReader, last: TraceLine | None, ladder: Ladder, l
     if expected is not None and reason != expected and result.outcome in ("success", "game-failure") \
             and last is not None:
         raise Divergence(f"the replay reaches the end of the ladder ({expected}); the result says {reason}")
-    if not result.recovered and result.pre_satisfied != sorted(ladder.pre_satisfied):
-        raise Divergence(f"the replay's start state satisfies {sorted(ladder.pre_satisfied)}; the result says "
-                         f"{result.pre_satisfied}")
+
+
+def _check_awards(result, awards: dict, last: TraceLine | None) -> None:
+    """Every award the result lists is where the replay makes it, and a sealed result lists every one."""
     for m in result.milestones:
         if awards.get(m.id) != (m.decision_id, m.frame_index, m.frame_sha256):
             raise Divergence(f"{m.id}: the result's evidence (decision {m.decision_id}, frame {m.frame_index}) "
                              f"is not where the replay awards it")
-    if set(awards) - {m.id for m in result.milestones} and result.chain is not None \
-            and result.last_decision == (last.decision_id if last else 0):
-        raise Divergence(f"the replay awards {sorted(set(awards) - {m.id for m in result.milestones})}, "
-                         f"which the result does not list")
+    unlisted = set(awards) - {m.id for m in result.milestones}
+    if unlisted and result.chain is not None and result.last_decision == (last.decision_id if last else 0):
+        raise Divergence(f"the replay awards {sorted(unlisted)}, which the result does not list")
 
 
 def _check_goal_ending(result, goal: GoalCheck | None, last: TraceLine | None) -> None:

@@ -18,11 +18,11 @@ def check_tools(manifest, labels: dict[str, str], results: dict, report) -> None
     if manifest is None:
         return
     policies = {c.id: c.policy for c in manifest.conditions}
-    ruleset = manifest.agent.ruleset
     rules = manifest.battle.model_dump(mode="json") if manifest.battle is not None else None
     for key, (r, _sha) in sorted(results.items()):
         if r.provenance.get("battle") != rules:
             report.add(f"{layout.trial_dir(key)}/{layout.RESULT}: provenance.battle is not the manifest's battle rules")
+    ruleset = manifest.agent.ruleset
     expected = sorted(RULESETS.get(ruleset, ()))
     for key, (r, _sha) in sorted(results.items()):
         where = f"{layout.trial_dir(key)}/{layout.RESULT}"
@@ -30,24 +30,30 @@ def check_tools(manifest, labels: dict[str, str], results: dict, report) -> None
         if policies.get(labels.get(r.condition, "")) not in TOOL_POLICIES:
             if record is not None:
                 report.add(f"{where}: records a tool server, but its condition is not played through one")
-            continue
-        if record is None:
+        elif record is None:
             if not r.recovered and r.telemetry is not None and r.telemetry.model_calls:
                 report.add(f"{where}: an agent played through the tool server, but the tools it exposed are "
                            f"not recorded (provenance.tool_server)")
-            continue
-        if not isinstance(record, dict):
-            report.add(f"{where}: provenance.tool_server is not an object")
-            continue
-        if record.get("ruleset") != ruleset:
-            report.add(f"{where}: played under ruleset {record.get('ruleset')!r}, but the manifest's is {ruleset!r}")
-        tools = record.get("tools")
-        if not isinstance(tools, list) or sorted(map(str, tools)) != expected or len(tools) != len(expected):
-            extra = sorted(set(map(str, tools or [])) - set(expected)) if isinstance(tools, list) else []
-            missing = sorted(set(expected) - set(map(str, tools or []))) if isinstance(tools, list) else expected
-            report.add(f"{where}: the tool server exposed {tools!r}, not exactly the {ruleset} ruleset's "
-                       f"{expected}" + (f" (more: {', '.join(extra)})" if extra else "")
-                       + (f" (missing: {', '.join(missing)})" if missing else ""))
+        else:
+            _check_tool_record(record, ruleset, expected, where, report)
+
+
+def _check_tool_record(record, ruleset: str, expected: list[str], where: str, report) -> None:
+    """provenance.tool_server: the manifest's ruleset, and exactly its tools."""
+    if not isinstance(record, dict):
+        report.add(f"{where}: provenance.tool_server is not an object")
+        return
+    if record.get("ruleset") != ruleset:
+        report.add(f"{where}: played under ruleset {record.get('ruleset')!r}, but the manifest's is {ruleset!r}")
+    tools = record.get("tools")
+    if isinstance(tools, list) and sorted(map(str, tools)) == expected and len(tools) == len(expected):
+        return
+    named = set(map(str, tools or [])) if isinstance(tools, list) else None
+    extra = sorted(named - set(expected)) if named is not None else []
+    missing = sorted(set(expected) - named) if named is not None else expected
+    report.add(f"{where}: the tool server exposed {tools!r}, not exactly the {ruleset} ruleset's "
+               f"{expected}" + (f" (more: {', '.join(extra)})" if extra else "")
+               + (f" (missing: {', '.join(missing)})" if missing else ""))
 
 
 def check_battle_line(manifest, line, where: str, report) -> None:

@@ -57,7 +57,7 @@ class CliPolicy(ToolCallPolicy):
     def __init__(self, condition: Condition, manifest: Manifest, keys: tuple[str, ...] = ()):
         """`keys`: the run's API keys (the manifest's key variables), cut out of what the client prints
         along with every key variable of the environment and the trial's bearer token."""
-        from sessions.execute.mcp_server import HttpSessions, bind, build_server, sdk_version
+        from sessions.execute.mcp_server import sdk_version
 
         m = manifest
         ruleset = m.agent.ruleset
@@ -68,6 +68,19 @@ class CliPolicy(ToolCallPolicy):
                          m.agent.max_reply_bytes)
         # one client per trial, and only with this trial's bearer token (never written, printed or logged)
         token = secrets.token_urlsafe(32)
+        self._start_server(m, ruleset, token)
+        # the keys the client may hold, cut out of anything it prints (longest first)
+        self._secrets = tuple(sorted(set(key_values()) | {k for k in (*keys, token) if len(k) >= 8}, key=len,
+                                     reverse=True))
+        self._cap = m.agent.max_reply_bytes  # each stream of its transcript is kept up to this, as a reply is
+        self.evidence_files: dict[str, bytes] = {}  # its transcript, for the trial folder (recorder)
+        self._dir = tempfile.TemporaryDirectory(prefix="oakwatch-cli-")
+        self._launch(condition, m, token, Path(self._dir.name))
+
+    def _start_server(self, m: Manifest, ruleset: str, token: str) -> None:
+        """The trial's tool server on streamable HTTP at 127.0.0.1, a free port, in its own thread."""
+        from sessions.execute.mcp_server import HttpSessions, bind, build_server
+
         self.sessions = HttpSessions(self.desk, token=token, record=self.record)
         self.server = build_server(self.desk, ruleset=ruleset, image_scale=m.agent.image_scale,
                                    allowed=tuple(m.agent.allowed_actions), max_actions=m.agent.max_actions_per_decision,
@@ -85,24 +98,24 @@ class CliPolicy(ToolCallPolicy):
         self._thread.start()
         if not self._ready.wait(SERVER_START_S) or self._server_error is not None:
             raise RuntimeError(f"the tool server did not start: {self._server_error}")
-        # the keys the client may hold, cut out of anything it prints (longest first)
-        self._secrets = tuple(sorted(set(key_values()) | {k for k in (*keys, token) if len(k) >= 8}, key=len,
-                                     reverse=True))
-        self._cap = m.agent.max_reply_bytes  # each stream of its transcript is kept up to this, as a reply is
-        self.evidence_files: dict[str, bytes] = {}  # its transcript, for the trial folder (recorder)
-        self._dir = tempfile.TemporaryDirectory(prefix="oakwatch-cli-")
-        top = Path(self._dir.name)
-        work, config_dir = top / "work", top / "config"  # work: the client's cwd and HOME, empty at its start
-        work.mkdir()
-        config_dir.mkdir()
+
+    def _write_config(self, config_dir: Path, token: str) -> dict:
+        """The client's MCP config file (its only copy of the token); returns the config as recorded."""
         config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url,
                                                "headers": {"Authorization": f"Bearer {token}"}}}}
         self.config_path = config_dir / "mcp-config.json"
         fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # the client's only
         with open(fd, "w", encoding="utf-8") as f:
             f.write(json.dumps(config, indent=2) + "\n")
-        shown = {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url,
-                                              "headers": {"Authorization": f"Bearer {TOKEN_SHOWN}"}}}}
+        return {"mcpServers": {SERVER_NAME: {"type": "http", "url": self.url,
+                                             "headers": {"Authorization": f"Bearer {TOKEN_SHOWN}"}}}}
+
+    def _launch(self, condition: Condition, m: Manifest, token: str, top: Path) -> None:
+        """Start the client, sandboxed, in an empty working folder under `top`, and watch it."""
+        work, config_dir = top / "work", top / "config"  # work: the client's cwd and HOME, empty at its start
+        work.mkdir()
+        config_dir.mkdir()
+        shown = self._write_config(config_dir, token)
         self.work = work
         told = m.agent.instruction or ""  # `{instruction}`: the prompt says what the system prompt would
         argv = [arg.replace("{mcp_config}", str(self.config_path)).replace("{mcp_url}", self.url)

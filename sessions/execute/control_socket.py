@@ -225,39 +225,46 @@ class ControlServer:
             pass  # full (a wake-up is pending anyway) or closed (stopping)
 
     def _serve(self) -> None:
-        sel = self._selector
         try:
             while not self._stopping.is_set():
-                for key, events in sel.select(self._next_timeout()):
-                    if key.data == "listen":
-                        self._accept_all()
-                    elif key.data == "wake":
-                        try:
-                            while self._wake_r.recv(4096):
-                                pass
-                        except OSError:
-                            pass
-                    else:
-                        conn = self._conns.get(key.fd)
-                        if conn is None or conn.sock is not key.fileobj:
-                            continue
-                        if events & selectors.EVENT_READ:
-                            self._read(key.fd, conn)
-                        if events & selectors.EVENT_WRITE and self._conns.get(key.fd) is conn:
-                            self._flush(key.fd, conn)
+                for key, events in self._selector.select(self._next_timeout()):
+                    self._ready(key, events)
                 self._replies()
                 self._expire()
         finally:
-            for fd in list(self._conns):
-                self._close(fd)
-            for s in (self._sock, self._wake_r, self._wake_w):
-                if s is not None:
-                    try:
-                        sel.unregister(s)
-                    except (KeyError, ValueError):
-                        pass
-                    s.close()
-            sel.close()
+            self._close_all()
+
+    def _ready(self, key, events: int) -> None:
+        """One selector key that is ready: the listening socket, the wake-up pipe or a connection."""
+        if key.data == "listen":
+            self._accept_all()
+        elif key.data == "wake":
+            try:
+                while self._wake_r.recv(4096):
+                    pass
+            except OSError:
+                pass
+        else:
+            conn = self._conns.get(key.fd)
+            if conn is None or conn.sock is not key.fileobj:
+                return
+            if events & selectors.EVENT_READ:
+                self._read(key.fd, conn)
+            if events & selectors.EVENT_WRITE and self._conns.get(key.fd) is conn:
+                self._flush(key.fd, conn)
+
+    def _close_all(self) -> None:
+        sel = self._selector
+        for fd in list(self._conns):
+            self._close(fd)
+        for s in (self._sock, self._wake_r, self._wake_w):
+            if s is not None:
+                try:
+                    sel.unregister(s)
+                except (KeyError, ValueError):
+                    pass
+                s.close()
+        sel.close()
 
     def _next_timeout(self) -> float:
         now = time.monotonic()

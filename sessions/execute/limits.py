@@ -154,16 +154,13 @@ class ExperimentLimits:
 
 def spend_in_folder(root) -> tuple[float, int]:
     """(sum of known costs, trials of unknown cost) over every sealed attempt in an evidence folder."""
-    from pathlib import Path
-
-    from engine.loop.records import TrialResult
+    from sessions.evidence.folder import EvidenceFolder
 
     total, unknown = 0.0, 0
-    for path in sorted(Path(root).glob("*/*/result.json")):
-        try:
-            result = TrialResult.model_validate_json(path.read_bytes())
-        except (OSError, ValueError):
-            continue  # verify reports a broken result; the ceiling counts what can be read
+    # Every attempt, trials/ and void-<n>/, in the order of their paths (the sum's order, as it always was);
+    # a broken result is skipped: verify reports it, the ceiling counts what can be read.
+    sealed = sorted(EvidenceFolder(root).sealed_results(voided=True), key=lambda found: found[0].path)
+    for _trial, result in sealed:
         cost = result.telemetry.cost_usd
         if cost is None:
             unknown += 1

@@ -72,12 +72,7 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     instructions."""
     names = tools_for(ruleset)
     if "apply_team" in names:
-        b = battle or {}
-        pool = b.get("pool") or {}
-        shown = "; ".join((f"{k} {', '.join(v)}" if v else f"no {k}") for k, v in pool.items() if v is not None) \
-            or "anything the game has"
-        instructions = BATTLE_INSTRUCTIONS.format(limit=b.get("party_limit") or "(the game's party size)",
-                                                  cap=b.get("level_cap") or "none", pool=shown)
+        instructions = _battle_instructions(battle or {})
     else:
         instructions = INSTRUCTIONS.format(allowed=", ".join(allowed), most=max_actions, press=press_frames,
                                            settle=settle_frames)
@@ -89,32 +84,62 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                        instructions=instructions)
     # A session with no id of its own (stdio, in-process): one per server, as its client is.
     local = f"local-{secrets.token_hex(16)}"
+    calls = _Calls(desk, on_session, local)
+    tools = _screen_tools(calls, image_scale, allowed, max_actions) | _battle_tools(calls)
+    for name in names:
+        server.add_tool(tools[name], name=name, structured_output=False)
+        portable(server._tool_manager.get_tool(name).parameters)
+    if record is not None:
+        _record_sdk_refusals(server, record, set(names), lambda ctx: session_hash(_session_id(ctx) or local))
+    return server
 
-    def seen(ctx: Context) -> str:
+
+def _battle_instructions(b: dict) -> str:
+    """The battle ruleset's instructions, naming the task's party limit, level cap and pool."""
+    pool = b.get("pool") or {}
+    shown = "; ".join((f"{k} {', '.join(v)}" if v else f"no {k}") for k, v in pool.items() if v is not None) \
+        or "anything the game has"
+    return BATTLE_INSTRUCTIONS.format(limit=b.get("party_limit") or "(the game's party size)",
+                                      cap=b.get("level_cap") or "none", pool=shown)
+
+
+class _Calls:
+    """What every tool of one server shares: the desk, the sessions seen and the decision waiting."""
+
+    def __init__(self, desk: ToolDesk, on_session: Callable[[str | None], None] | None, local: str) -> None:
+        self.desk, self.on_session, self.local = desk, on_session, local
+
+    def seen(self, ctx: Context) -> str:
         """Count the call; the SHA-256 of its session, recorded with each decision (verify: one per trial)."""
-        desk.calls += 1
+        self.desk.calls += 1
         session = _session_id(ctx)
-        if on_session is not None:
-            on_session(session)
-        return session_hash(session or local)
+        if self.on_session is not None:
+            self.on_session(session)
+        return session_hash(session or self.local)
 
-    async def open_turn():
+    async def open_turn(self):
         """The decision waiting for a call (engine.policies.tools.Turn); refused once the trial is over."""
         try:
-            return await desk.current_turn()
+            return await self.desk.current_turn()
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
 
-    async def decision(tool: str, arguments: dict, session: str) -> str:
+    async def decision(self, tool: str, arguments: dict, session: str) -> str:
         """A call that is one decision of the trial: what the loop recorded of it, or the loop's reason as
         a ToolError (charged as an invalid output of that decision, as a model's would be)."""
         try:
-            result = await desk.press(arguments, tool=tool, session=session)
+            result = await self.desk.press(arguments, tool=tool, session=session)
         except TrialOver as exc:
             raise ToolError(str(exc)) from None
         if result["rejected"] is not None:
             raise ToolError(refusal_text(tool, result))
         return json.dumps(result)
+
+
+def _screen_tools(calls: _Calls, image_scale: int, allowed: tuple[str, ...], max_actions: int) -> dict:
+    """The standard ruleset's tools (get_screen also serves the battle ruleset): the functions the SDK
+    reads each tool's name, description (its docstring) and schema from."""
+    seen, open_turn, decision = calls.seen, calls.open_turn, calls.decision
 
     async def get_screen(ctx: Context) -> Image:
         """The current screen as a PNG image (the emulator's frame, each pixel enlarged to a square
@@ -153,6 +178,15 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
         that is not episodic, or its last episode)."""
         return await decision("reset", {}, seen(ctx))
 
+    # (set as objects: this module's annotations are strings, evaluated where the schemas are unknown).
+    press_keys.__annotations__["keys"] = Annotated[Any, WithJsonSchema(keys_schema)]
+    return {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation, "reset": reset}
+
+
+def _battle_tools(calls: _Calls) -> dict:
+    """The battle ruleset's tools (seed 004), each but observe one decision of the trial."""
+    seen, open_turn, decision = calls.seen, calls.open_turn, calls.decision
+
     async def observe(ctx: Context) -> str:
         """A snapshot of the battle as its screen shows it: your party (species, type, moves; the active
         creature's HP), the enemy's species and HP, and the phase. Not a decision; it changes only when a
@@ -187,23 +221,15 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
             {"slot": slot} if slot is not None else {})
         return await decision("action", arguments, session)
 
-    # (set as objects: this module's annotations are strings, evaluated where the schemas are unknown).
-    # As for press_keys, a value outside the schema reaches the loop, to be refused and charged there.
-    press_keys.__annotations__["keys"] = Annotated[Any, WithJsonSchema(keys_schema)]
+    # (set as objects, as press_keys's). As for press_keys, a value outside the schema reaches the loop, to be
+    # refused and charged there.
     apply_team.__annotations__["team"] = Annotated[Any, WithJsonSchema(TEAM_SCHEMA)]
     lead.__annotations__["slot"] = Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0})]
     action.__annotations__["kind"] = Annotated[Any, WithJsonSchema({"type": "string",
                                                                     "enum": ["FIGHT", "SWITCH", "SEND"]})]
     action.__annotations__["move"] = Annotated[Any, WithJsonSchema({"type": "string"})]
     action.__annotations__["slot"] = Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0})]
-    tools = {"get_screen": get_screen, "press_keys": press_keys, "get_observation": get_observation, "reset": reset,
-             "observe": observe, "apply_team": apply_team, "lead": lead, "action": action}
-    for name in names:
-        server.add_tool(tools[name], name=name, structured_output=False)
-        portable(server._tool_manager.get_tool(name).parameters)
-    if record is not None:
-        _record_sdk_refusals(server, record, set(names), lambda ctx: session_hash(_session_id(ctx) or local))
-    return server
+    return {"observe": observe, "apply_team": apply_team, "lead": lead, "action": action}
 
 
 def _record_sdk_refusals(server: MCPServer, record: dict, names: set[str], session_of) -> None:

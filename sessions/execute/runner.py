@@ -109,32 +109,7 @@ class ExperimentRunner:
         watchdog.start()
         server = self._control_server()
         try:
-            for position in self.positions:
-                block = self.folder.block_of(position)
-                if block[0] in voided_blocks:
-                    continue  # its block is void: the position is rerun with it, later
-                if self.control.stopping:
-                    self.stop_reason = self.control.stop_request.reason
-                    break
-                if self.limits.reached:  # a resumed run whose earlier runs spent the ceiling already
-                    self.stop_reason = "experiment-cost-ceiling"
-                    break
-                result = await self._run_slot(position)
-                if not is_valid(result.outcome):
-                    voided_blocks.add(block[0])
-                    self.folder.void_block(block, result)
-                if self.control.stopping:
-                    self.stop_reason = self.control.stop_request.reason
-                    break
-                if result.outcome == INVALID_PROVIDER:
-                    self.stop_reason = "external-provider-failure"  # seed 001
-                    break
-                if result.invalid_cause == "disk-full":
-                    self.stop_reason = "disk-full"
-                    break
-                if self.limits.reached:
-                    self.stop_reason = "experiment-cost-ceiling"
-                    break
+            await self._play_positions(voided_blocks)
         except EvidenceError as exc:  # a record of the run itself could not be written
             self.stop_reason = "disk-full" if exc.cause == "disk-full" else "evidence-failure"
             self.fatal = str(exc)
@@ -149,6 +124,45 @@ class ExperimentRunner:
                 server.stop()
             self.summary = self._finish()
         return self.summary
+
+    async def _play_positions(self, voided_blocks: set[int]) -> None:
+        """Each position in turn, one trial at a time, until the run is done or a stop reason is set."""
+        for position in self.positions:
+            block = self.folder.block_of(position)
+            if block[0] in voided_blocks:
+                continue  # its block is void: the position is rerun with it, later
+            reason = self._stop_before()
+            if reason is not None:
+                self.stop_reason = reason
+                break
+            result = await self._run_slot(position)
+            if not is_valid(result.outcome):
+                voided_blocks.add(block[0])
+                self.folder.void_block(block, result)
+            reason = self._stop_after(result)
+            if reason is not None:
+                self.stop_reason = reason
+                break
+
+    def _stop_before(self) -> str | None:
+        """Why the run stops before its next trial, if it does."""
+        if self.control.stopping:
+            return self.control.stop_request.reason
+        if self.limits.reached:  # a resumed run whose earlier runs spent the ceiling already
+            return "experiment-cost-ceiling"
+        return None
+
+    def _stop_after(self, result) -> str | None:
+        """Why the run stops after this trial, if it does."""
+        if self.control.stopping:
+            return self.control.stop_request.reason
+        if result.outcome == INVALID_PROVIDER:
+            return "external-provider-failure"  # seed 001
+        if result.invalid_cause == "disk-full":
+            return "disk-full"
+        if self.limits.reached:
+            return "experiment-cost-ceiling"
+        return None
 
     def _control_server(self, handler=None):
         """The run's owner-only control socket (sessions.execute.control_socket), for `oakwatch attach` and

@@ -183,18 +183,9 @@ def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frame
                             f"(it hangs on this {'ROM' if culprit == rom_where else 'state'})") from None
     except OSError as exc:
         raise RomCheckError(f"cannot start the emulator probe ({exc.strerror or exc})") from None
-    stages = _stages(proc.stdout)
     result = _result(proc.stdout)
     if result is None:
-        last = stages[-1] if stages else "start"
-        if proc.returncode >= 0 and not stages:  # not the emulator: the probe could not start (environment)
-            lines = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if not _noise(ln)]
-            why = (lines or ["no output"])[-1].strip()
-            raise RomCheckError(f"cannot check {rom_where}: the emulator probe could not start "
-                                f"({printable(why[:200])}); check the environment with `uv sync --locked` "
-                                f"and run again")
-        culprit = {"start": rom_where, "booted": state_where, "restored": game_where}.get(last, state_where)
-        raise RomCheckError(f"{culprit}: the emulator crashed ({_how(proc.returncode)}) while {_DOING[last]}")
+        raise _crashed(proc, rom_where, state_where, game_where)
     if not result.get("ok"):
         culprit = {"rom": rom_where, "state": state_where, "game": game_where}.get(result.get("stage"), state_where)
         raise RomCheckError(f"{culprit}: {printable(result.get('detail', 'failed'))}")
@@ -202,6 +193,21 @@ def _probe(rom_path: Path, rom: bytes, state: bytes, game: GameDefinition, frame
     if not isinstance(sample, dict):
         raise RomCheckError(f"cannot check {rom_where}: the emulator probe returned no sample")
     return str(result["first_frame_sha256"]), sample
+
+
+def _crashed(proc: subprocess.CompletedProcess, rom_where: str, state_where: str, game_where: str) -> RomCheckError:
+    """A probe that printed no result: it could not start (the environment), or the emulator crashed at
+    the stage it last reported (the ROM, the state or the game's fields to blame)."""
+    stages = _stages(proc.stdout)
+    last = stages[-1] if stages else "start"
+    if proc.returncode >= 0 and not stages:  # not the emulator: the probe could not start (environment)
+        lines = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if not _noise(ln)]
+        why = (lines or ["no output"])[-1].strip()
+        return RomCheckError(f"cannot check {rom_where}: the emulator probe could not start "
+                             f"({printable(why[:200])}); check the environment with `uv sync --locked` "
+                             f"and run again")
+    culprit = {"start": rom_where, "booted": state_where, "restored": game_where}.get(last, state_where)
+    return RomCheckError(f"{culprit}: the emulator crashed ({_how(proc.returncode)}) while {_DOING[last]}")
 
 
 _DOING = {"start": "loading the ROM", "booted": "restoring the state", "restored": "reading the game's fields",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +30,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sessions.evidence import layout
+from sessions.evidence.folder import EvidenceFolder, TrialFolder
 from sessions.tasks.tasks import PolicyChoice, Task, TaskError, TaskFile, compiled_rules, write_task_inputs
 
 LEDGER = "batch.json"
@@ -134,8 +136,7 @@ def trial_rows(folder: Path) -> list[TrialRow]:
     from engine.loop.outcomes import VALID_OUTCOMES
 
     rows = []
-    for path in sorted((folder / "trials").glob("*/result.json")):
-        r = json.loads(path.read_text())
+    for _trial, r in _sealed_results(folder):
         episodes = r.get("episodes")
         success = r["outcome"] == "success" if r["outcome"] in VALID_OUTCOMES else None
         t = r["telemetry"]
@@ -145,6 +146,14 @@ def trial_rows(folder: Path) -> list[TrialRow]:
             success_episode=(len(episodes) if episodes else 1) if success else None,
             tokens=t.get("tokens"), cost_usd=t.get("cost_usd")))
     return rows
+
+
+def _sealed_results(folder: Path) -> Iterator[tuple[TrialFolder, dict]]:
+    """Each sealed trial under trials/ (voided attempts left out), by key, with its result.json as plain data."""
+    evidence = EvidenceFolder(folder)
+    for trial in evidence.trials(voided=False):
+        if trial.sealed():
+            yield trial, evidence.json(f"{trial.rel}/{layout.RESULT}")
 
 
 def _now() -> str:
@@ -272,6 +281,19 @@ def recover_batch(batch: Path) -> list[str]:
         r = recover(folder)
         if not r.nothing_to_do:
             done.append(f"{RUNS}/{folder.name}: {len(r.finished)} trial(s) closed as harness-error (process-died)")
+    done += _list_unlisted_folders(batch, ledger)
+    if ledger.finished_utc is None and ledger.stopped is None:
+        ledger.stopped = "the batch's process died; recovered"
+        _write_ledger(batch, ledger)
+        left = [p.task_id for p in ledger.planned or [] if p.task_id not in {r.task_id for r in ledger.tasks}]
+        done.append(f"{LEDGER}: marked stopped" + (f"; not run yet: {', '.join(left)}" if left else ""))
+    return done
+
+
+def _list_unlisted_folders(batch: Path, ledger: Ledger) -> list[str]:
+    """A row in the ledger, in planned order, for each run folder it lacks (a process that died before
+    writing it); a line each."""
+    done: list[str] = []
     rows = {r.task_id: r for r in ledger.tasks}
     for folder in run_folders(batch):
         if folder.name in rows:
@@ -282,11 +304,6 @@ def recover_batch(batch: Path) -> list[str]:
         ledger.tasks.sort(key=lambda r: order.index(r.task_id) if r.task_id in order else len(order))
         _settle(row, batch, ledger, None)
         done.append(f"{LEDGER}: listed {row.task_id} ({len(row.trials)} trial(s) in {row.folder})")
-    if ledger.finished_utc is None and ledger.stopped is None:
-        ledger.stopped = "the batch's process died; recovered"
-        _write_ledger(batch, ledger)
-        left = [p.task_id for p in ledger.planned or [] if p.task_id not in {r.task_id for r in ledger.tasks}]
-        done.append(f"{LEDGER}: marked stopped" + (f"; not run yet: {', '.join(left)}" if left else ""))
     return done
 
 
@@ -507,17 +524,8 @@ def batch_report(batch: Path) -> dict:
     tasks = []
     pooled_rows: list[TrialRow] = []
     for row in ledger.tasks:
-        valid = [r for r in row.trials if r.success is not None]
-        rate = round(sum(1 for r in valid if r.success) / len(valid), 6) if valid else None
-        entry = {"task_id": row.task_id, "title": row.title, "status": row.status, "trials": len(row.trials),
-                 "valid_trials": len(valid), "success_rate": rate, "tokens": row.tokens, "cost_usd": row.cost_usd}
-        if row.battle is not None:
-            entry["battle"] = row.battle
-        if row.episode_budget is not None and row.status == "run":
-            entry["episode_budget"] = row.episode_budget
-            entry["success_within_episodes"] = success_curve(row.trials, row.episode_budget)
-            entry["first_episode_win_rate"] = entry["success_within_episodes"][0]
-            entry["change_log"] = change_logs(batch / row.folder)
+        entry = _task_entry(batch, row)
+        if "episode_budget" in entry:
             pooled_rows += row.trials
         tasks.append(entry)
     listed = {r.task_id for r in ledger.tasks}
@@ -538,14 +546,29 @@ def batch_report(batch: Path) -> dict:
             "first_episode_win_rate_pooled": pooled[0] if pooled else None, "tasks": tasks}
 
 
+def _task_entry(batch: Path, row: TaskRow) -> dict:
+    """One task's line of the report; an episodic task that ran adds its curve and change log."""
+    valid = [r for r in row.trials if r.success is not None]
+    rate = round(sum(1 for r in valid if r.success) / len(valid), 6) if valid else None
+    entry = {"task_id": row.task_id, "title": row.title, "status": row.status, "trials": len(row.trials),
+             "valid_trials": len(valid), "success_rate": rate, "tokens": row.tokens, "cost_usd": row.cost_usd}
+    if row.battle is not None:
+        entry["battle"] = row.battle
+    if row.episode_budget is not None and row.status == "run":
+        entry["episode_budget"] = row.episode_budget
+        entry["success_within_episodes"] = success_curve(row.trials, row.episode_budget)
+        entry["first_episode_win_rate"] = entry["success_within_episodes"][0]
+        entry["change_log"] = change_logs(batch / row.folder)
+    return entry
+
+
 def change_logs(folder: Path) -> dict[str, list[dict]]:
     """Per trial, per episode: what the agent changed (its memory store's writes), from result.json, each
     write with the fact it wrote as memory.jsonl recorded it (kind, predicate, object)."""
     out = {}
-    for path in sorted((folder / "trials").glob("*/result.json")):
-        r = json.loads(path.read_text())
+    for trial, r in _sealed_results(folder):
         if r.get("episodes"):
-            facts = _written_facts(path.parent / "memory.jsonl")
+            facts = _written_facts(trial.path / layout.MEMORY)
             out[r["trial_key"]] = [{**e, "writes": [{"fact_id": f, **facts.get(f, {})} for f in e["memory_writes"]]}
                                    for e in r["episodes"]]
     return out
@@ -588,22 +611,27 @@ def report_markdown(doc: dict) -> str:
                       f"{b['level_cap'] if b['level_cap'] is not None else 'none'}, difficulty "
                       f"{json.dumps(b['difficulty'], sort_keys=True)}, pool {json.dumps(b['pool'], sort_keys=True)}"]
     for t in doc["tasks"]:
-        if "success_within_episodes" not in t:
-            continue
-        lines += ["", f"## {t['task_id']}: success within E episodes (budget {t['episode_budget']})", "",
-                  "| E | " + " | ".join(str(e) for e in range(1, t["episode_budget"] + 1)) + " |",
-                  "|---|" + "---|" * t["episode_budget"],
-                  "| success | " + " | ".join("n/a" if v is None else f"{v:.3f}"
-                                             for v in t["success_within_episodes"]) + " |",
-                  "", f"First-episode win rate: {_rate(t.get('first_episode_win_rate'))}.",
-                  "", "Change log (the memory store's writes per episode, and the team applied in it):", ""]
-        for key, episodes in t["change_log"].items():
-            for e in episodes:
-                writes = "; ".join(f"{w['fact_id']} {w.get('kind')}: {w.get('object')}" for w in e["writes"]) or "none"
-                team = (f"; team {', '.join(m['species'] for m in e['team'])}" if e.get("team") else "")
-                lines.append(f"- {key} episode {e['episode']} (decisions {e['first_decision']}-"
-                             f"{e['last_decision']}, ended {e['ended']}): wrote {writes}{team}")
+        if "success_within_episodes" in t:
+            lines += _markdown_episodic(t)
     return "\n".join(lines) + "\n"
+
+
+def _markdown_episodic(t: dict) -> list[str]:
+    """An episodic task's section: its success-within-E table and its change log."""
+    lines = ["", f"## {t['task_id']}: success within E episodes (budget {t['episode_budget']})", "",
+             "| E | " + " | ".join(str(e) for e in range(1, t["episode_budget"] + 1)) + " |",
+             "|---|" + "---|" * t["episode_budget"],
+             "| success | " + " | ".join("n/a" if v is None else f"{v:.3f}"
+                                        for v in t["success_within_episodes"]) + " |",
+             "", f"First-episode win rate: {_rate(t.get('first_episode_win_rate'))}.",
+             "", "Change log (the memory store's writes per episode, and the team applied in it):", ""]
+    for key, episodes in t["change_log"].items():
+        for e in episodes:
+            writes = "; ".join(f"{w['fact_id']} {w.get('kind')}: {w.get('object')}" for w in e["writes"]) or "none"
+            team = (f"; team {', '.join(m['species'] for m in e['team'])}" if e.get("team") else "")
+            lines.append(f"- {key} episode {e['episode']} (decisions {e['first_decision']}-"
+                         f"{e['last_decision']}, ended {e['ended']}): wrote {writes}{team}")
+    return lines
 
 
 def _rate(v: float | None) -> str:

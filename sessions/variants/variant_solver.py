@@ -79,43 +79,56 @@ def _search_battle(rng: int) -> list[str]:
     queue = deque([start])
     while queue:
         s = queue.popleft()
-        r, php, ehp, phase, cur = s
         for action in ("A", "B", "LEFT"):
-            r1 = lfsr(r)  # every press steps the RNG before it is handled
-            nxt: tuple | None
-            if phase == 0:  # menu
-                if action == "LEFT":
-                    nxt = (r1, php, ehp, 0, cur ^ 1)
-                elif action == "A" and cur == 0:
-                    r2 = lfsr(r1)
-                    e = max(0, ehp - (3 + (r2 & 3)))
-                    nxt = (r2, php, e, TO_ENEMY if e else TO_WON, cur)
-                elif action == "A":
-                    nxt = (r1, php, ehp, TO_MENU, cur)  # RUN: "no running" text
-                else:
-                    nxt = (r1, php, ehp, 0, cur)  # B does nothing in the menu
-            elif action == "LEFT":
-                nxt = (r1, php, ehp, phase, cur)  # text: only A and B act
-            elif phase == TO_MENU:
-                nxt = (r1, php, ehp, 0, cur)
-            elif phase == TO_ENEMY:
-                r2 = lfsr(r1)
-                p = max(0, php - (3 + (r2 & 3) + 1))
-                nxt = (r2, p, ehp, TO_MENU if p else TO_LOST, cur)
-            elif phase in (TO_WON, TO_LOST):
-                nxt = (r1, php, ehp, TO_END, cur)
-            else:  # TO_END: the press that leaves the battle
-                out = [action]
-                back = prev[s]
-                while back is not None:
-                    s, a = back
-                    out.append(a)
-                    back = prev[s]
-                return out[::-1]
+            nxt = _battle_step(s, action)
+            if nxt is None:  # TO_END: the press that leaves the battle
+                return _presses_to(prev, s, action)
             if nxt not in prev:
                 prev[nxt] = (s, action)
                 queue.append(nxt)
     raise Unsolvable("the rival battle never ends")
+
+
+def _battle_step(s: tuple, action: str) -> tuple | None:
+    """The battle's state after one press (None: the press leaves the battle)."""
+    r, php, ehp, phase, cur = s
+    r1 = lfsr(r)  # every press steps the RNG before it is handled
+    if phase == 0:  # menu
+        return _menu_step(r1, php, ehp, cur, action)
+    if action == "LEFT":
+        return (r1, php, ehp, phase, cur)  # text: only A and B act
+    if phase == TO_MENU:
+        return (r1, php, ehp, 0, cur)
+    if phase == TO_ENEMY:
+        r2 = lfsr(r1)
+        p = max(0, php - (3 + (r2 & 3) + 1))
+        return (r2, p, ehp, TO_MENU if p else TO_LOST, cur)
+    if phase in (TO_WON, TO_LOST):
+        return (r1, php, ehp, TO_END, cur)
+    return None
+
+
+def _menu_step(r1: int, php: int, ehp: int, cur: int, action: str) -> tuple:
+    if action == "LEFT":
+        return (r1, php, ehp, 0, cur ^ 1)
+    if action == "A" and cur == 0:
+        r2 = lfsr(r1)
+        e = max(0, ehp - (3 + (r2 & 3)))
+        return (r2, php, e, TO_ENEMY if e else TO_WON, cur)
+    if action == "A":
+        return (r1, php, ehp, TO_MENU, cur)  # RUN: "no running" text
+    return (r1, php, ehp, 0, cur)  # B does nothing in the menu
+
+
+def _presses_to(prev: dict, s: tuple, last: str) -> list[str]:
+    """The presses from the start to `s`, then `last`."""
+    out = [last]
+    back = prev[s]
+    while back is not None:
+        s, a = back
+        out.append(a)
+        back = prev[s]
+    return out[::-1]
 
 
 # ---------------------------------------------------------------- overworld

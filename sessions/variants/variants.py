@@ -202,11 +202,21 @@ def draw_world(s: Stream, base: Tables) -> Drawn:
     T = tile_ids()
     exit_town = s.between(3, 15)   # town north exit = route south exit (columns x, x+1)
     exit_city = s.between(4, 14)   # route north exit = city south exit
-    warps: list[Warp] = []
-    signs: list[Sign] = []
-    actors: dict[int, Pos] = {}
+    drawn = Drawn({}, [], [], {})
+    _draw_town(s, T, exit_town, drawn)
+    _draw_route(s, T, exit_town, exit_city, drawn)
+    _draw_city(s, T, exit_city, drawn)
+    return drawn
 
-    # ACORN TOWN: the house, the rival's house, the lab, a pond, signs, flowers
+
+def _water(g, px: int, py: int, width: int, height: int) -> None:
+    for yy in range(py, py + height):
+        for xx in range(px, px + width):
+            g.put(xx, yy, "WATER", S)
+
+
+def _draw_town(s: Stream, T, exit_town: int, drawn: Drawn) -> None:
+    """ACORN TOWN: the house, the rival's house, the lab, a pond, signs, flowers."""
     g, left, right, bottom = outdoor(s, T, 2, exit_town, None, 1)
     g.reserve(exit_town - 1, 0, 4, 4)  # arrival from the route stays open
     hx, hy = place(s, g, 4, 3, left, right, 3, bottom)
@@ -218,23 +228,23 @@ def draw_world(s: Stream, base: Tables) -> Drawn:
     g.put(lx + 7, ly + 2, "SIGN", S)
     if s.below(2):
         px, py = place(s, g, 4, 3, left, right, 3, bottom)
-        for yy in range(py, py + 3):
-            for xx in range(px, px + 4):
-                g.put(xx, yy, "WATER", S)
+        _water(g, px, py, 4, 3)
     sx, sy = free_cell(s, g, left, right, 3, bottom - 1)
     g.put(sx, sy, "SIGN", S)
     scatter(s, g, "FLOWER", s.between(2, 6), left, right, 3, bottom - 1)
-    signs += [Sign(map=TOWN, x=sx, y=sy, text="town_sign"), Sign(map=TOWN, x=lx + 7, y=ly + 2, text="lab_sign"),
-              Sign(map=TOWN, x=rx + 1, y=ry + 2, text="rival_house")]
+    drawn.signs += [Sign(map=TOWN, x=sx, y=sy, text="town_sign"), Sign(map=TOWN, x=lx + 7, y=ly + 2, text="lab_sign"),
+                    Sign(map=TOWN, x=rx + 1, y=ry + 2, text="rival_house")]
     gx, gy = free_cell(s, g, left, right, 3, bottom - 1)
-    actors[6] = Pos(map=TOWN, x=gx, y=gy)
-    tiles = {TOWN: g.encode()}
-    warps += [Warp(map=TOWN, x=hx + 1, y=hy + 2, to=HOUSE_1F_DOOR),
-              Warp(map=TOWN, x=lx + 5, y=ly + 2, to=LAB_DOOR)]
-    warps += [Warp(map=m, x=x, y=y, to=Place(map=TOWN, x=hx + 1, y=hy + 3, facing=0)) for m, x, y in HOUSE_MATS]
-    warps += [Warp(map=m, x=x, y=y, to=Place(map=TOWN, x=lx + 5, y=ly + 3, facing=0)) for m, x, y in LAB_MATS]
+    drawn.actors[6] = Pos(map=TOWN, x=gx, y=gy)
+    drawn.tiles[TOWN] = g.encode()
+    drawn.warps += [Warp(map=TOWN, x=hx + 1, y=hy + 2, to=HOUSE_1F_DOOR),
+                    Warp(map=TOWN, x=lx + 5, y=ly + 2, to=LAB_DOOR)]
+    drawn.warps += [Warp(map=m, x=x, y=y, to=Place(map=TOWN, x=hx + 1, y=hy + 3, facing=0)) for m, x, y in HOUSE_MATS]
+    drawn.warps += [Warp(map=m, x=x, y=y, to=Place(map=TOWN, x=lx + 5, y=ly + 3, facing=0)) for m, x, y in LAB_MATS]
 
-    # NORTH PATH: tree lines with one gap each, ponds, flowers, the sign
+
+def _draw_route(s: Stream, T, exit_town: int, exit_city: int, drawn: Drawn) -> None:
+    """NORTH PATH: tree lines with one gap each, ponds, flowers, the sign."""
     g, left, right, bottom = outdoor(s, T, 1, exit_city, exit_town, 2)
     lines = sorted({s.between(4, 13) for _ in range(s.between(1, 2))})
     if len(lines) == 2 and lines[1] - lines[0] < 3:
@@ -250,22 +260,22 @@ def draw_world(s: Stream, base: Tables) -> Drawn:
     for _ in range(s.below(3)):
         px, py = s.between(left, right - 4), s.between(2, bottom - 3)
         if g.free(px, py, 5, 2):
-            for yy in range(py, py + 2):
-                for xx in range(px, px + 5):
-                    g.put(xx, yy, "WATER", S)
+            _water(g, px, py, 5, 2)
     scatter(s, g, "FLOWER", s.between(3, 8), left, right, 1, bottom - 1)
     sx, sy = free_cell(s, g, left, right, 2, bottom - 1)
     g.put(sx, sy, "SIGN", S)
-    signs.append(Sign(map=ROUTE, x=sx, y=sy, text="route_sign"))
-    tiles[ROUTE] = g.encode()
+    drawn.signs.append(Sign(map=ROUTE, x=sx, y=sy, text="route_sign"))
+    drawn.tiles[ROUTE] = g.encode()
     for x in (exit_town, exit_town + 1):
-        warps += [Warp(map=TOWN, x=x, y=0, to=Place(map=ROUTE, x=x, y=MAP_H - 2, facing=1)),
-                  Warp(map=ROUTE, x=x, y=MAP_H - 1, to=Place(map=TOWN, x=x, y=2, facing=0))]
+        drawn.warps += [Warp(map=TOWN, x=x, y=0, to=Place(map=ROUTE, x=x, y=MAP_H - 2, facing=1)),
+                        Warp(map=ROUTE, x=x, y=MAP_H - 1, to=Place(map=TOWN, x=x, y=2, facing=0))]
     for x in (exit_city, exit_city + 1):
-        warps += [Warp(map=ROUTE, x=x, y=0, to=Place(map=CITY, x=x, y=MAP_H - 2, facing=1)),
-                  Warp(map=CITY, x=x, y=MAP_H - 1, to=Place(map=ROUTE, x=x, y=1, facing=0))]
+        drawn.warps += [Warp(map=ROUTE, x=x, y=0, to=Place(map=CITY, x=x, y=MAP_H - 2, facing=1)),
+                        Warp(map=CITY, x=x, y=MAP_H - 1, to=Place(map=ROUTE, x=x, y=1, facing=0))]
 
-    # MAPLE CITY: the shop, two locked houses, the sign, flowers
+
+def _draw_city(s: Stream, T, exit_city: int, drawn: Drawn) -> None:
+    """MAPLE CITY: the shop, two locked houses, the sign, flowers."""
     g, left, right, bottom = outdoor(s, T, 1, None, exit_city, 1)
     g.reserve(exit_city - 1, bottom - 3, 4, 4)
     bx, by = place(s, g, 8, 3, left, right, 2, bottom)
@@ -273,17 +283,16 @@ def draw_world(s: Stream, base: Tables) -> Drawn:
     for _ in range(2):
         qx, qy = place(s, g, 4, 3, left, right, 2, bottom)
         building(g, qx, qy, [("WALL", S), ("DOOR", S), ("WINDOW", S), ("WALL", S)])
-        signs.append(Sign(map=CITY, x=qx + 1, y=qy + 2, text="locked"))
+        drawn.signs.append(Sign(map=CITY, x=qx + 1, y=qy + 2, text="locked"))
     sx, sy = free_cell(s, g, left, right, 2, bottom - 1)
     g.put(sx, sy, "SIGN", S)
-    signs.append(Sign(map=CITY, x=sx, y=sy, text="city_sign"))
+    drawn.signs.append(Sign(map=CITY, x=sx, y=sy, text="city_sign"))
     scatter(s, g, "FLOWER", s.between(2, 6), left, right, 2, bottom - 1)
     mx, my = free_cell(s, g, left, right, 2, bottom - 1)
-    actors[7] = Pos(map=CITY, x=mx, y=my)
-    tiles[CITY] = g.encode()
-    warps.append(Warp(map=CITY, x=bx + 5, y=by + 2, to=SHOP_DOOR))
-    warps += [Warp(map=m, x=x, y=y, to=Place(map=CITY, x=bx + 5, y=by + 3, facing=0)) for m, x, y in SHOP_MATS]
-    return Drawn(tiles, warps, signs, actors)
+    drawn.actors[7] = Pos(map=CITY, x=mx, y=my)
+    drawn.tiles[CITY] = g.encode()
+    drawn.warps.append(Warp(map=CITY, x=bx + 5, y=by + 2, to=SHOP_DOOR))
+    drawn.warps += [Warp(map=m, x=x, y=y, to=Place(map=CITY, x=bx + 5, y=by + 3, facing=0)) for m, x, y in SHOP_MATS]
 
 
 # Rooms may shrink inside their fixed bounds: columns walled off from the left or right, rows from the

@@ -153,11 +153,12 @@ def test_a_ctrl_c_before_the_runs_handlers_are_installed_still_finishes_the_fold
     there used to leave a locked folder and exit 130. It is a signal stop before the first trial now.
     (The moment cannot be held from outside; the interrupt is raised where it would land.)"""
     import app.cli as cli
+    from app.commands import run_cli
 
     def interrupted(*args, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_start", interrupted)
+    monkeypatch.setattr(run_cli, "_start", interrupted)
     out = tmp_path / "out"
     assert cli.main(["run", "--headless", "--output", str(out)]) == 2
     assert_whole(out)
