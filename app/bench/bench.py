@@ -1,5 +1,17 @@
 """`oakwatch bench`: every performance target of the issue, next to what this run measured.
 
+Issue 31's speed table is measured where its rows say (each module's docstring has the exact
+definition) and listed first in the tally, under the machine's load (app.bench.bench_load):
+  1. per accepted action, CPU, steady state: app.bench.bench_steady (`--steady-actions BIG SMALL`,
+     default 20,000 10,000), run right after phase 1; target <= 1.15x;
+  2. the whole process with bytecode cached: phase 3 below; target <= 1.2x;
+  3. verify's decisions per second and flat memory: phase 4 below; target >= 100,000/s;
+  4. 2 workers against 1 as a share of the raw PyBoy pair's speed-up on the same work:
+     app.bench.bench_pair (`--workers-phase`, `--workers-size TRIALS ACTIONS`); target >= 95%;
+  5. an MCP press_keys call beyond the SDK's bare ping and the raw press: app.bench.bench_mcp;
+     target <= 0.15 ms;
+  8. `oakwatch report`'s peak memory, big trial against small: phase 4 below; flat (<= +16 MB).
+
 Phase 1, the bundled dry-run (its scripted inputs, 16 frames each), median over --runs, each
 timed from restoring the start state:
   (a)  raw PyBoy: the same frames and button presses, nothing else;
@@ -28,8 +40,8 @@ Phase 2, per accepted action: a random-policy trial of --memory-actions actions 
   with the same press/settle timing straight on PyBoy with the harness's frame capture and
   SHA-256 (as (a+)). Wall time (perf_counter) and CPU time (time.process_time, every thread
   of this process, plus RUSAGE_CHILDREN deltas should any helper process exist). Median over
-  min(--runs, 3) alternating pairs. Target: oakwatch <= 1.5x the baseline per action, in wall
-  time and in CPU time.
+  min(--runs, 3) alternating pairs. Printed with the old target (<= 1.5x, wall and CPU), no longer
+  judged: one whole trial mixes start-up in (issue 31's row 1 is the steady state, above).
   Memory: RSS (/proc/self/statm) sampled every 500 actions of the same trials; the figure is
   the peak after the first 1,000 actions minus the RSS at 1,000 (the worst pair). Target
   <= 50 MB.
@@ -43,7 +55,8 @@ Phase 3, the whole process: `oakwatch run --headless --output DIR` on the dry-ru
   it imports, which costs oakwatch's many modules far more than the plain script's few), the
   pairs are also run with bytecode cached in a private folder (PYTHONPYCACHEPREFIX under the
   bench's temp folder; the venv is not touched), the state an installed program normally
-  runs in; both figures are printed. Target: oakwatch <= 1.5x the plain script.
+  runs in; both figures are printed. Target (issue 31): oakwatch <= 1.2x the plain script, bytecode
+  cached (the tally reads the cached pairs where there are two).
 
 Phase 4, verify: a random-policy trial of --verify-decisions decisions (one action each,
   budget = that many accepted actions, `unrecoverable_loop_repeats: null`) is generated once,
@@ -52,10 +65,11 @@ Phase 4, verify: a random-policy trial of --verify-decisions decisions (one acti
   time is printed beside it), its peak RSS (VmHWM: the child's own high-water mark; its
   ru_maxrss would include this bench's RSS, which Linux carries across vfork and exec) and
   the problems found. (When --memory-actions is a tenth of --verify-decisions, phase 2's
-  first trial is the small one.) Targets: the big audit in <= 3 s, zero problems (any problem
-  fails the bench, exit status 1), and flat memory: peak RSS of the big audit at most 16 MB
-  above the small one's (under ~190 bytes per extra decision; holding every decision's
-  record would cost kilobytes each).
+  first trial is the small one.) Targets: the big audit at >= 100,000 decisions per second
+  (issue 31; was <= 3 s), zero problems (any problem fails the bench, exit status 1), and flat
+  memory: peak RSS of the big audit at most 16 MB above the small one's (under ~190 bytes per
+  extra decision; holding every decision's record would cost kilobytes each); the same for
+  `oakwatch report` (no replay) on the two trials.
 
 `--gba-actions N` (on by default) adds app.bench.bench_gba's: per action on the open GBA cartridge against
 raw mGBA + frame hash (target <= 1.3x) and raw mGBA's frames per second.
@@ -81,9 +95,15 @@ from pathlib import Path
 
 import yaml
 
+from app.bench.bench_load import LoadWatch
+from app.bench.bench_pair import DEFAULT_SIZES as PAIR_SIZES
+from app.bench.bench_pair import workers_figures
+from app.bench.bench_raw import play_action
+from app.bench.bench_steady import sizes_problem, steady_report
+from app.bench.bench_tally import exit_status, tally_lines, targets
 from engine.emulators.backends import BACKENDS
-from engine.emulators.emulator import Timing, frame_sha256
-from engine.emulators.pyboy_backend import BUTTONS, PyBoyEmulator, _rgb
+from engine.emulators.emulator import Timing
+from engine.emulators.pyboy_backend import BUTTONS, PyBoyEmulator
 from engine.loop.display import Display
 from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.trial import Trial
@@ -98,7 +118,8 @@ from sessions.preflight.experiment import prepare
 PROJECT = Path(__file__).resolve().parents[2]
 FAST_FILE_US = 100.0  # below this per small file, the disk counts as fast
 MEMORY_GROWTH_MB = 50.0
-VERIFY_SECONDS = 3.0
+VERIFY_RATE = 100_000  # decisions per second (issue 31; was <= 3 s for 100k decisions)
+PROCESS_TARGET = 1.2  # whole `oakwatch run --headless` against the plain script (issue 31; was 1.5)
 VERIFY_FLAT_MB = 16.0
 
 
@@ -140,22 +161,12 @@ def _raw(rom: Path, state: bytes, actions: list[str], timing: Timing, hashing: b
         start = _now()
         emu.restore(state)
         for action in actions:
-            if action != "NOOP":
-                pb.button_press(BUTTONS[action])
-                pb.tick(press, False, False)
-                pb.button_release(BUTTONS[action])
-            else:
-                pb.tick(press, False, False)
-            pb.tick(settle - 1, False, False)
-            pb.tick(1, True, False)
-            if hashing or png:
-                rgb = _rgb(pb.screen.ndarray)  # the harness's own frame capture and hash
-                frame_sha256(rgb)
-                if png:
-                    data = _naive_png(rgb)
-                    if write_to is not None:
-                        (write_to / f"{written:06d}.png").write_bytes(data)
-                        written += 1
+            rgb = play_action(pb, action, press, settle, hashing or png)  # the harness's capture and hash
+            if png:
+                data = _naive_png(rgb)
+                if write_to is not None:
+                    (write_to / f"{written:06d}.png").write_bytes(data)
+                    written += 1
         return _since(start)
     finally:
         emu.close()
@@ -281,7 +292,6 @@ class _Progress(Display):
 
 def _random_manifest(tmp: Path, name: str, actions: int) -> Path:
     """The dry-run with one random condition: one action per decision, `actions` accepted actions."""
-    import yaml
 
     base = yaml.safe_load(DEFAULT_MANIFEST.read_text(encoding="utf-8"))
     base["experiment_id"] = name
@@ -392,10 +402,12 @@ def per_action_figures(prepared, actions: int, runs: int, tmp: Path) -> tuple[di
     wall_ratio = med["oakwatch_wall_s"] / med["raw_wall_s"]
     cpu_ratio = med["oakwatch_cpu_s"] / med["raw_cpu_s"]
     us = {k: v / n * 1e6 for k, v in med.items()}
-    print(f"target per action, wall <= 1.5x raw + frame hash: measured {us['oakwatch_wall_s']:.0f} µs vs "
-          f"{us['raw_wall_s']:.0f} µs = {wall_ratio:.2f}x -> {_verdict(wall_ratio <= 1.5)}")
-    print(f"target per action, CPU  <= 1.5x raw + frame hash: measured {us['oakwatch_cpu_s']:.0f} µs vs "
-          f"{us['raw_cpu_s']:.0f} µs = {cpu_ratio:.2f}x -> {_verdict(cpu_ratio <= 1.5)}")
+    # The old definition (one whole trial, start-up mixed in; no longer a target: issue 31's row is
+    # the steady state, app.bench.bench_steady), printed for comparison with earlier runs.
+    print(f"per action, wall (old definition, start-up included; was <= 1.5x): {us['oakwatch_wall_s']:.0f} µs vs "
+          f"{us['raw_wall_s']:.0f} µs = {wall_ratio:.2f}x")
+    print(f"per action, CPU  (old definition, start-up included; was <= 1.5x): {us['oakwatch_cpu_s']:.0f} µs vs "
+          f"{us['raw_cpu_s']:.0f} µs = {cpu_ratio:.2f}x")
     figures = {"actions": n, "pairs": pairs, "median_seconds": med, "per_action_us": us,
                "wall_ratio": wall_ratio, "cpu_ratio": cpu_ratio,
                "wall_target_met": wall_ratio <= 1.5, "cpu_target_met": cpu_ratio <= 1.5}
@@ -502,11 +514,11 @@ def process_figures(prepared, runs: int, tmp: Path) -> dict:
     for name, got in samples.items():
         med_plain, med_ours = statistics.median(got["plain"]), statistics.median(got["oakwatch"])
         ratio = med_ours / med_plain
-        print(f"target whole `oakwatch run --headless` <= 1.5x the plain script ({name}): measured "
-              f"{med_ours:.3f} s vs {med_plain:.3f} s = {ratio:.2f}x -> {_verdict(ratio <= 1.5)}")
+        print(f"target whole `oakwatch run --headless` <= {PROCESS_TARGET}x the plain script ({name}): measured "
+              f"{med_ours:.3f} s vs {med_plain:.3f} s = {ratio:.2f}x -> {_verdict(ratio <= PROCESS_TARGET)}")
         figures[name] = {"oakwatch_seconds": got["oakwatch"], "plain_seconds": got["plain"],
                          "median_oakwatch_seconds": med_ours, "median_plain_seconds": med_plain,
-                         "ratio": ratio, "target_met": ratio <= 1.5}
+                         "ratio": ratio, "target_met": ratio <= PROCESS_TARGET}
     return figures
 
 
@@ -577,6 +589,11 @@ def _report_child(folder: Path, out: Path) -> dict:
     return {"peak_rss_mb": json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_kb"] / 1024}
 
 
+def decisions_per_second(decisions: int, seconds: float) -> float | None:
+    """Issue 31's verify figure: decisions audited per second (None when no time was measured)."""
+    return decisions / seconds if seconds > 0 else None
+
+
 def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict:
     small_n = max(decisions // 10, 1)
     print(f"phase 4/4: verify: generating a {decisions:,}-decision random trial"
@@ -600,12 +617,13 @@ def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict
                 print(f"  FAIL {problem}", file=sys.stderr)
     growth = big_fig["peak_rss_mb"] - small_fig["peak_rss_mb"]
     per_decision = growth * 2**20 / (decisions - small_n) if decisions > small_n else 0.0
-    time_ok = big_fig["audit_seconds"] <= VERIFY_SECONDS
+    rate = decisions_per_second(decisions, big_fig["audit_seconds"])
+    time_ok = rate is not None and rate >= VERIFY_RATE
     flat_ok = growth <= VERIFY_FLAT_MB
     clean = not big_fig["problems"] and not small_fig["problems"]
-    print(f"target verify of {decisions:,} decisions <= {VERIFY_SECONDS:.0f} s: measured audit "
-          f"{big_fig['audit_seconds']:.2f} s (whole process {big_fig['process_seconds']:.2f} s, imports "
-          f"{big_fig['import_seconds']:.2f} s) -> {_verdict(time_ok)}")
+    print(f"target verify >= {VERIFY_RATE:,} decisions/s on {decisions:,} decisions: measured audit "
+          f"{big_fig['audit_seconds']:.2f} s = {rate or 0:,.0f} decisions/s (whole process "
+          f"{big_fig['process_seconds']:.2f} s, imports {big_fig['import_seconds']:.2f} s) -> {_verdict(time_ok)}")
     print(f"target verify memory flat (peak RSS growth <= {VERIFY_FLAT_MB:.0f} MB from {small_n:,} to "
           f"{decisions:,} decisions): measured {small_fig['peak_rss_mb']:.1f} MB -> {big_fig['peak_rss_mb']:.1f} MB, "
           f"{growth:+.1f} MB = {per_decision:+.1f} bytes per decision -> {_verdict(flat_ok)}")
@@ -613,109 +631,13 @@ def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict
           f"{len(small_fig['problems'])} in the small -> {_verdict(clean)}")
     return {"decisions": decisions, "small_decisions": small_n, "big": big_fig, "small": small_fig,
             "rss_growth_mb": growth, "rss_growth_bytes_per_decision": per_decision,
-            "time_target_met": time_ok, "flat_target_met": flat_ok, "zero_problems": clean,
+            "decisions_per_second": rate, "time_target_met": time_ok, "flat_target_met": flat_ok,
+            "zero_problems": clean,
             "report": {"big": big_rep, "small": small_rep, "rss_growth_mb": rep_growth, "flat_target_met": rep_ok}}
 
 
 class BenchFailure(RuntimeError):
     """Something the bench measures broke (not a missed target): the bench fails."""
-
-
-WORKERS_TARGET = 1.85  # issue 19.6 (was 1.8, issue 11): 2 workers vs 1 on 2 cores, random trials of 10,000 actions
-
-# One raw PyBoy process of the raw pair: `_raw`'s loop (no harness), timed inside the child so process
-# start-up is left out; it waits for the file `go` so two children play at the same time.
-RAW_CHILD = """
-import json, random, sys, time
-from pathlib import Path
-from app.bench.bench import _raw
-from engine.emulators.emulator import Timing
-rom, state, actions, press, settle, go = sys.argv[1:7]
-rnd = random.Random(int(actions))
-acts = [rnd.choice(["UP", "DOWN", "LEFT", "RIGHT", "A", "B"]) for _ in range(int(actions))]
-while not Path(go).exists():
-    time.sleep(0.005)
-wall, cpu = _raw(Path(rom), Path(state).read_bytes(), acts, Timing(int(press), int(settle)), hashing=False, png=False)
-print(json.dumps({"wall": wall, "cpu": cpu}))
-"""
-
-
-def raw_pair_figures(prepared, tmp: Path, actions: int) -> dict:
-    """Two raw PyBoy processes playing at once against one alone (actions per second): the ceiling
-    the workers' speed-up is read against, measured in the same run."""
-    state = tmp / "raw-pair.state"
-    state.write_bytes(prepared.start_state)
-    m = prepared.manifest
-
-    def play(n: int) -> list[float]:
-        go = tmp / f"raw-pair-go-{n}"
-        args = [sys.executable, "-c", RAW_CHILD, str(prepared.rom_path), str(state), str(actions),
-                str(m.emulator.press_frames), str(m.emulator.settle_frames), str(go)]
-        procs = [subprocess.Popen(args, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(n)]
-        time.sleep(3.0)  # every child imported PyBoy and is waiting
-        go.touch()
-        walls = []
-        for proc in procs:
-            out, err = proc.communicate()
-            if proc.returncode != 0:
-                raise BenchFailure(f"a raw PyBoy process failed (status {proc.returncode}):\n{err[-2000:]}")
-            walls.append(json.loads(out.strip().splitlines()[-1])["wall"])
-        return walls
-
-    alone = play(1)[0]
-    pair = play(2)
-    one_rate, pair_rate = actions / alone, 2 * actions / max(pair)
-    return {"actions_each": actions, "seconds_alone": round(alone, 2), "seconds_pair": [round(w, 2) for w in pair],
-            "actions_per_second_1": round(one_rate, 1), "actions_per_second_2": round(pair_rate, 1),
-            "speedup": round(pair_rate / one_rate, 2)}
-
-
-def workers_figures(tmp: Path, trials: int = 8, actions: int = 10_000, workers: int = 2) -> dict:
-    """Throughput (accepted actions per second of the whole run, trial start-up and sealing
-    included) of `trials` random-policy trials of `actions` actions on the cartridge, run one at a
-    time and then with `workers` processes, and the ratio, next to the 1.8x target."""
-    from sessions.execute.runner import ExperimentRunner
-    from sessions.execute.start import create_folder
-    from sessions.preflight.manifest import load_manifest
-
-    data = yaml.safe_load(DEFAULT_MANIFEST.read_text())
-    data["budgets"] = {"accepted_actions": actions, "model_decisions": None, "wall_time_minutes": None,
-                       "unrecoverable_loop_repeats": None}
-    data["conditions"] = [{"id": "rnd-a", "policy": "random", "seed": 3},
-                          {"id": "rnd-b", "policy": "random", "seed": 4}]
-    data["trials"] = {"per_condition": max(1, trials // 2), "blinding_seed": 1}
-    manifest = tmp / "workers-manifest.yaml"
-    manifest.write_text(yaml.safe_dump(data))
-    load_manifest(manifest)
-    figures: dict = {"trials": 2 * max(1, trials // 2), "actions_per_trial": actions, "workers": workers}
-    for n in (1, workers):
-        prepared = prepare(manifest, None)
-        folder = create_folder(prepared, tmp / f"workers-{n}")
-        print(f"workers: {figures['trials']} trials of {actions} actions with {n} worker(s) …", flush=True)
-        t0 = time.perf_counter()
-        ExperimentRunner(prepared, folder, workers=n).run()
-        seconds = time.perf_counter() - t0
-        done = sum(json.loads(p.read_text())["telemetry"]["accepted_actions"]
-                   for p in (tmp / f"workers-{n}").glob("trials/*/result.json"))
-        figures[f"seconds_{n}"] = round(seconds, 2)
-        figures[f"actions_per_second_{n}"] = round(done / seconds, 1)
-    ratio = figures[f"actions_per_second_{workers}"] / figures["actions_per_second_1"]
-    figures["speedup"] = round(ratio, 2)
-    figures["target"] = WORKERS_TARGET
-    figures["meets_target"] = ratio >= WORKERS_TARGET
-    print(f"workers: 1 worker {figures['actions_per_second_1']:,.0f} actions/s ({figures['seconds_1']} s), "
-          f"{workers} workers {figures[f'actions_per_second_{workers}']:,.0f} actions/s "
-          f"({figures[f'seconds_{workers}']} s): {ratio:.2f}x (target >= {WORKERS_TARGET}x, "
-          f"{os.cpu_count()} cores) {'ok' if ratio >= WORKERS_TARGET else 'BELOW TARGET'}", flush=True)
-    print(f"workers: the raw pair (two bare PyBoy processes, {actions:,} random actions each) …", flush=True)
-    raw = raw_pair_figures(prepared, tmp, actions)
-    figures["raw_pair"] = raw
-    print(f"workers: raw PyBoy 1 process {raw['actions_per_second_1']:,.0f} actions/s, 2 at once "
-          f"{raw['actions_per_second_2']:,.0f} actions/s: {raw['speedup']:.2f}x, beside oakwatch's {ratio:.2f}x "
-          f"({ratio / raw['speedup']:.0%} of the raw pair's)", flush=True)
-    figures["share_of_raw_pair"] = round(ratio / raw["speedup"], 3)
-    return figures
 
 
 def json_path_problem(path: Path | None) -> str | None:
@@ -731,17 +653,16 @@ def json_path_problem(path: Path | None) -> str | None:
 
 def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
               workers_phase: bool = False, parallel_models: bool = False, *, report_only: bool = False,
-              json_path: Path | None = None, mcp_calls: int = 0, gba_actions: int = 0) -> int:
-    from app.bench.bench_tally import exit_status, tally_lines, targets
-
-    problem = json_path_problem(json_path)
+              json_path: Path | None = None, mcp_calls: int = 0, gba_actions: int = 0,
+              steady_sizes: tuple[int, int] = (0, 0), workers_sizes: tuple[int, int] = PAIR_SIZES) -> int:
+    problem = json_path_problem(json_path) or sizes_problem(steady_sizes)
     if problem:
         print(f"oakwatch: error: {problem}", file=sys.stderr)
         return 2
     runs = max(1, runs)
     prepared = prepare(DEFAULT_MANIFEST, None)
     report: dict = {}
-    started = time.perf_counter()
+    started, load = time.perf_counter(), LoadWatch()
     # Evidence goes where real runs put it (./runs), not the system temp folder: on some machines
     # creating files there is over ten times slower, which would measure the disk, not oakwatch.
     runs_dir = Path("runs")
@@ -752,9 +673,10 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
         with tempfile.TemporaryDirectory(prefix=".bench-", dir=runs_dir) as tmp_name:
             tmp = Path(tmp_name).resolve()
             print(f"oakwatch bench: evidence written under {tmp.parent} (removed at the end)", flush=True)
-            failed = _core_phases(report, prepared, runs, tmp, memory_actions, verify_decisions)
+            failed = _core_phases(report, prepared, runs, tmp, memory_actions, verify_decisions, steady_sizes)
             _optional_phases(report, prepared, runs, tmp, mcp_calls=mcp_calls, gba_actions=gba_actions,
-                             workers_phase=workers_phase, parallel_models=parallel_models, console=console)
+                             workers_phase=workers_phase, parallel_models=parallel_models, console=console,
+                             workers_sizes=workers_sizes)
     except BenchFailure as exc:
         print(f"oakwatch bench: FAILED: {exc}", file=sys.stderr)
         failed = True
@@ -765,6 +687,7 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
             except OSError:
                 pass
     report["seconds"] = round(time.perf_counter() - started, 1)
+    report["load"] = load.finish()
     if json_path is not None:
         json_path.write_text(json.dumps(report, default=str) + "\n", encoding="utf-8")
     asked = {name for name, on in (("workers", workers_phase), ("parallel_models", parallel_models),
@@ -772,13 +695,16 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
     found = targets(report, asked)
     sys.stderr.flush()  # the tally is the last thing on the terminal
     print("\n".join(tally_lines(found, failed=failed, report_only=report_only,
-                                 json_path=str(json_path) if json_path else None)), flush=True)
+                                 json_path=str(json_path) if json_path else None, load=report["load"])), flush=True)
     return exit_status(found, failed=failed, report_only=report_only)
 
 
-def _core_phases(report: dict, prepared, runs: int, tmp: Path, memory_actions: int, verify_decisions: int) -> bool:
-    """Phases 1-4 (dry-run, per action, process, verify) into `report`; True if verify found problems."""
+def _core_phases(report: dict, prepared, runs: int, tmp: Path, memory_actions: int, verify_decisions: int,
+                 steady_sizes: tuple[int, int] = (0, 0)) -> bool:
+    """Phases 1-4 (dry-run, issue 31's steady state, per action, process, verify) into `report`; True if
+    verify found problems."""
     report["dry_run"] = dry_run_figures(prepared, runs, tmp)
+    report.update(steady_report(prepared, steady_sizes, runs, tmp))  # issue 31 row 1 (app.bench.bench_steady)
     soak_folder = None
     if memory_actions:
         report["per_action"], soak_folder = per_action_figures(prepared, memory_actions, runs, tmp)
@@ -794,7 +720,8 @@ def _core_phases(report: dict, prepared, runs: int, tmp: Path, memory_actions: i
 
 
 def _optional_phases(report: dict, prepared, runs: int, tmp: Path, *, mcp_calls: int, gba_actions: int,
-                     workers_phase: bool, parallel_models: bool, console: bool) -> None:
+                     workers_phase: bool, parallel_models: bool, console: bool,
+                     workers_sizes: tuple[int, int] = PAIR_SIZES) -> None:
     """The phases asked for by option (MCP, GBA, workers, parallel models and attach, console)."""
     if mcp_calls:
         from app.bench.bench_mcp import mcp_figures
@@ -805,7 +732,7 @@ def _optional_phases(report: dict, prepared, runs: int, tmp: Path, *, mcp_calls:
 
         report["gba"] = gba_figures(gba_actions, runs, tmp)
     if workers_phase:
-        report["workers"] = workers_figures(tmp)
+        report["workers"] = workers_figures(tmp, *workers_sizes)
     if parallel_models:
         from app.bench.bench_parallel import attach_figures, model_workers_figures
 

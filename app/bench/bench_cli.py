@@ -15,8 +15,14 @@ def add_parser(sub) -> None:
     bench.add_argument("--verify-decisions", type=int, default=100_000,
                        help="length of the trial whose verify is timed (0 to skip)")
     bench.add_argument("--console", action="store_true", help="also measure the console (issue targets)")
+    bench.add_argument("--steady-actions", type=int, nargs=2, default=[20_000, 10_000], metavar=("BIG", "SMALL"),
+                       help="per action in steady state: the BIG-action random trial minus the SMALL one "
+                            "(issue 31; 0 0 to skip)")
     bench.add_argument("--workers-phase", action="store_true",
-                       help="also measure 8 random trials of 10,000 actions with 2 workers vs 1 (target 1.8x)")
+                       help="also measure random trials with 2 workers vs 1 against the raw PyBoy pair on the "
+                            "same work (target >= 95%% of its speed-up)")
+    bench.add_argument("--workers-size", type=int, nargs=2, default=[8, 10_000], metavar=("TRIALS", "ACTIONS"),
+                       help="the workers phase's trials and accepted actions per trial")
     bench.add_argument("--parallel-models", action="store_true",
                        help="also measure 16 model trials against a local 200 ms server with 8 workers vs 1 "
                             "(target <= 1/6 of the serial time) and the console attached to that run")
@@ -34,4 +40,6 @@ def bench_command(args: argparse.Namespace) -> int:
 
     return run_bench(args.runs, args.memory_actions, args.verify_decisions, args.console, args.workers_phase,
                      args.parallel_models, report_only=args.report_only, json_path=args.json,
-                     mcp_calls=max(0, args.mcp_calls), gba_actions=max(0, args.gba_actions))
+                     mcp_calls=max(0, args.mcp_calls), gba_actions=max(0, args.gba_actions),
+                     steady_sizes=tuple(max(0, n) for n in args.steady_actions),
+                     workers_sizes=tuple(max(1, n) for n in args.workers_size))

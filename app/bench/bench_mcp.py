@@ -6,13 +6,16 @@ walkthrough's presses, one button per press_keys call, each call timed at the cl
 it to its result (JSON-RPC both ways, the desk's hand-off between the server and the trial loop,
 and the loop's whole decision: contract, press, probe, ladder, trace and frame store). The raw
 press is bench phase 1's (a+): the same presses with the same timing straight on PyBoy, with the
-harness's frame capture and SHA-256, one after another. Overhead = median call - raw press; target
-<= 2 ms. The calls are timed the way the raw press is, one after another (pass 1); pass 2 times
-each press_keys right after a get_screen, as an agent calls them, and prints that figure beside:
+harness's frame capture and SHA-256, one after another, each timed on its own
+(app.bench.bench_raw.raw_press_ms). Issue 31's figure, the call beyond the SDK's bare round trip
+and the raw press: beyond = median call - median ping (pass 3) - median raw press; target
+<= 0.15 ms. (The old figure, median call - mean raw press, target <= 2 ms, is printed beside.)
+The calls are timed the way the raw press is, one after another (pass 1); pass 2 times each
+press_keys right after a get_screen, as an agent calls them, and prints that figure beside:
 between calls the server idles while the client decodes a ~100 kB screen, and a process woken
 from idle runs its next call slower on this machine (colder caches), on the tool call's side only.
-For scale, the SDK's bare round trip (a ping, pass 3) is printed too. The first WARMUP calls of
-each pass are not counted. Printed (and in `--json`), never asserted in tests.
+The first WARMUP calls of each pass are not counted. Printed (and in `--json`), never asserted in
+tests.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from pathlib import Path
 
 import yaml
 
+from app.bench.bench_raw import raw_press_ms
 from engine.emulators.emulator import Timing
 
-TARGET_MS = 2.0
+TARGET_MS = 0.15  # issue 31: beyond the SDK's bare ping plus the raw press
+OLD_TARGET_MS = 2.0  # the old figure: the call over the raw press alone
 WARMUP = 5
 
 
@@ -97,17 +102,26 @@ def mcp_figures(prepared, calls: int, tmp: Path, raw_press) -> dict:
     counted = presses[WARMUP:calls + WARMUP]
     raw_wall, _ = raw_press(prepared.rom_path, prepared.start_state, counted, timing, hashing=True, png=False)
     raw_ms = raw_wall * 1000 / len(counted)
+    raw_median_ms = statistics.median(raw_press_ms(prepared.rom_path, prepared.start_state, counted, timing))
     call_ms = statistics.median(times["press_keys"][WARMUP:])
     after_ms = statistics.median(times["press_after_screen"][WARMUP:])
     screen_ms = statistics.median(times["get_screen"][WARMUP:])
     ping_ms = statistics.median(times["ping"][WARMUP:])
     overhead = call_ms - raw_ms
     figures = {"calls": len(counted), "press_keys_median_ms": round(call_ms, 3), "raw_press_ms": round(raw_ms, 3),
-               "overhead_ms": round(overhead, 3), "press_keys_after_get_screen_median_ms": round(after_ms, 3),
+               "raw_press_median_ms": round(raw_median_ms, 3), "overhead_over_raw_ms": round(overhead, 3),
+               "old_target_ms": OLD_TARGET_MS, "press_keys_after_get_screen_median_ms": round(after_ms, 3),
                "get_screen_median_ms": round(screen_ms, 3), "sdk_ping_median_ms": round(ping_ms, 3),
-               "target_ms": TARGET_MS, "target_met": overhead <= TARGET_MS}
-    print(f"tool server: press_keys {call_ms:.3f} ms per call (median), raw press {raw_ms:.3f} ms: overhead "
-          f"{overhead:.3f} ms per call (target <= {TARGET_MS:g} ms: {'met' if overhead <= TARGET_MS else 'NOT met'}); "
-          f"the SDK's bare round trip (ping) {ping_ms:.3f} ms; right after a get_screen ({screen_ms:.3f} ms) a "
-          f"press_keys takes {after_ms:.3f} ms", flush=True)
+               **beyond_ping_and_press(call_ms, ping_ms, raw_median_ms)}
+    print(f"target MCP press_keys beyond the SDK's bare ping plus the raw press <= {TARGET_MS:g} ms: median call "
+          f"{call_ms:.3f} ms - median ping {ping_ms:.3f} ms - median raw press {raw_median_ms:.3f} ms = "
+          f"{figures['beyond_ms']:.3f} ms -> {'met' if figures['target_met'] else 'NOT met'}; over the raw press "
+          f"alone (old figure, was <= {OLD_TARGET_MS:g} ms) {overhead:.3f} ms; right after a get_screen "
+          f"({screen_ms:.3f} ms) a press_keys takes {after_ms:.3f} ms", flush=True)
     return figures
+
+
+def beyond_ping_and_press(call_ms: float, ping_ms: float, raw_press_ms: float) -> dict:
+    """Issue 31's figure: what a press_keys call costs beyond the SDK's bare round trip and the raw press."""
+    beyond = call_ms - ping_ms - raw_press_ms
+    return {"beyond_ms": round(beyond, 3), "target_ms": TARGET_MS, "target_met": beyond <= TARGET_MS}
