@@ -54,9 +54,9 @@ def _say(message: str) -> None:
 
 def pick_position(prepared, trial: str | None) -> int:
     """The schedule position to play; ValueError with the reason when there is none."""
-    from sessions.execute.trial_factory import trial_config
+    from engine.loop.trial import trial_key
 
-    keys = [trial_config(prepared, p).trial_key for p in range(len(prepared.schedule))]
+    keys = [trial_key(label, number) for label, number in prepared.schedule]
     if trial is not None:
         if trial not in keys:
             raise ValueError(f"--trial {trial}: not a trial of this schedule ({', '.join(keys[:8])})")
@@ -176,14 +176,15 @@ class ToolSession:
 
     def __init__(self, prepared, folder, position: int, *, transport: str, token: str | None = None):
         from engine.loop.control import RunControl
+        from engine.loop.trial import trial_key
         from engine.policies.rulesets import tools_for
         from engine.policies.tools import ToolCallPolicy, ToolDesk
         from sessions.execute.mcp_server import build_server, sdk_version
         from sessions.execute.runner import ExperimentRunner
-        from sessions.execute.trial_factory import battle_settings, trial_config
+        from sessions.execute.trial_factory import battle_settings
 
         m = prepared.manifest
-        self.trial_key = trial_config(prepared, position).trial_key
+        self.trial_key = trial_key(*prepared.schedule[position])
         self.control = RunControl()
         self.desk = ToolDesk(self.control)
         ruleset = m.agent.ruleset
