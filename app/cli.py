@@ -13,12 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+from app.commands import fail as _fail
 
 
 def _version() -> str:

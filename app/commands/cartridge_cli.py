@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+from app.commands import EXIT_OK
+from app.commands import fail as _fail
 
 
 def add_parsers(sub) -> None:
@@ -63,6 +63,3 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT

@@ -6,15 +6,10 @@ Exit status as the other exports: 0 written, 2 bad input or refused (one line; n
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
-
-
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+from app.commands import EXIT_OK
+from app.commands import fail as _fail
 
 
 def export_inspect_command(args: argparse.Namespace, folder: Path) -> int:

@@ -20,7 +20,9 @@ import signal
 import sys
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
+from app.commands import EXIT_BAD_INPUT
+from app.commands import fail as _fail
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # as `oakwatch run` (docs/faults.md)
 # Not the demo server's (app.demo_server.DEFAULT_PORT): a harness served over HTTP and the demo model
 # server run side by side on their defaults.
@@ -41,11 +43,6 @@ def add_parser(sub) -> None:
     mcp.add_argument("--token-file", type=Path, metavar="FILE",
                      help="with --transport http: require a bearer token, made for this trial and written to FILE "
                           "(mode 0600); clients send `Authorization: Bearer <FILE's contents>`")
-
-
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
 
 
 def _say(message: str) -> None:

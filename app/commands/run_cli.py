@@ -10,15 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+from app.commands import EXIT_BAD_INPUT, EXIT_OK
+from app.commands import fail as _fail
 
 _WORKERS = 1  # `run --workers N`, for the run about to start (0: as many as the Ray cluster has CPUs)
 _EXECUTOR: tuple[str, str | None] = ("local", None)  # `run --executor`, `--ray-address`
-
-
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
 
 
 def add_parser(sub) -> None:

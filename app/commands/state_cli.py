@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
-
-
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+from app.commands import EXIT_OK
+from app.commands import fail as _fail
 
 
 def add_parsers(sub) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from app.commands import fail as _fail
 from sessions.preflight.statemaker import StateMakerError, load_template, play_prefix, read_prefix, setup, write_outputs
 
 MAX_BOOT_FRAMES = 1_000_000
@@ -51,6 +52,3 @@ def state_new(rom: Path, game: str, output: Path, *, inputs: Path | None = None,
     return 0
 
 
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return 2

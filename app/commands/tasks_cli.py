@@ -10,12 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+from app.commands import EXIT_OK, EXIT_PROBLEMS
+from app.commands import fail as _fail
 
 
 def add_parsers(sub) -> None:

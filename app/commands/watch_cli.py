@@ -6,12 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.commands import fail as _fail
+
 EXIT_BAD_INPUT = 2
-
-
-def _fail(message: str) -> int:
-    print(f"oakwatch: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
 
 
 def add_parsers(sub) -> None:
