@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.battle.battle import BattleSettings, settings_problem
 from engine.games.gamedef import Condition as ProbeTest
@@ -220,6 +220,18 @@ def _check_against_game(task: Task) -> None:
     if task.base is not None and f.start_states is not None and task.base.emulator.name not in f.start_states:
         raise TaskError(f"{where}: start_states lists no state for the experiment's emulator "
                         f"{task.base.emulator.name}")
+    _check_derived(f, game, where)
+
+
+def _check_derived(f: TaskFile, game: GameDefinition, where: Path) -> None:
+    """The definition the task runs with must itself be valid: a goal whose memory a track still reads
+    (a party or inventory view, not only a listed field) would be told to the agent."""
+    try:
+        derived_game(f, game)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = str(first.get("ctx", {}).get("error") or first["msg"]).removeprefix("Value error, ")
+        raise TaskError(f"{where}: the goal cannot be hidden from {game.id}'s tracks: {message}") from None
 
 
 def _check_tests(f: TaskFile, game: GameDefinition, where: Path) -> None:

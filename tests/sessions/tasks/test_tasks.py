@@ -356,3 +356,20 @@ def test_the_report_lists_battle_rules_and_each_episode_s_team():
     assert 't\'s battle rules: party limit 1, level cap 5, difficulty {"mode": "set"}' in md
     assert "X-01 episode 1 (decisions 1-4, ended reset): wrote none; team EMBERPUP" in md
     assert "X-01 episode 2 (decisions 1-4, ended reset): wrote none\n" in md  # no team applied: none listed
+
+
+def test_a_goal_a_track_view_still_reads_is_one_line_exit_2_nothing_written(tmp_path, capsys):
+    """A goal on the party's level: the gameplay track's party view reads that memory, so it cannot be
+    hidden by dropping a listed field. Once a pydantic traceback from `tasks run` (exit 1, batch begun)."""
+    data = yaml.safe_load((TASKS_DIR / "pqa-buy-a-ball.yaml").read_text())
+    data["goal"] = {"name": "a level up", "probe": [{"field": "party_level", "ge": 9}]}
+    data["reference_script"] = str(TASKS_DIR / data["reference_script"])
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(TaskError, match="tracks.gameplay.party reads the memory of ladder field 'party_level'"):
+        load_task(path)
+    out = tmp_path / "batch"
+    assert main(["tasks", "run", str(path), "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "the goal cannot be hidden from" in err and "Traceback" not in err
+    assert not out.exists()
