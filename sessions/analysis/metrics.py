@@ -727,11 +727,6 @@ def load_game(root: Path) -> tuple[GameDefinition | None, str | None]:
         return None, str(exc)
 
 
-def unblinded(root: Path) -> dict[str, str] | None:
-    """label -> condition id once `oakwatch unblind` has run (an unblinded/ folder), else None."""
-    return EvidenceFolder(root).unblinded_labels()
-
-
 def read_trial(trial: TrialFolder) -> TrialRecords | None:
     """One trial's records in one streamed pass; None for a trial without result.json (unfinished)."""
     if not trial.sealed():
@@ -765,7 +760,7 @@ def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], 
     by_trial: dict[str, list[Label]] = defaultdict(list)
     for lab in confirmed.labels:
         by_trial[lab.trial_key].append(lab)
-    key_map = unblinded(root)
+    key_map = EvidenceFolder(root).unblinded_labels()
     rows = []
     for trial in EvidenceFolder(root).trials():
         folder, rel, voided = trial.path, trial.rel, trial.voided

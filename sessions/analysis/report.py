@@ -37,7 +37,6 @@ from sessions.analysis.metrics import (
     load_game,
     read_annotation_layers,
     trial_metrics,
-    unblinded,
     variant_comparison,
 )
 from sessions.analysis.report_plots import Plot, plots, type_severity
@@ -585,7 +584,7 @@ def build_report(root: Path, output: Path | None = None, *, seed: int = 0,
     figures = plots(rows, game)
     doc = {
         "report_version": 1, "experiment_id": experiment_id, "generated_utc": datetime.now(UTC).isoformat(),
-        "blinded": unblinded(root) is None, "scorers": _scorers(game, game_error),
+        "blinded": EvidenceFolder(root).unblinded_labels() is None, "scorers": _scorers(game, game_error),
         "definitions": {"productive_action": PRODUCTIVE_DEFINITION},
         "integrity": {"ok": not audit_problems, "problems": audit_problems},
         "trials": [{k: v for k, v in r.items() if k not in ("_labels",)} for r in rows],
@@ -1097,7 +1096,7 @@ def _write_package(root: Path, output: Path, *, include_raw: bool, seed: int,
         raise ExportError(f"{root}: not an evidence folder (no {layout.MANIFEST})")
     output.mkdir(parents=True)
     pk = _Package(root, output, include_raw, local=[str(root.resolve()), str(root), str(Path.home()), os.getcwd()],
-                  secrets=_secrets(), blinded=unblinded(root) is None)
+                  secrets=_secrets(), blinded=EvidenceFolder(root).unblinded_labels() is None)
     say("writing the redacted manifest")
     manifest = yaml.safe_load((root / layout.MANIFEST).read_text())
     game_copy = _package_inputs(pk, manifest)

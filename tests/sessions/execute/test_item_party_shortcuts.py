@@ -20,18 +20,10 @@ from sessions.preflight.experiment import prepare
 from sessions.tasks.tasks import PolicyChoice, TaskError, load_task, write_task_inputs
 from tests.conftest import read_jsonl
 from tests.fakes.provider_server import FakeProviderServer, ok
+from tests.sessions.execute.test_shortcuts import _gameplay_view, answer
 
 TASK = ASSETS / "tasks" / "pqa-catch-two.yaml"
 TO_GRASS = ["DOWN"] * 8 + ["LEFT"] * 6 + ["UP"] * 12 + ["LEFT"] * 3 + ["LEFT", "RIGHT"] * 3  # catch.txt
-
-
-def answer(actions: list[str] | None = None, shortcut: dict | None = None) -> dict:
-    reply = {"reasoning_summary": "on", "observed": {"screen": "overworld", "location_guess": "path",
-                                                     "objective_guess": "", "certainty": 0.5},
-             "memory_read": [], "memory_write": [], "actions": actions or []}
-    if shortcut is not None:
-        reply["shortcut"] = shortcut
-    return reply
 
 
 def _chunks(presses: list[str]) -> list[dict]:
@@ -82,12 +74,6 @@ def test_use_item_and_switch_to_press_real_input_that_replays_to_the_same_frames
     view = _gameplay_view(sent[-1])
     assert view["inventory"] == [{"item": "POKE BALL", "quantity": 4}]  # read through the key, in the moving block
     assert [m["species"] for m in view["party"]][:2] == ["SPROUTLE", "PIPWING"]  # the cartridge's own names
-
-
-def _gameplay_view(body: dict) -> dict:
-    content = body["messages"][-1]["content"]
-    lines = "\n".join(part["text"] for part in content if part["type"] == "text").split("\n")
-    return json.loads(lines[lines.index("The game's state as read for you (gameplay track):") + 1])
 
 
 @pytest.mark.parametrize("name", ["use_item", "switch_to"])
