@@ -4,6 +4,7 @@
       batch.json                  the ledger: ceiling, policy, and per task its folder, trials and spend
       task-files/<task_id>/       the task file as run, its derived game definition and manifest
       runs/<task_id>/             the task's experiment folder (oakwatch verify / replay / report as any)
+      agent-data/<task_id>/       policy cli: the task's data the client may read (OAKWATCH_TASK_DATA)
       reports/                    `oakwatch report <batch>`: tasks.md, tasks.json
 
 The ceiling is the batch's: before each task the ledger's spend is checked (a task that would start
@@ -36,6 +37,7 @@ from sessions.tasks.tasks import PolicyChoice, Task, TaskError, TaskFile, compil
 
 LEDGER = "batch.json"
 TASK_FILES = "task-files"
+AGENT_DATA = "agent-data"  # agent-data/<id>: what a cli client is given to read (outside its manifest's folder)
 RUNS = "runs"
 
 
@@ -198,7 +200,7 @@ def _run_task(task: Task, choice: PolicyChoice, batch: Path, ledger: Ledger, say
         say(f"  {task.id}: not run (the batch ceiling is spent)")
         return
     out = batch / RUNS / task.id
-    with agent_sandbox(task, choice) as played:
+    with agent_sandbox(task, choice, batch / AGENT_DATA / task.id) as played:
         try:
             manifest = write_task_inputs(task, played, batch / TASK_FILES / task.id, ledger.trials_per_task,
                                          int(tokens_left) if tokens_left is not None else None, cost_left)
@@ -364,20 +366,25 @@ def resume_batch(batch: Path, say: Callable[[str], None] = print) -> Ledger:
 
 def _tasks_not_reached(ledger: Ledger) -> list:
     """The planned tasks without a ledger row, each loaded and checked to be the file the batch started with."""
-    from sessions.tasks.tasks import load_task
-
     tasks = []
     for planned in ledger.planned:
         if planned.task_id in {r.task_id for r in ledger.tasks}:
             continue
-        try:
-            task = load_task(Path(planned.path))
-        except TaskError as exc:
-            raise BatchError(f"task {planned.task_id}: {exc}") from None
-        if task.sha256 != planned.sha256:
-            raise BatchError(f"{planned.path}: not the task file the batch started with (it changed)")
-        tasks.append(task)
+        tasks.append(_planned_task(planned))
     return tasks
+
+
+def _planned_task(planned) -> Task:
+    """A planned task loaded from its file, checked to be the file the batch started with."""
+    from sessions.tasks.tasks import load_task
+
+    try:
+        task = load_task(Path(planned.path))
+    except TaskError as exc:
+        raise BatchError(f"task {planned.task_id}: {exc}") from None
+    if task.sha256 != planned.sha256:
+        raise BatchError(f"{planned.path}: not the task file the batch started with (it changed)")
+    return task
 
 
 def _rerun_missing(row, batch: Path, ledger: Ledger, choice: PolicyChoice, say: Callable[[str], None]) -> bool:
@@ -386,48 +393,64 @@ def _rerun_missing(row, batch: Path, ledger: Ledger, choice: PolicyChoice, say: 
     from sessions.execute.start import prepare_resume
     from sessions.preflight.experiment import PreflightError
 
-    try:
-        prepared, folder, positions = prepare_resume(batch / row.folder)
-    except PreflightError as exc:
-        raise BatchError(str(exc)) from None
-    if not positions:
-        folder.leave_as_found()
-        return False
-    say(f"  {row.task_id}: rerunning schedule position(s) {', '.join(map(str, positions))}")
-    ExperimentRunner(prepared, folder, positions=positions, resumed=True).run()
+    with _resumed_sandbox(row, batch, ledger, choice):
+        try:
+            prepared, folder, positions = prepare_resume(batch / row.folder)
+        except PreflightError as exc:
+            raise BatchError(str(exc)) from None
+        if not positions:
+            folder.leave_as_found()
+            return False
+        say(f"  {row.task_id}: rerunning schedule position(s) {', '.join(map(str, positions))}")
+        ExperimentRunner(prepared, folder, positions=positions, resumed=True).run()
     _settle(row, batch, ledger, choice)
     _said(row, say)
     return True
 
 
 @contextmanager
-def agent_sandbox(task: Task, choice: PolicyChoice):
-    """For your own agent (`policy: cli`): the task's sandbox data (`oakwatch tasks data`) in a temporary
-    folder the client may read (`client_reads`), named with the task's id by OAKWATCH_TASK_DATA and
-    OAKWATCH_TASK_ID (the condition's `env`); yields the choice the task's manifest is written with."""
+def agent_sandbox(task: Task, choice: PolicyChoice, data: Path):
+    """For your own agent (`policy: cli`): the task's sandbox data (`oakwatch tasks data`) in `data`, the
+    batch's agent-data/<task> folder the client may read (`client_reads`), named with the task's id by
+    OAKWATCH_TASK_DATA and OAKWATCH_TASK_ID (the condition's `env`); yields the choice the task's manifest
+    is written with. The folder stays with the batch: the frozen manifest names it, so a resumed batch
+    finds it where its trials were given it (it used to be a temporary folder, gone at resume)."""
     if choice.policy != "cli":
         yield choice
         return
-    import tempfile
     from dataclasses import replace
 
     from sessions.tasks.task_data import task_data
 
+    data.mkdir(parents=True, exist_ok=True)
+    if task.file.battle is not None:
+        for name, content in task_data(task).items():  # the same bytes again at resume
+            (data / name).write_text(json.dumps(content, indent=1) + "\n")
     saved = {k: os.environ.get(k) for k in ("OAKWATCH_TASK_ID", "OAKWATCH_TASK_DATA")}
-    with tempfile.TemporaryDirectory(prefix="oakwatch-task-data-") as data:
-        if task.file.battle is not None:
-            for name, content in task_data(task).items():
-                (Path(data) / name).write_text(json.dumps(content, indent=1) + "\n")
-        os.environ.update(OAKWATCH_TASK_ID=task.id, OAKWATCH_TASK_DATA=data)
-        try:
-            yield replace(choice, client_reads=(*choice.client_reads, data),
-                          env=("OAKWATCH_TASK_ID", "OAKWATCH_TASK_DATA"))
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    os.environ.update(OAKWATCH_TASK_ID=task.id, OAKWATCH_TASK_DATA=str(data.resolve()))
+    try:
+        yield replace(choice, client_reads=(*choice.client_reads, str(data.resolve())),
+                      env=("OAKWATCH_TASK_ID", "OAKWATCH_TASK_DATA"))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextmanager
+def _resumed_sandbox(row, batch: Path, ledger: Ledger, choice: PolicyChoice):
+    """The task's agent data again (policy cli) while a run folder's missing positions are rerun."""
+    if choice.policy != "cli":
+        yield
+        return
+    planned = {p.task_id: p for p in ledger.planned or []}.get(row.task_id)
+    if planned is None:
+        raise BatchError(f"{batch / LEDGER}: task {row.task_id} is not among the planned tasks")
+    task = _planned_task(planned)
+    with agent_sandbox(task, choice, batch / AGENT_DATA / row.task_id):
+        yield
 
 
 def _paid(choice: PolicyChoice) -> bool:
@@ -471,7 +494,7 @@ def verify_batch(batch: Path, deep: bool = False) -> list[str]:
     spent = [r.tokens for r in ledger.tasks if r.status == "run"]
     if ledger.spent_tokens is not None and None not in spent and sum(spent) != ledger.spent_tokens:
         problems.append(f"{LEDGER}: spent_tokens {ledger.spent_tokens}, the tasks spent {sum(spent)}")
-    allowed = {e.name for e in batch.iterdir()} - {LEDGER, TASK_FILES, RUNS, "reports"}
+    allowed = {e.name for e in batch.iterdir()} - {LEDGER, TASK_FILES, RUNS, AGENT_DATA, "reports"}
     problems += [f"{name}: an unknown file in the batch folder" for name in sorted(allowed)]
     return problems
 
