@@ -847,6 +847,11 @@ class ShortcutStep(_Strict):
     to: Annotated[int, Field(ge=0, le=255)] | Literal["argument"] | None = None
     up: Annotated[str, Field(min_length=1, max_length=16)] = "UP"
     down: Annotated[str, Field(min_length=1, max_length=16)] = "DOWN"
+    # A grid cursor (FireRed's 2x2 move menu): the field reads row * columns + column; `up`/`down` change the
+    # row first, then `left`/`right` the column.
+    columns: Annotated[int, Field(ge=2, le=16)] | None = None
+    left: Annotated[str, Field(min_length=1, max_length=16)] = "LEFT"
+    right: Annotated[str, Field(min_length=1, max_length=16)] = "RIGHT"
     repeat: Annotated[str, Field(min_length=1, max_length=16)] | None = None
     while_any: Annotated[list[Annotated[list[Condition], Field(min_length=1, max_length=16)]],
                          Field(max_length=16)] = []
@@ -865,6 +870,8 @@ class ShortcutStep(_Strict):
             raise ValueError("`times` goes with a press step")
         if self.order and self.times != "argument":
             raise ValueError("`order` goes with `times: argument`")
+        if self.columns is not None and self.cursor is None:
+            raise ValueError("`columns` goes with a cursor step")
         return self
 
     def fields(self) -> list[str]:
@@ -874,7 +881,9 @@ class ShortcutStep(_Strict):
     def buttons(self) -> list[str]:
         if self.press is not None:
             return [self.press]
-        return [self.up, self.down] if self.cursor is not None else [self.repeat]
+        if self.cursor is not None:
+            return [self.up, self.down, *([self.left, self.right] if self.columns else [])]
+        return [self.repeat]
 
 
 class ShortcutDef(_Strict):
