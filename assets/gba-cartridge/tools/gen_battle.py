@@ -107,7 +107,7 @@ def definition_text(firered: str) -> str:
     flags = "".join(f"  beat_boss_{tid}: {{flag: event_flags, index: {BOSS_FLAG + tid:#x}, source: \"the "
                     f"cartridge's trainer flag of {name} (pret/pokefirered TRAINER_FLAGS_START 0x500 + id {tid})\"}}\n"
                     for tid, name, _, _ in d.TRAINERS)
-    head = head[:line_end] + flags + SHORTCUT_FIELDS + PREPARATION_FIELDS + head[line_end:]
+    head = head[:line_end] + flags + PREPARATION_FIELDS + head[line_end:]
     head = _insert_before(head, "\nfields:\n", BALLS_ARRAY)  # the arrays section's end
     head = _cartridge_names(head)
     head = _insert_before(head, "    outcomes:\n", BALLS_INVENTORY)
@@ -157,18 +157,8 @@ BALLS_INVENTORY = (
     "      items: bag_poke_balls\n"
     "      names: [{id: 4, name: POKE BALL}]\n"
     "      source: pret/pokefirered include/global.h SaveBlock1.bagPocket_PokeBalls; the cartridge's ram.c bag_add\n")
-# The battle menu's fields the cartridge's use_item and switch_to read (FireRed's own addresses, the .sym's).
-SHORTCUT_FIELDS = (
-    "  # Read by the cartridge's shortcuts (tools/gen_battle.py): the battle's menu state and cursors, where FireRed\n"
-    "  # keeps them (pret/pokefirered symbols branch; assets/gba-cartridge/src/layout_firered.h)\n"
-    "  battle_menu: {address: 0x02023E82, source: \"pret/pokefirered gBattleCommunication[0] (src/battle_main.c "
-    "HandleTurnActionSelectionState): 1 at the action menu, 2 at the move or party menu, 0 while text plays\"}\n"
-    "  action_cursor: {address: 0x02023FF8, source: \"pret/pokefirered gActionSelectionCursor[0]: 0 FIGHT, 1 BAG, "
-    "2 PARTY, 3 RUN (the 2x2 grid of HandleInputChooseAction)\"}\n"
-    + "".join(f"  party_order_{i}: {{address: {0x0203B0DC + i:#010x}, source: \"pret/pokefirered "
-              f"gBattlePartyCurrentOrder[{i}] (src/party_menu.c GetPartyIdFromBattleSlot): battle slots {2 * i} "
-              f"and {2 * i + 1}'s party ids, "
-              f"high nibble first\"}}\n" for i in range(3)))
+# The battle menu's fields the cartridge's use_item and switch_to read (battle_menu, action_cursor,
+# party_order_0..2) are the FireRed definition's own (its shortcuts read them too), so the head carries them.
 
 # What the cartridge's preparation mechanics change (issue 32 item 4; src/main.c mom_heal, shop_buy): no rung and
 # no track reads them; the preparation tasks' goals do (assets/tasks/pqa-heal-at-home.yaml, pqa-buy-a-ball.yaml).
