@@ -65,6 +65,9 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
     from sessions.audit.verify_tools import check_tools
 
     check_tools(ctx.manifest, ctx.labels, results, report)  # the tool server exposed exactly its ruleset
+    from sessions.audit.verify_client import check_clients
+
+    check_clients(ctx.manifest, ctx.labels, results, report)  # a cli client ran as its condition allowed
     voids = _check_voids(ctx, report, deep)
     for rel, digest in ctx.deferred.items():  # a stream no trial check read to its end is hashed now
         if (ctx.streamed.get(rel) or file_sha256(folder / rel)) != digest:
