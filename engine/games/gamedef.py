@@ -645,6 +645,8 @@ class Terrain(_Strict):
     unknown: Annotated[str, Field(min_length=1, max_length=1)] = "?"  # a tile of no class
     tileset: Address | None = None
     tilesets: Annotated[list[TilesetTerrain], Field(max_length=64)] = []
+    # the tileset's classes apply only while this byte reads its value (Red: the map is on screen, not a battle)
+    tileset_when: ShownWhen | None = None
     cell: TerrainCell | None = None
     sprites: TerrainSprites | None = None
     source: Text | None = None
@@ -680,9 +682,18 @@ class Terrain(_Strict):
     def table_for(self, tileset: int | None) -> TilesetTerrain | None:
         return next((t for t in self.tilesets if tileset in t.tilesets), None)
 
+    def current_table(self, read_range: Callable[[int, int], list[int]]) -> TilesetTerrain | None:
+        """The tileset entry in force now: none without a tileset byte, or while `tileset_when` does not hold."""
+        if self.tileset is None:
+            return None
+        if self.tileset_when is not None and read_range(self.tileset_when.address, 1)[0] != self.tileset_when.value:
+            return None
+        return self.table_for(read_range(self.tileset, 1)[0])
+
     def memory(self) -> list[tuple[int, int]]:
         out = [(self.tilemap, self.stride * (self.rows - 1) + self.columns)]
         out += [(self.tileset, 1)] if self.tileset is not None else []
+        out += [(self.tileset_when.address, 1)] if self.tileset_when is not None else []
         if self.sprites is not None:
             out.append((self.sprites.table, self.sprites.slots * self.sprites.stride))
             out += [(self.sprites.shown.address, 1)] if self.sprites.shown else []

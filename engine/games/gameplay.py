@@ -19,6 +19,7 @@ from engine.games.gamedef import (
     PartyMoves,
     Sample,
     Terrain,
+    TilesetTerrain,
     Word,
     name_table,
 )
@@ -42,19 +43,25 @@ def read_terrain(track: GameplayTrack, read_range: ReadRange) -> dict:
     glyphs in force: the terrain's classes, the current tileset's (when the definition keys classes to the
     tileset byte) and the sprites'."""
     t = track.terrain
-    table = t.table_for(read_range(t.tileset, 1)[0]) if t.tileset is not None else None
-    classes = [*t.classes, *(table.classes if table else [])]
-    glyph = {tile: c.glyph for c in classes for tile in c.all_tiles}
-    legend = {c.glyph: c.name for c in classes}
-    if table is not None and table.otherwise is not None:
-        glyph.update({tile: table.otherwise.glyph for tile in table.otherwise.all_tiles if tile not in glyph})
-        legend[table.otherwise.glyph] = table.otherwise.name
+    glyph, legend = _glyphs(t, t.current_table(read_range))
     grid = _cells(t, [read_range(t.tilemap + r * t.stride, t.columns) for r in range(t.rows)])
     rows = [[glyph.get(tile, t.unknown) for tile in row] for row in grid]
     if t.sprites is not None:
         _draw_sprites(t, grid, rows, read_range)
         legend.update({t.sprites.glyph: t.sprites.name, t.sprites.you_glyph: "you"})
     return {"rows": ["".join(row) for row in rows], "legend": {**legend, t.unknown: "other"}}
+
+
+def _glyphs(t: Terrain, table: TilesetTerrain | None) -> tuple[dict[int, str], dict[str, str]]:
+    """Each tile's glyph and each glyph's class name: the terrain's classes, and the tileset entry's in force
+    (its `otherwise` taking the tiles the others leave)."""
+    classes = [*t.classes, *(table.classes if table else [])]
+    glyph = {tile: c.glyph for c in classes for tile in c.all_tiles}
+    legend = {c.glyph: c.name for c in classes}
+    if table is not None and table.otherwise is not None:
+        glyph.update({tile: table.otherwise.glyph for tile in table.otherwise.all_tiles if tile not in glyph})
+        legend[table.otherwise.glyph] = table.otherwise.name
+    return glyph, legend
 
 
 def _cells(t: Terrain, tiles: list[Sequence[int]]) -> list[list[int]]:

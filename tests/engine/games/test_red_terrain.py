@@ -65,9 +65,10 @@ def test_the_same_tiles_mean_what_the_current_tileset_says():
     assert cave["rows"][0] == "?" * 10 and cave["rows"][6][:2] == "_a" and "#" not in cave["legend"]
 
 
-def test_no_people_are_drawn_while_the_game_hides_its_sprites():
-    rows = _terrain(_screen(tileset=0, sprites_enabled=0xFF))["rows"]  # wUpdateSpritesEnabled $ff: a battle
-    assert not any("@" in r or "P" in r for r in rows)
+def test_no_map_classes_or_people_are_drawn_while_the_game_hides_its_sprites():
+    view = _terrain(_screen(tileset=0, sprites_enabled=0xFF))  # wUpdateSpritesEnabled $ff: a battle's screen
+    assert not any("@" in r or "P" in r for r in view["rows"])
+    assert view["rows"][0] == "?" * 10 and view["rows"][6][:2] == "_a" and "." not in view["legend"]
 
 
 @pytest.mark.parametrize(("key", "value", "why"), [
