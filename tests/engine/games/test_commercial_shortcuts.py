@@ -222,3 +222,16 @@ def test_fireds_switch_to_finds_the_member_in_the_battle_order(order):
         assert (model.screen, model.chosen) == ("done", slot - 1)
     with pytest.raises(ShortcutRefused):  # not at the action menu
         shortcuts.plan({"name": "switch_to", "argument": 1}, {**model.sample(), "battle_menu": 2}, read)
+
+
+def test_a_red_shortcut_reading_wisinbattle_is_refused():
+    """wIsInBattle is rung M4's: the battle menu's `when` may not read it (the loader's check)."""
+    import yaml
+
+    from sessions.preflight.gamedefs import GameDefinitionError, parse_game_definition
+
+    data = yaml.safe_load((ASSETS / "games" / "pokemon-red-blue-en.yaml").read_text(encoding="utf-8"))
+    data["shortcuts"]["choose_move"]["when"] = [{"field": "battle", "eq": 2}]
+    with pytest.raises(GameDefinitionError) as info:
+        parse_game_definition(yaml.safe_dump(data, allow_unicode=True), "red.yaml")
+    assert "shortcuts.choose_move: 'battle' reads the memory of ladder field 'battle'" in str(info.value)
