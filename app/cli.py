@@ -25,6 +25,15 @@ def _version() -> str:
     return f"oakwatch {version('oakwatch')} ({emulators}, textual {version('textual')})"
 
 
+class _VersionAction(argparse._VersionAction):
+    """argparse's `--version`, its line built only when asked: every backend's version loads that
+    backend's native library (mGBA's alone is ~0.1 s), which no other command should pay at start."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.version = _version()
+        super().__call__(parser, namespace, values, option_string)
+
+
 # Each command's module adds its own parsers, in this order (the order `oakwatch --help` lists them in).
 _PARSERS: tuple[tuple[str, str], ...] = (
     ("app.commands.run_cli", "add_parser"),  # run
@@ -78,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="oakwatch",
         description="Live operator console and evaluation harness for game-playing agents. "
                     "With no command, opens the console on the bundled cartridge's dry-run.")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command")
     for module, name in _PARSERS:
         _attribute(module, name)(sub)
