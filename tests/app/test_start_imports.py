@@ -1,0 +1,49 @@
+"""The headless dry-run's process loads only what it uses (issue 31, row 2: the whole process's start).
+
+A run with no model, no console and no cluster must never pay for Textual, a provider SDK, Ray or the
+mGBA binding at start: each is imported where it is used. This runs the real command in a fresh
+interpreter with `-X importtime` and reads which modules it imported, so a module-level import that
+drags one of them back in fails here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+# Top-level packages the bundled headless dry-run has no use for (it plays PyBoy, scripted, no console).
+NOT_ON_THE_HEADLESS_PATH = {"textual", "rich", "anthropic", "openai", "ray", "mgba", "mcp", "hypothesis"}
+
+
+def _imported_packages(importtime_stderr: str) -> set[str]:
+    """Top-level package names from `-X importtime` lines (`import time: self | cumulative | name`)."""
+    names = set()
+    for line in importtime_stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            name = line.rsplit("|", 1)[1].strip()
+            if name and name != "imported package":
+                names.add(name.split(".")[0])
+    return names
+
+
+def test_the_headless_dry_run_imports_no_console_sdk_cluster_or_mgba(tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "app.cli", "run", "--headless",
+                           "--output", str(out)], cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "summary.json").is_file()  # the run really ran to its end
+    imported = _imported_packages(done.stderr)
+    assert {"pyboy", "pydantic", "sessions", "engine"} <= imported  # the parse reads real lines
+    assert imported & NOT_ON_THE_HEADLESS_PATH == set()
+
+
+def test_version_still_names_every_backend():
+    """`--version` is built only when asked, and still lists each backend and Textual."""
+    done = subprocess.run([sys.executable, "-m", "app.cli", "--version"], cwd=PROJECT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert line.startswith("oakwatch ") and "pyboy " in line and "mgba " in line and "textual " in line
