@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 import threading
 import time
@@ -32,7 +33,7 @@ from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.outcomes import EndRequest
 from engine.loop.records import ReplyOversize, TraceLine, Usage
 from engine.loop.trial import utc_now
-from engine.policies.base import contract_json
+from engine.policies.base import UNKNOWN_OBSERVATION, contract_json
 from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
 
 
@@ -244,7 +245,9 @@ def call_answer(trace: TraceLine, pressed: list[str], rejected: str | None) -> d
             **({"episode": trace.episode, "episode_end": trace.episode_end} if trace.episode is not None else {}),
             # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle.battle)
             **({"battle": {k: trace.battle[k] for k in ("writes", "team", "lead")}}
-               if trace.battle is not None else {})}
+               if trace.battle is not None else {}),
+            # a shortcut's: its name, argument and the presses it expanded to (engine.loop.shortcuts)
+            **({"shortcut": trace.shortcut} if trace.shortcut is not None else {})}
 
 
 def refusal_text(tool: str, answer: dict) -> str:
@@ -315,6 +318,8 @@ class ToolCallPolicy:
         identity = {"mcp_session_sha256": call.session} if call.session is not None else None
         if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
             text, kind = contract_json([], summary="reset tool call"), {"reset": True}
+        elif call.tool == "shortcut":  # the loop judges it as a reply's `shortcut` (engine.loop.shortcuts)
+            text, kind = shortcut_json(call.arguments), {}
         elif call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
             text = contract_json([], summary=f"{call.tool} tool call")
             kind = {"battle": {"tool": call.tool, "arguments": call.arguments}}
@@ -360,6 +365,14 @@ def oversize(arguments, record: dict, text: str, cap: int) -> ReplyOversize | No
                              size_bytes=len(received), size_source="received")
     return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest, size_bytes=stored,
                          size_source="stored")
+
+
+def shortcut_json(arguments: dict) -> str:
+    """A shortcut tool call as the contract response a model would give for it: no actions, and the call
+    as its `shortcut` (every value as sent: the contract judges it)."""
+    return json.dumps({"reasoning_summary": "shortcut tool call", "observed": UNKNOWN_OBSERVATION,
+                       "memory_read": [], "memory_write": [], "actions": [],
+                       "shortcut": {k: arguments[k] for k in ("name", "argument") if k in arguments}})
 
 
 def screen_record(turn: Turn, png: bytes) -> dict:
