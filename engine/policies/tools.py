@@ -70,7 +70,7 @@ def _awaitable(future: Future) -> asyncio.Future:
     """`future` (set from any thread) as an asyncio future of the running loop. asyncio.wrap_future
     always wakes the loop through its self-pipe, a system call whose return waits for the GIL; when
     the setter is this loop's own thread (oakwatch mcp: the trial and the server share one loop) the
-    result is passed on with a plain call_soon. Cancelling the awaitable cancels `future`, as with
+    result is passed on at once. Cancelling the awaitable cancels `future`, as with
     wrap_future (a turn the loop stopped waiting for is then refused to a late call)."""
     loop = asyncio.get_running_loop()
     waiter = loop.create_future()
@@ -90,7 +90,10 @@ def _awaitable(future: Future) -> asyncio.Future:
         if loop.is_closed():
             return  # nobody waits any more (a client gone with its loop)
         if threading.get_ident() == owner:
-            loop.call_soon(copy, source)
+            # copied at once: an asyncio future wakes its waiter through call_soon anyway, so a call_soon
+            # here would only cost another turn of the loop (two per call); a future already done (the
+            # turn a call finds open) is then awaited without suspending at all
+            copy(source)
         else:
             loop.call_soon_threadsafe(copy, source)
 

@@ -117,6 +117,7 @@ class _Calls:
 
     def __init__(self, desk: ToolDesk, on_session: Callable[[str | None], None] | None, local: str) -> None:
         self.desk, self.on_session, self.local = desk, on_session, local
+        self._hashed: tuple[str | None, str] = (None, session_hash(local))  # the last session and its hash
 
     def seen(self, ctx: Context) -> str:
         """Count the call; the SHA-256 of its session, recorded with each decision (verify: one per trial)."""
@@ -124,7 +125,11 @@ class _Calls:
         session = _session_id(ctx)
         if self.on_session is not None:
             self.on_session(session)
-        return session_hash(session or self.local)
+        last, digest = self._hashed
+        if session != last:  # one session a trial: hashed once, not per call
+            digest = session_hash(session or self.local)
+            self._hashed = (session, digest)
+        return digest
 
     async def open_turn(self):
         """The decision waiting for a call (engine.policies.tools.Turn); refused once the trial is over."""
