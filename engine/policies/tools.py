@@ -319,16 +319,7 @@ class ToolCallPolicy:
                   "ruleset": self.ruleset, "screens": turn.screens}
         # who made the call (kept even where the call's body is not: an oversized one)
         identity = {"mcp_session_sha256": call.session} if call.session is not None else None
-        if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
-            text, kind = contract_json([], summary="reset tool call"), {"reset": True}
-        elif call.tool == "shortcut":  # the loop judges it as a reply's `shortcut` (engine.loop.shortcuts)
-            text, kind = shortcut_json(call.arguments), {}
-        elif call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
-            text = contract_json([], summary=f"{call.tool} tool call")
-            kind = {"battle": {"tool": call.tool, "arguments": call.arguments}}
-        else:
-            keys = call.arguments.get("keys")
-            text, kind = contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
+        text, kind = call_response(call)
         if self.max_reply_bytes is not None and (over := oversize(call.arguments, record, text,
                                                                   self.max_reply_bytes)) is not None:
             # as a provider's reply over the cap: an invalid output, charged, its size and digest kept
@@ -368,6 +359,20 @@ def oversize(arguments, record: dict, text: str, cap: int) -> ReplyOversize | No
                              size_bytes=len(received), size_source="received")
     return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest, size_bytes=stored,
                          size_source="stored")
+
+
+def call_response(call: Call) -> tuple[str, dict]:
+    """A call as the response text the loop judges, and what else the reply says (PolicyReply's reset or
+    battle)."""
+    if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
+        return contract_json([], summary="reset tool call"), {"reset": True}
+    if call.tool == "shortcut":  # the loop judges it as a reply's `shortcut` (engine.loop.shortcuts)
+        return shortcut_json(call.arguments), {}
+    if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
+        return (contract_json([], summary=f"{call.tool} tool call"),
+                {"battle": {"tool": call.tool, "arguments": call.arguments}})
+    keys = call.arguments.get("keys")
+    return contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
 
 
 def shortcut_json(arguments: dict) -> str:
