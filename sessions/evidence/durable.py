@@ -72,6 +72,22 @@ def write_atomic(path: Path, data: bytes, *, what: str | None = None) -> None:
     fsync_dir(path.parent)
 
 
+
+def write_new(path: Path, data: bytes, *, what: str | None = None) -> None:
+    """Create `path` with `data` and fsync it, with no temp file and no folder fsync: only for a
+    folder built under a temporary name, whose caller fsyncs each of its folders once before
+    renaming it into place (ExperimentFolder.create). A half-written file there is never seen."""
+    label = what or path.name
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            _write_all(fd, data, label)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise error_from(exc, label) from None
+
 class AppendLog:
     """An append-only file that only ever holds whole records."""
 
