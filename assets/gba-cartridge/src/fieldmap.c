@@ -21,7 +21,9 @@ static void put_u32(volatile u8 *p, u32 v)
 void fieldmap_load(const u8 *cells)
 {
     const u32 width = MAP_W + 2 * MAP_OFFSET + 1, height = MAP_H + 2 * MAP_OFFSET;
-    for (u32 i = 0; i < MAX_MAP_DATA_SIZE; i++)
+    /* FireRed fills the whole buffer; the grid's own cells are enough (nothing reads past them), and a
+     * map load stays within the frame it starts in */
+    for (u32 i = 0; i < width * height; i++)
         GRID[i] = MAPGRID_UNDEFINED;
     for (int y = 0; y < MAP_H; y++)
         for (int x = 0; x < MAP_W; x++) {
