@@ -65,28 +65,39 @@ def read_grid_terrain(t: GridTerrain, read_range: ReadRange, where: tuple | None
     r = t.region
     if width <= 0 or height <= 0 or not r.address <= grid <= r.address + r.size - 2 * width * height:
         return None
-    g = t.glyphs
     left, top = int(where[0]) + t.offset - t.player_column, int(where[1]) + t.offset - t.player_row
-    cells = [[g.outside] * t.columns for _ in range(t.rows)]
-    for row in range(t.rows):
-        gy, first, last = top + row, max(0, left), min(width, left + t.columns)
-        if not 0 <= gy < height or first >= last:
-            continue
-        data = bytes(read_range(grid + 2 * (gy * width + first), 2 * (last - first)))
-        for i in range(last - first):
-            entry = data[2 * i] | data[2 * i + 1] << 8
-            cells[row][first - left + i] = (g.outside if entry == t.undefined
-                                            else g.blocked if entry & t.collision_mask else g.passable)
+    cells = [_grid_row(t, read_range, grid, width, left, top + row) if 0 <= top + row < height
+             else [t.glyphs.outside] * t.columns for row in range(t.rows)]
     for gx, gy, glyph in _grid_objects(t, read_range):
         if 0 <= gy - top < t.rows and 0 <= gx - left < t.columns:
             cells[gy - top][gx - left] = glyph
-    cells[t.player_row][t.player_column] = g.you
+    cells[t.player_row][t.player_column] = t.glyphs.you
+    return {"rows": ["".join(c) for c in cells], "legend": _grid_legend(t)}
+
+
+def _grid_row(t: GridTerrain, read_range: ReadRange, grid: int, width: int, left: int, gy: int) -> list[str]:
+    """One row of the window (grid row `gy`, from grid column `left`), each entry by its collision bits."""
+    g = t.glyphs
+    row = [g.outside] * t.columns
+    first, last = max(0, left), min(width, left + t.columns)
+    if first >= last:
+        return row
+    data = bytes(read_range(grid + 2 * (gy * width + first), 2 * (last - first)))
+    for i in range(last - first):
+        entry = data[2 * i] | data[2 * i + 1] << 8
+        row[first - left + i] = (g.outside if entry == t.undefined
+                                 else g.blocked if entry & t.collision_mask else g.passable)
+    return row
+
+
+def _grid_legend(t: GridTerrain) -> dict[str, str]:
+    g = t.glyphs
     legend = {g.passable: "passable", g.blocked: "blocked", g.outside: "outside the map", g.you: "you"}
     if t.objects is not None:
         legend[g.person] = "person"
         if t.objects.balls:
             legend[g.ball] = "ball"
-    return {"rows": ["".join(c) for c in cells], "legend": legend}
+    return legend
 
 
 def _grid_objects(t: GridTerrain, read_range: ReadRange) -> list[tuple[int, int, str]]:
