@@ -70,17 +70,17 @@ class _Scoring(BaseModel):
 
 
 class _ByDecision:
-    """`dict(pairs).get(n)` for a stream of (decision id, value) pairs, read as far as the ids asked
-    for: the export asks in the trace's order, and a trial's responses and inputs come in decision
-    order, so one decision's value is held at a time, not the trial's. Should the stream or the
-    questions come out of order, the whole dict is built from a fresh read (the same answers)."""
+    """`dict(pairs).get(n)` for a stream of (decision id, value) pairs, read only as far as the ids
+    asked for: the export asks in the trace's order and a trial's responses and inputs come in
+    decision order, so one decision's value is held at a time, not the trial's. A stream that is not
+    `ordered` (the check pass says), or questions out of order, get the whole dict from a fresh read."""
 
-    def __init__(self, pairs: Callable[[], Iterator[tuple[int, Any]]]):
+    def __init__(self, pairs: Callable[[], Iterator[tuple[int, Any]]], ordered: bool):
         self._pairs = pairs
         self._it = pairs()
         self._ahead: tuple[int, Any] | None = None  # the first pair past the last id asked for
         self._asked = -1
-        self._whole: dict[int, Any] | None = None
+        self._whole: dict[int, Any] | None = None if ordered else dict(pairs())
 
     def get(self, n: int, default: Any = None) -> Any:
         if self._whole is None and n <= self._asked:
@@ -88,21 +88,27 @@ class _ByDecision:
         if self._whole is not None:
             return self._whole.get(n, default)
         self._asked = n
-        found, last = default, None
+        found = default
         while True:
             pair = self._ahead if self._ahead is not None else next(self._it, None)
             self._ahead = None
             if pair is None:
                 return found
-            if last is not None and pair[0] < last:  # out of order: answer from the whole dict
-                self._whole = dict(self._pairs())
-                return self._whole.get(n, default)
-            last = pair[0]
             if pair[0] > n:
                 self._ahead = pair
                 return found
             if pair[0] == n:
                 found = pair[1]  # the last of equal ids wins, as in a dict
+
+
+def _ordered(ids: Iterator[int]) -> bool:
+    """Whether the ids never go down (each trial's records are written in decision order)."""
+    last = None
+    ok = True
+    for n in ids:
+        ok = ok and (last is None or n >= last)
+        last = n
+    return ok
 
 
 class _Trial:
@@ -131,15 +137,15 @@ class _Trial:
         """Read and validate every trace, response and input line (in that order), keeping nothing."""
         for line in self.reader.trace():
             self.paid_calls = self.paid_calls or bool(line.paid_calls)
-        for _ in self.reader.responses():
-            pass
-        for _ in self.reader.inputs():
-            pass
+        self.responses_ordered = _ordered(r.decision_id for r in self.reader.responses())
+        self.inputs_ordered = _ordered(i.decision_id for i in self.reader.inputs())
 
     def decisions(self) -> Iterator[tuple[TraceLine, ResponseLine | None, list[str]]]:
         """Each trace line with its decision's response (None without one) and pressed buttons."""
-        responses = _ByDecision(lambda: ((r.decision_id, r) for r in self.reader.responses()))
-        pressed = _ByDecision(lambda: ((n, [i.action for i in lines]) for n, lines in self.reader.inputs_by_decision()))
+        responses = _ByDecision(lambda: ((r.decision_id, r) for r in self.reader.responses()),
+                                self.responses_ordered)
+        pressed = _ByDecision(lambda: ((n, [i.action for i in lines]) for n, lines in self.reader.inputs_by_decision()),
+                              self.inputs_ordered)
         for line in self.reader.trace():
             yield line, responses.get(line.decision_id), pressed.get(line.decision_id, [])
 
