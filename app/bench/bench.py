@@ -10,7 +10,8 @@ definition) and listed first in the tally, under the machine's load (app.bench.b
      app.bench.bench_pair (`--workers-phase`, `--workers-size TRIALS ACTIONS`); target >= 95%;
   5. an MCP press_keys call beyond the SDK's bare ping and the raw press: app.bench.bench_mcp;
      target <= 0.15 ms;
-  8. `oakwatch report`'s peak memory, big trial against small: phase 4 below; flat (<= +16 MB).
+  8. `oakwatch report`'s peak memory, big trial against small: phase 4 below; flat (<= +16 MB);
+     and with the replay, its rows on the small trial against a tenth of it, at the same slope.
 
 Phase 1, the bundled dry-run (its scripted inputs, 16 frames each), median over --runs, each
 timed from restoring the start state:
