@@ -577,9 +577,84 @@ class TileClass(_Strict):
         return [*self.tiles, *(t for first, last in self.runs for t in range(first, last + 1))]
 
 
+Byte = Annotated[int, Field(ge=0, le=0xFF)]
+Offset = Annotated[int, Field(ge=0, le=255)]
+
+
+class TilesetTerrain(_Strict):
+    """The classes of a game whose map tiles mean what the current tileset says (Red's wTileMap under
+    wCurMapTileset): added to the terrain's own classes while its tileset byte reads one of `tilesets`.
+    `otherwise`: a class for the tiles of its tiles or runs that no other class lists (the tileset's
+    tiles the game does not let you walk onto)."""
+
+    tilesets: Annotated[list[Byte], Field(min_length=1, max_length=64)]
+    classes: Annotated[list[TileClass], Field(max_length=64)] = []
+    otherwise: TileClass | None = None
+    source: Text | None = None
+
+
+class TerrainCell(_Strict):
+    """Cells of `width` x `height` tiles, each drawn as one glyph: the class of its tile at (`column`, `row`)
+    in the cell, the one the game judges a step by (Red: 2x2 tiles, the lower-left one)."""
+
+    width: Annotated[int, Field(ge=1, le=8)]
+    height: Annotated[int, Field(ge=1, le=8)]
+    column: Annotated[int, Field(ge=0, le=7)] = 0
+    row: Annotated[int, Field(ge=0, le=7)] = 0
+
+    @model_validator(mode="after")
+    def _inside(self) -> TerrainCell:
+        if self.column >= self.width or self.row >= self.height:
+            raise ValueError("terrain.cell: the judged tile lies outside the cell")
+        return self
+
+
+class ShownWhen(_Strict):
+    """A byte that must read `value` (else the part is not drawn)."""
+
+    address: Address
+    value: Byte
+
+
+class TerrainSprites(_Strict):
+    """The people and objects a game draws as sprites over its tiles, from its sprite table: `slots`
+    records of `stride` bytes at `table`; a slot is drawn while its `picture` byte is not 0 (and its `image`
+    byte is not `off_screen`), at the tile of its pixel position (`y` + `y_add`, `x` + `x_add`; 8 pixels a
+    tile), as `you_glyph` for slot `you`, else `glyph`; only while `shown` holds, and only over a cell whose
+    judged tile is below `map_tiles_below` (a map tile, not a text box drawn over the map)."""
+
+    table: Address
+    slots: Annotated[int, Field(ge=1, le=64)]
+    stride: Annotated[int, Field(ge=1, le=256)]
+    picture: Offset
+    image: Offset | None = None
+    off_screen: Byte = 0xFF
+    y: Offset
+    x: Offset
+    y_add: Annotated[int, Field(ge=-32, le=32)] = 0
+    x_add: Annotated[int, Field(ge=-32, le=32)] = 0
+    you: Annotated[int, Field(ge=0, le=63)] | None = None
+    name: Annotated[str, Field(min_length=1, max_length=32)] = "person or object"
+    glyph: Annotated[str, Field(min_length=1, max_length=1)] = "P"
+    you_glyph: Annotated[str, Field(min_length=1, max_length=1)] = "@"
+    shown: ShownWhen | None = None
+    map_tiles_below: Annotated[int, Field(ge=1, le=0x10000)] | None = None
+    source: Text | None = None
+
+    @model_validator(mode="after")
+    def _fits(self) -> TerrainSprites:
+        if max(self.picture, self.y, self.x, self.image or 0) >= self.stride:
+            raise ValueError("terrain.sprites: an offset lies beyond the record's stride")
+        if self.glyph == self.you_glyph:
+            raise ValueError("terrain.sprites: glyph and you_glyph must differ")
+        return self
+
+
 class Terrain(_Strict):
     """The screen's terrain and objects as a grid of glyphs: the visible background tiles (a tilemap of
-    tile indices, `rows` x `columns` from `tilemap`, `stride` a row), each tile by its class."""
+    tile indices, `rows` x `columns` from `tilemap`, `stride` a row), each tile by its class. Optional:
+    classes that depend on the current tileset (`tileset`: the byte that names it; `tilesets`: the classes
+    per tileset), `cell`s of several tiles judged by one, and the `sprites` drawn over them."""
 
     tilemap: Address
     stride: Annotated[int, Field(ge=1, le=1024)] = 32
@@ -587,22 +662,61 @@ class Terrain(_Strict):
     columns: Annotated[int, Field(ge=1, le=64)]
     classes: Annotated[list[TileClass], Field(min_length=1, max_length=64)]
     unknown: Annotated[str, Field(min_length=1, max_length=1)] = "?"  # a tile of no class
+    tileset: Address | None = None
+    tilesets: Annotated[list[TilesetTerrain], Field(max_length=64)] = []
+    # the tileset's classes apply only while this byte reads its value (Red: the map is on screen, not a battle)
+    tileset_when: ShownWhen | None = None
+    cell: TerrainCell | None = None
+    sprites: TerrainSprites | None = None
     source: Text | None = None
 
     @model_validator(mode="after")
     def _fits(self) -> Terrain:
         if self.columns > self.stride:
             raise ValueError("terrain: columns exceed the tilemap's stride")
-        glyphs = [c.glyph for c in self.classes]
-        if len(set(glyphs)) != len(glyphs) or self.unknown in glyphs:
-            raise ValueError("terrain: each class needs its own glyph, apart from `unknown`")
-        tiles = [t for c in self.classes for t in c.all_tiles]
-        if len(set(tiles)) != len(tiles):
-            raise ValueError("terrain: a tile is in two classes")
+        if (self.tileset is None) != (not self.tilesets):
+            raise ValueError("terrain: tileset (the byte naming it) and tilesets (the classes per tileset) go together")
+        ids = [i for table in self.tilesets for i in table.tilesets]
+        if len(set(ids)) != len(ids):
+            raise ValueError("terrain: a tileset is in two tilesets entries")
+        if self.cell is not None and (self.rows % self.cell.height or self.columns % self.cell.width):
+            raise ValueError("terrain: rows and columns must be whole cells")
+        for table in [None, *self.tilesets]:
+            self._check_classes(table)
         return self
 
+    def _check_classes(self, table: TilesetTerrain | None) -> None:
+        """The classes in force together (the terrain's, one tileset's and the sprites') have their own glyphs
+        and no tile in two of them (`otherwise` takes only what the others leave)."""
+        classes = [*self.classes, *(table.classes if table else [])]
+        extra = [table.otherwise] if table and table.otherwise else []
+        glyphs = [c.glyph for c in [*classes, *extra]]
+        glyphs += [self.sprites.glyph, self.sprites.you_glyph] if self.sprites else []
+        if len(set(glyphs)) != len(glyphs) or self.unknown in glyphs:
+            raise ValueError("terrain: each class needs its own glyph, apart from `unknown`")
+        tiles = [t for c in classes for t in c.all_tiles]
+        if len(set(tiles)) != len(tiles):
+            raise ValueError("terrain: a tile is in two classes")
+
+    def table_for(self, tileset: int | None) -> TilesetTerrain | None:
+        return next((t for t in self.tilesets if tileset in t.tilesets), None)
+
+    def current_table(self, read_range: Callable[[int, int], list[int]]) -> TilesetTerrain | None:
+        """The tileset entry in force now: none without a tileset byte, or while `tileset_when` does not hold."""
+        if self.tileset is None:
+            return None
+        if self.tileset_when is not None and read_range(self.tileset_when.address, 1)[0] != self.tileset_when.value:
+            return None
+        return self.table_for(read_range(self.tileset, 1)[0])
+
     def memory(self) -> list[tuple[int, int]]:
-        return [(self.tilemap, self.stride * (self.rows - 1) + self.columns)]
+        out = [(self.tilemap, self.stride * (self.rows - 1) + self.columns)]
+        out += [(self.tileset, 1)] if self.tileset is not None else []
+        out += [(self.tileset_when.address, 1)] if self.tileset_when is not None else []
+        if self.sprites is not None:
+            out.append((self.sprites.table, self.sprites.slots * self.sprites.stride))
+            out += [(self.sprites.shown.address, 1)] if self.sprites.shown else []
+        return out
 
 
 class Word(_Strict):
@@ -763,6 +877,11 @@ class ShortcutStep(_Strict):
     to: Annotated[int, Field(ge=0, le=255)] | Literal["argument"] | None = None
     up: Annotated[str, Field(min_length=1, max_length=16)] = "UP"
     down: Annotated[str, Field(min_length=1, max_length=16)] = "DOWN"
+    # A grid cursor (FireRed's 2x2 move menu): the field reads row * columns + column; `up`/`down` change the
+    # row first, then `left`/`right` the column.
+    columns: Annotated[int, Field(ge=2, le=16)] | None = None
+    left: Annotated[str, Field(min_length=1, max_length=16)] = "LEFT"
+    right: Annotated[str, Field(min_length=1, max_length=16)] = "RIGHT"
     repeat: Annotated[str, Field(min_length=1, max_length=16)] | None = None
     while_any: Annotated[list[Annotated[list[Condition], Field(min_length=1, max_length=16)]],
                          Field(max_length=16)] = []
@@ -781,6 +900,8 @@ class ShortcutStep(_Strict):
             raise ValueError("`times` goes with a press step")
         if self.order and self.times != "argument":
             raise ValueError("`order` goes with `times: argument`")
+        if self.columns is not None and self.cursor is None:
+            raise ValueError("`columns` goes with a cursor step")
         return self
 
     def fields(self) -> list[str]:
@@ -790,7 +911,9 @@ class ShortcutStep(_Strict):
     def buttons(self) -> list[str]:
         if self.press is not None:
             return [self.press]
-        return [self.up, self.down] if self.cursor is not None else [self.repeat]
+        if self.cursor is not None:
+            return [self.up, self.down, *([self.left, self.right] if self.columns else [])]
+        return [self.repeat]
 
 
 class ShortcutDef(_Strict):

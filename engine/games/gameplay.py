@@ -18,6 +18,8 @@ from engine.games.gamedef import (
     Party,
     PartyMoves,
     Sample,
+    Terrain,
+    TilesetTerrain,
     Word,
     name_table,
 )
@@ -37,12 +39,61 @@ def _word(word: Word, read_range: ReadRange, record: int) -> int:
 
 
 def read_terrain(track: GameplayTrack, read_range: ReadRange) -> dict:
-    """The visible tiles as rows of glyphs, and the legend of the glyphs the definition declares."""
+    """The visible tiles (or cells) as rows of glyphs, with the sprites drawn over them, and the legend of the
+    glyphs in force: the terrain's classes, the current tileset's (when the definition keys classes to the
+    tileset byte) and the sprites'."""
     t = track.terrain
-    glyph = {tile: c.glyph for c in t.classes for tile in c.all_tiles}
-    rows = ["".join(glyph.get(tile, t.unknown) for tile in read_range(t.tilemap + r * t.stride, t.columns))
-            for r in range(t.rows)]
-    return {"rows": rows, "legend": {**{c.glyph: c.name for c in t.classes}, t.unknown: "other"}}
+    glyph, legend = _glyphs(t, t.current_table(read_range))
+    grid = _cells(t, [read_range(t.tilemap + r * t.stride, t.columns) for r in range(t.rows)])
+    rows = [[glyph.get(tile, t.unknown) for tile in row] for row in grid]
+    if t.sprites is not None:
+        _draw_sprites(t, grid, rows, read_range)
+        legend.update({t.sprites.glyph: t.sprites.name, t.sprites.you_glyph: "you"})
+    return {"rows": ["".join(row) for row in rows], "legend": {**legend, t.unknown: "other"}}
+
+
+def _glyphs(t: Terrain, table: TilesetTerrain | None) -> tuple[dict[int, str], dict[str, str]]:
+    """Each tile's glyph and each glyph's class name: the terrain's classes, and the tileset entry's in force
+    (its `otherwise` taking the tiles the others leave)."""
+    classes = [*t.classes, *(table.classes if table else [])]
+    glyph = {tile: c.glyph for c in classes for tile in c.all_tiles}
+    legend = {c.glyph: c.name for c in classes}
+    if table is not None and table.otherwise is not None:
+        glyph.update({tile: table.otherwise.glyph for tile in table.otherwise.all_tiles if tile not in glyph})
+        legend[table.otherwise.glyph] = table.otherwise.name
+    return glyph, legend
+
+
+def _cells(t: Terrain, tiles: list[Sequence[int]]) -> list[list[int]]:
+    """Each cell's judged tile (with no cells declared, every tile is its own cell)."""
+    if t.cell is None:
+        return [list(row) for row in tiles]
+    c = t.cell
+    return [[tiles[r * c.height + c.row][k * c.width + c.column] for k in range(t.columns // c.width)]
+            for r in range(t.rows // c.height)]
+
+
+TILE_PIXELS = 8  # a Game Boy (Advance) background tile is 8x8 pixels
+
+
+def _draw_sprites(t: Terrain, grid: list[list[int]], rows: list[list[str]], read_range: ReadRange) -> None:
+    """Each sprite in use, on screen, over the cell of its pixel position (only while `shown` holds, and
+    only over a map cell when `map_tiles_below` says which tiles are the map's)."""
+    s = t.sprites
+    if s.shown is not None and read_range(s.shown.address, 1)[0] != s.shown.value:
+        return
+    height, width = (t.cell.height, t.cell.width) if t.cell else (1, 1)
+    data = read_range(s.table, s.slots * s.stride)
+    for slot in range(s.slots):
+        record = data[slot * s.stride:(slot + 1) * s.stride]
+        if record[s.picture] == 0 or (s.image is not None and record[s.image] == s.off_screen):
+            continue
+        row = (record[s.y] + s.y_add) // TILE_PIXELS // height
+        column = (record[s.x] + s.x_add) // TILE_PIXELS // width
+        if not (0 <= row < len(rows) and 0 <= column < len(rows[row])):
+            continue
+        if s.map_tiles_below is None or grid[row][column] < s.map_tiles_below:
+            rows[row][column] = s.you_glyph if slot == s.you else s.glyph
 
 
 def _status(party: Party, raw: int) -> str:

@@ -121,12 +121,18 @@ def _times(step: ShortcutStep, index: int | None, now: Callable[[], Sample]) -> 
 
 
 def _cursor_presses(step: ShortcutStep, target: int | None, now: Callable[[], Sample]) -> Iterator[str]:
-    """Up or down until the cursor field reads `target`, at most `most` presses."""
+    """Up or down until the cursor field reads `target`, at most `most` presses (on a grid of `columns`, the
+    row first, then left or right to the column)."""
     for _ in range(step.most):
         value = now()[step.cursor]
         if value == target:
             return
-        yield step.up if value > target else step.down
+        if step.columns and value // step.columns == target // step.columns:
+            yield step.left if value > target else step.right
+        elif step.columns:
+            yield step.up if value // step.columns > target // step.columns else step.down
+        else:
+            yield step.up if value > target else step.down
 
 
 def _repeat_presses(step: ShortcutStep, now: Callable[[], Sample]) -> Iterator[str]:

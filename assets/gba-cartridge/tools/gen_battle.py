@@ -107,7 +107,7 @@ def definition_text(firered: str) -> str:
     flags = "".join(f"  beat_boss_{tid}: {{flag: event_flags, index: {BOSS_FLAG + tid:#x}, source: \"the "
                     f"cartridge's trainer flag of {name} (pret/pokefirered TRAINER_FLAGS_START 0x500 + id {tid})\"}}\n"
                     for tid, name, _, _ in d.TRAINERS)
-    head = head[:line_end] + flags + SHORTCUT_FIELDS + PREPARATION_FIELDS + head[line_end:]
+    head = head[:line_end] + flags + PREPARATION_FIELDS + head[line_end:]
     head = _insert_before(head, "\nfields:\n", BALLS_ARRAY)  # the arrays section's end
     head = _cartridge_names(head)
     head = _insert_before(head, "    outcomes:\n", BALLS_INVENTORY)
@@ -157,32 +157,25 @@ BALLS_INVENTORY = (
     "      items: bag_poke_balls\n"
     "      names: [{id: 4, name: POKE BALL}]\n"
     "      source: pret/pokefirered include/global.h SaveBlock1.bagPocket_PokeBalls; the cartridge's ram.c bag_add\n")
-# The battle menu's fields the cartridge's use_item and switch_to read (FireRed's own addresses, the .sym's).
-SHORTCUT_FIELDS = (
-    "  # Read by the cartridge's shortcuts (tools/gen_battle.py): the battle's menu state and cursors, where FireRed\n"
-    "  # keeps them (pret/pokefirered symbols branch; assets/gba-cartridge/src/layout_firered.h)\n"
-    "  battle_menu: {address: 0x02023E82, source: \"pret/pokefirered gBattleCommunication[0] (src/battle_main.c "
-    "HandleTurnActionSelectionState): 1 at the action menu, 2 at the move or party menu, 0 while text plays\"}\n"
-    "  action_cursor: {address: 0x02023FF8, source: \"pret/pokefirered gActionSelectionCursor[0]: 0 FIGHT, 1 BAG, "
-    "2 PARTY, 3 RUN (the 2x2 grid of HandleInputChooseAction)\"}\n"
-    + "".join(f"  party_order_{i}: {{address: {0x0203B0DC + i:#010x}, source: \"pret/pokefirered "
-              f"gBattlePartyCurrentOrder[{i}] (src/party_menu.c GetPartyIdFromBattleSlot): battle slots {2 * i} "
-              f"and {2 * i + 1}'s party ids, "
-              f"high nibble first\"}}\n" for i in range(3)))
+# The battle menu's fields the cartridge's use_item and switch_to read (battle_menu, action_cursor,
+# party_order_0..2) are the FireRed definition's own (its shortcuts read them too), so the head carries them.
 
-# What the cartridge's preparation mechanics change (issue 32 item 4; src/main.c mom_heal, shop_buy): no rung and
-# no track reads them; the preparation tasks' goals do (assets/tasks/pqa-heal-at-home.yaml, pqa-buy-a-ball.yaml).
+# What the cartridge's preparation mechanics change (issue 32 item 4; src/main.c mom_heal, shop_buy,
+# field_party_switch): no rung and no track reads them; the preparation and menu tasks' goals do
+# (assets/tasks/pqa-heal-at-home.yaml, pqa-buy-a-ball.yaml, pqa-reorder-party.yaml).
 PREPARATION_FIELDS = (
-    "  # Read by the preparation tasks (tools/gen_battle.py): the money the shop takes and the cartridge's own\n"
-    "  # counters of heals and purchases (the party's HP is the gameplay track's party record, +0x56 and +0x58;\n"
-    "  # the BALLS are its inventory, bag_poke_balls, which a goal may not read)\n"
+    "  # Read by the preparation tasks (tools/gen_battle.py): the money the shop takes, the cartridge's own\n"
+    "  # counters of heals and purchases and the lead after a party SWITCH (the party's records are the gameplay\n"
+    "  # track's party view, the BALLS its inventory, bag_poke_balls: a goal may read neither)\n"
     "  money_raw: {base: sb1, address: 0x290, kind: u32le, source: \"pret/pokefirered include/global.h "
     "SaveBlock1.money /*0x0290*/, stored as money ^ SaveBlock2.encryptionKey (src/money.c GetMoney): money is "
     "money_raw ^ qty_key\"}\n"
     "  rests: {var: vars, index: 0x40F0, source: \"our cartridge's own var (src/main.c mom_heal): heals at home that "
     "restored HP; no FireRed meaning\"}\n"
     "  purchases: {var: vars, index: 0x40F1, source: \"our cartridge's own var (src/main.c shop_buy): items bought at "
-    "the shop; no FireRed meaning\"}\n")
+    "the shop; no FireRed meaning\"}\n"
+    "  switched_lead: {var: vars, index: 0x40F2, source: \"our cartridge's own var (src/main.c field_party_switch): "
+    "the lead's species after the START menu party list's last SWITCH, 0 before any; no FireRed meaning\"}\n")
 
 # The cartridge's battle menus as use_item and switch_to (engine.loop.shortcuts, docs/tasks.md): offered at the
 # action menu (src/battle_fr.inc action_menu: gBattleCommunication[0] 1). The 2x2 action cursor keeps its place

@@ -212,3 +212,33 @@ def test_firereds_party_is_decrypted_from_its_100_byte_records():
          "moves": [{"name": "TACKLE", "pp": 35}]}]
     memory[0x20] ^= 0xFF  # one encrypted byte of the first record: its checksum fails, as the game's bad egg
     assert read_party(party, read)[0] == {"slot": 1, "species": "BAD EGG"}
+
+
+def test_tileset_keyed_classes_follow_the_tileset_byte_on_the_emulator(game):
+    """The tileset-dependent path (Red's terrain) on the real cartridge in PyBoy: the same classes, keyed to
+    the cartridge's map_id byte as if it named a tileset, with the door drawn `D` on ACORN_TOWN (2) and `E`
+    on every other map; each step's grid is the plain definition's with the doors redrawn by the map."""
+    data = yaml.safe_load(GAME_TEXT)
+    terrain = data["tracks"]["gameplay"]["terrain"]
+    door = next(c for c in terrain["classes"] if c["name"] == "door")
+    terrain["classes"].remove(door)
+    terrain["tileset"] = 0xD001  # RAM.md map_id
+    terrain["tilesets"] = [{"tilesets": [2], "classes": [door]},
+                           {"tilesets": [0, 1, 3, 4, 5, 6], "classes": [{**door, "name": "a door", "glyph": "E"}]}]
+    keyed = GameplayView(parse_game_definition(yaml.safe_dump(data), "keyed.yaml"))
+    plain, probe = GameplayView(game), Probe(game)
+    emu = PyBoyEmulator(ROM)
+    emu.boot(BOOT)
+    maps = set()
+    try:
+        for action in walkthrough():
+            sample = emu.step(action, Timing(PRESS, SETTLE), probe).ram_last
+            rows = plain(sample, emu.read_range)["terrain"]["rows"]
+            view = keyed(sample, emu.read_range)["terrain"]
+            expected = rows if sample["map_id"] == 2 else [r.replace("D", "E") for r in rows]
+            assert view["rows"] == expected
+            assert ("D" in view["legend"]) == (sample["map_id"] == 2) != ("E" in view["legend"])
+            maps.add(sample["map_id"])
+    finally:
+        emu.close()
+    assert {2, 3, 5} <= maps  # the walkthrough crosses town, the lab and the city

@@ -26,3 +26,23 @@ def test_the_argument_s_row_is_its_place_in_the_game_s_order():
     assert _times(plain, 3, lambda: {}) == 3 and _times(plain, None, lambda: {}) == 0
     assert _times(ShortcutStep.model_validate({"press": "A", "times": 2}), 5, lambda: {}) == 2
     assert _times(ShortcutStep.model_validate({"press": "A"}), 5, lambda: {}) == 1
+
+
+def test_a_grid_cursor_moves_the_row_then_the_column_and_needs_a_cursor_step():
+    from engine.loop.shortcuts import _cursor_presses
+
+    step = ShortcutStep.model_validate({"cursor": "c", "to": "argument", "columns": 2})
+    state = {"c": 3}
+    moves = {"UP": -2, "DOWN": 2, "LEFT": -1, "RIGHT": 1}
+
+    def now():
+        return state
+
+    pressed = []
+    for button in _cursor_presses(step, 0, now):
+        pressed.append(button)
+        state["c"] += moves[button]
+    assert pressed == ["UP", "LEFT"] and state["c"] == 0
+    assert set(step.buttons()) == {"UP", "DOWN", "LEFT", "RIGHT"}
+    with pytest.raises(ValueError):
+        ShortcutStep.model_validate({"press": "A", "columns": 2})
