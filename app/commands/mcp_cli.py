@@ -174,7 +174,7 @@ class ToolSession:
     def __init__(self, prepared, folder, position: int, *, transport: str, token: str | None = None):
         from engine.loop.control import RunControl
         from engine.loop.trial import trial_key
-        from engine.policies.rulesets import tools_for
+        from engine.policies.rulesets import served_tools
         from engine.policies.tools import ToolCallPolicy, ToolDesk
         from sessions.execute.mcp_server import build_server, sdk_version
         from sessions.execute.runner import ExperimentRunner
@@ -199,14 +199,14 @@ class ToolSession:
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
                                    instruction=m.agent.instruction,
                                    on_session=self.sessions.saw if self.sessions else None,
-                                   record=self.record,
+                                   record=self.record, shortcuts=tuple(m.agent.shortcuts),
                                    battle=(rules := battle_settings(prepared)) and rules.model_dump(mode="json"))
         import anyio
 
         from sessions.execute.mcp_server import exposed_tools
 
         self.tools = anyio.run(exposed_tools, self.server)
-        if sorted(tools_for(ruleset)) != self.tools:  # never serve a list verify would refuse
+        if sorted(served_tools(ruleset, m.agent.shortcuts)) != self.tools:  # never serve a list verify would refuse
             raise RuntimeError(f"the server exposes {self.tools}, not the {ruleset} ruleset's tools")
         self.record["tools"] = self.tools
         self.runner = ExperimentRunner(

@@ -15,7 +15,7 @@ DEFS=""
 OBJS="crt0.o main.o ram.o gfx.o"
 IWRAM_END=0x030030F0  # gMain (layout_firered.h ADDR_IWRAM_FREE_END): our .bss must end below it
 case "${LAYOUT:-firered}" in
-    firered) ;;
+    firered) OBJS="$OBJS fieldmap.o" ;;
     emerald) DEFS="-DLAYOUT_EMERALD"; NAME=parcel-quest-advance-emerald; OBJS="$OBJS course_gfx.o"
              IWRAM_END=0x030022C0 ;;
     *) echo "LAYOUT must be firered or emerald" >&2; exit 2 ;;

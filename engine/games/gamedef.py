@@ -656,6 +656,7 @@ class Terrain(_Strict):
     classes that depend on the current tileset (`tileset`: the byte that names it; `tilesets`: the classes
     per tileset), `cell`s of several tiles judged by one, and the `sprites` drawn over them."""
 
+    kind: Literal["tilemap"] = "tilemap"
     tilemap: Address
     stride: Annotated[int, Field(ge=1, le=1024)] = 32
     rows: Annotated[int, Field(ge=1, le=64)]
@@ -717,6 +718,93 @@ class Terrain(_Strict):
             out.append((self.sprites.table, self.sprites.slots * self.sprites.stride))
             out += [(self.sprites.shown.address, 1)] if self.sprites.shown else []
         return out
+
+
+class GridRegion(_Strict):
+    """Memory a grid's pointer may point into (the game's buffer for it): a pointer outside, or a grid
+    that does not fit, reads no terrain."""
+
+    address: Address
+    size: Annotated[int, Field(ge=2, le=0x100000)]
+
+
+class GridObjects(_Strict):
+    """The objects on the map (people, item balls): `count` records of `stride` bytes from `address`; a
+    record is on the map while bit `active_bit` of its first word is set, the player's has `player_bit`
+    set (drawn from the position instead); its cell in the grid is the s16 pair at `x` and `x` + 2, and
+    its graphics id the byte at `graphics`: one of `balls` is drawn as the ball glyph, any other as a person."""
+
+    address: Address
+    count: Annotated[int, Field(ge=1, le=64)]
+    stride: Annotated[int, Field(ge=4, le=256)]
+    active_bit: Annotated[int, Field(ge=0, le=31)] = 0
+    player_bit: Annotated[int, Field(ge=0, le=31)] | None = None
+    x: Annotated[int, Field(ge=0, le=252)]
+    graphics: Annotated[int, Field(ge=0, le=255)] | None = None
+    balls: Annotated[list[Annotated[int, Field(ge=0, le=255)]], Field(max_length=16)] = []
+
+    @model_validator(mode="after")
+    def _fits(self) -> GridObjects:
+        if self.x + 4 > self.stride or (self.graphics is not None and self.graphics >= self.stride):
+            raise ValueError("terrain.objects: x, y and graphics lie inside a record (stride)")
+        if self.balls and self.graphics is None:
+            raise ValueError("terrain.objects: balls are told by their graphics byte (graphics)")
+        return self
+
+
+class GridGlyphs(_Strict):
+    passable: Annotated[str, Field(min_length=1, max_length=1)] = "."
+    blocked: Annotated[str, Field(min_length=1, max_length=1)] = "#"
+    outside: Annotated[str, Field(min_length=1, max_length=1)] = " "
+    you: Annotated[str, Field(min_length=1, max_length=1)] = "@"
+    person: Annotated[str, Field(min_length=1, max_length=1)] = "P"
+    ball: Annotated[str, Field(min_length=1, max_length=1)] = "o"
+
+    @model_validator(mode="after")
+    def _apart(self) -> GridGlyphs:
+        if len(set(self.model_dump().values())) != len(self.model_dump()):
+            raise ValueError("terrain.glyphs: each kind needs its own glyph")
+        return self
+
+
+class GridTerrain(_Strict):
+    """The map around the player from the game's own map grid (`kind: grid`; FireRed's VMap): at `layout`
+    the grid's s32 width, s32 height and a pointer to its u16 entries, read afresh each time (the game
+    points it at its buffer on every map load); the player's cell is the definition's position plus
+    `offset` (the grid's border margin). An entry whose `collision_mask` bits are set is blocked, one equal
+    to `undefined` (or beyond the grid) is outside the map; `objects` are drawn over it, the player as `you`
+    at (`player_column`, `player_row`) of the `columns` x `rows` window."""
+
+    kind: Literal["grid"]
+    layout: Address
+    region: GridRegion
+    offset: Annotated[int, Field(ge=0, le=64)] = 0
+    columns: Annotated[int, Field(ge=1, le=64)]
+    rows: Annotated[int, Field(ge=1, le=64)]
+    player_column: Annotated[int, Field(ge=0, le=63)]
+    player_row: Annotated[int, Field(ge=0, le=63)]
+    collision_mask: Annotated[int, Field(ge=1, le=0xFFFF)]
+    undefined: Annotated[int, Field(ge=0, le=0xFFFF)] | None = None
+    objects: GridObjects | None = None
+    glyphs: GridGlyphs = GridGlyphs()
+    source: Text | None = None
+
+    @model_validator(mode="after")
+    def _inside(self) -> GridTerrain:
+        if self.player_column >= self.columns or self.player_row >= self.rows:
+            raise ValueError("terrain: the player's cell lies outside the window (player_column, player_row)")
+        return self
+
+    def memory(self) -> list[tuple[int, int]]:
+        """The layout's three words, the buffer the grid may lie in and the object records."""
+        out = [(self.layout, 12), (self.region.address, self.region.size)]
+        if self.objects is not None:
+            out.append((self.objects.address, self.objects.count * self.objects.stride))
+        return out
+
+
+def _terrain_kind(value) -> str:
+    return (value.get("kind", "tilemap") if isinstance(value, dict) else getattr(value, "kind", "tilemap"))
 
 
 class Word(_Strict):
@@ -840,7 +928,8 @@ class GameplayTrack(StructuredTrack):
     Everything comes from the definition, and the loader refuses any of it that reads the memory of a
     field a milestone rung reads."""
 
-    terrain: Terrain | None = None
+    terrain: Annotated[Annotated[Terrain, Tag("tilemap")] | Annotated[GridTerrain, Tag("grid")],
+                       Discriminator(_terrain_kind)] | None = None
     party: Party | None = None
     inventory: Inventory | None = None
     outcomes: Outcomes | None = None
@@ -1182,7 +1271,7 @@ class GameDefinition(_Strict):
         shown = [(f"{at}.fields", name) for name in track.fields]
         if isinstance(track, GameplayTrack):
             ranges += self._gameplay_ranges(at, track)
-            shown += self._outcome_fields(at, track)
+            shown += self._outcome_fields(at, track) + self._terrain_fields(at, track)
         self._check_hidden_ranges(ranges)
         self._check_hidden_shown(shown)
 
@@ -1222,6 +1311,14 @@ class GameDefinition(_Strict):
         if self.position is None:
             raise ValueError(f"{at}.outcomes: the definition has no position to tell a move from a block")
         return [(f"{at}.outcomes", name) for name in [*track.outcomes.fields, *self.position.model_dump().values()]]
+
+    def _terrain_fields(self, at: str, track: GameplayTrack) -> list[tuple[str, str]]:
+        """A grid terrain centres on the player: the position's x and y are shown through it."""
+        if not isinstance(track.terrain, GridTerrain):
+            return []
+        if self.position is None:
+            raise ValueError(f"{at}.terrain: a grid terrain centres on the position, and the definition has none")
+        return [(f"{at}.terrain", self.position.x), (f"{at}.terrain", self.position.y)]
 
     def _check_hidden_ranges(self, ranges: list[tuple[str, int, int]]) -> None:
         """Each range lies in the address space and overlaps no absolute ladder field's memory."""

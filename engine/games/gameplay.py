@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from engine.games.gamedef import (
     GameDefinition,
     GameplayTrack,
+    GridTerrain,
     ItemArray,
     Party,
     PartyMoves,
+    Position,
     Sample,
     Terrain,
     TilesetTerrain,
@@ -38,11 +40,16 @@ def _word(word: Word, read_range: ReadRange, record: int) -> int:
     return data[0] << 8 | data[1] if word.kind == "u16be" else data[0] | data[1] << 8
 
 
-def read_terrain(track: GameplayTrack, read_range: ReadRange) -> dict:
+def read_terrain(track: GameplayTrack, read_range: ReadRange, sample: Sample | None = None,
+                 position: Position | None = None) -> dict | None:
     """The visible tiles (or cells) as rows of glyphs, with the sprites drawn over them, and the legend of the
     glyphs in force: the terrain's classes, the current tileset's (when the definition keys classes to the
-    tileset byte) and the sprites'."""
+    tileset byte) and the sprites'. A grid terrain (`kind: grid`) is read around the player at `sample`'s
+    position (null while it cannot be read)."""
     t = track.terrain
+    if isinstance(t, GridTerrain):
+        where = None if sample is None or position is None else (sample.get(position.x), sample.get(position.y))
+        return read_grid_terrain(t, read_range, where)
     glyph, legend = _glyphs(t, t.current_table(read_range))
     grid = _cells(t, [read_range(t.tilemap + r * t.stride, t.columns) for r in range(t.rows)])
     rows = [[glyph.get(tile, t.unknown) for tile in row] for row in grid]
@@ -94,6 +101,72 @@ def _draw_sprites(t: Terrain, grid: list[list[int]], rows: list[list[str]], read
             continue
         if s.map_tiles_below is None or grid[row][column] < s.map_tiles_below:
             rows[row][column] = s.you_glyph if slot == s.you else s.glyph
+
+
+def read_grid_terrain(t: GridTerrain, read_range: ReadRange, where: tuple | None) -> dict | None:
+    """The `columns` x `rows` cells around the player from the game's map grid (FireRed's VMap), read
+    through its pointer as it is now: blocked where an entry's collision bits are set, outside where it is
+    undefined or beyond the grid, the objects and the player drawn over it. Null when the position is
+    unknown or the layout does not describe a grid inside its buffer (no map loaded yet)."""
+    if where is None or None in where:
+        return None
+    head = bytes(read_range(t.layout, 12))
+    width, height = int.from_bytes(head[0:4], "little", signed=True), int.from_bytes(head[4:8], "little", signed=True)
+    grid = int.from_bytes(head[8:12], "little")
+    r = t.region
+    if width <= 0 or height <= 0 or not r.address <= grid <= r.address + r.size - 2 * width * height:
+        return None
+    left, top = int(where[0]) + t.offset - t.player_column, int(where[1]) + t.offset - t.player_row
+    cells = [_grid_row(t, read_range, grid, width, left, top + row) if 0 <= top + row < height
+             else [t.glyphs.outside] * t.columns for row in range(t.rows)]
+    for gx, gy, glyph in _grid_objects(t, read_range):
+        if 0 <= gy - top < t.rows and 0 <= gx - left < t.columns:
+            cells[gy - top][gx - left] = glyph
+    cells[t.player_row][t.player_column] = t.glyphs.you
+    return {"rows": ["".join(c) for c in cells], "legend": _grid_legend(t)}
+
+
+def _grid_row(t: GridTerrain, read_range: ReadRange, grid: int, width: int, left: int, gy: int) -> list[str]:
+    """One row of the window (grid row `gy`, from grid column `left`), each entry by its collision bits."""
+    g = t.glyphs
+    row = [g.outside] * t.columns
+    first, last = max(0, left), min(width, left + t.columns)
+    if first >= last:
+        return row
+    data = bytes(read_range(grid + 2 * (gy * width + first), 2 * (last - first)))
+    for i in range(last - first):
+        entry = data[2 * i] | data[2 * i + 1] << 8
+        row[first - left + i] = (g.outside if entry == t.undefined
+                                 else g.blocked if entry & t.collision_mask else g.passable)
+    return row
+
+
+def _grid_legend(t: GridTerrain) -> dict[str, str]:
+    g = t.glyphs
+    legend = {g.passable: "passable", g.blocked: "blocked", g.outside: "outside the map", g.you: "you"}
+    if t.objects is not None:
+        legend[g.person] = "person"
+        if t.objects.balls:
+            legend[g.ball] = "ball"
+    return legend
+
+
+def _grid_objects(t: GridTerrain, read_range: ReadRange) -> list[tuple[int, int, str]]:
+    """(grid x, grid y, glyph) of each active object that is not the player."""
+    o = t.objects
+    if o is None:
+        return []
+    data = bytes(read_range(o.address, o.count * o.stride))
+    found = []
+    for at in range(0, o.count * o.stride, o.stride):
+        bits = int.from_bytes(data[at:at + 4], "little")
+        if not bits >> o.active_bit & 1 or (o.player_bit is not None and bits >> o.player_bit & 1):
+            continue
+        gx = int.from_bytes(data[at + o.x:at + o.x + 2], "little", signed=True)
+        gy = int.from_bytes(data[at + o.x + 2:at + o.x + 4], "little", signed=True)
+        ball = o.graphics is not None and data[at + o.graphics] in o.balls
+        found.append((gx, gy, t.glyphs.ball if ball else t.glyphs.person))
+    return found
 
 
 def _status(party: Party, raw: int) -> str:
@@ -222,7 +295,7 @@ class GameplayView:
         view = self._base(sample, read_range)
         t = self.track
         if t.terrain is not None:
-            view["terrain"] = read_terrain(t, read_range)
+            view["terrain"] = read_terrain(t, read_range, sample, self.game.position)
         if t.party is not None:
             view["party"] = read_party(t.party, read_range)
         if t.inventory is not None:

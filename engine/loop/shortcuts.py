@@ -37,12 +37,17 @@ class ShortcutCall:
         return {"name": self.name, "argument": self.argument, "expansion": list(self.expansion)}
 
 
+# Each shortcut and its argument, as a prompt (describe) and the tool server's shortcut tool name them.
+SHORTCUT_WORDS = {"advance_dialogue": "advance_dialogue (no argument: presses on through text until a choice is "
+                                      "needed)",
+                  "choose_move": "choose_move (argument: a move name of your active party member)",
+                  "use_item": "use_item (argument: an item name in your inventory)",
+                  "switch_to": "switch_to (argument: a party slot number, from 1)"}
+
+
 def describe(permitted: tuple[str, ...]) -> str:
     """The prompt's line on the shortcuts an agent may call."""
-    words = {"advance_dialogue": "advance_dialogue (no argument: presses on through text until a choice is needed)",
-             "choose_move": "choose_move (argument: a move name of your active party member)",
-             "use_item": "use_item (argument: an item name in your inventory)",
-             "switch_to": "switch_to (argument: a party slot number, from 1)"}
+    words = SHORTCUT_WORDS
     return ("Shortcuts you may give instead of actions, as \"shortcut\": {\"name\": ..., \"argument\": ...} with "
             "\"actions\": [] (each runs as the real button presses it stands for): "
             + "; ".join(words[n] for n in permitted) + ".")

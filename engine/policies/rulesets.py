@@ -24,6 +24,9 @@ RULESETS: dict[str, tuple[str, ...]] = {
     "battle": ("get_screen", "observe", "apply_team", "lead", "action", "reset"),
 }
 NOT_YET: dict[str, str] = {}
+# Mechanical shortcuts (engine.loop.shortcuts): one more tool, in any ruleset, where the frozen manifest
+# permits at least one (agent.shortcuts); never otherwise.
+SHORTCUT_TOOL = "shortcut"
 
 
 def tools_for(ruleset: str) -> tuple[str, ...]:
@@ -33,3 +36,9 @@ def tools_for(ruleset: str) -> tuple[str, ...]:
         return RULESETS[ruleset]
     except KeyError:
         raise ValueError(f"no ruleset {ruleset!r} (there are: {', '.join(RULESETS)})") from None
+
+
+def served_tools(ruleset: str, shortcuts=()) -> tuple[str, ...]:
+    """The tools a server of this ruleset lists: the ruleset's, plus `shortcut` where the manifest permits
+    shortcuts (agent.shortcuts). What the trial records and verify checks."""
+    return tools_for(ruleset) + ((SHORTCUT_TOOL,) if shortcuts else ())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 import threading
 import time
@@ -32,7 +33,7 @@ from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.outcomes import EndRequest
 from engine.loop.records import ReplyOversize, TraceLine, Usage
 from engine.loop.trial import utc_now
-from engine.policies.base import contract_json
+from engine.policies.base import UNKNOWN_OBSERVATION, contract_json
 from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
 
 
@@ -69,7 +70,7 @@ def _awaitable(future: Future) -> asyncio.Future:
     """`future` (set from any thread) as an asyncio future of the running loop. asyncio.wrap_future
     always wakes the loop through its self-pipe, a system call whose return waits for the GIL; when
     the setter is this loop's own thread (oakwatch mcp: the trial and the server share one loop) the
-    result is passed on with a plain call_soon. Cancelling the awaitable cancels `future`, as with
+    result is passed on at once. Cancelling the awaitable cancels `future`, as with
     wrap_future (a turn the loop stopped waiting for is then refused to a late call)."""
     loop = asyncio.get_running_loop()
     waiter = loop.create_future()
@@ -89,7 +90,10 @@ def _awaitable(future: Future) -> asyncio.Future:
         if loop.is_closed():
             return  # nobody waits any more (a client gone with its loop)
         if threading.get_ident() == owner:
-            loop.call_soon(copy, source)
+            # copied at once: an asyncio future wakes its waiter through call_soon anyway, so a call_soon
+            # here would only cost another turn of the loop (two per call); a future already done (the
+            # turn a call finds open) is then awaited without suspending at all
+            copy(source)
         else:
             loop.call_soon_threadsafe(copy, source)
 
@@ -244,7 +248,9 @@ def call_answer(trace: TraceLine, pressed: list[str], rejected: str | None) -> d
             **({"episode": trace.episode, "episode_end": trace.episode_end} if trace.episode is not None else {}),
             # a battle call's: what it wrote into RAM and the team and lead it set (engine.battle.battle)
             **({"battle": {k: trace.battle[k] for k in ("writes", "team", "lead")}}
-               if trace.battle is not None else {})}
+               if trace.battle is not None else {}),
+            # a shortcut's: its name, argument and the presses it expanded to (engine.loop.shortcuts)
+            **({"shortcut": trace.shortcut} if trace.shortcut is not None else {})}
 
 
 def refusal_text(tool: str, answer: dict) -> str:
@@ -313,14 +319,7 @@ class ToolCallPolicy:
                   "ruleset": self.ruleset, "screens": turn.screens}
         # who made the call (kept even where the call's body is not: an oversized one)
         identity = {"mcp_session_sha256": call.session} if call.session is not None else None
-        if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
-            text, kind = contract_json([], summary="reset tool call"), {"reset": True}
-        elif call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
-            text = contract_json([], summary=f"{call.tool} tool call")
-            kind = {"battle": {"tool": call.tool, "arguments": call.arguments}}
-        else:
-            keys = call.arguments.get("keys")
-            text, kind = contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
+        text, kind = call_response(call)
         if self.max_reply_bytes is not None and (over := oversize(call.arguments, record, text,
                                                                   self.max_reply_bytes)) is not None:
             # as a provider's reply over the cap: an invalid output, charged, its size and digest kept
@@ -360,6 +359,28 @@ def oversize(arguments, record: dict, text: str, cap: int) -> ReplyOversize | No
                              size_bytes=len(received), size_source="received")
     return ReplyOversize(cap_bytes=cap, received_bytes=len(received), received_sha256=digest, size_bytes=stored,
                          size_source="stored")
+
+
+def call_response(call: Call) -> tuple[str, dict]:
+    """A call as the response text the loop judges, and what else the reply says (PolicyReply's reset or
+    battle)."""
+    if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
+        return contract_json([], summary="reset tool call"), {"reset": True}
+    if call.tool == "shortcut":  # the loop judges it as a reply's `shortcut` (engine.loop.shortcuts)
+        return shortcut_json(call.arguments), {}
+    if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
+        return (contract_json([], summary=f"{call.tool} tool call"),
+                {"battle": {"tool": call.tool, "arguments": call.arguments}})
+    keys = call.arguments.get("keys")
+    return contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
+
+
+def shortcut_json(arguments: dict) -> str:
+    """A shortcut tool call as the contract response a model would give for it: no actions, and the call
+    as its `shortcut` (every value as sent: the contract judges it)."""
+    return json.dumps({"reasoning_summary": "shortcut tool call", "observed": UNKNOWN_OBSERVATION,
+                       "memory_read": [], "memory_write": [], "actions": [],
+                       "shortcut": {k: arguments[k] for k in ("name", "argument") if k in arguments}})
 
 
 def screen_record(turn: Turn, png: bytes) -> dict:

@@ -7,7 +7,7 @@ and battle calls (a trace line's battle field) appear only under the battle rule
 from __future__ import annotations
 
 from engine.battle.battle import BATTLE_TOOLS
-from engine.policies.rulesets import RULESETS
+from engine.policies.rulesets import RULESETS, SHORTCUT_TOOL
 from sessions.evidence import layout
 
 TOOL_POLICIES = ("mcp", "cli")
@@ -23,7 +23,8 @@ def check_tools(manifest, labels: dict[str, str], results: dict, report) -> None
         if r.provenance.get("battle") != rules:
             report.add(f"{layout.trial_dir(key)}/{layout.RESULT}: provenance.battle is not the manifest's battle rules")
     ruleset = manifest.agent.ruleset
-    expected = sorted(RULESETS.get(ruleset, ()))
+    # the ruleset's tools, and the shortcut tool where the manifest permits shortcuts (engine.policies.rulesets)
+    expected = sorted(RULESETS.get(ruleset, ()) + ((SHORTCUT_TOOL,) if manifest.agent.shortcuts else ()))
     for key, (r, _sha) in sorted(results.items()):
         where = f"{layout.trial_dir(key)}/{layout.RESULT}"
         record = r.provenance.get("tool_server")

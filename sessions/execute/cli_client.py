@@ -87,6 +87,7 @@ class CliPolicy(ToolCallPolicy):
                                    press_frames=m.emulator.press_frames, settle_frames=m.emulator.settle_frames,
                                    instruction=m.agent.instruction,
                                    on_session=self.sessions.saw, record=self.record,
+                                   shortcuts=tuple(m.agent.shortcuts),
                                    battle=m.battle.model_dump(mode="json") if m.battle is not None else None)
         self._stop = threading.Event()
         self._sock = bind("127.0.0.1", 0)

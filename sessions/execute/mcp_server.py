@@ -29,9 +29,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
 
 from engine.games.gamedef import TASK_LINE
+from engine.loop.shortcuts import SHORTCUT_WORDS
 from engine.loop.trial import utc_now
 from engine.policies.model import screen_png
-from engine.policies.rulesets import tools_for
+from engine.policies.rulesets import SHORTCUT_TOOL, served_tools
 from engine.policies.tools import ToolDesk, TrialOver, refusal_text, screen_record
 
 INSTRUCTIONS = ("You are playing a Game Boy game in an emulator. Call get_screen to see the screen, then "
@@ -50,6 +51,9 @@ BATTLE_INSTRUCTIONS = ("You are playing a battle in a game in an emulator, throu
                        "reset call is one decision of the trial; a refused one is charged as an invalid output. "
                        "The trial ends when you win or a budget runs out; then every call is refused.")
 
+SHORTCUT_INSTRUCTIONS = (" This task permits mechanical shortcuts: the shortcut tool runs one as the real button "
+                         "presses it stands for (its description lists them); each call is one decision.")
+
 RESET_INSTRUCTIONS = (" This task is episodic: an episode ends when you lose or use up its presses, and reset ends "
                       "it at once; the next episode starts from the task's start state, up to the trial's episode "
                       "budget (a reset in the last episode is refused and charged).")
@@ -62,15 +66,15 @@ def sdk_version() -> str:
 def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tuple[str, ...], max_actions: int,
                  press_frames: int, settle_frames: int, instruction: str | None,
                  on_session: Callable[[str | None], None] | None = None, battle: dict | None = None,
-                 record: dict | None = None) -> MCPServer:
+                 record: dict | None = None, shortcuts: tuple[str, ...] = ()) -> MCPServer:
     """The server for one trial. `instruction`: what the agent is asked to do (the frozen manifest's
     agent.instruction, the same bytes a model's system prompt holds), first in the server's instructions
     (None: a folder frozen before instructions, told nothing). `on_session(id)`: told the session of each
     tool call (HTTP). `record`: the trial's provenance.tool_server, where a call the SDK refuses before
     any tool runs (an unknown tool, a required argument missing) is written as a refusal (note_refusal).
     `battle`: the battle ruleset's rules (engine.battle.battle BattleSettings, as JSON), named in its
-    instructions."""
-    names = tools_for(ruleset)
+    instructions. `shortcuts`: the manifest's agent.shortcuts; any: one more tool, `shortcut`."""
+    names = served_tools(ruleset, shortcuts)
     if "apply_team" in names:
         instructions = _battle_instructions(battle or {})
     else:
@@ -78,6 +82,8 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
                                            settle=settle_frames)
     if "reset" in names:
         instructions += RESET_INSTRUCTIONS
+    if shortcuts:
+        instructions += SHORTCUT_INSTRUCTIONS
     if instruction is not None:
         instructions = TASK_LINE.format(instruction=instruction) + instructions
     server = MCPServer(name="oakwatch", version=dist_version("oakwatch"), log_level="WARNING",
@@ -86,8 +92,11 @@ def build_server(desk: ToolDesk, *, ruleset: str, image_scale: int, allowed: tup
     local = f"local-{secrets.token_hex(16)}"
     calls = _Calls(desk, on_session, local)
     tools = _screen_tools(calls, image_scale, allowed, max_actions) | _battle_tools(calls)
+    if shortcuts:
+        tools[SHORTCUT_TOOL] = _shortcut_tool(calls, shortcuts)
     for name in names:
-        server.add_tool(tools[name], name=name, structured_output=False)
+        server.add_tool(tools[name], name=name, structured_output=False,
+                        description=shortcut_description(shortcuts) if name == SHORTCUT_TOOL else None)
         portable(server._tool_manager.get_tool(name).parameters)
     if record is not None:
         _record_sdk_refusals(server, record, set(names), lambda ctx: session_hash(_session_id(ctx) or local))
@@ -108,6 +117,7 @@ class _Calls:
 
     def __init__(self, desk: ToolDesk, on_session: Callable[[str | None], None] | None, local: str) -> None:
         self.desk, self.on_session, self.local = desk, on_session, local
+        self._hashed: tuple[str | None, str] = (None, session_hash(local))  # the last session and its hash
 
     def seen(self, ctx: Context) -> str:
         """Count the call; the SHA-256 of its session, recorded with each decision (verify: one per trial)."""
@@ -115,7 +125,11 @@ class _Calls:
         session = _session_id(ctx)
         if self.on_session is not None:
             self.on_session(session)
-        return session_hash(session or self.local)
+        last, digest = self._hashed
+        if session != last:  # one session a trial: hashed once, not per call
+            digest = session_hash(session or self.local)
+            self._hashed = (session, digest)
+        return digest
 
     async def open_turn(self):
         """The decision waiting for a call (engine.policies.tools.Turn); refused once the trial is over."""
@@ -230,6 +244,32 @@ def _battle_tools(calls: _Calls) -> dict:
     action.__annotations__["move"] = Annotated[Any, WithJsonSchema({"type": "string"})]
     action.__annotations__["slot"] = Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0})]
     return {"observe": observe, "apply_team": apply_team, "lead": lead, "action": action}
+
+
+def shortcut_description(permitted: tuple[str, ...]) -> str:
+    """The shortcut tool's description: the permitted shortcuts, each with its argument."""
+    return ("Call a mechanical shortcut instead of pressing buttons: it runs as the real controller presses it "
+            "stands for (each in the input log), one decision; refused and charged when the screen does not "
+            "offer it. Permitted here: " + "; ".join(SHORTCUT_WORDS[n] for n in permitted) + ".")
+
+
+def _shortcut_tool(calls: _Calls, permitted: tuple[str, ...]):
+    """The shortcut tool (engine.loop.shortcuts): a decision whose response calls the shortcut, judged by the
+    loop exactly as a model's reply with `shortcut` is."""
+    seen, decision = calls.seen, calls.decision
+
+    async def shortcut(name: str, ctx: Context, argument: str | int | None = None) -> str:
+        session = seen(ctx)
+        return await decision(SHORTCUT_TOOL, {"name": name} | ({"argument": argument} if argument is not None
+                                                              else {}), session)
+
+    # (set as objects, as press_keys's): the schema is exact, but any value reaches the loop, refused there.
+    shortcut.__annotations__["name"] = Annotated[Any, WithJsonSchema({"type": "string", "enum": list(permitted),
+                                                                      "description": "the shortcut"})]
+    shortcut.__annotations__["argument"] = Annotated[Any, WithJsonSchema(
+        {"anyOf": [{"type": "string"}, {"type": "integer"}],
+         "description": "a move or item name, or a party slot from 1; leave out for advance_dialogue"})]
+    return shortcut
 
 
 def _record_sdk_refusals(server: MCPServer, record: dict, names: set[str], session_of) -> None:

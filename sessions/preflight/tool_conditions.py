@@ -63,15 +63,12 @@ def check_tool_condition(manifest: Manifest, c: Condition, index: int, *, allow_
 
 
 def _check_agent(manifest: Manifest, game) -> None:
-    """The agent section fits the tool server: its ruleset, track, shortcuts and the game's battle adapter."""
+    """The agent section fits the tool server: its ruleset, track and the game's battle adapter (permitted shortcuts
+    are one more tool: engine.policies.rulesets.served_tools)."""
     agent = manifest.agent
     if agent.ruleset == "human" and agent.information_track != "visual":
         raise ToolConditionError("the human ruleset shows the screen only: it does not go with "
                                  f"information_track {agent.information_track} (use ruleset standard)", "agent.ruleset")
-    if agent.shortcuts:  # engine.loop.shortcuts: called in a model's reply; no tool of the server offers one
-        raise ToolConditionError(f"agent.shortcuts ({', '.join(agent.shortcuts)}) are offered to model agents; the "
-                                 f"tool server's rulesets have no shortcut tool yet (leave shortcuts out)",
-                                 "agent.shortcuts")
     if agent.ruleset == "battle" and manifest.episodes is None:  # its reset tool starts a new episode
         raise ToolConditionError("the battle ruleset's reset starts a new episode: it needs an episodic manifest "
                                  "(add episodes, or serve an episodic task: docs/tasks.md)", "agent.ruleset")

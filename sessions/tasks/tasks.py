@@ -313,7 +313,8 @@ def derived_game(task: TaskFile, game: GameDefinition) -> GameDefinition:
 
 def _hide_from_tracks(data: dict, game: GameDefinition, hidden: set[str]) -> None:
     """Drop the goal's fields from the structured and gameplay tracks (in `data`, a dumped definition),
-    and the gameplay track's press outcomes when they would tell one of them."""
+    and the gameplay track's press outcomes (and a grid terrain, centred on the player) when they would
+    tell one of them."""
     for key in ("structured", "gameplay"):
         track = (data.get("tracks") or {}).get(key)
         if track and track.get("fields"):
@@ -324,6 +325,10 @@ def _hide_from_tracks(data: dict, game: GameDefinition, hidden: set[str]) -> Non
         read = {outcomes.get("facing"), outcomes.get("menu"), *game.position.model_dump().values()}
         if read & hidden:
             gameplay["outcomes"] = None
+    terrain = gameplay.get("terrain") if gameplay else None
+    if terrain and terrain.get("kind") == "grid" and game.position is not None:  # centred on the player
+        if {game.position.x, game.position.y} & hidden:
+            gameplay["terrain"] = None
 
 
 def _absolute(ref: str, base: Path) -> str:

@@ -48,6 +48,20 @@ u8 *party_record(u8 slot);
 int party_decrypt(u8 slot, u16 sub[4][6]);
 void party_encrypt(u8 slot, u16 sub[4][6]);
 
+/* fieldmap.c (FireRed build): the current map's grid and the people on it, kept where FireRed keeps
+ * them (VMap, gBackupMapData, gObjectEvents); nothing in a build whose layout has no map grid */
+#if defined(ADDR_VMAP)
+void fieldmap_load(const u8 *cells);
+void fieldmap_objects_begin(u8 px, u8 py, u8 facing);
+void fieldmap_object_add(u8 x, u8 y, u16 obj);
+void fieldmap_objects_end(void);
+#else
+#define fieldmap_load(cells) ((void)0)
+#define fieldmap_objects_begin(px, py, facing) ((void)0)
+#define fieldmap_object_add(x, y, obj) ((void)0)
+#define fieldmap_objects_end() ((void)0)
+#endif
+
 /* names of our creatures by species id, as ASCII upper case */
 const char *species_name(u16 species);
 

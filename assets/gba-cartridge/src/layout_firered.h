@@ -39,6 +39,28 @@
 #define TRAINER_FLAGS_START 0x500      /* include/constants/flags.h */
 #define DEFAULT_STAT_STAGE 6           /* include/constants/pokemon.h */
 
+/* ---- the map grid and object events (issue 32: the gameplay track's terrain; fieldmap.c) ---- */
+#define ADDR_VMAP           0x03005040u /* VMap, struct BackupMapLayout {s32 Xsize, Ysize; u16 *map} (sym, 0xC) */
+#define ADDR_BACKUP_MAP_DATA 0x02031DFCu /* gBackupMapData (sym, size 0x5000) */
+#define MAX_MAP_DATA_SIZE   0x2800u     /* include/fieldmap.h: u16 entries */
+#define MAP_OFFSET          7           /* include/fieldmap.h; MAP_OFFSET_W 15, MAP_OFFSET_H 14 */
+#define MAPGRID_COLLISION_MASK 0x0C00u  /* include/global.fieldmap.h (bits 10-11) */
+#define MAPGRID_METATILE_ID_MASK 0x03FFu
+#define MAPGRID_UNDEFINED   0x03FFu     /* the fill outside the map (src/fieldmap.c InitMapLayoutData) */
+#define ADDR_OBJECT_EVENTS  0x02036E38u /* gObjectEvents (sym, size 0x240) */
+#define OBJECT_EVENTS_COUNT 16          /* include/constants/global.h */
+#define OBJECT_EVENT_SIZE   0x24        /* include/global.fieldmap.h struct ObjectEvent */
+#define OBJECT_EVENT_ID_PLAYER 0xFF     /* include/constants/event_objects.h */
+/* include/constants/event_objects.h graphics ids, one per kind of our actors */
+#define OBJ_EVENT_GFX_RED_NORMAL 0
+#define OBJ_EVENT_GFX_LITTLE_GIRL 17
+#define OBJ_EVENT_GFX_OLD_MAN_1 32
+#define OBJ_EVENT_GFX_CLERK 68
+#define OBJ_EVENT_GFX_PROF_OAK 71
+#define OBJ_EVENT_GFX_BLUE 72
+#define OBJ_EVENT_GFX_MOM 88
+#define OBJ_EVENT_GFX_ITEM_BALL 92
+
 /* ---- struct SaveBlock1 offsets (include/global.h) ---- */
 #define SB1_POS_X       0x0000u /* struct Coords16 pos */
 #define SB1_POS_Y       0x0002u

@@ -324,10 +324,14 @@ static void update_camera_and_sprites(void)
     REG_BG0HOFS = (u16)sx;
     REG_BG0VOFS = (u16)sy;
     place_obj(0, px, py, player_obj[facing], BANK_PLAYER);
+    fieldmap_objects_begin(px, py, facing); /* the people as FireRed's object events (fieldmap.c) */
     int slot = 1;
     for (int a = 0; a < ACTOR_COUNT; a++)
-        if (actor_visible(a))
+        if (actor_visible(a)) {
             place_obj(slot++, actors[a].x, actors[a].y, actors[a].obj, actors[a].bank);
+            fieldmap_object_add(actors[a].x, actors[a].y, actors[a].obj);
+        }
+    fieldmap_objects_end();
     for (; slot < 12; slot++)
         OAM[slot * 4] = 0x0200;
 }
@@ -373,6 +377,7 @@ static void load_map(u8 map, u8 x, u8 y, u8 face)
     for (int cy = 0; cy < MAP_H; cy++)
         for (int cx = 0; cx < MAP_W; cx++)
             draw_cell(cx, cy, MAP_CELLS(map)[cy * MAP_W + cx]);
+    fieldmap_load(MAP_CELLS(map)); /* the grid as FireRed's VMap (fieldmap.c) */
     REG_DISPCNT = 0x0100 | 0x0200 | 0x1000 | 0x0040;
     update_camera_and_sprites();
 }
