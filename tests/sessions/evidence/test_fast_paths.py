@@ -121,3 +121,24 @@ def test_an_inline_encoder_fault_fails_the_add_and_the_seal(tmp_path, monkeypatc
             writer.add(pixel_sha256(frame), frame)
     with pytest.raises(framestore.EvidenceError, match="the encoder died"):
         writer.seal()
+
+
+def test_a_short_write_is_finished_by_the_loop(tmp_path, monkeypatch):
+    import os
+
+    import sessions.evidence.durable as durable
+
+    real, calls = os.write, []
+
+    def short(fd, data):  # at most 7 bytes a call, as a filling disk may give
+        calls.append(len(data))
+        return real(fd, bytes(data)[:7])
+
+    monkeypatch.setattr(durable.os, "write", short)
+    log = durable.AppendLog(tmp_path / "log.jsonl")
+    log.append(b"0123456789" * 3)
+    log.append(b"")
+    log.close()
+    monkeypatch.undo()
+    assert (tmp_path / "log.jsonl").read_bytes() == b"0123456789" * 3 and log.size == 30
+    assert calls == [30, 23, 16, 9, 2]  # nothing written for the empty record
