@@ -261,7 +261,10 @@ def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
     frames, milestone evidence frames, and the result frame. The per-press loop stays inline (hot)."""
     add, rel = w.report.add, w.rel
     accepted = t.accepted_actions
-    chunk = _take_inputs(w, n, accepted)
+    if accepted == 1 and (item := next(w.inputs, None)) is not None:  # the common case: one press
+        chunk = [item]
+    else:
+        chunk = _take_inputs(w, n, accepted)
     data = chunk[0][1] if len(chunk) == 1 else b"".join(b for _, b in chunk)
     if hashlib.sha256(data).hexdigest() != t.inputs_sha256:
         add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
@@ -290,8 +293,6 @@ def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
 def _take_inputs(w: _Walk, n: int, accepted: int) -> list[tuple[int, bytes]]:
     """The next `accepted` input lines (fewer when the log ends early: one problem)."""
     inputs = w.inputs
-    if accepted == 1 and (item := next(inputs, None)) is not None:  # the common case
-        return [item]
     chunk = []
     for i in range(accepted):
         item = next(inputs, None)
