@@ -17,7 +17,8 @@ with arguments of the wrong type), --after-end N (calls made once the trial has 
 holds), --no-usage (print no usage fields), --version, --peek FILE (try to read a file first, as an
 agent after the answers would; what happened goes on stderr and into the result), --script
 FILE.json (the presses as a JSON list: then it needs no oakwatch code), --show-env (its
-environment's names and its working folder's contents, on stderr).
+environment's names and its working folder's contents, on stderr), --shortcut NAME (call the shortcut
+tool with NAME before each press_keys call while the screen offers it).
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ async def play(session, args, instructions: str | None = None) -> dict:
         if screen.is_error:
             over = "refused"
             break
+        if args.shortcut is not None:  # taken where the screen offers it, else refused (an invalid output)
+            await call("shortcut", {"name": args.shortcut})
         result, text = await call("press_keys", {"keys": keys[start:start + args.chunk]})
         calls += 1
         if result.is_error:
@@ -164,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(flag)
     parser.add_argument("--peek", type=Path, action="append", default=[])  # files it tries to read first
     parser.add_argument("--show-env", action="store_true")
+    parser.add_argument("--shortcut")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args(argv)
     if args.version:

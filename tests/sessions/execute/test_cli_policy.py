@@ -398,3 +398,24 @@ def test_a_run_killed_after_the_transcript_and_before_the_result_recovers_and_ve
     result, trial = result_of(out)
     assert result["recovered"] and (trial / "client-transcript.jsonl").is_file()  # kept: the client's own account
     assert verify_experiment(out) == []
+
+
+def test_a_cli_client_calls_the_shortcut_tool_its_manifest_permits(tmp_path, client_install):
+    """Under `policy: cli` the client's server lists the shortcut tool the frozen manifest permits, and a
+    call the screen offers is pressed, recorded and replayed as a reply's shortcut is."""
+    exe = client_exe(tmp_path, client_install, "--shortcut", "advance_dialogue")
+    manifest = cli_manifest(tmp_path, client_install, command(exe), agent={"shortcuts": ["advance_dialogue"]},
+                            budgets={"accepted_actions": 60})
+    out, _ = run(tmp_path, manifest)
+    result, trial = result_of(out)
+    assert result["provenance"]["shortcuts"] == ["advance_dialogue"]
+    assert result["provenance"]["tool_server"]["tools"] == ["get_screen", "press_keys", "shortcut"]
+    trace = [json.loads(x) for x in (trial / "trace.jsonl").read_text().splitlines()]
+    inputs = [json.loads(x) for x in (trial / "inputs.jsonl").read_text().splitlines()]
+    taken = [line for line in trace if line.get("shortcut")]
+    assert taken and {line["shortcut"]["name"] for line in taken} == {"advance_dialogue"}
+    for line in taken:  # each press of the expansion is in the input log under its decision
+        assert line["shortcut"]["expansion"] and [i["action"] for i in inputs if i["decision_id"] ==
+                                                  line["decision_id"]] == line["shortcut"]["expansion"]
+    assert verify_experiment(out) == []
+    replay_trial(trial)
