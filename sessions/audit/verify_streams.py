@@ -165,11 +165,10 @@ def _start_walk(reader: TrialReader, genesis_sha: str, rel: str, report: Report,
 
 
 def _check_trace_line(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
-    """The trace line on its own and against the one before: the hash chain and numbering (and the first
-    decision's prompt core against the provenance); continuity (no decision after the end, the same
-    milestones, the same frame); episode fields only in an episodic trial, numbered in turn within the
-    budget; the battle facts, no milestone lost, and the response the line points at. One function, in
-    the order the problems are reported, as it runs for every decision."""
+    """The trace line against the one before: the hash chain and numbering (and the first decision's
+    prompt core against the provenance), then continuity (no decision after the end, the same
+    milestones, the same frame). One function, in the order the problems are reported, as it runs for
+    every decision (its line's own fields follow in `_check_line_fields`)."""
     add, rel, prev = w.report.add, w.rel, w.prev
     # the hash chain and the numbering
     if t.prev_sha256 != w.head:
@@ -179,11 +178,7 @@ def _check_trace_line(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
     if t.decision_id != n:
         add(f"{rel}/{layout.TRACE}:{n}: decision_id {t.decision_id}, expected {n}")
     if n == 1:
-        result = w.result
-        if result is not None and "prompt_core_sha256" in result.provenance \
-                and result.provenance["prompt_core_sha256"] != t.prompt_core_sha256:
-            add(f"{rel}/{layout.RESULT}: provenance.prompt_core_sha256 is not the first decision's "
-                f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
+        _check_prompt_core(w, t)
     # continuity: after an episode's last decision the start state was restored (the agent sees its frame again)
     seen = w.first_frame
     if prev is not None:
@@ -196,8 +191,12 @@ def _check_trace_line(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
     if seen is not None and t.frame_sha256 != seen:
         add(f"{rel}/{layout.TRACE}:{n}: the agent saw frame {t.frame_sha256[:12]}…, but the previous "
             f"decision left {seen[:12]}…")
-    # episodes
-    episodes = w.episodes
+
+
+def _check_line_fields(w: _Walk, t: TraceLine, n: int) -> None:
+    """Episode fields only in an episodic trial (numbered in turn within the budget), the battle facts,
+    no milestone lost, and the response the line points at."""
+    add, rel, episodes = w.report.add, w.rel, w.episodes
     if episodes is None:
         if t.episode is not None or t.episode_end is not None:
             add(f"{rel}/{layout.TRACE}:{n}: an episode field in a trial that is not episodic")
@@ -214,6 +213,15 @@ def _check_trace_line(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
         add(f"{rel}/{layout.TRACE}:{n}: a milestone was lost")
     if t.raw_response_path != f"{layout.RESPONSES}#{n}":
         add(f"{rel}/{layout.TRACE}:{n}: raw_response_path {t.raw_response_path!r}, expected {layout.RESPONSES}#{n}")
+
+
+def _check_prompt_core(w: _Walk, t: TraceLine) -> None:
+    """The first decision's prompt core against the provenance."""
+    result = w.result
+    if result is not None and "prompt_core_sha256" in result.provenance \
+            and result.provenance["prompt_core_sha256"] != t.prompt_core_sha256:
+        w.report.add(f"{w.rel}/{layout.RESULT}: provenance.prompt_core_sha256 is not the first decision's "
+                     f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
 
 
 def _check_episode(w: _Walk, t: TraceLine, n: int, episodes) -> None:
@@ -261,10 +269,7 @@ def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
     frames, milestone evidence frames, and the result frame. The per-press loop stays inline (hot)."""
     add, rel = w.report.add, w.rel
     accepted = t.accepted_actions
-    if accepted == 1 and (item := next(w.inputs, None)) is not None:  # the common case: one press
-        chunk = [item]
-    else:
-        chunk = _take_inputs(w, n, accepted)
+    chunk = _take_inputs(w, n, accepted)
     data = chunk[0][1] if len(chunk) == 1 else b"".join(b for _, b in chunk)
     if hashlib.sha256(data).hexdigest() != t.inputs_sha256:
         add(f"{rel}/{layout.INPUTS}: decision {n}'s inputs differ from what it recorded")
@@ -293,6 +298,8 @@ def _check_decision_inputs(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
 def _take_inputs(w: _Walk, n: int, accepted: int) -> list[tuple[int, bytes]]:
     """The next `accepted` input lines (fewer when the log ends early: one problem)."""
     inputs = w.inputs
+    if accepted == 1 and (item := next(inputs, None)) is not None:  # the common case
+        return [item]
     chunk = []
     for i in range(accepted):
         item = next(inputs, None)
@@ -384,6 +391,7 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
         except ValidationError as exc:
             raise _bad_line(exc, rel, layout.TRACE, n) from None
         _check_trace_line(w, t, n, line)
+        _check_line_fields(w, t, n)
         _check_decision_response(w, t, n, line)
         _check_decision_inputs(w, t, n, line)
         # a decision with no memory operation, none recorded and no fact written has nothing to check there
