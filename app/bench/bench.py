@@ -10,7 +10,8 @@ definition) and listed first in the tally, under the machine's load (app.bench.b
      app.bench.bench_pair (`--workers-phase`, `--workers-size TRIALS ACTIONS`); target >= 95%;
   5. an MCP press_keys call beyond the SDK's bare ping and the raw press: app.bench.bench_mcp;
      target <= 0.15 ms;
-  8. `oakwatch report`'s peak memory, big trial against small: phase 4 below; flat (<= +16 MB).
+  8. `oakwatch report`'s peak memory, big trial against small: phase 4 below; flat (<= +16 MB);
+     and with the replay, its rows on the small trial against a tenth of it, at the same slope.
 
 Phase 1, the bundled dry-run (its scripted inputs, 16 frames each), median over --runs, each
 timed from restoring the start state:
@@ -69,7 +70,9 @@ Phase 4, verify: a random-policy trial of --verify-decisions decisions (one acti
   (issue 31; was <= 3 s), zero problems (any problem fails the bench, exit status 1), and flat
   memory: peak RSS of the big audit at most 16 MB above the small one's (under ~190 bytes per
   extra decision; holding every decision's record would cost kilobytes each); the same for
-  `oakwatch report` (no replay) on the two trials.
+  `oakwatch report` (no replay) on the two trials. With the replay (the default, which re-runs the
+  emulator: minutes for the big trial), the report's trial rows are measured on the small trial
+  against one a tenth its size (also generated), held to the same slope (bytes per extra decision).
 
 `--gba-actions N` (on by default) adds app.bench.bench_gba's: per action on the open GBA cartridge against
 raw mGBA + frame hash (target <= 1.3x) and raw mGBA's frames per second.
@@ -569,21 +572,28 @@ def _verify_child(folder: Path) -> dict:
     return figures
 
 
+# argv: folder, output, "report" (the whole `oakwatch report --no-replay`) or "replay" (its trial rows
+# with the replay, the default: the part whose memory would grow with the run's actions)
 REPORT_CHILD = """
 import json, sys
 from pathlib import Path
-from sessions.analysis.report import build_report
-build_report(Path(sys.argv[1]), Path(sys.argv[2]), replay=False)
+if sys.argv[3] == "replay":
+    from sessions.analysis.metrics import trial_metrics
+    trial_metrics(Path(sys.argv[1]), replay=True)
+else:
+    from sessions.analysis.report import build_report
+    build_report(Path(sys.argv[1]), Path(sys.argv[2]), replay=False)
 with open("/proc/self/status") as f:
     hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 print(json.dumps({"peak_rss_kb": hwm}))
 """
 
 
-def _report_child(folder: Path, out: Path) -> dict:
-    """`oakwatch report`'s peak RSS on one folder (issue 31: flat with the run), in a fresh process."""
-    done = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(folder), str(out)], cwd=PROJECT,
-                          capture_output=True, text=True)
+def _report_child(folder: Path, out: Path, replay: bool = False) -> dict:
+    """`oakwatch report`'s peak RSS on one folder (issue 31: flat with the run), in a fresh process:
+    the whole report without replay, or (`replay`) its trial rows with the replay."""
+    done = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(folder), str(out),
+                           "replay" if replay else "report"], cwd=PROJECT, capture_output=True, text=True)
     if done.returncode != 0:
         raise BenchFailure(f"report of {folder} crashed (status {done.returncode}):\n{done.stderr[-2000:]}")
     return {"peak_rss_mb": json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_kb"] / 1024}
@@ -610,6 +620,7 @@ def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict
           f"{decisions:,} decisions): measured {small_rep['peak_rss_mb']:.1f} MB -> {big_rep['peak_rss_mb']:.1f} MB, "
           f"{rep_growth:+.1f} MB = {rep_growth * 2**20 / max(decisions - small_n, 1):+.1f} bytes per decision "
           f"-> {_verdict(rep_ok)}")
+    replayed = _replay_memory(tmp, small, small_n, decisions)
     for what, fig in (("big", big_fig), ("small", small_fig)):
         if fig["problems"]:
             print(f"verify found {len(fig['problems'])} problem(s) in the {what} trial:", file=sys.stderr)
@@ -633,7 +644,30 @@ def verify_figures(decisions: int, tmp: Path, small_folder: Path | None) -> dict
             "rss_growth_mb": growth, "rss_growth_bytes_per_decision": per_decision,
             "decisions_per_second": rate, "time_target_met": time_ok, "flat_target_met": flat_ok,
             "zero_problems": clean,
-            "report": {"big": big_rep, "small": small_rep, "rss_growth_mb": rep_growth, "flat_target_met": rep_ok}}
+            "report": {"big": big_rep, "small": small_rep, "rss_growth_mb": rep_growth, "flat_target_met": rep_ok,
+                       "replay": replayed}}
+
+
+def _replay_memory(tmp: Path, small: Path, small_n: int, decisions: int) -> dict:
+    """The report's rows with the replay (the default), peak RSS on the small trial against one a tenth
+    its size: replaying the big trial would take minutes, so the target is the no-replay row's slope
+    (VERIFY_FLAT_MB over the big trial's extra decisions) over these extra decisions. The whole
+    report's peak hides a small trial's growth under the audit's; its rows alone do not."""
+    tiny_n = max(small_n // 10, 1)
+    tiny = _generate(tmp, "report-tiny", tiny_n)
+    print(f"  reporting the {small_n:,}- and {tiny_n:,}-decision trials with the replay (trial rows) …", flush=True)
+    on_small, on_tiny = _report_child(small, tmp / "report-replay-small", True), \
+        _report_child(tiny, tmp / "report-replay-tiny", True)
+    growth = on_small["peak_rss_mb"] - on_tiny["peak_rss_mb"]
+    extra = max(small_n - tiny_n, 1)
+    allowed = VERIFY_FLAT_MB * extra / max(decisions - small_n, 1)
+    ok = growth <= allowed
+    print(f"target report memory flat with the replay (peak RSS growth <= {allowed:.1f} MB from {tiny_n:,} to "
+          f"{small_n:,} decisions, the no-replay row's slope): measured {on_tiny['peak_rss_mb']:.1f} MB -> "
+          f"{on_small['peak_rss_mb']:.1f} MB, {growth:+.1f} MB = {growth * 2**20 / extra:+.1f} bytes per decision "
+          f"-> {_verdict(ok)}")
+    return {"small": on_small, "tiny": on_tiny, "decisions": small_n, "tiny_decisions": tiny_n,
+            "rss_growth_mb": growth, "allowed_mb": allowed, "flat_target_met": ok}
 
 
 class BenchFailure(RuntimeError):

@@ -216,6 +216,27 @@ class RamField(_Strict):
         return self
 
 
+def every(tests: list[Callable]) -> Callable:
+    """`lambda x: all(t(x) for t in tests)` for tests that return bools, without a generator per call
+    (the ladder runs these after every action)."""
+    tests = list(tests)
+    if not tests:
+        return lambda x: True
+    if len(tests) == 1:
+        return tests[0]
+    if len(tests) == 2:
+        first, second = tests
+        return lambda x: first(x) and second(x)
+
+    def all_of(x) -> bool:
+        for test in tests:
+            if not test(x):
+                return False
+        return True
+
+    return all_of
+
+
 class Condition(_Strict):
     """One test on one probed field; every key given must hold."""
 
@@ -258,7 +279,8 @@ class Condition(_Strict):
         if len(tests) == 1:
             (test,) = tests
             return lambda s: test(s[f])
-        return lambda s: all(t(s[f]) for t in tests)
+        both = every(tests)
+        return lambda s: both(s[f])
 
     def holds(self, sample: Sample) -> bool:
         value = sample[self.field]
@@ -296,10 +318,7 @@ class MilestoneDef(_Strict):
         return all(c.holds(sample) for c in self.all)
 
     def compile(self) -> Callable[[Sample], bool]:
-        tests = [c.compile() for c in self.all]
-        if len(tests) == 1:
-            return tests[0]
-        return lambda s: all(t(s) for t in tests)
+        return every([c.compile() for c in self.all])
 
 
 class GoalDef(_Strict):

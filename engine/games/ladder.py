@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from engine.games.gamedef import GameDefinition, Sample
+from engine.games.gamedef import GameDefinition, Sample, every
 from engine.loop.records import MilestoneAward as Award
 from engine.loop.records import build
 
@@ -98,7 +98,7 @@ class Ladder:
             m.id for m in self.game.milestones if ready and m.holds(self.start_sample))
         # Compiled once: the ladder runs after every action, in the trial loop and in replay.
         ready_tests = [c.compile() for c in self.game.ready]
-        self._ready = lambda s: all(t(s) for t in ready_tests)
+        self._ready = every(ready_tests)
         self._pending = [(m, m.compile()) for m in self.game.milestones if m.id not in self.pre_satisfied]
         self._reached: list[str] = []
         self._ending = final_ending(self.game, (), self.pre_satisfied)

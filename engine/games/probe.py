@@ -16,6 +16,7 @@ to garbage never raises (a value read through it is garbage, as it would be in t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 from engine.games.gamedef import (
     ADDRESS_SPACE,
@@ -97,6 +98,16 @@ def _derived_read(game: GameDefinition, name: str, f: RamField, based: dict[str 
     return name, "item" if isinstance(a, ItemArray) else "highest", (slot, f.index, a)
 
 
+def _byte_picker(u8: list[tuple[str, int]]) -> tuple[tuple[str, ...], Callable]:
+    """The names of a span's byte fields and a function from the span's bytes to their values, in order."""
+    names = tuple(n for n, _ in u8)
+    offsets = [o for _, o in u8]
+    if len(offsets) == 1:
+        (only,) = offsets
+        return names, lambda data: (data[only],)
+    return names, itemgetter(*offsets) if offsets else (lambda data: ())
+
+
 class Probe:
     def __init__(self, game: GameDefinition):
         self._space = ADDRESS_SPACE[game.platform]
@@ -105,7 +116,9 @@ class Probe:
         absolute = [(f.address, name, f.kind, f.length) for name, f in game.fields.items()
                     if f.derived_from is None and f.base is None]
         self._spans = _spans(absolute)
-        self._plan = [(start, size, [(n, o) for n, o, k, _ in members if k == "u8"],
+        # per span: the byte fields' names and one itemgetter for their offsets (a C call, not a
+        # comprehension: the probe reads twice per action), then the other kinds one by one
+        self._plan = [(start, size, *_byte_picker([(n, o) for n, o, k, _ in members if k == "u8"]),
                        [(n, o, k, ln) for n, o, k, ln in members if k != "u8"])
                       for start, size, members in self._spans]
 
@@ -137,9 +150,10 @@ class Probe:
 
     def __call__(self, read_range: ReadRange) -> Sample:
         sample: Sample = {}
-        for start, size, u8, others in self._plan:
+        for start, size, names, pick, others in self._plan:
             data = read_range(start, size)
-            sample.update({name: data[off] for name, off in u8})
+            if names:
+                sample.update(zip(names, pick(data), strict=True))
             for name, off, kind, length in others:
                 if kind == "u16le":
                     sample[name] = data[off] | data[off + 1] << 8

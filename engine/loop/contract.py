@@ -90,7 +90,8 @@ def parse_response(raw: str, max_actions: int, allowed: frozenset[str] | None = 
         response = model.model_validate_json(raw)
     except (ValidationError, ValueError, TypeError, RecursionError):
         response = _parse_slowly(raw, model)  # a refusal: the slow path words it
-    call = getattr(response, "shortcut", None)
+    # (not getattr(response, "shortcut", None): a missing attribute costs pydantic a raised error per call)
+    call = response.shortcut if model is ShortcutResponse else None
     if call is not None and call.name not in shortcuts:
         raise ContractError(f"shortcut: {call.name} is not permitted here (permitted: {', '.join(shortcuts)})")
     if len(response.actions) > max_actions:

@@ -36,7 +36,7 @@ from engine.games.ladder import Ladder, deepest, skipped_required
 from engine.games.probe import Probe
 from engine.games.tracks import Track, structured_view
 from engine.loop.budgets import BudgetLimits, Budgets
-from engine.loop.contract import AgentResponse, ContractError, Observed, parse_response
+from engine.loop.contract import AgentResponse, ContractError, Observed, ShortcutResponse, parse_response
 from engine.loop.control import RunControl, TagForAnotherTrial
 from engine.loop.display import wanted
 from engine.loop.events import (
@@ -570,7 +570,7 @@ class Trial:
             return self._battle_response(d, reply.battle)
         try:
             response = parse_response(reply.text, self.config.max_actions, self._allowed, self._permitted)
-            if getattr(response, "shortcut", None) is not None:
+            if isinstance(response, ShortcutResponse) and response.shortcut is not None:
                 d.shortcut = self._shortcuts.plan(response.shortcut.model_dump(), self._sample,
                                                   self.emulator.read_range)
         except ContractError as exc:
@@ -747,8 +747,10 @@ class Trial:
     def _route_step(self, before_pos: tuple[int, int, int] | None, action: str, before: Sample,
                     sample: Sample) -> bool:
         """Track the route; True when this press closed an unrecoverable loop."""
-        if any(before.get(f) != sample.get(f) for f in self._route_resets):
-            self.routes.progress()
+        for f in self._route_resets:  # a loop, not any(<generator>): this runs after every action
+            if before.get(f) != sample.get(f):
+                self.routes.progress()
+                break
         if before_pos is None:
             return False
         return self.routes.record(before_pos, action, self._position(sample), self.ladder.awards)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -68,13 +69,57 @@ class _Scoring(BaseModel):
     milestones: list[_Rung]
 
 
+class _ByDecision:
+    """`dict(pairs).get(n)` for a stream of (decision id, value) pairs, read only as far as the ids
+    asked for: the export asks in the trace's order and a trial's responses and inputs come in
+    decision order, so one decision's value is held at a time, not the trial's. A stream that is not
+    `ordered` (the check pass says), or questions out of order, get the whole dict from a fresh read."""
+
+    def __init__(self, pairs: Callable[[], Iterator[tuple[int, Any]]], ordered: bool):
+        self._pairs = pairs
+        self._it = pairs()
+        self._ahead: tuple[int, Any] | None = None  # the first pair past the last id asked for
+        self._asked = -1
+        self._whole: dict[int, Any] | None = None if ordered else dict(pairs())
+
+    def get(self, n: int, default: Any = None) -> Any:
+        if self._whole is None and n <= self._asked:
+            self._whole = dict(self._pairs())
+        if self._whole is not None:
+            return self._whole.get(n, default)
+        self._asked = n
+        found = default
+        while True:
+            pair = self._ahead if self._ahead is not None else next(self._it, None)
+            self._ahead = None
+            if pair is None:
+                return found
+            if pair[0] > n:
+                self._ahead = pair
+                return found
+            if pair[0] == n:
+                found = pair[1]  # the last of equal ids wins, as in a dict
+
+
+def _ordered(ids: Iterator[int]) -> bool:
+    """Whether the ids never go down (each trial's records are written in decision order)."""
+    last = None
+    ok = True
+    for n in ids:
+        ok = ok and (last is None or n >= last)
+        last = n
+    return ok
+
+
 class _Trial:
-    """One trial folder read back through sessions.evidence.reader (every line validated)."""
+    """One trial folder read back through sessions.evidence.reader. `check` reads every line once
+    (validated) without keeping them; `decisions` streams them again, one decision at a time, when
+    the trial is written (memory does not grow with the run's decisions)."""
 
     def __init__(self, trial: TrialFolder):
         folder, rel = trial.path, trial.rel
         void = rel.split("/", 1)[0] if trial.voided else None
-        reader = trial.reader()
+        self.reader = reader = trial.reader()
         if not trial.sealed():
             raise InspectExportError(f"{rel}: no {layout.RESULT} (an unfinished run: `oakwatch recover` it first)")
         self.key = folder.name
@@ -84,10 +129,25 @@ class _Trial:
         self.genesis: TrialGenesis = reader.genesis()[0]
         self.result: TrialResult
         self.result, self.result_sha256 = reader.result()
-        self.trace: list[TraceLine] = list(reader.trace())
-        self.responses: dict[int, ResponseLine] = {r.decision_id: r for r in reader.responses()}
-        self.pressed: dict[int, list[str]] = {n: [i.action for i in lines] for n, lines in reader.inputs_by_decision()}
+        self.paid_calls = False  # any decision made a paid call
         self.store = folder / layout.FRAMES
+        self.check()
+
+    def check(self) -> None:
+        """Read and validate every trace, response and input line (in that order), keeping nothing."""
+        for line in self.reader.trace():
+            self.paid_calls = self.paid_calls or bool(line.paid_calls)
+        self.responses_ordered = _ordered(r.decision_id for r in self.reader.responses())
+        self.inputs_ordered = _ordered(i.decision_id for i in self.reader.inputs())
+
+    def decisions(self) -> Iterator[tuple[TraceLine, ResponseLine | None, list[str]]]:
+        """Each trace line with its decision's response (None without one) and pressed buttons."""
+        responses = _ByDecision(lambda: ((r.decision_id, r) for r in self.reader.responses()),
+                                self.responses_ordered)
+        pressed = _ByDecision(lambda: ((n, [i.action for i in lines]) for n, lines in self.reader.inputs_by_decision()),
+                              self.inputs_ordered)
+        for line in self.reader.trace():
+            yield line, responses.get(line.decision_id), pressed.get(line.decision_id, [])
 
 
 def _read_yaml_model(path: Path, model: type[BaseModel], where: str) -> Any:
@@ -180,15 +240,14 @@ def _decisions(trial: _Trial, model: str, image_scale: int) -> tuple[list, list]
     def working_start(at: datetime) -> float:
         return max(0.0, (at - _when(began)).total_seconds())
 
-    for line in trial.trace:
+    for line, response, pressed in trial.decisions():
         n = line.decision_id
         at, start, span = _when(line.timestamp_utc), _seconds_since(began, line.timestamp_utc), f"decision-{n}"
         events.append(SpanBeginEvent(id=span, name=f"decision {n}", type="decision", timestamp=at,
                                      working_start=start))
-        response = trial.responses.get(n)
         if tool_policy:
             try:
-                calls, call_events = tool_decision(line, response, trial.pressed.get(n, []), screens, span=span,
+                calls, call_events = tool_decision(line, response, pressed, screens, span=span,
                                                    working_start=working_start)
             except ToolExportProblem as exc:
                 raise InspectExportError(f"{trial.rel}/{layout.RESPONSES}: {exc}") from None
@@ -248,7 +307,7 @@ def _usage_metadata(result: TrialResult) -> dict:
 def _trial_usage(trial: _Trial, model: str) -> dict:
     """{model: ModelUsage} for a trial that made paid calls and whose tokens are all known; else {}."""
     t = trial.result.telemetry
-    if t is None or not any(line.paid_calls for line in trial.trace):
+    if t is None or not trial.paid_calls:
         return {}
     usage = _usage_or_none(Usage(input_tokens=t.input_tokens, output_tokens=t.output_tokens,
                                  cached_tokens=t.cached_tokens, cost_usd=t.cost_usd))
@@ -408,7 +467,8 @@ def export_inspect(root: Path, out: Path) -> dict:
     except OSError:
         raise InspectExportError(f"{layout.SCHEDULE} is missing or unreadable") from None
     try:
-        trials = [_Trial(trial) for trial in EvidenceFolder(root).trials()]  # trials/, then void-<n>/ in order
+        # trials/, then void-<n>/ in order; every line is read and checked here, none kept
+        trials = [_Trial(trial) for trial in EvidenceFolder(root).trials()]
     except FormatProblem as exc:
         raise InspectExportError(str(exc)) from None
     if not trials:
@@ -423,6 +483,7 @@ def export_inspect(root: Path, out: Path) -> dict:
             log = _eval_log(trial, manifest, conditions.get(trial.result.condition), ladder, system_prompt,
                             schedule_sha256)
             write_eval_log(log, location=str(staging / trial.name), format="eval")
+            del log  # one trial's log at a time: not this one's beside the next one's while it is built
             names.append(trial.name)
         umask = os.umask(0)
         os.umask(umask)

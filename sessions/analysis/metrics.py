@@ -2,9 +2,10 @@
 
 Pure functions over records: result.json, trace.jsonl, inputs.jsonl, memory.jsonl (through
 sessions.evidence.reader) and the annotation layers (sessions.annotations.annotation_layer.read_layers). The one
-optional extra is the per-action probed state, which the records do not hold: `replay_states`
-re-runs a trial's recorded inputs (like `oakwatch replay`) to recover it, and every figure that
-needs it says where its state came from (`state_source`: "replay" or "records").
+optional extra is the per-action probed state, which the records do not hold: `replayed_samples`
+re-runs a trial's recorded inputs (like `oakwatch replay`) to recover it, `replay_figures` counts
+what the figures need from it as it streams by (no sample is kept), and every figure that needs it
+says where its state came from (`state_source`: "replay" or "records").
 
 Definitions (docs/metrics.md repeats them, with the formulas):
 - Unknown stays null, never zero; zero-progress trials never get a ratio over zero progress.
@@ -85,7 +86,23 @@ class States:
 
 def replay_states(trial_dir: Path) -> tuple[States | None, str | None]:
     """Re-run the trial's recorded inputs from its start state and collect the probed sample after
-    every action, checking each frame hash against the record. (States, None) or (None, why not)."""
+    every action, checking each frame hash against the record. (States, None) or (None, why not).
+    It holds a sample per action: the report streams them instead (`replay_figures`)."""
+    stopped: list[str] = []
+    samples = replayed_samples(trial_dir, stopped)
+    start = next(samples, None)
+    after = [sample for _, sample in samples]
+    if stopped:
+        return None, stopped[0]
+    return States(start[1], after), None
+
+
+def replayed_samples(trial_dir: Path, stopped: list[str]) -> Iterator[tuple[InputLine | None, dict]]:
+    """The replay as a stream: (None, the sample before the first action), then (input line, the
+    probed sample after it) per recorded action, each frame hash checked against the record. When
+    the replay cannot start, diverges or fails, the stream ends early with the reason in `stopped`
+    (the figures then come from the records only). Only the emulator's own work is guarded here: an
+    error of whoever consumes the stream is raised where it happens, as before."""
     from engine.emulators.backends import BACKENDS
     from engine.games.probe import Probe
     from sessions.audit.replay import load_trial
@@ -96,27 +113,69 @@ def replay_states(trial_dir: Path) -> tuple[States | None, str | None]:
         emulator = BACKENDS[loaded.manifest.emulator.name].open(loaded.rom, str(loaded.rom_path),
                                                                 loaded.game.platform)
     except (PreflightError, FormatProblem, OSError) as exc:
-        return None, f"replay unavailable: {exc}"
+        stopped.append(f"replay unavailable: {exc}")
+        return
     except Exception as exc:  # an emulator that cannot start: the records still give what they give
-        return None, f"replay unavailable: {type(exc).__name__}: {exc}"
+        stopped.append(f"replay unavailable: {type(exc).__name__}: {exc}")
+        return
     try:
         probe = Probe(loaded.game)
         emulator.restore(loaded.state)
         start = probe(emulator.read_range)
-        after = []
+        yield None, start
         for row in loaded.reader.inputs():
             step = emulator.step(row.action, loaded.timing, probe)
             if step.frame_sha256 != row.frame_sha256:
-                return None, (f"replay diverged at decision {row.decision_id}, action {row.index}: "
-                              f"state from the records only")
-            after.append(step.ram_last)
-        return States(start, after), None
+                stopped.append(f"replay diverged at decision {row.decision_id}, action {row.index}: "
+                               f"state from the records only")
+                return
+            yield row, step.ram_last
     except FormatProblem as exc:
-        return None, f"replay unavailable: {exc}"
+        stopped.append(f"replay unavailable: {exc}")
     except Exception as exc:
-        return None, f"replay failed: {type(exc).__name__}: {exc}"
+        stopped.append(f"replay failed: {type(exc).__name__}: {exc}")
     finally:
         emulator.close()
+
+
+@dataclass
+class Replayed:
+    """What the figures take from the replayed states, gathered action by action while the replay
+    runs (`replay_figures`): the action figures and the highest party level, never the samples."""
+
+    acts: ActionFigures | None  # None: the state is not used (no game, or not one sample per input)
+    level: int | None  # the highest party level over the samples (the long-horizon scorer)
+
+
+def replay_figures(trial_dir: Path, first_frame: str | None, input_count: int, awards: dict[int, str],
+                   game: GameDefinition | None) -> tuple[Replayed | None, str | None]:
+    """`action_figures` and `_highest_level` over the replayed states in one streamed pass beside the
+    replay: memory does not grow with the run. (Replayed, None), or (None, why not) when the replay
+    could not start, diverged or failed (the figures then come from the records, as before)."""
+    stopped: list[str] = []
+    samples = replayed_samples(trial_dir, stopped)
+    first = next(samples, None)
+    if first is None:
+        return None, stopped[0]
+    start = first[1]
+    counter = _ActionCounter(first_frame, awards, game, start) if game is not None else None
+    level_field = game.party_level_field if game is not None and game.long_horizon else None
+    level = int(start[level_field]) if level_field else None
+    count = 0
+    try:
+        for row, after in samples:
+            count += 1
+            if counter is not None:
+                counter.add(row, after)
+            if level_field:
+                level = max(level, int(after[level_field]))
+    finally:
+        samples.close()  # the emulator closes now, even when a figure raised
+    if stopped:
+        return None, stopped[0]
+    # the state counts only with one sample per recorded input (else the records alone, as before)
+    acts = counter.finish(input_count) if counter is not None and count == input_count else None
+    return Replayed(acts, level), None
 
 
 def state_fields(game: GameDefinition | None) -> list[str]:
@@ -185,6 +244,46 @@ def _at(sample: dict, pos) -> tuple[int, int, int]:
     return int(sample[pos.map]), int(sample[pos.x]), int(sample[pos.y])
 
 
+class _ActionCounter:
+    """`action_figures`, one action at a time: the counts, the frame and sample before the next
+    action, and the route tracker (no list of actions or states is kept). `start`: the replayed
+    sample before the first action, None without replayed state (the screen alone tells a change)."""
+
+    def __init__(self, first_frame: str | None, awards: dict[int, str], game: GameDefinition | None,
+                 start: dict | None):
+        use_state = start is not None and game is not None
+        self.out = ActionFigures()
+        self.watch = _Watch.of(game if use_state else None)
+        self.tracker = RouteTracker.for_game(game, None) if use_state else RouteTracker(None)
+        if self.watch.battle_field:
+            self.out.battle = 0
+        self.awards = awards
+        self.frame, self.sample = first_frame, (start if use_state else None)
+        self.reached: list[str] = []
+
+    def add(self, row: InputLine, after: dict | None) -> None:
+        """One accepted action and the probed sample after it (None without replayed state)."""
+        watch, tracker, sample = self.watch, self.tracker, self.sample
+        changed = row.frame_sha256 != self.frame or _differs(sample, after, watch.fields)
+        before_repeats = tracker.repeated_actions
+        if row.capture_frame in self.awards:
+            self.reached.append(self.awards[row.capture_frame])
+            tracker.progress()
+        if _differs(sample, after, watch.resets):
+            tracker.progress()
+        in_battle = bool(watch.battle_field and sample.get(watch.battle_field))
+        watch.record(tracker, (self.frame, sample), row, after, self.reached)
+        self.out.count(changed, tracker.repeated_actions > before_repeats and not in_battle, in_battle)
+        self.frame, self.sample = row.frame_sha256, after
+
+    def finish(self, input_count: int) -> ActionFigures:
+        out = self.out
+        out.excused = self.tracker.excused_actions
+        if out.battle is not None:
+            out.navigation = input_count - out.battle
+        return out
+
+
 def action_figures(first_frame: str | None, inputs: Iterable[InputLine], input_count: int,
                    awards: dict[int, str], game: GameDefinition | None, states: States | None) -> ActionFigures:
     """Productive, repeated, battle and navigation actions (module docstring), in one pass over the
@@ -193,32 +292,11 @@ def action_figures(first_frame: str | None, inputs: Iterable[InputLine], input_c
     `first_frame`: the trace's first frame hash; `awards`: capture frame index -> milestone id, the
     actions that earned a rung (a progress event). Without replayed state (or without the game) no
     field is watched: the screen alone tells a change, and a transition is (frame, action, frame)."""
-    out = ActionFigures()
     use_state = states is not None and game is not None and len(states.after) == input_count
-    watch = _Watch.of(game if use_state else None)
-    tracker = RouteTracker.for_game(game, None) if use_state else RouteTracker(None)
-    if watch.battle_field:
-        out.battle = 0
-    frame = first_frame
-    sample = states.start if use_state else None
-    reached: list[str] = []
+    counter = _ActionCounter(first_frame, awards, game, states.start if use_state else None)
     for i, row in enumerate(inputs):
-        after = states.after[i] if use_state else None
-        changed = row.frame_sha256 != frame or _differs(sample, after, watch.fields)
-        before_repeats = tracker.repeated_actions
-        if row.capture_frame in awards:
-            reached.append(awards[row.capture_frame])
-            tracker.progress()
-        if _differs(sample, after, watch.resets):
-            tracker.progress()
-        in_battle = bool(watch.battle_field and sample.get(watch.battle_field))
-        watch.record(tracker, (frame, sample), row, after, reached)
-        out.count(changed, tracker.repeated_actions > before_repeats and not in_battle, in_battle)
-        frame, sample = row.frame_sha256, after
-    out.excused = tracker.excused_actions
-    if out.battle is not None:
-        out.navigation = input_count - out.battle
-    return out
+        counter.add(row, states.after[i] if use_state else None)
+    return counter.finish(input_count)
 
 
 # -- annotations ----------------------------------------------------------------------------------
@@ -627,13 +705,20 @@ def client_totals(r: TrialResult) -> dict | None:
 
 def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Label] | None,
                 states: States | None = None, state_note: str | None = None,
-                condition_id: str | None = None) -> dict:
-    """The seed's trial-level row with every per-trial metric (docs/metrics.md)."""
+                condition_id: str | None = None, replayed: Replayed | None = None) -> dict:
+    """The seed's trial-level row with every per-trial metric (docs/metrics.md). The replayed state
+    comes either whole (`states`) or as the figures already gathered beside the replay (`replayed`,
+    what `trial_metrics` does: nothing per action is kept)."""
     r = rec.result
     tel = r.telemetry
     valid = r.outcome in ("success", "game-failure")
-    awards = {a.frame_index: a.id for a in r.milestones}
-    acts = action_figures(rec.first_frame, rec.inputs(), rec.input_count, awards, game, states)
+    if replayed is not None:
+        acts = replayed.acts if replayed.acts is not None else action_figures(
+            rec.first_frame, rec.inputs(), rec.input_count, awards_of(r), game, None)
+        level = replayed.level
+    else:
+        acts = action_figures(rec.first_frame, rec.inputs(), rec.input_count, awards_of(r), game, states)
+        level = _highest_level(game, states)
     accepted = tel.accepted_actions if tel else rec.input_count
     decisions = tel.decisions if tel else rec.decision_count
     cost = _tel(tel, "cost_usd")
@@ -658,7 +743,8 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         "repeated_navigation_actions": acts.repeated, "required_backtracking_actions": acts.excused,
         "repeat_overhead": ratio(acts.repeated, accepted),
         "live_repeated_navigation_actions": _tel(tel, "repeated_navigation_actions"),
-        "state_source": "replay" if states is not None else "records", "state_note": state_note,
+        "state_source": "replay" if states is not None or replayed is not None else "records",
+        "state_note": state_note,
         "memory_errors": mem.memory_errors, "material_errors": mem.material_errors,
         "memory_error_rate": mem.memory_error_rate, "material_memory_error_rate": mem.material_memory_error_rate,
         "memory_recovery_cost": mem.memory_recovery_cost, "errors_by_type": mem.by_type,
@@ -674,10 +760,15 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
         # the result's own figures (engine.loop.trial.path_figures; verify recomputes them)
         "path_efficiency": r.derived.get("path_efficiency"),
         "path_optimal_presses": r.derived.get("path_optimal_presses"), "path_actions": r.derived.get("path_actions"),
-        "long_horizon": long_horizon(r, game, _highest_level(game, states)),
+        "long_horizon": long_horizon(r, game, level),
         "timeline": [{"id": a.id, "decision_id": a.decision_id, "points": a.points} for a in r.milestones],
         "curve": rec.curve,
     }
+
+
+def awards_of(r: TrialResult) -> dict[int, str]:
+    """Capture frame index -> milestone id: the actions that earned a rung (a progress event)."""
+    return {a.frame_index: a.id for a in r.milestones}
 
 
 def _tel(tel, name: str):
@@ -772,11 +863,11 @@ def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], 
             continue
         if rec is None:
             continue
-        states, note = None, None
+        replayed, note = None, None
         if replay and not voided and rec.input_count:
             if progress:
                 progress(f"replaying {rel} for per-action state ({rec.input_count} actions)")
-            states, note = replay_states(folder)
+            replayed, note = replay_figures(folder, rec.first_frame, rec.input_count, awards_of(rec.result), game)
         elif progress:
             progress(f"reading {rel}")
         # a trial the annotators did not look at whole was not annotated: null memory figures, never 0;
@@ -784,7 +875,7 @@ def trial_metrics(root: Path, *, replay: bool = True, progress: Callable[[str], 
         annotated = not voided and confirmed.is_annotated(rec.key, rec.result.last_decision)
         labels = by_trial.get(rec.key, []) if annotated else None
         cid = key_map.get(rec.result.condition) if key_map else None
-        rows.append(compute_row(rec, game, labels, states, note, cid))
+        rows.append(compute_row(rec, game, labels, None, note, cid, replayed))
     return rows
 
 

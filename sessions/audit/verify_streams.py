@@ -74,18 +74,28 @@ def _blocks(path: Path, where: str, name: str, digests: dict[str, str]) -> Itera
                 continue
             whole = b"".join((*pending, block[:cut])) if pending else block[:cut]
             pending = [block[cut:]] if cut < len(block) else []
-            lines = whole.split(b"\n")
-            lines.pop()
-            long = len(whole) > MAX_LINE  # only then can one of its lines be too long
-            for line in lines:
-                n += 1
-                line += b"\n"
-                if long and len(line) > MAX_LINE:
-                    raise FormatProblem(f"{where}:{n}: line too long")
-                yield n, line
+            if len(whole) > MAX_LINE or b"\r" in whole:  # a line that may be too long, or a \r splitlines cuts at
+                yield from _checked_lines(whole, n, where)
+                n += whole.count(b"\n")
+                continue
+            lines = whole.splitlines(keepends=True)  # every line ends with its \n here: the whole block's do
+            yield from enumerate(lines, n + 1)
+            n += len(lines)
     if pending:
         raise FormatProblem(f"{where}:{n + 1}: torn last line (no newline): the process died mid-write")
     digests[name] = digest.hexdigest()
+
+
+def _checked_lines(whole: bytes, n: int, where: str) -> Iterator[tuple[int, bytes]]:
+    """A block's lines one by one: each is checked against MAX_LINE as it comes."""
+    lines = whole.split(b"\n")
+    lines.pop()
+    for line in lines:
+        n += 1
+        line += b"\n"
+        if len(line) > MAX_LINE:
+            raise FormatProblem(f"{where}:{n}: line too long")
+        yield n, line
 
 
 def _bad_line(exc: ValidationError, rel: str, name: str, n: int) -> FormatProblem:
@@ -154,28 +164,24 @@ def _start_walk(reader: TrialReader, genesis_sha: str, rel: str, report: Report,
                  awards=awards, evidence=evidence, head=genesis_sha)
 
 
-def _check_chain(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
-    """The hash chain, the numbering, and the first decision's prompt core against the provenance."""
-    add, rel = w.report.add, w.rel
+def _check_trace_line(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
+    """The trace line against the one before: the hash chain and numbering (and the first decision's
+    prompt core against the provenance), then continuity (no decision after the end, the same
+    milestones, the same frame). One function, in the order the problems are reported, as it runs for
+    every decision (its line's own fields follow in `_check_line_fields`)."""
+    add, rel, prev = w.report.add, w.rel, w.prev
+    # the hash chain and the numbering
     if t.prev_sha256 != w.head:
         add(f"{rel}/{layout.TRACE}:{n}: hash chain broken (prev_sha256 does not match the "
             f"{'genesis' if n == 1 else f'line {n - 1}'})")
     w.head = hashlib.sha256(line).hexdigest()
     if t.decision_id != n:
         add(f"{rel}/{layout.TRACE}:{n}: decision_id {t.decision_id}, expected {n}")
-    result = w.result
-    if n == 1 and result is not None and "prompt_core_sha256" in result.provenance \
-            and result.provenance["prompt_core_sha256"] != t.prompt_core_sha256:
-        add(f"{rel}/{layout.RESULT}: provenance.prompt_core_sha256 is not the first decision's "
-            f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
-
-
-def _check_continuity(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
-    """A decision follows the one before it: no decision after the end, the same milestones, the same frame."""
-    add, rel, prev = w.report.add, w.rel, w.prev
+    if n == 1:
+        _check_prompt_core(w, t)
+    # continuity: after an episode's last decision the start state was restored (the agent sees its frame again)
     seen = w.first_frame
     if prev is not None:
-        # after an episode's last decision the start state was restored: the agent sees its frame again
         seen = w.first_frame if prev.episode_end is not None else prev.result_frame_sha256
         if prev.termination_reason is not None:
             add(f"{rel}/{layout.TRACE}:{n}: a decision after the one that ended the trial")
@@ -187,13 +193,40 @@ def _check_continuity(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
             f"decision left {seen[:12]}…")
 
 
-def _check_episode(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
-    """Episode fields only in an episodic trial, numbered in turn within the budget."""
-    add, rel, episodes, prev = w.report.add, w.rel, w.episodes, w.prev
+def _check_line_fields(w: _Walk, t: TraceLine, n: int) -> None:
+    """Episode fields only in an episodic trial (numbered in turn within the budget), the battle facts,
+    no milestone lost, and the response the line points at."""
+    add, rel, episodes = w.report.add, w.rel, w.episodes
     if episodes is None:
         if t.episode is not None or t.episode_end is not None:
             add(f"{rel}/{layout.TRACE}:{n}: an episode field in a trial that is not episodic")
-        return
+    else:
+        _check_episode(w, t, n, episodes)
+    # the line's own fields
+    if t.battle is not None:
+        check_battle_line(w.ctx.manifest, t, f"{rel}/{layout.TRACE}:{n}", w.report)
+    frames_seen = w.frames_seen
+    frames_seen.add(t.frame_sha256)
+    frames_seen.add(t.result_frame_sha256)
+    before, after = t.milestones_before, t.milestones_after
+    if before != after and not set(before) <= set(after):
+        add(f"{rel}/{layout.TRACE}:{n}: a milestone was lost")
+    if t.raw_response_path != f"{layout.RESPONSES}#{n}":
+        add(f"{rel}/{layout.TRACE}:{n}: raw_response_path {t.raw_response_path!r}, expected {layout.RESPONSES}#{n}")
+
+
+def _check_prompt_core(w: _Walk, t: TraceLine) -> None:
+    """The first decision's prompt core against the provenance."""
+    result = w.result
+    if result is not None and "prompt_core_sha256" in result.provenance \
+            and result.provenance["prompt_core_sha256"] != t.prompt_core_sha256:
+        w.report.add(f"{w.rel}/{layout.RESULT}: provenance.prompt_core_sha256 is not the first decision's "
+                     f"({_short(t.prompt_core_sha256)} in {layout.TRACE})")
+
+
+def _check_episode(w: _Walk, t: TraceLine, n: int, episodes) -> None:
+    """An episodic trial's episode fields: numbered in turn within the budget."""
+    add, rel, prev = w.report.add, w.rel, w.prev
     expected_episode = 1 if prev is None else prev.episode + (prev.episode_end is not None)
     if t.episode != expected_episode or t.episode > episodes.budget:
         add(f"{rel}/{layout.TRACE}:{n}: episode {t.episode}, expected {expected_episode} (budget "
@@ -202,20 +235,6 @@ def _check_episode(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
         add(f"{rel}/{layout.TRACE}:{n}: the last episode ended, yet the trial did not")
     w.steps.append(Step(n, t.episode or 0, t.episode_end, tuple(t.memory_writes),
                         t.battle.get("team") if t.battle is not None else None))
-
-
-def _check_line_fields(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
-    """The battle facts, no milestone lost, and the response the line points at."""
-    add, rel = w.report.add, w.rel
-    if t.battle is not None:
-        check_battle_line(w.ctx.manifest, t, f"{rel}/{layout.TRACE}:{n}", w.report)
-    w.frames_seen.add(t.frame_sha256)
-    w.frames_seen.add(t.result_frame_sha256)
-    if t.milestones_before != t.milestones_after and not set(t.milestones_before) <= set(t.milestones_after):
-        add(f"{rel}/{layout.TRACE}:{n}: a milestone was lost")
-    response_ref = f"{layout.RESPONSES}#"
-    if t.raw_response_path != response_ref + str(n):
-        add(f"{rel}/{layout.TRACE}:{n}: raw_response_path {t.raw_response_path!r}, expected {response_ref}{n}")
 
 
 def _check_decision_response(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
@@ -330,18 +349,6 @@ def _memory_op(w: _Walk, item: tuple[int, bytes]) -> MemoryOp:
     return w.op
 
 
-def _check_decision(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
-    """One decision's checks, in the order their problems are reported (messages and order are pinned by
-    tests); called one by one, not from a table, as this runs for every decision."""
-    _check_chain(w, t, n, line)
-    _check_continuity(w, t, n, line)
-    _check_episode(w, t, n, line)
-    _check_line_fields(w, t, n, line)
-    _check_decision_response(w, t, n, line)
-    _check_decision_inputs(w, t, n, line)
-    _check_decision_memory(w, t, n, line)
-
-
 def _check_leftovers(w: _Walk) -> None:
     """Lines after the last decision: an interruption's (recover cuts them) or tampering."""
     for name, left in ((layout.RESPONSES, next(w.responses, None)), (layout.INPUTS, next(w.inputs, None)),
@@ -376,13 +383,20 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     The hot loop of verify (one pass per decision, 100,000s of them): a few calls per decision,
     none per press, no per-line strings unless there is a problem."""
     w = _start_walk(reader, genesis_sha, rel, report, ctx, result, trial_number)
-    validate, check, tally_add = _validate_trace, _check_decision, w.tally.add
+    validate, tally_add, memory = _validate_trace, w.tally.add, w.memory
+    # one decision's checks, in the order their problems are reported (messages and order are pinned by tests)
     for n, line in w.trace:
         try:
             t = validate(line)
         except ValidationError as exc:
             raise _bad_line(exc, rel, layout.TRACE, n) from None
-        check(w, t, n, line)
+        _check_trace_line(w, t, n, line)
+        _check_line_fields(w, t, n)
+        _check_decision_response(w, t, n, line)
+        _check_decision_inputs(w, t, n, line)
+        # a decision with no memory operation, none recorded and no fact written has nothing to check there
+        if memory.peek() is not None or t.memory_sha256 != EMPTY or t.memory_writes:
+            _check_decision_memory(w, t, n, line)
         tally_add(t)
         w.prev = t
     _check_leftovers(w)

@@ -30,7 +30,14 @@ def error_from(exc: OSError, what: str) -> EvidenceError:
 
 
 def _write_all(fd: int, data: bytes | memoryview, what: str) -> None:
-    view = memoryview(data)
+    if not data:
+        return
+    written = os.write(fd, data)
+    if written == len(data):  # the usual case: one whole write, no view to slice (three a decision)
+        return
+    if written <= 0:
+        raise OSError(errno.EIO, "write returned nothing")
+    view = memoryview(data)[written:]
     while view:
         written = os.write(fd, view)
         if written <= 0:  # never expected from a regular file; guard the loop anyway

@@ -8,8 +8,13 @@ The PNG is a complete, standard file (8-bit RGB, no filtering, zlib level 1), so
 frame is stored once; the trace names frames by their pixel hash.
 
 Encoding runs on a background thread, in batches: zlib and the file write release the GIL,
-so it overlaps the emulator, and no decision waits for it. The store's own SHA-256 is computed as it
-is written and sealed into result.json at trial end.
+so it overlaps a loop that waits (for a model, an MCP client, pacing), and no such decision waits for
+it. When frames come fast (a batch fills within MAX_BATCH_AGE: random, scripted or replayed play, the
+loop busy on its own core) and the thread has nothing queued, the batch is encoded in the caller's
+thread instead: there a second busy thread costs more CPU than it saves (a GIL hand-off around every
+zlib call, two threads on a shared 2-core machine; docs/performance.md). Either way the records reach
+the file in the order the frames were added, so the store's bytes are the same. The store's own
+SHA-256 is computed as it is written and sealed into result.json at trial end.
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class FrameStoreWriter:
         self._batch: list[tuple[str, np.ndarray]] = []
         self._batch_started = 0.0
         self._queue: queue.Queue = queue.Queue(QUEUE_BATCHES)
+        self._handed = 0  # items put on the queue (the caller's count) ...
+        self._served = 0  # ... and items the thread has finished (its own): equal when it is idle
         self._thread = threading.Thread(target=self._serve, name="frame-store", daemon=True)
         self._thread.start()
         self._sealed: FrameStoreSeal | None = None
@@ -81,14 +88,24 @@ class FrameStoreWriter:
         if sha256_hex in self._seen:
             return
         self._seen.add(sha256_hex)
+        now = time.monotonic()
         if not self._batch:
-            self._batch_started = time.monotonic()
+            self._batch_started = now
         self._batch.append((sha256_hex, frame))
-        if len(self._batch) >= BATCH or time.monotonic() - self._batch_started >= MAX_BATCH_AGE:
+        if now - self._batch_started >= MAX_BATCH_AGE:
             self._hand_over()
+        elif len(self._batch) >= BATCH:
+            if self._handed == self._served:  # filled fast, nothing queued before it: encode it here
+                batch, self._batch = self._batch, []
+                self._write(batch)
+                if self.error is not None:
+                    raise self.error
+            else:
+                self._hand_over()
 
     def _hand_over(self) -> None:
         if self._batch:
+            self._handed += 1
             self._queue.put(self._batch)
             self._batch = []
 
@@ -96,6 +113,7 @@ class FrameStoreWriter:
         """Run `job()` on this thread after the frames queued so far (an fsync the loop need not
         wait for); if it raises EvidenceError, the store fails like a failed frame write."""
         self._hand_over()
+        self._handed += 1
         self._queue.put(job)
 
     def _serve(self) -> None:
@@ -103,27 +121,34 @@ class FrameStoreWriter:
             batch = self._queue.get()
             if batch is None:
                 return
-            if self.error is not None:
-                continue  # drain: the loop learns of the error at its next add or at seal
-            if callable(batch):
-                try:
-                    batch()
-                except EvidenceError as exc:
-                    self.error = exc
-                continue
             try:
-                records = []
-                for sha, frame in batch:
-                    png = encode_png(frame)
-                    records.append(HEADER.pack(MAGIC, bytes.fromhex(sha), len(png)) + png)
-                data = b"".join(records)
-                self._log.append(data)
-                self._digest.update(data)
-                self.frames += len(records)
-            except EvidenceError as exc:
-                self.error = exc
-            except Exception as exc:  # an encoder fault: the store is no longer complete
-                self.error = EvidenceError(f"frame store: {type(exc).__name__}: {exc}", "frame-store-failed")
+                if self.error is not None:
+                    continue  # drain: the loop learns of the error at its next add or at seal
+                if callable(batch):
+                    try:
+                        batch()
+                    except EvidenceError as exc:
+                        self.error = exc
+                    continue
+                self._write(batch)
+            finally:
+                self._served += 1  # after the write: the caller may write next
+
+    def _write(self, batch: list[tuple[str, np.ndarray]]) -> None:
+        """Encode and append one batch (on whichever thread holds the store: see the module docstring)."""
+        try:
+            records = []
+            for sha, frame in batch:
+                png = encode_png(frame)
+                records.append(HEADER.pack(MAGIC, bytes.fromhex(sha), len(png)) + png)
+            data = b"".join(records)
+            self._log.append(data)
+            self._digest.update(data)
+            self.frames += len(records)
+        except EvidenceError as exc:
+            self.error = exc
+        except Exception as exc:  # an encoder fault: the store is no longer complete
+            self.error = EvidenceError(f"frame store: {type(exc).__name__}: {exc}", "frame-store-failed")
 
     def seal(self) -> FrameStoreSeal:
         """Wait for every queued frame, fsync, and return the store's digest. Raises on failure."""

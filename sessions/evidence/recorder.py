@@ -41,6 +41,24 @@ def sha256_hex(data: bytes) -> str:
 EMPTY_SHA256 = sha256_hex(b"")
 
 
+def json_line(record, **options) -> bytes:
+    """One JSONL line of `record`: exactly `(record.model_dump_json(**options) + "\n").encode()`,
+    from pydantic's serializer straight to bytes (model_dump_json's Python wrapper and the str round
+    trip cost more than the serialising itself, three or more times per decision)."""
+    return record.__pydantic_serializer__.to_json(record, **options) + b"\n"
+
+
+def _chain(trace, raw_response_path: str, prev: str, response: str, inputs: str, memory: str) -> None:
+    """Set the recorder's fields of a trace line, as `trace.field = value` would (pydantic's setattr
+    for a model without validate_assignment stores the value and marks the field set) at a fifth of the cost."""
+    trace.__dict__.update(raw_response_path=raw_response_path, prev_sha256=prev, response_sha256=response,
+                          inputs_sha256=inputs, memory_sha256=memory)
+    trace.__pydantic_fields_set__.update(_CHAIN_FIELDS)
+
+
+_CHAIN_FIELDS = ("raw_response_path", "prev_sha256", "response_sha256", "inputs_sha256", "memory_sha256")
+
+
 def response_ref(decision_id: int) -> str:
     return f"{layout.RESPONSES}#{decision_id}"
 
@@ -89,7 +107,7 @@ class TrialRecorder:
     # -- the sink -------------------------------------------------------------------------------
     def handle(self, event: Event) -> None:
         if isinstance(event, MemoryChanged):
-            self._memory.append((event.op.model_dump_json(exclude_unset=True) + "\n").encode())
+            self._memory.append(json_line(event.op, exclude_unset=True))
         elif isinstance(event, DecisionRecorded):
             self._commit(event)
         elif isinstance(event, AnnotationAdded):
@@ -116,16 +134,12 @@ class TrialRecorder:
         trace = event.trace
         response = event.response
         memory, self._memory = self._scrub(b"".join(self._memory)), []
-        response_bytes = self._scrub((response.model_dump_json() + "\n").encode())
-        inputs = "".join(i.model_dump_json() + "\n" for i in event.inputs).encode()
-        trace.raw_response_path = response_ref(trace.decision_id)
-        trace.prev_sha256 = self.head
-        trace.response_sha256 = sha256_hex(response_bytes)
-        trace.inputs_sha256 = sha256_hex(inputs) if inputs else EMPTY_SHA256
-        trace.memory_sha256 = sha256_hex(memory) if memory else EMPTY_SHA256
+        response_bytes = self._scrub(json_line(response))
+        inputs = b"".join(json_line(i) for i in event.inputs)
+        _chain(trace, response_ref(trace.decision_id), self.head, sha256_hex(response_bytes),
+               sha256_hex(inputs) if inputs else EMPTY_SHA256, sha256_hex(memory) if memory else EMPTY_SHA256)
         # a trial that is not episodic writes no episode fields: its lines read as they always did
-        line = self._scrub((trace.model_dump_json(exclude=trace_line_unwritten(trace) or None)
-                            + "\n").encode())
+        line = self._scrub(json_line(trace, exclude=trace_line_unwritten(trace) or None))
 
         def write() -> None:
             logs = self._logs

@@ -162,3 +162,24 @@ def test_the_plain_script_imports_pyboy_without_sdl2_as_oakwatch_does(tmp_path):
     # and the check itself sees SDL2 when it is imported (it is installed here, with PyBoy's extras)
     loaded = subprocess.run([sys.executable, "-c", "import sdl2\n" + SDL2_LOADED], capture_output=True, text=True)
     assert loaded.returncode != 0 or loaded.stdout.strip() == "True"
+
+
+def test_row_8_reads_the_report_with_the_replay_too(tmp_path):
+    """Row 8 is met only when the report is flat both ways; with the replay it is measured for real on
+    two small generated trials (bench.py:_replay_memory), its target the no-replay row's slope."""
+    from app.bench import bench
+
+    figures = bench._replay_memory(tmp_path, bench._generate(tmp_path, "small", 60), 60, 600)
+    assert (figures["decisions"], figures["tiny_decisions"]) == (60, 6)
+    assert figures["small"]["peak_rss_mb"] > 20 and figures["tiny"]["peak_rss_mb"] > 20
+    assert figures["allowed_mb"] == pytest.approx(16.0 * 54 / 540)
+    assert figures["rss_growth_mb"] == pytest.approx(figures["small"]["peak_rss_mb"] - figures["tiny"]["peak_rss_mb"])
+    flat = {"rss_growth_mb": 0.9, "flat_target_met": True}
+    for replay, shown, verdict in ((None, "+0.9 MB", "met"),
+                                   ({"rss_growth_mb": 0.4, "allowed_mb": 1.6, "flat_target_met": True},
+                                    "+0.9 MB; with replay +0.4 MB (rows, <= +1.6 MB)", "met"),
+                                   ({"rss_growth_mb": 7.0, "allowed_mb": 1.6, "flat_target_met": False},
+                                    "+0.9 MB; with replay +7.0 MB (rows, <= +1.6 MB)", "NOT met")):
+        verify = {"report": {**flat, **({"replay": replay} if replay else {})}}
+        row = {t.name: t for t in issue_rows({"verify": verify})}["8. `oakwatch report` memory flat"]
+        assert (row.measured, row.verdict) == (shown, verdict)

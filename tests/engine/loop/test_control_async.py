@@ -113,8 +113,9 @@ def test_a_hold_is_counted_from_when_it_began_not_from_when_a_thread_got_to_it()
     (`since`): the thread may start late, the hold is the same."""
     control = RunControl()
     control.pause()
+    since = time.monotonic() - 1.0  # taken before the timer starts: its 0.05 s all fall after `since` + 1 s
     threading.Timer(0.05, control.resume).start()
-    assert control.checkpoint(since=time.monotonic() - 1.0) is None
+    assert control.checkpoint(since=since) is None
     assert control.held_seconds >= 1.05
     paced = RunControl(speed=1.0)
     started = time.monotonic()
