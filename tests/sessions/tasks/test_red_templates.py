@@ -13,8 +13,8 @@ import yaml
 from sessions.tasks.tasks import TASKS_DIR, TaskError, catalog, derived_game, goal_fields, load_task
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "tasks.md"
-CATEGORIES = {"navigation", "battle", "menu", "preparation", "quest"}
-NEW = {"red-reach-oaks-lab": "navigation", "red-get-parcel": "quest", "red-deliver-parcel": "quest",
+CATEGORIES = {"navigation", "battle", "menu", "preparation", "quests"}
+NEW = {"red-reach-oaks-lab": "navigation", "red-get-parcel": "quests", "red-deliver-parcel": "quests",
        "red-heal-at-center": "preparation", "red-set-options": "menu", "red-rival-battle-shortcuts": "battle"}
 
 
