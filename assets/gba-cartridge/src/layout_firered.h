@@ -85,6 +85,7 @@
 #define VAR_MART_SCENE   0x4057 /* VAR_MAP_SCENE_VIRIDIAN_CITY_MART */
 #define VAR_RESTS        0x40F0 /* our cartridge's own: heals at MOM that restored HP (no FireRed meaning used) */
 #define VAR_PURCHASES    0x40F1 /* our cartridge's own: items bought at the shop (no FireRed meaning used) */
+#define VAR_SWITCHED_LEAD 0x40F2 /* our cartridge's own: the lead's species after the party menu's last SWITCH, 0 before any */
 
 /* ---- items (include/constants/items.h) ---- */
 #define ITEM_POKE_BALL   4

@@ -390,7 +390,7 @@ typedef struct { u8 op, a, b, c; u16 v, w; const void *p; } Cmd;
 #define BATTLE {OP_BATTLE, 0, 0, 0, 0, 0, 0}
 #define END {OP_END, 0, 0, 0, 0, 0, 0}
 
-enum { M_WALK, M_TEXT, M_YESNO, M_MENU, M_BATTLE, M_PICK };
+enum { M_WALK, M_TEXT, M_YESNO, M_MENU, M_BATTLE, M_PICK, M_PARTY };
 static u8 mode;
 static const Cmd *pc;
 static u8 yes_cursor;
@@ -1041,6 +1041,15 @@ static u8 boss_count(void) { return (u8)TRAINER_COUNT; }
 /* ------------------------------------------------------------------ options menu (START) */
 
 static u8 menu_row;
+#if defined(LAYOUT_EMERALD)
+#define MENU_INFO_Y 17 /* the BALLS count and the PARCEL */
+#else
+#define MENU_INFO_Y 18 /* below the PARTY row */
+static void field_party_open(void);
+/* TEXT SPEED, BATTLE STYLE, and PARTY once there is a critter (FireRed's START menu shows POKEMON
+ * only after FLAG_SYS_POKEMON_GET: src/start_menu.c SetUpStartMenu_NormalField) */
+static u8 menu_rows(void) { return party_count() ? 3 : 2; }
+#endif
 
 static void menu_draw(void)
 {
@@ -1063,23 +1072,48 @@ static void menu_draw(void)
     line[8] = (char)('0' + balls % 10);
     line[9] = 0;
     encode(buf, sizeof buf, line);
-    draw_text_at(2, 17, buf, 12);
+    draw_text_at(2, MENU_INFO_Y, buf, 12);
     if (bag_count(SB1_POCKET_KEY, POCKET_KEY_COUNT, ITEM_PARCEL)) {
         encode(buf, sizeof buf, "PARCEL");
-        draw_text_at(16, 17, buf, 8);
+        draw_text_at(16, MENU_INFO_Y, buf, 8);
     }
+#if !defined(LAYOUT_EMERALD)
+    if (menu_rows() > 2) {
+        encode(buf, sizeof buf, "PARTY");
+        draw_text_at(2, 17, buf, 8);
+    }
+#endif
     ui_put(1, (u8)(15 + menu_row), gfx_font[0xEF]);
 }
 
 static void menu_input(u16 pressed)
 {
+#if !defined(LAYOUT_EMERALD)
+    if ((pressed & KEY_A) && menu_row == 2) {
+        field_party_open();
+        return;
+    }
+#endif
     if (pressed & (KEY_B | KEY_START | KEY_A)) {
         box_hide();
         mode = M_WALK;
         return;
     }
+#if defined(LAYOUT_EMERALD)
     if (pressed & (KEY_UP | KEY_DOWN))
         menu_row ^= 1;
+#else
+    if (pressed & KEY_DOWN)
+        menu_row = (u8)((menu_row + 1) % menu_rows());
+    else if (pressed & KEY_UP)
+        menu_row = (u8)((menu_row + menu_rows() - 1) % menu_rows());
+#endif
+#if !defined(LAYOUT_EMERALD)
+    if (menu_row == 2) { /* PARTY: nothing to change with LEFT/RIGHT */
+        menu_draw();
+        return;
+    }
+#endif
     if (pressed & (KEY_LEFT | KEY_RIGHT)) {
         u8 *o = sb2() + SB2_OPTIONS;
         u16 opt = (u16)(o[0] | (o[1] << 8));
@@ -1095,6 +1129,103 @@ static void menu_input(u16 pressed)
     }
     menu_draw();
 }
+
+#if !defined(LAYOUT_EMERALD)
+/* ------------------------------------------------------------------ party menu (START, PARTY) */
+
+/* The party list outside battle (issue 32 item 4), FireRed's in spirit (src/party_menu.c): pick a critter,
+ * SWITCH, pick another, and the two gPlayerParty records trade places (SwitchPartyMon swaps the whole
+ * struct Pokemon); the same critter twice, B or CANCEL changes nothing. The lead's species after every
+ * switch lands in our own var (VAR_SWITCHED_LEAD), which a task's goal reads: the records themselves are
+ * the gameplay track's party view. B from the list goes back to the START menu. */
+enum { FP_LIST, FP_SUB, FP_MOVE };
+static u8 fp_state, fp_cursor, fp_first, fp_sub;
+
+static void field_party_draw(void)
+{
+    for (int y = 0; y < 20; y++)
+        for (int x = 0; x < 30; x++)
+            ui_put(x, y, TILE_PAPER);
+    for (u8 i = 0; i < party_count() && i < PARTY_SIZE; i++) {
+        int y = 1 + 2 * i;
+        box_words(2, y, species_name(party_species(i)), 10);
+        ui_put(13, y, gfx_font[0xC6]); /* L */
+        draw_number(14, y, party_level(i));
+        draw_number(19, y, party_hp(i));
+        ui_put(22, y, gfx_font[0xBA]); /* / */
+        draw_number(23, y, party_max_hp(i));
+        if (fp_state == FP_MOVE && i == fp_first)
+            ui_put(27, y, gfx_font[0xEF]); /* the critter being moved */
+        ui_put(1, y, i == fp_cursor ? gfx_font[0xEF] : TILE_PAPER);
+    }
+    draw_box();
+    if (fp_state == FP_SUB) {
+        box_words(2, 15, "SWITCH", 10);
+        box_words(2, 16, "CANCEL", 8);
+        ui_put(1, (u8)(15 + fp_sub), gfx_font[0xEF]);
+    } else {
+        box_words(1, 15, fp_state == FP_MOVE ? "Move to where?" : "Choose a critter.", 28);
+    }
+}
+
+static void field_party_open(void)
+{
+    mode = M_PARTY;
+    fp_state = FP_LIST;
+    fp_cursor = 0;
+    field_party_draw();
+}
+
+static void field_party_switch(u8 a, u8 b)
+{
+    if (a == b)
+        return;
+    u8 tmp[MON_SIZE];
+    memcpy(tmp, party_record(a), MON_SIZE);
+    memcpy(party_record(a), party_record(b), MON_SIZE);
+    memcpy(party_record(b), tmp, MON_SIZE);
+    var_set(VAR_SWITCHED_LEAD, party_species(0));
+}
+
+static void field_party_input(u16 pressed)
+{
+    u8 n = party_count();
+    if (fp_state == FP_SUB) {
+        if (pressed & (KEY_UP | KEY_DOWN))
+            fp_sub ^= 1;
+        else if ((pressed & KEY_B) || ((pressed & KEY_A) && fp_sub == 1))
+            fp_state = FP_LIST;
+        else if (pressed & KEY_A) {
+            fp_state = FP_MOVE;
+            fp_first = fp_cursor;
+        } else
+            return;
+    } else if (pressed & KEY_UP) {
+        if (fp_cursor) fp_cursor--;
+    } else if (pressed & KEY_DOWN) {
+        if (fp_cursor + 1 < n) fp_cursor++;
+    } else if (pressed & KEY_A) {
+        if (fp_state == FP_MOVE) {
+            field_party_switch(fp_first, fp_cursor);
+            fp_state = FP_LIST;
+        } else {
+            fp_state = FP_SUB;
+            fp_sub = 0;
+        }
+    } else if (pressed & KEY_B) {
+        if (fp_state == FP_MOVE) {
+            fp_state = FP_LIST;
+        } else { /* back to the START menu, on PARTY */
+            ui_clear(0, 20);
+            mode = M_MENU;
+            menu_draw();
+            return;
+        }
+    } else
+        return;
+    field_party_draw();
+}
+#endif
 
 /* ------------------------------------------------------------------ walking */
 
@@ -1206,6 +1337,7 @@ int main(void)
         case M_BATTLE: battle_input(pressed); break;
 #if !defined(LAYOUT_EMERALD)
         case M_PICK: boss_pick_input(pressed); break;
+        case M_PARTY: field_party_input(pressed); break;
 #endif
         }
     }

@@ -160,19 +160,22 @@ BALLS_INVENTORY = (
 # The battle menu's fields the cartridge's use_item and switch_to read (battle_menu, action_cursor,
 # party_order_0..2) are the FireRed definition's own (its shortcuts read them too), so the head carries them.
 
-# What the cartridge's preparation mechanics change (issue 32 item 4; src/main.c mom_heal, shop_buy): no rung and
-# no track reads them; the preparation tasks' goals do (assets/tasks/pqa-heal-at-home.yaml, pqa-buy-a-ball.yaml).
+# What the cartridge's preparation mechanics change (issue 32 item 4; src/main.c mom_heal, shop_buy,
+# field_party_switch): no rung and no track reads them; the preparation and menu tasks' goals do
+# (assets/tasks/pqa-heal-at-home.yaml, pqa-buy-a-ball.yaml, pqa-reorder-party.yaml).
 PREPARATION_FIELDS = (
-    "  # Read by the preparation tasks (tools/gen_battle.py): the money the shop takes and the cartridge's own\n"
-    "  # counters of heals and purchases (the party's HP is the gameplay track's party record, +0x56 and +0x58;\n"
-    "  # the BALLS are its inventory, bag_poke_balls, which a goal may not read)\n"
+    "  # Read by the preparation tasks (tools/gen_battle.py): the money the shop takes, the cartridge's own\n"
+    "  # counters of heals and purchases and the lead after a party SWITCH (the party's records are the gameplay\n"
+    "  # track's party view, the BALLS its inventory, bag_poke_balls: a goal may read neither)\n"
     "  money_raw: {base: sb1, address: 0x290, kind: u32le, source: \"pret/pokefirered include/global.h "
     "SaveBlock1.money /*0x0290*/, stored as money ^ SaveBlock2.encryptionKey (src/money.c GetMoney): money is "
     "money_raw ^ qty_key\"}\n"
     "  rests: {var: vars, index: 0x40F0, source: \"our cartridge's own var (src/main.c mom_heal): heals at home that "
     "restored HP; no FireRed meaning\"}\n"
     "  purchases: {var: vars, index: 0x40F1, source: \"our cartridge's own var (src/main.c shop_buy): items bought at "
-    "the shop; no FireRed meaning\"}\n")
+    "the shop; no FireRed meaning\"}\n"
+    "  switched_lead: {var: vars, index: 0x40F2, source: \"our cartridge's own var (src/main.c field_party_switch): "
+    "the lead's species after the START menu party list's last SWITCH, 0 before any; no FireRed meaning\"}\n")
 
 # The cartridge's battle menus as use_item and switch_to (engine.loop.shortcuts, docs/tasks.md): offered at the
 # action menu (src/battle_fr.inc action_menu: gBattleCommunication[0] 1). The 2x2 action cursor keeps its place

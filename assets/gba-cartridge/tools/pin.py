@@ -247,6 +247,57 @@ def deliver_parcel_task(version: str, start: bytes) -> dict[Path, bytes]:
             TASKS / f"{name}.txt": (note + "\n".join(rest) + "\n").encode()}
 
 
+REORDER = "pqa-reorder-party"
+
+
+def reorder_party_task(version: str, after_dex: bytes) -> dict[Path, bytes]:
+    """Issue 32 item 4's manual-menu task on the party menu outside battle: from the after-DEX state plus
+    catch.txt (a party of two: the starter, then the critter caught), put the second critter in the lead
+    through START, PARTY, SWITCH. Goal: our own var 0x40F2 (switched_lead), the lead's species after a
+    switch, equal to the caught critter's; the records are the gameplay track's party view, which a goal
+    may not read. No shortcut: every press is the agent's. Its reference script is pqa-reorder-party.txt."""
+    from engine.battle.gen3_record import decode
+    from engine.emulators.backends import backend
+    from engine.emulators.emulator import Timing, frame_sha256
+    from engine.loop.script import parse_script
+
+    prefix = parse_script((HERE / FIRERED.catch).read_text(encoding="utf-8"), FIRERED.catch)
+    machine = backend("mgba").open(FIRERED.rom.read_bytes(), str(FIRERED.rom), "gba")
+    try:
+        machine.restore(after_dex)
+        for action in prefix:
+            machine.step(action, Timing(PRESS, SETTLE), lambda read: {})
+        state = machine.save_state()
+        machine.restore(state)
+        first = frame_sha256(machine.frame())
+        # gPlayerParty 0x02024284, struct Pokemon 100 bytes (pret/pokefirered pokefirered.sym, include/pokemon.h)
+        caught = decode(bytes(machine.read_range(0x02024284 + 100, 100))).mon.growth.species
+    finally:
+        machine.close()
+    task = {"task_id": REORDER, "title": "Put the caught critter in the lead (Parcel Quest Advance)",
+            "instruction": ("Use the START menu's party list to reorder your party so that the critter you just "
+                            "caught leads it."),
+            "experiment": "bundled:parcel-quest-advance-bosses.yaml",
+            "start_states": {"mgba": {"state": f"{REORDER}.mgba.state", "sha256": sha256(state),
+                                      "first_frame_sha256": first, "emulator_version": version}},
+            "start_prefix": f"{REORDER}.prefix.txt",
+            "goal": {"name": "The caught critter leads the party", "probe": [{"field": "switched_lead", "eq": caught}]},
+            "budgets": {"accepted_actions": 40, "model_decisions": 40, "wall_time_minutes": 5},
+            "track": "gameplay", "reference_script": f"{REORDER}.txt", "tags": ["menu", "gba-cartridge", "pokebench"]}
+    text = ("# Parcel Quest Advance (the GBA cartridge; issue 32 item 4, PokeBench's manual menu operation:\n"
+            "# every press the agent's, no shortcut): from the after-DEX state plus catch.txt (a party of two:\n"
+            "# the starter, then the critter caught), put the caught critter in the lead through START, PARTY,\n"
+            "# SWITCH (src/main.c field_party_*: the two gPlayerParty records trade places, as pret/pokefirered\n"
+            "# src/party_menu.c SwitchPartyMon swaps them). Goal: the cartridge's own var 0x40F2 (switched_lead,\n"
+            "# read by assets/games/parcel-quest-advance-battles.yaml), the lead's species after a switch, is the\n"
+            f"# caught critter's ({caught}); the records are the gameplay track's party view, which a goal may\n"
+            "# not read. Written by assets/gba-cartridge/tools/pin.py; its own reference script wins it.\n"
+            + yaml.safe_dump(task, sort_keys=False, allow_unicode=True, width=120))
+    note = "# written by assets/gba-cartridge/tools/pin.py: catch.txt, from the after-DEX state\n"
+    return {TASKS / f"{REORDER}.mgba.state": state, TASKS / f"{REORDER}.yaml": text.encode(),
+            TASKS / f"{REORDER}.prefix.txt": (note + "\n".join(prefix) + "\n").encode()}
+
+
 BOSSES = TASKS / "gba-bosses"
 
 
@@ -351,6 +402,7 @@ def wanted(commit: str | None = None) -> dict[Path, bytes]:
                "first_frame_sha256": pins[FIRERED.name]["after"]["first_frame_sha256"]}
     files[EXPERIMENTS / "parcel-quest-advance-bosses.yaml"] = battles_manifest(f_game, f_after).encode()
     files.update(boss_tasks(pins[FIRERED.name]["emulator_version"], files[FIRERED.after_state]))
+    files.update(reorder_party_task(pins[FIRERED.name]["emulator_version"], files[FIRERED.after_state]))
     # the battles definition is the FireRed one (its conformance record just pinned) with the cartridge's tables
     sys.path.insert(0, str(HERE / "tools"))
     import gen_battle

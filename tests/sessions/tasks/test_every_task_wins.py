@@ -37,3 +37,5 @@ def test_pokebench_tasks_name_a_category():
     assert any(t.file.shortcuts for t in tagged)
     # preparation with the GBA cartridge's own mechanics: a heal at home and a shop (src/main.c mom_heal, shop_buy)
     assert {"pqa-heal-at-home", "pqa-buy-a-ball"} <= {t.id for t in tagged if "preparation" in t.file.tags}
+    # manual menu operation on the GBA cartridge's party menu outside battle (src/main.c field_party_*)
+    assert "pqa-reorder-party" in {t.id for t in tagged if "menu" in t.file.tags}
