@@ -63,12 +63,7 @@ def write_atomic(path: Path, data: bytes, *, what: str | None = None) -> None:
     tmp = path.with_name(path.name + TMP_SUFFIX)
     label = what or path.name
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            _write_all(fd, data, label)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_synced(tmp, os.O_TRUNC, data, label)
         os.replace(tmp, path)
     except OSError as exc:
         try:
@@ -79,21 +74,25 @@ def write_atomic(path: Path, data: bytes, *, what: str | None = None) -> None:
     fsync_dir(path.parent)
 
 
-
 def write_new(path: Path, data: bytes, *, what: str | None = None) -> None:
     """Create `path` with `data` and fsync it, with no temp file and no folder fsync: only for a
     folder built under a temporary name, whose caller fsyncs each of its folders once before
     renaming it into place (ExperimentFolder.create). A half-written file there is never seen."""
     label = what or path.name
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        try:
-            _write_all(fd, data, label)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_synced(path, os.O_EXCL, data, label)
     except OSError as exc:
         raise error_from(exc, label) from None
+
+
+def _write_synced(path: Path, mode: int, data: bytes, label: str) -> None:
+    """Open `path` for writing (created; `mode`: O_TRUNC or O_EXCL), write `data` whole, fsync, close."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode | os.O_CLOEXEC, 0o644)
+    try:
+        _write_all(fd, data, label)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 class AppendLog:
     """An append-only file that only ever holds whole records."""

@@ -36,6 +36,14 @@ needs_mgba = pytest.mark.skipif(
     reason=BACKENDS["mgba"].missing_message() if BACKENDS["mgba"].version() is None else f"no {ROM.name} yet")
 
 
+@pytest.fixture(scope="module")
+def machine():
+    """One mGBA on the FireRed build per test module (each test restores the state it starts from)."""
+    emu = BACKENDS["mgba"].open(ROM.read_bytes(), str(ROM), "gba")
+    yield emu
+    emu.close()
+
+
 def oakwatch(*args, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)

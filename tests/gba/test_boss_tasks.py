@@ -15,7 +15,7 @@ import yaml
 
 from engine.battle.battle import BattleRefused, BattleSettings, make_judge
 from sessions.tasks.tasks import catalog
-from tests.gba.conftest import ROM, TIMING, needs_mgba
+from tests.gba.conftest import TIMING, needs_mgba
 
 pytestmark = needs_mgba
 BOSSES = Path(__file__).resolve().parents[2] / "assets" / "tasks" / "gba-bosses"
@@ -26,14 +26,6 @@ BEAT_BOSS = 0x500  # TRAINER_FLAGS_START: the cartridge sets 0x500 + the boss's 
 def _tasks():
     return sorted(catalog(BOSSES), key=lambda t: t.file.battle.difficulty["tier"])
 
-
-@pytest.fixture(scope="module")
-def machine():
-    from engine.emulators.backends import BACKENDS
-
-    emu = BACKENDS["mgba"].open(ROM.read_bytes(), str(ROM), "gba")
-    yield emu
-    emu.close()
 
 
 class Episode:

@@ -20,7 +20,7 @@ from engine.loop.script import parse_script
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.gamedefs import load_game_definition
 from sessions.tasks.tasks import TaskError, catalog, load_task
-from tests.gba.conftest import FIRERED, ROM, TIMING, needs_mgba
+from tests.gba.conftest import FIRERED, TIMING, needs_mgba
 
 pytestmark = needs_mgba
 
@@ -32,14 +32,6 @@ PARTY, MON = 0x02024284, 100  # gPlayerParty, struct Pokemon (pret/pokefirered p
 BATTLE_MONS = 0x02023BE4  # gBattleMons[0].species, the first u16 of struct BattlePokemon (include/pokemon.h)
 TO_PARTY = "START DOWN DOWN A"  # the START menu's third row, PARTY: the list opens on the lead
 
-
-@pytest.fixture(scope="module")
-def machine():
-    from engine.emulators.backends import BACKENDS
-
-    emu = BACKENDS["mgba"].open(ROM.read_bytes(), str(ROM), "gba")
-    yield emu
-    emu.close()
 
 
 class Play:

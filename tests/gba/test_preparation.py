@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import struct
 
-import pytest
-
 from engine.games.probe import Probe
 from engine.loop.script import parse_script
 from sessions.preflight.assets import ASSETS
 from sessions.preflight.gamedefs import load_game_definition
-from tests.gba.conftest import ROM, TIMING, needs_mgba
+from tests.gba.conftest import TIMING, needs_mgba
 
 pytestmark = needs_mgba
 
@@ -23,14 +21,6 @@ TASKS = ASSETS / "tasks"
 PARTY, MON = 0x02024284, 100  # gPlayerParty; struct Pokemon hp +0x56, maxHP +0x58 (include/pokemon.h)
 SB1_PTR, SB2_PTR = 0x03005008, 0x0300500C  # gSaveBlock1Ptr, gSaveBlock2Ptr (pokefirered.sym)
 
-
-@pytest.fixture(scope="module")
-def machine():
-    from engine.emulators.backends import BACKENDS
-
-    emu = BACKENDS["mgba"].open(ROM.read_bytes(), str(ROM), "gba")
-    yield emu
-    emu.close()
 
 
 class Play:

@@ -250,18 +250,12 @@ def deliver_parcel_task(version: str, start: bytes) -> dict[Path, bytes]:
 REORDER = "pqa-reorder-party"
 
 
-def reorder_party_task(version: str, after_dex: bytes) -> dict[Path, bytes]:
-    """Issue 32 item 4's manual-menu task on the party menu outside battle: from the after-DEX state plus
-    catch.txt (a party of two: the starter, then the critter caught), put the second critter in the lead
-    through START, PARTY, SWITCH. Goal: our own var 0x40F2 (switched_lead), the lead's species after a
-    switch, equal to the caught critter's; the records are the gameplay track's party view, which a goal
-    may not read. No shortcut: every press is the agent's. Its reference script is pqa-reorder-party.txt."""
-    from engine.battle.gen3_record import decode
+def played_from(after_dex: bytes, prefix: list[str], read=None) -> tuple[bytes, str, object]:
+    """The FireRed build from `after_dex` with `prefix` pressed: its state, that state's first frame's
+    SHA-256 (restored, as a trial starts from it) and `read(machine)` there (None without one)."""
     from engine.emulators.backends import backend
     from engine.emulators.emulator import Timing, frame_sha256
-    from engine.loop.script import parse_script
 
-    prefix = parse_script((HERE / FIRERED.catch).read_text(encoding="utf-8"), FIRERED.catch)
     machine = backend("mgba").open(FIRERED.rom.read_bytes(), str(FIRERED.rom), "gba")
     try:
         machine.restore(after_dex)
@@ -269,11 +263,24 @@ def reorder_party_task(version: str, after_dex: bytes) -> dict[Path, bytes]:
             machine.step(action, Timing(PRESS, SETTLE), lambda read: {})
         state = machine.save_state()
         machine.restore(state)
-        first = frame_sha256(machine.frame())
-        # gPlayerParty 0x02024284, struct Pokemon 100 bytes (pret/pokefirered pokefirered.sym, include/pokemon.h)
-        caught = decode(bytes(machine.read_range(0x02024284 + 100, 100))).mon.growth.species
+        return state, frame_sha256(machine.frame()), read(machine) if read is not None else None
     finally:
         machine.close()
+
+
+def reorder_party_task(version: str, after_dex: bytes) -> dict[Path, bytes]:
+    """Issue 32 item 4's manual-menu task on the party menu outside battle: from the after-DEX state plus
+    catch.txt (a party of two: the starter, then the critter caught), put the second critter in the lead
+    through START, PARTY, SWITCH. Goal: our own var 0x40F2 (switched_lead), the lead's species after a
+    switch, equal to the caught critter's; the records are the gameplay track's party view, which a goal
+    may not read. No shortcut: every press is the agent's. Its reference script is pqa-reorder-party.txt."""
+    from engine.battle.gen3_record import decode
+    from engine.loop.script import parse_script
+
+    prefix = parse_script((HERE / FIRERED.catch).read_text(encoding="utf-8"), FIRERED.catch)
+    # gPlayerParty 0x02024284, struct Pokemon 100 bytes (pret/pokefirered pokefirered.sym, include/pokemon.h)
+    state, first, caught = played_from(after_dex, prefix, lambda machine: decode(
+        bytes(machine.read_range(0x02024284 + 100, 100))).mon.growth.species)
     task = {"task_id": REORDER, "title": "Put the caught critter in the lead (Parcel Quest Advance)",
             "instruction": ("Use the START menu's party list to reorder your party so that the critter you just "
                             "caught leads it."),
@@ -320,9 +327,6 @@ def boss_tasks(version: str, after_dex: bytes) -> dict[Path, bytes]:
     """Seed 004's task set: one task per boss of the professor's boss hall (tools/battle_data.py TASKS),
     each from the moment before its battle (the after-DEX state, then A at the professor, DOWN to the
     boss, A: its challenge text is showing, the battle starts at the next A)."""
-    from engine.emulators.backends import backend
-    from engine.emulators.emulator import Timing, frame_sha256
-
     sys.path.insert(0, str(HERE / "tools"))
     import battle_data as d
 
@@ -330,16 +334,7 @@ def boss_tasks(version: str, after_dex: bytes) -> dict[Path, bytes]:
     for tid, slug, cap, species, items, team in d.TASKS:
         trainer = d.TRAINERS[tid - 1]
         prefix = ["A"] + ["DOWN"] * (tid - 1) + ["A"]
-        machine = backend("mgba").open(FIRERED.rom.read_bytes(), str(FIRERED.rom), "gba")
-        try:
-            machine.restore(after_dex)
-            for action in prefix:
-                machine.step(action, Timing(PRESS, SETTLE), lambda read: {})
-            state = machine.save_state()
-            machine.restore(state)
-            first = frame_sha256(machine.frame())
-        finally:
-            machine.close()
+        state, first, _ = played_from(after_dex, prefix)
         name = f"pqa-boss-{tid}-{slug}"
         moves = sorted({m for s in species for m in d.learnset(d.SPECIES_BY_NAME[s][2], d.SPECIES_BY_NAME[s][5])})
         task = {"task_id": name, "title": f"Beat {trainer[1]} (Parcel Quest Advance boss {tid} of {len(d.TASKS)})",
