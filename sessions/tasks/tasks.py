@@ -320,15 +320,19 @@ def _hide_from_tracks(data: dict, game: GameDefinition, hidden: set[str]) -> Non
         if track and track.get("fields"):
             track["fields"] = [f for f in track["fields"] if f not in hidden]
     gameplay = (data.get("tracks") or {}).get("gameplay")
-    outcomes = gameplay.get("outcomes") if gameplay else None
-    if outcomes and game.position is not None:  # a press's result tells the position, facing and menu
-        read = {outcomes.get("facing"), outcomes.get("menu"), *game.position.model_dump().values()}
-        if read & hidden:
-            gameplay["outcomes"] = None
-    terrain = gameplay.get("terrain") if gameplay else None
-    if terrain and terrain.get("kind") == "grid" and game.position is not None:  # centred on the player
-        if {game.position.x, game.position.y} & hidden:
-            gameplay["terrain"] = None
+    if gameplay and game.position is not None:
+        _hide_position(gameplay, game.position, hidden)
+
+
+def _hide_position(gameplay: dict, position, hidden: set[str]) -> None:
+    """The gameplay track's parts that tell the player's position: a press's result (position, facing
+    and menu) and a grid terrain (centred on the player), dropped when the goal reads what they tell."""
+    outcomes = gameplay.get("outcomes")
+    if outcomes and {outcomes.get("facing"), outcomes.get("menu"), *position.model_dump().values()} & hidden:
+        gameplay["outcomes"] = None
+    terrain = gameplay.get("terrain")
+    if terrain and terrain.get("kind") == "grid" and {position.x, position.y} & hidden:
+        gameplay["terrain"] = None
 
 
 def _absolute(ref: str, base: Path) -> str:
