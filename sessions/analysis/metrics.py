@@ -703,6 +703,18 @@ def client_totals(r: TrialResult) -> dict | None:
             "client_tokens": tokens}
 
 
+def _acts_and_level(rec: TrialRecords, game: GameDefinition | None, states: States | None,
+                    replayed: Replayed | None):
+    """The action figures and the highest party level: gathered beside the replay, else from the held
+    states (or the records alone)."""
+    if replayed is not None:
+        acts = replayed.acts if replayed.acts is not None else action_figures(
+            rec.first_frame, rec.inputs(), rec.input_count, awards_of(rec.result), game, None)
+        return acts, replayed.level
+    acts = action_figures(rec.first_frame, rec.inputs(), rec.input_count, awards_of(rec.result), game, states)
+    return acts, _highest_level(game, states)
+
+
 def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Label] | None,
                 states: States | None = None, state_note: str | None = None,
                 condition_id: str | None = None, replayed: Replayed | None = None) -> dict:
@@ -712,13 +724,7 @@ def compute_row(rec: TrialRecords, game: GameDefinition | None, labels: list[Lab
     r = rec.result
     tel = r.telemetry
     valid = r.outcome in ("success", "game-failure")
-    if replayed is not None:
-        acts = replayed.acts if replayed.acts is not None else action_figures(
-            rec.first_frame, rec.inputs(), rec.input_count, awards_of(r), game, None)
-        level = replayed.level
-    else:
-        acts = action_figures(rec.first_frame, rec.inputs(), rec.input_count, awards_of(r), game, states)
-        level = _highest_level(game, states)
+    acts, level = _acts_and_level(rec, game, states, replayed)
     accepted = tel.accepted_actions if tel else rec.input_count
     decisions = tel.decisions if tel else rec.decision_count
     cost = _tel(tel, "cost_usd")
