@@ -25,7 +25,7 @@ Transition = tuple[int, int, int, str, int, int, int]
 @dataclass
 class RouteTracker:
     loop_repeats: int | None = 3  # None: never end a trial for looping
-    transitions: list[Transition] = field(default_factory=list)
+    transitions: list[Transition] = field(default_factory=list)  # the last SEGMENT since progress
     segments: Counter = field(default_factory=Counter)
     repeated_actions: int = 0  # accepted actions that completed an already-seen segment
     loops_detected: int = 0
@@ -55,6 +55,8 @@ class RouteTracker:
         if before == after:
             return False
         self.transitions.append((*before, action, *after))
+        if len(self.transitions) > SEGMENT:  # only the last SEGMENT make a segment: memory flat in a long trial
+            del self.transitions[0]
         if len(self.transitions) < SEGMENT:
             return False
         segment = tuple(self.transitions[-SEGMENT:])

@@ -265,3 +265,29 @@ def test_the_rules_agree_with_their_definitions(required, reached, pre):
     assert final_ending(game, reached, pre) == expected
     if expected == FINAL_SKIPPED:
         assert skipped  # the final rung was reached past something: it is named
+
+
+def test_a_long_walk_without_progress_keeps_only_the_last_segment_and_counts_as_before():
+    """Memory flat over a long trial (issue 31 item 8: a 1M-action walk held every transition): the tracker
+    keeps SEGMENT transitions, and its counts equal those of segments taken over the whole history."""
+    import random
+
+    from engine.loop.routes import SEGMENT
+
+    rng = random.Random(7)
+    r = RouteTracker(loop_repeats=None)
+    history, seen, repeated = [], {}, 0
+    pos = (0, 2, 2)
+    for _ in range(5000):
+        action, (dx, dy) = rng.choice([("UP", (0, -1)), ("DOWN", (0, 1)), ("LEFT", (-1, 0)), ("RIGHT", (1, 0))])
+        after = (0, min(4, max(0, pos[1] + dx)), min(4, max(0, pos[2] + dy)))
+        r.record(pos, action, after)
+        if after != pos:  # the same rule over the whole history, kept
+            history.append((*pos, action, *after))
+            if len(history) >= SEGMENT:
+                key = tuple(history[-SEGMENT:])
+                seen[key] = seen.get(key, 0) + 1
+                repeated += seen[key] >= 2
+        pos = after
+        assert len(r.transitions) <= SEGMENT
+    assert r.repeated_actions == repeated > 0 and dict(r.segments) == seen
