@@ -9,12 +9,14 @@ UNKNOWN_OBSERVATION = {"screen": "unknown", "location_guess": "unknown", "object
 
 def contract_json(actions: list[str], *, summary: str, observed: dict | None = None,
                   memory_read: list[str] | None = None, memory_write: list[dict] | None = None,
-                  observed_json: str | None = None) -> str:
+                  observed_json: str | None = None, shortcut: dict | None = None) -> str:
     """A well-formed contract response carrying the given actions. `observed_json`: `observed`
-    already encoded, for a policy that repeats one observation over many decisions."""
-    if observed is None and not memory_read and not memory_write and summary in _PLAIN:
+    already encoded, for a policy that repeats one observation over many decisions. `shortcut`: the
+    response's `shortcut` (a tool call's, every value as sent: the contract judges it)."""
+    plain = shortcut is None and not memory_read and not memory_write
+    if plain and observed is None and summary in _PLAIN:
         return _PLAIN[summary] % json.dumps(actions)  # the common case, without re-encoding the rest
-    if observed_json is not None and not memory_read and not memory_write:
+    if plain and observed_json is not None:
         return (f'{{"reasoning_summary": {json.dumps(summary)}, "observed": {observed_json}, '
                 f'"memory_read": [], "memory_write": [], "actions": {json.dumps(actions)}}}')
     return json.dumps({
@@ -23,6 +25,7 @@ def contract_json(actions: list[str], *, summary: str, observed: dict | None = N
         "memory_read": memory_read or [],
         "memory_write": memory_write or [],
         "actions": actions,
+        **({"shortcut": shortcut} if shortcut is not None else {}),
     })
 
 

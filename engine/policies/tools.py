@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 import threading
 import time
@@ -33,7 +32,7 @@ from engine.loop.events import DecisionRecorded, TrialEnded
 from engine.loop.outcomes import EndRequest
 from engine.loop.records import ReplyOversize, TraceLine, Usage
 from engine.loop.trial import utc_now
-from engine.policies.base import UNKNOWN_OBSERVATION, contract_json
+from engine.policies.base import contract_json
 from engine.policies.policy import Observation, PolicyExhausted, PolicyReply
 
 
@@ -367,20 +366,13 @@ def call_response(call: Call) -> tuple[str, dict]:
     if call.tool == "reset":  # the loop judges it (Trial._reset_response): nothing is pressed
         return contract_json([], summary="reset tool call"), {"reset": True}
     if call.tool == "shortcut":  # the loop judges it as a reply's `shortcut` (engine.loop.shortcuts)
-        return shortcut_json(call.arguments), {}
+        shortcut = {k: call.arguments[k] for k in ("name", "argument") if k in call.arguments}
+        return contract_json([], summary="shortcut tool call", shortcut=shortcut), {}
     if call.tool in BATTLE_TOOLS:  # the loop's battle rules judge it (Trial._battle_response)
         return (contract_json([], summary=f"{call.tool} tool call"),
                 {"battle": {"tool": call.tool, "arguments": call.arguments}})
     keys = call.arguments.get("keys")
     return contract_json(keys if keys is not None else [], summary="press_keys tool call"), {}
-
-
-def shortcut_json(arguments: dict) -> str:
-    """A shortcut tool call as the contract response a model would give for it: no actions, and the call
-    as its `shortcut` (every value as sent: the contract judges it)."""
-    return json.dumps({"reasoning_summary": "shortcut tool call", "observed": UNKNOWN_OBSERVATION,
-                       "memory_read": [], "memory_write": [], "actions": [],
-                       "shortcut": {k: arguments[k] for k in ("name", "argument") if k in arguments}})
 
 
 def screen_record(turn: Turn, png: bytes) -> dict:
