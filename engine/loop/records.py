@@ -497,8 +497,14 @@ TRIAL_RECORDS: dict[str, type[Record]] = {
 EPISODE_FIELDS = {"episode", "episode_end"}
 
 
-def trace_line_unwritten(line: TraceLine) -> set[str]:
+def trace_line_unwritten(line: TraceLine) -> frozenset[str]:
     """The fields a trace line's file leaves out: the episode fields outside episodic trials, so a
     non-episodic line reads as it did before episodes existed (the recorder and every export agree)."""
-    return ((set(EPISODE_FIELDS) if line.episode is None else set()) | ({"battle"} if line.battle is None else set())
-            | ({"shortcut"} if line.shortcut is None else set()))
+    return _UNWRITTEN[line.episode is None, line.battle is None, line.shortcut is None]
+
+
+# every answer of trace_line_unwritten, made once (it is asked once a decision)
+_UNWRITTEN = {(episode, battle, shortcut): frozenset((EPISODE_FIELDS if episode else set())
+                                                     | ({"battle"} if battle else set())
+                                                     | ({"shortcut"} if shortcut else set()))
+              for episode in (False, True) for battle in (False, True) for shortcut in (False, True)}
