@@ -290,3 +290,23 @@ def test_report_html_renders_in_headless_chromium(two_report, tmp_path):
         assert f["width"] > 100 and f["height"] > 50 and f["inside"], f
         for a, b in itertools.combinations(f["texts"], 2):  # M7 and M8 among them, a decision apart
             assert not _overlaps(a, b), f"{f['section']}: {a[0]!r} overlaps {b[0]!r}"
+
+
+def test_the_actions_logged_check_names_a_decision_whose_input_line_is_gone(two_conditions, tmp_path):
+    """The checklist line counts inputs.jsonl per decision in the compact array (a dict per decision
+    grew the report by 45 MB at a million decisions); it must still name the decision that lost a line."""
+    import shutil
+
+    from sessions.analysis.report import _actions_logged, _Folder
+
+    root = tmp_path / "copy"
+    shutil.copytree(two_conditions[0], root)
+    rows = [{"folder": p.parent.relative_to(root).as_posix()} for p in sorted(root.glob("trials/*/inputs.jsonl"))]
+    folder = _Folder(root, rows, rows, {}, "", [], {}, None, {}, None)
+    assert _actions_logged(folder)["status"] == "pass"
+    inputs = root / rows[0]["folder"] / "inputs.jsonl"
+    lines = inputs.read_bytes().splitlines(keepends=True)
+    gone = json.loads(lines[3])["decision_id"]
+    inputs.write_bytes(b"".join(lines[:3] + lines[4:]))
+    line = _actions_logged(folder)
+    assert line["status"] == "fail" and line["detail"] == f"{rows[0]['folder']} decision {gone}"
