@@ -30,7 +30,8 @@ def as_dict(obj) -> dict:
 @pytest.mark.parametrize("cls", QUICK, ids=lambda c: c.__name__)
 def test_the_signature_is_the_dataclasses(cls):
     ours, theirs = inspect.signature(cls.__init__), inspect.signature(twin(cls).__init__)
-    assert [(p.name, p.kind) for p in ours.parameters.values()] == [(p.name, p.kind) for p in theirs.parameters.values()]
+    kinds = [(p.name, p.kind) for p in ours.parameters.values()]
+    assert kinds == [(p.name, p.kind) for p in theirs.parameters.values()]
     for p, q in zip(ours.parameters.values(), theirs.parameters.values(), strict=True):
         assert (p.default is inspect.Parameter.empty) == (q.default is inspect.Parameter.empty)
         if q.default is not inspect.Parameter.empty and repr(q.default) != "<factory>":
