@@ -61,13 +61,22 @@ def _stream(reader: TrialReader, name: str, digests: dict[str, str]) -> Iterator
     return _blocks(path, reader.where(name), name, digests)
 
 
-def _blocks(path: Path, where: str, name: str, digests: dict[str, str]) -> Iterator[tuple[int, bytes]]:
-    digest = hashlib.sha256()
-    n = 0
+def _blocks(path: Path, where: str, name: str, digests: dict[str, str], start: int = 0, end: int | None = None,
+            first: int = 0, digest=None) -> Iterator[tuple[int, bytes]]:
+    """The lines of bytes [start, end) of a stream (both at line starts), numbered from `first` + 1; the
+    file's digest is set in `digests` only when the whole file was read (verify_split reads it in parts)."""
+    whole_file = start == 0 and end is None
+    digest = digest if digest is not None else hashlib.sha256() if whole_file else None
+    n = first
     pending: list[bytes] = []  # the start of a line a block cut
+    left = end - start if end is not None else -1
     with path.open("rb") as f:
-        while block := f.read(BLOCK):
-            digest.update(block)
+        f.seek(start)
+        while block := f.read(BLOCK if left < 0 else min(BLOCK, left)):
+            if left > 0:
+                left -= len(block)
+            if digest is not None:
+                digest.update(block)
             cut = block.rfind(b"\n") + 1
             if not cut:
                 pending.append(block)
@@ -83,7 +92,8 @@ def _blocks(path: Path, where: str, name: str, digests: dict[str, str]) -> Itera
             n += len(lines)
     if pending:
         raise FormatProblem(f"{where}:{n + 1}: torn last line (no newline): the process died mid-write")
-    digests[name] = digest.hexdigest()
+    if whole_file:
+        digests[name] = digest.hexdigest()
 
 
 def _checked_lines(whole: bytes, n: int, where: str) -> Iterator[tuple[int, bytes]]:
@@ -382,8 +392,24 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
     """Walk the trace with the other streams in step; returns what the later checks need.
     The hot loop of verify (one pass per decision, 100,000s of them): a few calls per decision,
     none per press, no per-line strings unless there is a problem."""
-    w = _start_walk(reader, genesis_sha, rel, report, ctx, result, trial_number)
-    validate, tally_add, memory = _validate_trace, w.tally.add, w.memory
+    from sessions.audit.verify_split import split_walk  # it builds on this module
+
+    def start(into: Report) -> _Walk:
+        return _start_walk(reader, genesis_sha, rel, into, ctx, result, trial_number)
+
+    w = split_walk(start, reader, rel)  # two processes on a big trial; None: walk it here
+    if w is None:
+        w = start(report)
+        _walk(w)
+        _check_leftovers(w)
+    w.report = report
+    _check_walk_end(w)
+    return w.facts, w.frames_seen, w.tally, w.prev, w.head
+
+
+def _walk(w: _Walk) -> None:
+    """Every decision of `w.trace`, the other streams in step (numbered from the trace's own numbers)."""
+    validate, tally_add, memory, rel = _validate_trace, w.tally.add, w.memory, w.rel
     # one decision's checks, in the order their problems are reported (messages and order are pinned by tests)
     for n, line in w.trace:
         try:
@@ -399,9 +425,6 @@ def _check_streams(reader: TrialReader, genesis_sha: str, rel: str, report: Repo
             _check_decision_memory(w, t, n, line)
         tally_add(t)
         w.prev = t
-    _check_leftovers(w)
-    _check_walk_end(w)
-    return w.facts, w.frames_seen, w.tally, w.prev, w.head
 
 
 # The record models' own validators, called straight from the hot loop.
