@@ -83,17 +83,21 @@ def _blocks(path: Path, where: str, name: str, digests: dict[str, str], start: i
                 continue
             whole = b"".join((*pending, block[:cut])) if pending else block[:cut]
             pending = [block[cut:]] if cut < len(block) else []
-            if len(whole) > MAX_LINE or b"\r" in whole:  # a line that may be too long, or a \r splitlines cuts at
-                yield from _checked_lines(whole, n, where)
-                n += whole.count(b"\n")
-                continue
-            lines = whole.splitlines(keepends=True)  # every line ends with its \n here: the whole block's do
-            yield from enumerate(lines, n + 1)
-            n += len(lines)
+            lines, count = _block_lines(whole, n, where)
+            yield from lines
+            n += count
     if pending:
         raise FormatProblem(f"{where}:{n + 1}: torn last line (no newline): the process died mid-write")
     if whole_file:
         digests[name] = digest.hexdigest()
+
+
+def _block_lines(whole: bytes, n: int, where: str) -> tuple[Iterator[tuple[int, bytes]], int]:
+    """A block's whole lines, numbered from n + 1, and how many."""
+    if len(whole) > MAX_LINE or b"\r" in whole:  # a line that may be too long, or a \r splitlines cuts at
+        return _checked_lines(whole, n, where), whole.count(b"\n")
+    lines = whole.splitlines(keepends=True)  # every line ends with its \n here: the whole block's do
+    return enumerate(lines, n + 1), len(lines)
 
 
 def _checked_lines(whole: bytes, n: int, where: str) -> Iterator[tuple[int, bytes]]:
