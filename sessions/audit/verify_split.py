@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,7 +88,8 @@ def _plan(folder: Path) -> _Plan | None:
     """The split, or None (a small trial, a memory stream to walk, or streams that do not split cleanly)."""
     try:
         paths = {name: folder / name for name in STREAMS}
-        if os.path.getsize(paths[layout.TRACE]) < SPLIT_BYTES or os.path.getsize(folder / layout.MEMORY) != 0:
+        if os.path.getsize(paths[layout.TRACE]) < SPLIT_BYTES or os.path.getsize(folder / layout.MEMORY) != 0 \
+                or threading.active_count() > 1 or not hasattr(os, "fork"):  # a fork copies no other thread
             return None
         k, line_k, trace_start = _trace_split(paths[layout.TRACE])
         prev = TraceLine.__pydantic_validator__.validate_json(line_k)
