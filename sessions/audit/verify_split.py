@@ -79,7 +79,11 @@ def split_walk(start: Callable[[Report], _Walk], reader: TrialReader, rel: str) 
     if w is None:  # a problem here: the one-process walk reports it
         _stop(pid, read_end)
         return None
-    _hash_rest(reader.folder, plan, digests, w)
+    try:
+        _hash_rest(reader.folder, plan, digests, w)
+    except BaseException:
+        _stop(pid, read_end)
+        raise
     message = _receive(pid, read_end, rel, plan)
     return _merge(w, message) if message is not None else None
 
