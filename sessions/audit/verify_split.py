@@ -29,7 +29,7 @@ from sessions.evidence import layout
 from sessions.evidence.reader import MAX_LINE, FormatProblem, TrialReader
 
 SPLIT_BYTES = 24 << 20  # a trace under this (about 18,000 decisions) is walked in one process: no fork
-FRACTION = 0.45  # of the trace's bytes walked here: this process also hashes the worker's part of each file
+FRACTION = 0.47  # of the trace's bytes walked here: this process also hashes the worker's part of each file
 STREAMS = (layout.TRACE, layout.RESPONSES, layout.INPUTS)
 
 
