@@ -8,6 +8,7 @@ drags one of them back in fails here.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,41 @@ def test_version_still_names_every_backend():
     assert done.returncode == 0, done.stderr
     line = done.stdout.strip()
     assert line.startswith("oakwatch ") and "pyboy " in line and "mgba " in line and "textual " in line
+
+
+# Runs the headless dry-run with importlib.metadata.entry_points watched (pydantic's plugin loader
+# imports it by name when the first model is built, so the watch is in place before it).
+_WATCH_ENTRY_POINTS = """
+import importlib.metadata, sys
+real, asked = importlib.metadata.entry_points, []
+def watched(**kw):
+    asked.append(kw.get("group"))
+    return real(**kw)
+importlib.metadata.entry_points = watched
+from app.cli import main
+status = main(["run", "--headless", "--output", sys.argv[1]])
+print("GROUPS", sorted(map(str, asked)))
+sys.exit(status)
+"""
+
+
+def test_the_headless_dry_run_never_scans_for_pydantic_plugins(tmp_path):
+    """pydantic's plugin discovery scans every installed distribution (PYDANTIC_DISABLE_PLUGINS skips it)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    done = subprocess.run([sys.executable, "-c", _WATCH_ENTRY_POINTS, str(tmp_path / "run")], cwd=PROJECT,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "run" / "summary.json").is_file()
+    groups = next(line for line in done.stdout.splitlines() if line.startswith("GROUPS"))
+    assert "'pydantic'" not in groups
+
+
+def test_a_plugin_setting_the_user_gave_is_kept(monkeypatch):
+    from app.cli import _no_pydantic_plugins
+
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "some_plugin")
+    _no_pydantic_plugins()
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "some_plugin"
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS")
+    _no_pydantic_plugins()
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
