@@ -545,8 +545,9 @@ print(json.dumps({"import_seconds": t1 - t0, "audit_seconds": t2 - t1, "peak_rss
 """
 
 
-def _generate(tmp: Path, name: str, decisions: int) -> Path:
-    manifest = _random_manifest(tmp, name, decisions)
+def _generate(tmp: Path, name: str, decisions: int, manifest: Path | None = None) -> Path:
+    """A random trial of `decisions` decisions (the verify phase's walk, or `manifest`'s)."""
+    manifest = manifest or _random_manifest(tmp, name, decisions)
     out = tmp / name
     prepared = prepare(manifest, out)
     folder = create_folder(prepared, out)
@@ -688,7 +689,8 @@ def json_path_problem(path: Path | None) -> str | None:
 def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bool,
               workers_phase: bool = False, parallel_models: bool = False, *, report_only: bool = False,
               json_path: Path | None = None, mcp_calls: int = 0, gba_actions: int = 0,
-              steady_sizes: tuple[int, int] = (0, 0), workers_sizes: tuple[int, int] = PAIR_SIZES) -> int:
+              steady_sizes: tuple[int, int] = (0, 0), workers_sizes: tuple[int, int] = PAIR_SIZES,
+              report_decisions: int = 0) -> int:
     problem = json_path_problem(json_path) or sizes_problem(steady_sizes)
     if problem:
         print(f"oakwatch: error: {problem}", file=sys.stderr)
@@ -710,7 +712,7 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
             failed = _core_phases(report, prepared, runs, tmp, memory_actions, verify_decisions, steady_sizes)
             _optional_phases(report, prepared, runs, tmp, mcp_calls=mcp_calls, gba_actions=gba_actions,
                              workers_phase=workers_phase, parallel_models=parallel_models, console=console,
-                             workers_sizes=workers_sizes)
+                             workers_sizes=workers_sizes, report_decisions=report_decisions)
     except BenchFailure as exc:
         print(f"oakwatch bench: FAILED: {exc}", file=sys.stderr)
         failed = True
@@ -755,8 +757,9 @@ def _core_phases(report: dict, prepared, runs: int, tmp: Path, memory_actions: i
 
 def _optional_phases(report: dict, prepared, runs: int, tmp: Path, *, mcp_calls: int, gba_actions: int,
                      workers_phase: bool, parallel_models: bool, console: bool,
-                     workers_sizes: tuple[int, int] = PAIR_SIZES) -> None:
-    """The phases asked for by option (MCP, GBA, workers, parallel models and attach, console)."""
+                     workers_sizes: tuple[int, int] = PAIR_SIZES, report_decisions: int = 0) -> None:
+    """The phases asked for by option (MCP, GBA, workers, report at scale, parallel models and attach,
+    console)."""
     if mcp_calls:
         from app.bench.bench_mcp import mcp_figures
 
@@ -767,6 +770,10 @@ def _optional_phases(report: dict, prepared, runs: int, tmp: Path, *, mcp_calls:
         report["gba"] = gba_figures(gba_actions, runs, tmp)
     if workers_phase:
         report["workers"] = workers_figures(tmp, *workers_sizes)
+    if report_decisions:
+        from app.bench.bench_report import report_scale_figures
+
+        report["report_scale"] = report_scale_figures(report_decisions, tmp)
     if parallel_models:
         from app.bench.bench_parallel import attach_figures, model_workers_figures
 

@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
                        help="press_keys calls through `oakwatch mcp` timed against the raw press (0 to skip)")
     bench.add_argument("--gba-actions", type=int, default=2000, metavar="N",
                        help="length of the random trial on the open GBA cartridge timed against raw mGBA (0 to skip)")
+    bench.add_argument("--report-decisions", type=int, default=0, metavar="N",
+                       help="also report a directions-only random walk of N decisions (e.g. 1000000; about 12 "
+                            "minutes) against one of 10,000: issue 31's report memory at scale (0 to skip)")
     bench.add_argument("--report-only", action="store_true",
                        help="exit 0 even when a target is missed (a bench that broke still exits 1)")
     bench.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE as JSON")
@@ -42,4 +45,5 @@ def bench_command(args: argparse.Namespace) -> int:
                      args.parallel_models, report_only=args.report_only, json_path=args.json,
                      mcp_calls=max(0, args.mcp_calls), gba_actions=max(0, args.gba_actions),
                      steady_sizes=tuple(max(0, n) for n in args.steady_actions),
-                     workers_sizes=tuple(max(1, n) for n in args.workers_size))
+                     workers_sizes=tuple(max(1, n) for n in args.workers_size),
+                     report_decisions=max(0, args.report_decisions))

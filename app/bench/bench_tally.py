@@ -128,18 +128,35 @@ def _mcp_row(report: dict) -> Target:
                 "<= 0.15 ms", None if beyond is None else f"{beyond:.3f} ms", t.get("target_met"))
 
 
-def _report_row(report: dict) -> Target:
+def _report_parts(report: dict) -> list[tuple[str, Any]]:
+    """Row 8's measured parts, each (text, met): the big trial against the small one (no replay), the
+    rows with the replay, and `--report-decisions N`'s walk against 10,000 (app.bench.bench_report)."""
+    parts: list[tuple[str, Any]] = []
     r = _get(report, "verify", "report") or {}
     growth = _num(r.get("rss_growth_mb"))
-    measured, met = None if growth is None else f"{growth:+.1f} MB", r.get("flat_target_met")
-    replay = r.get("replay") if isinstance(r.get("replay"), dict) else None
-    replay_growth = _num(replay.get("rss_growth_mb")) if replay else None
-    if measured is not None and replay_growth is not None:  # both must be flat (bench.py:_replay_memory)
-        measured += f"; with replay {replay_growth:+.1f} MB (rows, <= +{replay.get('allowed_mb', 0):.1f} MB)"
-        met = isinstance(met, bool) and met and replay.get("flat_target_met") is True
+    if growth is not None:
+        parts.append((f"{growth:+.1f} MB", r.get("flat_target_met")))
+        replay = r.get("replay") if isinstance(r.get("replay"), dict) else {}
+        replay_growth = _num(replay.get("rss_growth_mb"))
+        if replay_growth is not None:  # both must be flat (bench.py:_replay_memory)
+            parts.append((f"with replay {replay_growth:+.1f} MB (rows, <= +{replay.get('allowed_mb', 0):.1f} MB)",
+                          replay.get("flat_target_met")))
+    scale = _get(report, "report_scale") or {}
+    scale_growth = _num(scale.get("rss_growth_mb"))
+    if scale_growth is not None:
+        parts.append((f"{scale.get('small_decisions', 0):,} -> {scale.get('decisions', 0):,} decisions "
+                      f"{scale_growth:+.1f} MB", scale.get("flat_target_met")))
+    return parts
+
+
+def _report_row(report: dict) -> Target:
+    parts = _report_parts(report)
+    measured = "; ".join(text for text, _ in parts) or None
+    met = all(ok is True for _, ok in parts) if all(isinstance(ok, bool) for _, ok in parts) else None
     return _row("8. `oakwatch report` memory flat",
                 "peak RSS of `oakwatch report` (no replay), the verify phase's big trial against its small one; "
-                "with the replay, its rows on the small trial against a tenth of it, at the same slope "
+                "with the replay, its rows on the small trial against a tenth of it, at the same slope; with "
+                "--report-decisions N, a directions-only walk of N decisions against 10,000 "
                 "(issue: flat from 10k to 1M decisions)", "<= +16 MB", measured, met)
 
 

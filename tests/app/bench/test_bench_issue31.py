@@ -183,3 +183,30 @@ def test_row_8_reads_the_report_with_the_replay_too(tmp_path):
         verify = {"report": {**flat, **({"replay": replay} if replay else {})}}
         row = {t.name: t for t in issue_rows({"verify": verify})}["8. `oakwatch report` memory flat"]
         assert (row.measured, row.verdict) == (shown, verdict)
+
+
+def test_the_report_at_scale_walks_only_directions_to_its_budget_and_is_tallied_in_row_8(tmp_path):
+    """`--report-decisions N` (app.bench.bench_report): the walk cannot win without A, so it plays
+    all N decisions; both reports are measured and their growth decides row 8 with the others."""
+    import json as _json
+
+    from app.bench.bench_report import WALK_ACTIONS, report_scale_figures
+
+    figures = report_scale_figures(300, tmp_path, small=100)
+    assert (figures["decisions"], figures["small_decisions"]) == (300, 100)
+    assert figures["rss_growth_mb"] == pytest.approx(figures["peak_rss_mb"] - figures["small_peak_rss_mb"])
+    for n in (100, 300):
+        trial = next((tmp_path / f"walk-{n}" / "trials").iterdir())
+        assert _json.loads((trial / "result.json").read_text())["telemetry"]["accepted_actions"] == n
+        pressed = {_json.loads(line)["action"] for line in (trial / "inputs.jsonl").read_text().splitlines()}
+        assert pressed <= set(WALK_ACTIONS) and len(pressed) > 1
+    flat = {"verify": {"report": {"rss_growth_mb": 0.9, "flat_target_met": True}}}
+    for scale, shown, verdict in (({"decisions": 1_000_000, "small_decisions": 10_000, "rss_growth_mb": 3.9,
+                                    "flat_target_met": True}, "+0.9 MB; 10,000 -> 1,000,000 decisions +3.9 MB", "met"),
+                                  ({"decisions": 1_000_000, "small_decisions": 10_000, "rss_growth_mb": 45.0,
+                                    "flat_target_met": False}, "+0.9 MB; 10,000 -> 1,000,000 decisions +45.0 MB",
+                                   "NOT met")):
+        row = {t.name: t for t in issue_rows({**flat, "report_scale": scale})}["8. `oakwatch report` memory flat"]
+        assert (row.measured, row.verdict) == (shown, verdict)
+    alone = {t.name: t for t in issue_rows({"report_scale": scale})}["8. `oakwatch report` memory flat"]
+    assert alone.verdict == "NOT met" and alone.measured.startswith("10,000 -> 1,000,000")
