@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 
+from app.commands import end_gc, hold_gc, release_gc
 from app.commands import fail as _fail
 
 
@@ -50,6 +51,10 @@ _PARSERS: tuple[tuple[str, str], ...] = (
     ("app.commands.mcp_cli", "add_parser"),  # mcp: serve one trial to your own agent (docs/mcp.md)
     ("app.bench.bench_cli", "add_parser"),  # bench
 )
+
+# Commands whose start-up (preflight, the evidence folder) ends inside the handler, which calls
+# app.commands.release_gc there; every other command releases it once its arguments are parsed.
+_STARTS_LATER = {None, "run"}
 
 # The handler of each subcommand (None: no command), imported when it runs.
 _HANDLERS: dict[str | None, tuple[str, str]] = {
@@ -97,11 +102,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _no_pydantic_plugins()
+    hold_gc()  # until the command's start-up is over (app.commands.release_gc)
     try:
         return _main(argv)
     except KeyboardInterrupt:  # before a run holds a folder (preflight, a probe): nothing was written
         print("oakwatch: interrupted", file=sys.stderr)
         return 128 + 2
+    finally:
+        end_gc()
 
 
 def _no_pydantic_plugins() -> None:
@@ -116,6 +124,8 @@ def _no_pydantic_plugins() -> None:
 
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
+    if args.command not in _STARTS_LATER:
+        release_gc()
     handler = _HANDLERS.get(args.command)
     if handler is None:
         return _fail(f"unknown command {args.command}")

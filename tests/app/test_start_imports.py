@@ -86,3 +86,50 @@ def test_a_plugin_setting_the_user_gave_is_kept(monkeypatch):
     monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS")
     _no_pydantic_plugins()
     assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+
+
+# Runs the headless dry-run counting the cyclic collector's passes before the trial starts, and what the
+# collector looks like when it does.
+_WATCH_GC = """
+import gc, sys
+passes = []
+gc.callbacks.append(lambda phase, info: phase == "start" and passes.append(info["generation"]))
+import app.commands
+real_release = app.commands.release_gc
+def release():
+    print("BEFORE-RUN", len(passes), max(passes, default=-1))
+    real_release()
+    print("AT-RUN", gc.isenabled(), gc.get_freeze_count())
+app.commands.release_gc = release  # before app.cli and run_cli take the name
+from app.cli import main
+status = main(["run", "--headless", "--output", sys.argv[1]])
+print("AFTER", gc.isenabled(), gc.get_freeze_count())
+sys.exit(status)
+"""
+
+
+def test_start_up_is_not_scanned_by_the_collector_and_the_run_collects_as_usual(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _WATCH_GC, str(tmp_path / "run")], cwd=PROJECT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    before = next(line for line in lines if line.startswith("BEFORE-RUN")).split()
+    assert int(before[1]) < 20 and int(before[2]) < 2  # the interpreter's own; not ~145, one over the whole heap
+    at_run = next(line for line in lines if line.startswith("AT-RUN")).split()
+    assert at_run[1] == "True" and int(at_run[2]) > 50_000  # the trial collects, past what start-up made
+    assert done.stdout.splitlines()[-1] == "AFTER True 0"  # main leaves the collector as it found it
+
+
+def test_main_in_process_leaves_the_collector_as_it_found_it(tmp_path, capsys):
+    import gc
+
+    from app.cli import main
+
+    assert main(["verify", str(tmp_path / "missing")]) == 2
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()  # a caller that runs with collection off keeps it off
+    try:
+        main(["verify", str(tmp_path / "missing")])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
