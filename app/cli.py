@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _no_pydantic_plugins()
+    _one_blas_thread()
     hold_gc()  # until the command's start-up is over (app.commands.release_gc)
     try:
         return _main(argv)
@@ -120,6 +121,14 @@ def _no_pydantic_plugins() -> None:
     pydantic/plugin/_loader.py:get_plugins since pydantic 2.7 (pyproject asks >= 2.10); a value the user
     set is kept."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
+def _one_blas_thread() -> None:
+    """Before numpy is imported: its OpenBLAS starts a thread per core at import, which spin for
+    ~100 ms of CPU on this 2-core machine (more with more cores) and take a core from the emulator
+    under load; oakwatch does no linear algebra (only frame copies and compares). A value the user set
+    is kept."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _main(argv: list[str] | None) -> int:

@@ -133,3 +133,16 @@ def test_main_in_process_leaves_the_collector_as_it_found_it(tmp_path, capsys):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_numpy_starts_no_blas_threads_under_oakwatch():
+    """OpenBLAS's threads (one per core, spinning ~100 ms of CPU at import) are of no use to oakwatch."""
+    code = ("import os, sys\n"
+            "from app.cli import main\n"
+            "status = main(['verify', sys.argv[1]])\n"  # the parser imports numpy; the folder is missing
+            "import numpy\n"
+            "print('THREADS', len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code, "/nonexistent-oakwatch-folder"], cwd=PROJECT,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert "THREADS 1 1" in done.stdout, done.stdout + done.stderr[-2000:]
