@@ -38,7 +38,7 @@ class _VersionAction(argparse._VersionAction):
 
 # Each command's module adds its own parsers, in this order (the order `oakwatch --help` lists them in).
 _PARSERS: tuple[tuple[str, str], ...] = (
-    ("app.commands.run_cli", "add_parser"),  # run
+    ("app.commands.run_cli", "add_parser"),  # run (first: _parse uses it alone for `oakwatch run`)
     ("app.commands.audit_cli", "add_parsers"),  # verify, replay, recover, frames
     ("app.commands.watch_cli", "add_parsers"),  # review, serve, attach
     ("app.commands.state_cli", "add_parsers"),  # make-state, state new
@@ -88,16 +88,38 @@ def _attribute(module: str, name: str):
     return getattr(import_module(module), name)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser(*, only_run: bool = False) -> argparse.ArgumentParser:
+    parser = (_RunOnlyParser if only_run else argparse.ArgumentParser)(
         prog="oakwatch",
         description="Live operator console and evaluation harness for game-playing agents. "
                     "With no command, opens the console on the bundled cartridge's dry-run.")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command")
-    for module, name in _PARSERS:
+    for module, name in _PARSERS[:1] if only_run else _PARSERS:
         _attribute(module, name)(sub)
     return parser
+
+
+class _RunOnlyParser(argparse.ArgumentParser):
+    """The parser for `oakwatch run ...` alone (its subparser is one too): the other eleven command
+    modules and their parsers cost ~22 ms of CPU at every start (issue 31, row 2). Any error goes back
+    to the whole parser, whose messages (its usage line lists every command) are the ones printed."""
+
+    def error(self, message):
+        raise _WholeParserNeeded
+
+
+class _WholeParserNeeded(Exception):
+    pass
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    if argv[:1] == ["run"]:
+        try:
+            return _parser(only_run=True).parse_args(argv)
+        except _WholeParserNeeded:
+            pass
+    return _parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,7 +154,7 @@ def _one_blas_thread() -> None:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else argv)
     if args.command not in _STARTS_LATER:
         release_gc()
     handler = _HANDLERS.get(args.command)

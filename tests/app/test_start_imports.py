@@ -146,3 +146,30 @@ def test_numpy_starts_no_blas_threads_under_oakwatch():
     done = subprocess.run([sys.executable, "-c", code, "/nonexistent-oakwatch-folder"], cwd=PROJECT,
                           capture_output=True, text=True, timeout=120, env=env)
     assert "THREADS 1 1" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_oakwatch_run_builds_only_runs_parser(tmp_path):
+    """The other commands' modules (and their parsers, ~22 ms) are not loaded for `oakwatch run`."""
+    code = ("import sys\n"
+            "from app.cli import main\n"
+            "status = main(['run', '--headless', '--output', sys.argv[1]])\n"
+            "print('MODULES', ' '.join(sorted(m for m in sys.modules if m.startswith('app.'))))\n"
+            "sys.exit(status)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], cwd=PROJECT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = set(next(line for line in done.stdout.splitlines() if line.startswith("MODULES")).split()[1:])
+    assert "app.commands.run_cli" in modules
+    others = {"app.commands.audit_cli", "app.commands.watch_cli", "app.commands.report_cli",
+              "app.commands.mcp_cli", "app.commands.tasks_cli", "app.bench.bench_cli", "app.servers.demo_server"}
+    assert modules & others == set()
+
+
+def test_a_bad_run_argument_is_reported_by_the_whole_parser():
+    """An error falls back to the whole parser: its usage line lists every command, as before."""
+    done = subprocess.run([sys.executable, "-m", "app.cli", "run", "--no-such-option"], cwd=PROJECT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    usage, error = done.stderr.splitlines()[0], done.stderr.splitlines()[-1]
+    assert usage.startswith("usage: oakwatch [-h] [--version]") and "verify" in done.stderr
+    assert error == "oakwatch: error: unrecognized arguments: --no-such-option"
