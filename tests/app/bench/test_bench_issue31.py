@@ -68,6 +68,21 @@ def test_the_workers_share_is_their_speed_up_over_the_raw_pairs_on_the_same_work
     assert share(None, 1.9)["meets_target"] is None and share(1.8, 0.0)["share_of_raw_pair"] is None
 
 
+def test_the_two_worker_run_plays_on_a_pool_started_before_its_clock(tmp_path, monkeypatch):
+    """Like the raw pair's processes (PyBoy imported before the go file), oakwatch's workers are
+    started before the timed run; the run then plays every trial on that pool (no second one made)."""
+    from app.bench import bench_pair
+    from sessions.execute import workers
+
+    made = []
+    real = workers.make_pool
+    monkeypatch.setattr(workers, "make_pool", lambda runner: made.append(runner) or real(runner))
+    seconds, done, _prepared, startup = bench_pair._oakwatch_run(bench_pair._manifest(tmp_path, 2, 30),
+                                                                 tmp_path / "w2", 2)
+    assert done == 60 and seconds > 0 and startup > 0 and len(made) == 1
+    assert bench_pair._oakwatch_run(bench_pair._manifest(tmp_path, 2, 30), tmp_path / "w1", 1)[3] == 0.0
+
+
 def test_the_mcp_figure_is_the_call_beyond_the_ping_and_the_raw_press():
     got = beyond_ping_and_press(1.16, 0.43, 0.32)  # the issue's figures
     assert got["beyond_ms"] == pytest.approx(0.41) and got["target_met"] is False
