@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         print("oakwatch: interrupted", file=sys.stderr)
         return 128 + 2
     finally:
-        end_gc()
+        end_gc(process_ends=argv is None)  # None: called as the program (console script, -m app.cli)
 
 
 def _no_pydantic_plugins() -> None:

@@ -117,16 +117,22 @@ def test_start_up_is_not_scanned_by_the_collector_and_the_run_collects_as_usual(
     assert int(before[1]) < 20 and int(before[2]) < 2  # the interpreter's own; not ~145, one over the whole heap
     at_run = next(line for line in lines if line.startswith("AT-RUN")).split()
     assert at_run[1] == "True" and int(at_run[2]) > 50_000  # the trial collects, past what start-up made
-    assert done.stdout.splitlines()[-1] == "AFTER True 0"  # main leaves the collector as it found it
+    assert done.stdout.splitlines()[-1] == "AFTER True 0"  # main(argv) leaves the collector as it found it
 
 
-def test_main_in_process_leaves_the_collector_as_it_found_it(tmp_path, capsys):
+def test_main_in_process_leaves_the_collector_as_it_found_it(tmp_path, capsys, monkeypatch):
     import gc
 
     from app.cli import main
 
     assert main(["verify", str(tmp_path / "missing")]) == 2
     assert gc.isenabled() and gc.get_freeze_count() == 0
+    monkeypatch.setattr(sys, "argv", ["oakwatch", "verify", str(tmp_path / "missing")])
+    try:
+        assert main() == 2  # as the program: what start-up made stays frozen for the exit
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
     gc.disable()  # a caller that runs with collection off keeps it off
     try:
         main(["verify", str(tmp_path / "missing")])
