@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -6,7 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sessions.execute.runner import ExperimentRunner
+# Before any import of the loop: every record the loop builds without validation (engine.loop.records.trusted)
+# is validated strictly as well and compared, in this process and in every oakwatch it starts.
+os.environ["OAKWATCH_CHECK_TRUSTED"] = "1"
+
+from sessions.execute.runner import ExperimentRunner  # noqa: E402
 from sessions.execute.start import create_folder
 from sessions.preflight.assets import DEFAULT_MANIFEST
 from sessions.preflight.experiment import prepare

@@ -9,6 +9,8 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.frozen import quick_frozen
+
 
 class EmulatorError(RuntimeError):
     """The emulator failed or reached a state it cannot continue from."""
@@ -35,6 +37,7 @@ class Timing:
         return self.press_frames + self.settle_frames
 
 
+@quick_frozen  # made every decision (engine.frozen)
 @dataclass(frozen=True)
 class StepResult:
     """What one action produced: the settled frame and the probe's last two samples."""

@@ -202,6 +202,8 @@ class RunControl:
         """checkpoint() for an event loop that serves others too (oakwatch mcp plays and serves on one
         loop): a hold waits in a worker thread, so the loop goes on serving; anything else is inline,
         with no thread hop on the way of every decision."""
+        if self._state == RUNNING:  # the usual case, once a decision: nothing to hold, step or announce
+            return self.request
         start = time.monotonic()
         request = self.checkpoint(wait=False)
         if request is HOLD:  # held from now, not from when the worker thread gets to it

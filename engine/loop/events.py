@@ -11,6 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.frozen import quick_frozen
 from engine.loop.records import (
     Annotation,
     InputLine,
@@ -71,6 +72,7 @@ class FrameCaptured:
     trial_key: str | None = field(default=None, kw_only=True)
 
 
+@quick_frozen  # made every decision (engine.frozen)
 @dataclass(frozen=True)
 class DecisionRecorded:
     trace: TraceLine  # without the recorder's chain fields

@@ -5,11 +5,16 @@ The engine fills them without any file path or hash chain field; the recorder
 (sessions.evidence.recorder) adds those when it writes. Readers validate every line against them.
 
 Records are built with `build` (pydantic's Rust validator: faster than `model_construct`,
-which is pure Python) and written with `model_dump_json`; readers validate them again.
+which is pure Python) and written with `model_dump_json`; readers validate them again. The few
+kinds the loop fills from its own typed values on every decision (the trace line, the response
+line, each input line) are built with `trusted` instead: no validation, only the set of fields
+checked (tests/engine/loop/test_trusted_records.py proves each one the loop writes is the
+validated record, byte for byte; verify validates every line it reads).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +35,67 @@ R = TypeVar("R", bound=BaseModel)
 def build(record: type[R], /, **fields) -> R:
     """A validated record from its fields (the fields given are its "set" fields)."""
     return record.model_validate(fields)
+
+
+class _Shape:
+    """What `trusted` needs of a model: its fields in order (defaults filled), the required ones, all."""
+
+    def __init__(self, record: type[BaseModel]):
+        fields = record.model_fields
+        self.template: dict[str, Any] = {}
+        for name, info in fields.items():
+            if info.is_required():
+                self.template[name] = None  # always replaced: a required field must be given
+            elif info.default_factory is None and isinstance(info.default, (type(None), bool, int, float, str)):
+                self.template[name] = info.default
+            else:
+                raise TypeError(f"{record.__name__}.{name}: a mutable default cannot be shared by trusted records")
+        self.required = frozenset(n for n, i in fields.items() if i.is_required())
+        self.names = frozenset(fields)
+
+
+_SHAPES: dict[type, _Shape] = {}
+_object_setattr = object.__setattr__
+
+
+def _trusted(record: type[R], /, **fields) -> R:
+    """A record from values the loop itself computed and typed, without pydantic's validation (its
+    cost, four times a decision, was a tenth of the loop's own work). As `build` would make it: the
+    fields in the model's order, unset ones at their (immutable) defaults, the given ones "set"; an
+    unknown or missing field raises TypeError. Values are NOT checked: only for records whose every
+    value the loop itself typed (tests/engine/loop/test_trusted_records.py holds every kind the loop
+    builds this way to `build`'s record, byte for byte, and readers validate every line again)."""
+    shape = _SHAPES.get(record)
+    if shape is None:
+        shape = _SHAPES[record] = _Shape(record)
+    keys = fields.keys()
+    if not (keys >= shape.required and keys <= shape.names):
+        raise TypeError(f"{record.__name__}: missing {sorted(shape.required - keys)}, "
+                        f"unknown {sorted(keys - shape.names)}")
+    values = shape.template.copy()
+    values.update(fields)  # keeps the template's (the model's) order
+    obj = record.__new__(record)
+    _object_setattr(obj, "__dict__", values)
+    _object_setattr(obj, "__pydantic_fields_set__", set(keys))
+    _object_setattr(obj, "__pydantic_extra__", None)
+    _object_setattr(obj, "__pydantic_private__", None)
+    return obj
+
+
+def _checked(record: type[R], /, **fields) -> R:
+    """`_trusted`, held to `build`: the same values validate strictly (no coercion, which would change
+    a value's bytes) into the same record, serialised byte for byte alike. The test suite runs every
+    trial this way (OAKWATCH_CHECK_TRUSTED, set by tests/conftest.py, reaches the CLIs it starts)."""
+    made = _trusted(record, **fields)
+    strict = record.model_validate(fields, strict=True)
+    ser = record.__pydantic_serializer__
+    if (made.__dict__ != strict.__dict__ or made.model_fields_set != strict.model_fields_set
+            or ser.to_json(made) != ser.to_json(strict)):
+        raise AssertionError(f"a trusted {record.__name__} differs from the validated one: {fields!r}")
+    return made
+
+
+trusted = _checked if os.environ.get("OAKWATCH_CHECK_TRUSTED") else _trusted
 
 
 # -- per decision ---------------------------------------------------------------------------------
@@ -431,8 +497,14 @@ TRIAL_RECORDS: dict[str, type[Record]] = {
 EPISODE_FIELDS = {"episode", "episode_end"}
 
 
-def trace_line_unwritten(line: TraceLine) -> set[str]:
+def trace_line_unwritten(line: TraceLine) -> frozenset[str]:
     """The fields a trace line's file leaves out: the episode fields outside episodic trials, so a
     non-episodic line reads as it did before episodes existed (the recorder and every export agree)."""
-    return ((set(EPISODE_FIELDS) if line.episode is None else set()) | ({"battle"} if line.battle is None else set())
-            | ({"shortcut"} if line.shortcut is None else set()))
+    return _UNWRITTEN[line.episode is None, line.battle is None, line.shortcut is None]
+
+
+# every answer of trace_line_unwritten, made once (it is asked once a decision)
+_UNWRITTEN = {(episode, battle, shortcut): frozenset((EPISODE_FIELDS if episode else set())
+                                                     | ({"battle"} if battle else set())
+                                                     | ({"shortcut"} if shortcut else set()))
+              for episode in (False, True) for battle in (False, True) for shortcut in (False, True)}

@@ -67,6 +67,7 @@ from engine.loop.records import (
     TrialResult,
     Usage,
     build,
+    trusted,
 )
 from engine.loop.routes import RouteTracker
 from engine.loop.shortcuts import ShortcutCall, ShortcutRefused, Shortcuts
@@ -727,7 +728,7 @@ class Trial:
         self._frame = step.frame
         self._frame_sha, self._frame_index = step.frame_sha256, step.frame_index
         press = step.press_frame if step.press_frame >= 0 else None
-        d.inputs.append(build(InputLine,
+        d.inputs.append(trusted(InputLine,
             decision_id=d.id, index=index, action=action, press_frame=press,
             release_frame=press + timing.press_frames if press is not None else None,
             capture_frame=step.frame_index, frame_sha256=step.frame_sha256))
@@ -790,7 +791,7 @@ class Trial:
     def _close_decision(self, d: Decision) -> None:
         self._end_of_decision(d)
         trace = self._trace_line(d)
-        response = build(ResponseLine, decision_id=d.id, attempts=d.attempts)
+        response = trusted(ResponseLine, decision_id=d.id, attempts=d.attempts)
         with self._emit_lock:
             self._emit(DecisionRecorded(trace, response, tuple(d.inputs), self._frame))
             if not self.tally.decisions:
@@ -838,34 +839,38 @@ class Trial:
         return None
 
     def _trace_line(self, d: Decision) -> TraceLine:
+        """The decision's trace line, from the loop's own typed values (engine.loop.records.trusted)."""
         cfg = self.config
         attempts = d.attempts
+        final = attempts[-1]
         paid = [a for a in attempts if a.usage is not None]
-        usage = _usage_totals(paid)
         last = d.replies[-1] if d.replies else None
         response = d.response
-        return build(
-            TraceLine,
+        fields = dict(
             experiment_id=cfg.experiment_id, condition_id=cfg.label, trial_id=cfg.trial_number,
             decision_id=d.id, timestamp_utc=utc_now(), frame_sha256=d.seen_frame_sha256,
             prompt_sha256=last.prompt_sha256 if last else None,
-            model_id=attempts[-1].model_id, response_id=attempts[-1].response_id, **usage,
+            model_id=final.model_id, response_id=final.response_id, **_usage_totals(paid),
             **decision_latency(attempts),
             prompt_core_sha256=last.prompt_core_sha256 if last else None,
             raw_response_path=None, attempts=len(attempts), paid_calls=len(paid), aborted=d.aborted,
             parsed_actions=list(response.actions) if response else [], accepted_actions=len(d.inputs),
-            invalid_output=any(not a.valid for a in attempts),
+            invalid_output=not all([a.valid for a in attempts]),
             reasoning_summary=response.reasoning_summary if response else None,
-            observed=d.observed,
-            **({"context": last.context} if last is not None and last.context is not None else {}),
-            memory_reads=d.memory_reads, memory_writes=d.memory_writes,
+            observed=d.observed, memory_reads=d.memory_reads, memory_writes=d.memory_writes,
             milestones_before=d.milestones_before, milestones_after=self.ladder.reached,
             result_frame_sha256=self._frame_sha, result_frame_index=self._frame_index,
             termination_reason=d.end.reason if d.end else None,
-            **({"episode": self.episode, "episode_end": d.episode_end} if self._episodes is not None else {}),
-            **({"battle": d.battle.record()} if d.battle is not None else {}),
-            **({"shortcut": d.shortcut.record()} if d.shortcut is not None else {}),
             prev_sha256=None, response_sha256=None, inputs_sha256=None, memory_sha256=None)
+        if last is not None and last.context is not None:
+            fields["context"] = last.context
+        if self._episodes is not None:
+            fields["episode"], fields["episode_end"] = self.episode, d.episode_end
+        if d.battle is not None:
+            fields["battle"] = d.battle.record()
+        if d.shortcut is not None:
+            fields["shortcut"] = d.shortcut.record()
+        return trusted(TraceLine, **fields)
 
     # -- the result -----------------------------------------------------------------------------
     def _position(self, sample: Sample) -> tuple[int, int, int] | None:

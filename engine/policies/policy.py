@@ -13,6 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.frozen import quick_frozen
 from engine.loop.records import ReplyOversize, Usage
 
 
@@ -34,6 +35,7 @@ class PolicyExhausted(RuntimeError):
     """A finite policy (an input script, a recorded trace) has nothing left to play."""
 
 
+@quick_frozen  # made every decision (engine.frozen)
 @dataclass(frozen=True)
 class Observation:
     """Everything the agent may see for one decision (the information contract)."""
@@ -65,6 +67,7 @@ OBSERVATION_FIELDS = frozenset({
 })
 
 
+@quick_frozen  # made every decision (engine.frozen)
 @dataclass(frozen=True)
 class PolicyReply:
     text: str  # the raw response, exactly as produced

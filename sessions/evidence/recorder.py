@@ -135,14 +135,15 @@ class TrialRecorder:
         response = event.response
         memory, self._memory = self._scrub(b"".join(self._memory)), []
         response_bytes = self._scrub(json_line(response))
-        inputs = b"".join(json_line(i) for i in event.inputs)
+        inputs = b"".join([json_line(i) for i in event.inputs])
         _chain(trace, response_ref(trace.decision_id), self.head, sha256_hex(response_bytes),
                sha256_hex(inputs) if inputs else EMPTY_SHA256, sha256_hex(memory) if memory else EMPTY_SHA256)
         # a trial that is not episodic writes no episode fields: its lines read as they always did
         line = self._scrub(json_line(trace, exclude=trace_line_unwritten(trace) or None))
-
-        def write() -> None:
-            logs = self._logs
+        if self.failure is not None:
+            raise self.failure
+        logs = self._logs
+        try:  # as _guard(write) would, without a closure a decision
             logs[layout.RESPONSES].append(response_bytes)
             if inputs:
                 logs[layout.INPUTS].append(inputs)
@@ -152,11 +153,12 @@ class TrialRecorder:
             logs[layout.TRACE].append(line)  # last: the commit point
             if trace.milestones_after != trace.milestones_before:
                 self._frames.run_later(self._sync_logs)  # a milestone's evidence to disk, off the loop
-
-        self._guard(write)
+        except EvidenceError as exc:
+            self._fail(exc)
+            raise
         self.head = sha256_hex(line)
         self.decisions = trace.decision_id
-        self._committed = {name: log.size for name, log in self._logs.items()}
+        self._committed = {name: log.size for name, log in logs.items()}
 
     def _scrub(self, data: bytes) -> bytes:
         for secret in self._secrets:
