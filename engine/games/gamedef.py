@@ -236,7 +236,7 @@ def every(tests: list[Callable]) -> Callable:
     return all_of
 
 
-def _single(f: str, c: Condition) -> Callable[[Sample], bool]:
+def _single(f: str, c: "Condition") -> Callable[[Sample], bool]:
     """A condition's only test on field `f`, in one closure (Condition.compile's other tests nest two)."""
     if c.eq is not None:
         x = c.eq
