@@ -11,8 +11,10 @@ app/commands/ (the tables below say which).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from app.commands import end_gc, hold_gc, release_gc
 from app.commands import fail as _fail
 
 
@@ -36,7 +38,7 @@ class _VersionAction(argparse._VersionAction):
 
 # Each command's module adds its own parsers, in this order (the order `oakwatch --help` lists them in).
 _PARSERS: tuple[tuple[str, str], ...] = (
-    ("app.commands.run_cli", "add_parser"),  # run
+    ("app.commands.run_cli", "add_parser"),  # run (first: _parse uses it alone for `oakwatch run`)
     ("app.commands.audit_cli", "add_parsers"),  # verify, replay, recover, frames
     ("app.commands.watch_cli", "add_parsers"),  # review, serve, attach
     ("app.commands.state_cli", "add_parsers"),  # make-state, state new
@@ -49,6 +51,10 @@ _PARSERS: tuple[tuple[str, str], ...] = (
     ("app.commands.mcp_cli", "add_parser"),  # mcp: serve one trial to your own agent (docs/mcp.md)
     ("app.bench.bench_cli", "add_parser"),  # bench
 )
+
+# Commands whose start-up (preflight, the evidence folder) ends inside the handler, which calls
+# app.commands.release_gc there; every other command releases it once its arguments are parsed.
+_STARTS_LATER = {None, "run"}
 
 # The handler of each subcommand (None: no command), imported when it runs.
 _HANDLERS: dict[str | None, tuple[str, str]] = {
@@ -82,28 +88,75 @@ def _attribute(module: str, name: str):
     return getattr(import_module(module), name)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser(*, only_run: bool = False) -> argparse.ArgumentParser:
+    parser = (_RunOnlyParser if only_run else argparse.ArgumentParser)(
         prog="oakwatch",
         description="Live operator console and evaluation harness for game-playing agents. "
                     "With no command, opens the console on the bundled cartridge's dry-run.")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command")
-    for module, name in _PARSERS:
+    for module, name in _PARSERS[:1] if only_run else _PARSERS:
         _attribute(module, name)(sub)
     return parser
 
 
+class _RunOnlyParser(argparse.ArgumentParser):
+    """The parser for `oakwatch run ...` alone (its subparser is one too): the other eleven command
+    modules and their parsers cost ~22 ms of CPU at every start (issue 31, row 2). Any error goes back
+    to the whole parser, whose messages (its usage line lists every command) are the ones printed."""
+
+    def error(self, message):
+        raise _WholeParserNeeded
+
+
+class _WholeParserNeeded(Exception):
+    pass
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    if argv[:1] == ["run"]:
+        try:
+            return _parser(only_run=True).parse_args(argv)
+        except _WholeParserNeeded:
+            pass
+    return _parser().parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _no_pydantic_plugins()
+    _one_blas_thread()
+    hold_gc()  # until the command's start-up is over (app.commands.release_gc)
     try:
         return _main(argv)
     except KeyboardInterrupt:  # before a run holds a folder (preflight, a probe): nothing was written
         print("oakwatch: interrupted", file=sys.stderr)
         return 128 + 2
+    finally:
+        end_gc(process_ends=argv is None)  # None: called as the program (console script, -m app.cli)
+
+
+def _no_pydantic_plugins() -> None:
+    """Before any model is built: pydantic would otherwise scan every installed distribution's entry
+    points for plugins (~6 ms quiet, ~15 ms under load, on every start) and wrap each validator in any it
+    finds. oakwatch uses none, and third-party code inside the validators that decide what evidence is
+    accepted has no place in an evaluation harness. PYDANTIC_DISABLE_PLUGINS is read by
+    pydantic/plugin/_loader.py:get_plugins since pydantic 2.7 (pyproject asks >= 2.10); a value the user
+    set is kept."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
+def _one_blas_thread() -> None:
+    """Before numpy is imported: its OpenBLAS starts a thread per core at import, which spin for
+    ~100 ms of CPU on this 2-core machine (more with more cores) and take a core from the emulator
+    under load; oakwatch does no linear algebra (only frame copies and compares). A value the user set
+    is kept."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _main(argv: list[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    if args.command not in _STARTS_LATER:
+        release_gc()
     handler = _HANDLERS.get(args.command)
     if handler is None:
         return _fail(f"unknown command {args.command}")

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.commands import EXIT_BAD_INPUT, EXIT_OK
+from app.commands import EXIT_BAD_INPUT, EXIT_OK, release_gc
 from app.commands import fail as _fail
 
 _WORKERS = 1  # `run --workers N`, for the run about to start (0: as many as the Ray cluster has CPUs)
@@ -178,6 +178,7 @@ def _start_holding(prepared, folder, **how) -> int:
     """_start, once the folder exists. A Ctrl-C that lands before the run's own signal handlers are
     installed stops the run as a signal does, before its first trial: summary and sums, status 2."""
     try:
+        release_gc()  # start-up is over: the run begins
         return _start(prepared, folder, **how)
     except KeyboardInterrupt:
         if folder.finished:  # (the handlers are restored only after the folder is finished)

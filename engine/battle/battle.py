@@ -12,7 +12,6 @@ which the loop charges as an invalid output. Writes happen when the decision is 
 (engine.loop.trial) and are recorded in its trace line, so replay re-applies them at the same point.
 """
 
-from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -63,7 +62,7 @@ class PartyLayout(_Strict):
     moves: Annotated[list[MoveSlots], Field(max_length=6)] | None = None
 
     @model_validator(mode="after")
-    def _per_slot(self) -> PartyLayout:
+    def _per_slot(self) -> "PartyLayout":
         for name in ("levels", "items", "moves"):
             v = getattr(self, name)
             if v is not None and len(v) != len(self.species):
@@ -151,7 +150,7 @@ class BattleAdapter(_Strict):
     def species_of(self, sid: int) -> SpeciesDef | None:
         return next((s for s in self.species if s.id == sid), None)
 
-    def moment(self, read: ReadFn) -> Literal["battle", "before", "none"]:
+    def moment(self, read: "ReadFn") -> Literal["battle", "before", "none"]:
         """Whether a battle is on: `before` is the moment just before it starts (the adapter's `before`),
         `none` any other moment its battle-state byte reads `before.state` (the phase byte then means nothing)."""
         b = self.before

@@ -14,7 +14,6 @@ offsets inside `struct BattlePokemon` are facts of the layout, cited here: pret/
 include/pokemon.h (struct BattlePokemon, 0x58 bytes).
 """
 
-from __future__ import annotations
 
 from dataclasses import replace
 from typing import Annotated, Literal
@@ -176,7 +175,7 @@ class Gen3BattleAdapter(_Strict):
     default_ivs: Annotated[int, Field(ge=0, le=31)] = 31  # a member that gives no IVs
 
     @model_validator(mode="after")
-    def _tables(self) -> Gen3BattleAdapter:
+    def _tables(self) -> "Gen3BattleAdapter":
         known = {m.name for m in self.moves}
         for s in self.species:
             if missing := sorted(set(s.moves) - known):

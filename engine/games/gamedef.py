@@ -32,7 +32,6 @@ instruction: what the agent is told to do when the ladder decides (each goal has
              as the player sees it, sent alike to every condition; one naming a probe field is refused.
 """
 
-from __future__ import annotations
 
 import re
 from collections.abc import Callable
@@ -129,7 +128,7 @@ class ItemArray(_Strict):
         return self.slots * self.stride
 
     @model_validator(mode="after")
-    def _fits(self) -> ItemArray:
+    def _fits(self) -> "ItemArray":
         if WIDTHS[self.id] + WIDTHS[self.quantity] > self.stride:
             raise ValueError(f"stride {self.stride} is smaller than an id ({self.id}) and a quantity "
                              f"({self.quantity})")
@@ -191,7 +190,7 @@ class RamField(_Strict):
         return self.kind == "bytes" and self.derived_from is None
 
     @model_validator(mode="after")
-    def _one_source(self) -> RamField:
+    def _one_source(self) -> "RamField":
         derived = [k for k in DERIVED if getattr(self, k) is not None]
         if len(derived) > 1:
             raise ValueError(f"a field is one of flag, var, item or highest, not {' and '.join(derived)}")
@@ -237,7 +236,7 @@ def every(tests: list[Callable]) -> Callable:
     return all_of
 
 
-def _single(f: str, c: Condition) -> Callable[[Sample], bool]:
+def _single(f: str, c: "Condition") -> Callable[[Sample], bool]:
     """A condition's only test on field `f`, in one closure (Condition.compile's other tests nest two)."""
     if c.eq is not None:
         x = c.eq
@@ -272,7 +271,7 @@ class Condition(_Strict):
     lacks: Annotated[int, Field(ge=0, le=255)] | None = None
 
     @model_validator(mode="after")
-    def _has_test(self) -> Condition:
+    def _has_test(self) -> "Condition":
         tests = self.model_dump(exclude={"field"}, exclude_none=True)
         if not tests:
             raise ValueError(f"condition on {self.field!r} names no test (eq, ne, ge, le, bit_set, ...)")
@@ -450,7 +449,7 @@ class LongHorizon(_Strict):
     final_milestone: Name | None = None  # default: the ladder's final rung
 
     @model_validator(mode="after")
-    def _levels(self) -> LongHorizon:
+    def _levels(self) -> "LongHorizon":
         if self.level_zero <= self.level_full:
             raise ValueError("long_horizon: level_zero must be above level_full")
         return self
@@ -489,7 +488,7 @@ class Dialogue(_Strict):
     unmapped: Annotated[str, Field(max_length=1)] = "?"  # what a tile outside the charmap reads as
 
     @model_validator(mode="after")
-    def _fits(self) -> Dialogue:
+    def _fits(self) -> "Dialogue":
         if self.last_column < self.first_column:
             raise ValueError("dialogue: last_column comes before first_column")
         if max(self.last_column, self.shown_tile.column if self.shown_tile else 0) >= self.stride:
@@ -585,7 +584,7 @@ class TileClass(_Strict):
                     Field(max_length=64)] = []
 
     @model_validator(mode="after")
-    def _some(self) -> TileClass:
+    def _some(self) -> "TileClass":
         if not self.tiles and not self.runs:
             raise ValueError(f"terrain class {self.name!r} lists no tiles or runs")
         if any(first > last for first, last in self.runs):
@@ -623,7 +622,7 @@ class TerrainCell(_Strict):
     row: Annotated[int, Field(ge=0, le=7)] = 0
 
     @model_validator(mode="after")
-    def _inside(self) -> TerrainCell:
+    def _inside(self) -> "TerrainCell":
         if self.column >= self.width or self.row >= self.height:
             raise ValueError("terrain.cell: the judged tile lies outside the cell")
         return self
@@ -662,7 +661,7 @@ class TerrainSprites(_Strict):
     source: Text | None = None
 
     @model_validator(mode="after")
-    def _fits(self) -> TerrainSprites:
+    def _fits(self) -> "TerrainSprites":
         if max(self.picture, self.y, self.x, self.image or 0) >= self.stride:
             raise ValueError("terrain.sprites: an offset lies beyond the record's stride")
         if self.glyph == self.you_glyph:
@@ -692,7 +691,7 @@ class Terrain(_Strict):
     source: Text | None = None
 
     @model_validator(mode="after")
-    def _fits(self) -> Terrain:
+    def _fits(self) -> "Terrain":
         if self.columns > self.stride:
             raise ValueError("terrain: columns exceed the tilemap's stride")
         if (self.tileset is None) != (not self.tilesets):
@@ -764,7 +763,7 @@ class GridObjects(_Strict):
     balls: Annotated[list[Annotated[int, Field(ge=0, le=255)]], Field(max_length=16)] = []
 
     @model_validator(mode="after")
-    def _fits(self) -> GridObjects:
+    def _fits(self) -> "GridObjects":
         if self.x + 4 > self.stride or (self.graphics is not None and self.graphics >= self.stride):
             raise ValueError("terrain.objects: x, y and graphics lie inside a record (stride)")
         if self.balls and self.graphics is None:
@@ -781,7 +780,7 @@ class GridGlyphs(_Strict):
     ball: Annotated[str, Field(min_length=1, max_length=1)] = "o"
 
     @model_validator(mode="after")
-    def _apart(self) -> GridGlyphs:
+    def _apart(self) -> "GridGlyphs":
         if len(set(self.model_dump().values())) != len(self.model_dump()):
             raise ValueError("terrain.glyphs: each kind needs its own glyph")
         return self
@@ -810,7 +809,7 @@ class GridTerrain(_Strict):
     source: Text | None = None
 
     @model_validator(mode="after")
-    def _inside(self) -> GridTerrain:
+    def _inside(self) -> "GridTerrain":
         if self.player_column >= self.columns or self.player_row >= self.rows:
             raise ValueError("terrain: the player's cell lies outside the window (player_column, player_row)")
         return self
@@ -837,7 +836,7 @@ class Word(_Strict):
     kind: Literal["u8", "u16le", "u16be"] = "u8"
 
     @model_validator(mode="after")
-    def _one(self) -> Word:
+    def _one(self) -> "Word":
         if sum(x is not None for x in (self.offset, self.address, self.value)) != 1:
             raise ValueError("a party number is one of offset, address or value")
         return self
@@ -864,7 +863,7 @@ class PartyMoves(_Strict):
     names: Annotated[list[Named], Field(max_length=1024)] = []
 
     @model_validator(mode="after")
-    def _how(self) -> PartyMoves:
+    def _how(self) -> "PartyMoves":
         if self.by_species and self.offsets:
             raise ValueError("party.moves: give offsets (move ids in the record) or by_species: true, not both")
         if self.pp_offsets and len(self.pp_offsets) != len(self.offsets):
@@ -895,7 +894,7 @@ class Party(_Strict):
     source: Text | None = None
 
     @model_validator(mode="after")
-    def _encoding(self) -> Party:
+    def _encoding(self) -> "Party":
         if self.encoding == "gen3" and self.stride != 100:
             raise ValueError("party: a gen3 record is 100 bytes (stride 100)")
         if self.encoding == "bytes" and (self.species_list is None or self.hp is None):
@@ -997,7 +996,7 @@ class ShortcutStep(_Strict):
     most: Annotated[int, Field(ge=1, le=1000)] = 64
 
     @model_validator(mode="after")
-    def _one(self) -> ShortcutStep:
+    def _one(self) -> "ShortcutStep":
         kinds = [k for k in ("press", "cursor", "repeat") if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError("a shortcut step is one of press, cursor or repeat")
@@ -1097,7 +1096,7 @@ class GameDefinition(_Strict):
     shortcuts: Annotated[dict[ShortcutName, ShortcutDef], Field(max_length=len(SHORTCUT_NAMES))] = {}
 
     @model_validator(mode="after")
-    def _references_exist(self) -> GameDefinition:
+    def _references_exist(self) -> "GameDefinition":
         self._check_memory()
         self._check_goals()
         self._check_fields_defined()

@@ -4,7 +4,6 @@ Validated strictly (types, enums, lengths, ranges). A response with more actions
 manifest allows is rejected, never truncated.
 """
 
-from __future__ import annotations
 
 import json
 from typing import Annotated, Literal
@@ -69,7 +68,7 @@ class ShortcutResponse(AgentResponse):
     shortcut: ShortcutCallBody | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> ShortcutResponse:
+    def _one(self) -> "ShortcutResponse":
         if self.shortcut is None and not self.actions:
             raise ValueError("give at least one action, or a shortcut")
         if self.shortcut is not None and self.actions:

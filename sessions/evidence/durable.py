@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import errno
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from engine.loop.events import SinkFailure
 
 TMP_SUFFIX = ".tmp"
+SYNC_THREADS = 16  # fsyncs in flight at once when a new folder's files are synced together
 
 
 class EvidenceError(SinkFailure):
@@ -74,15 +76,54 @@ def write_atomic(path: Path, data: bytes, *, what: str | None = None) -> None:
     fsync_dir(path.parent)
 
 
-def write_new(path: Path, data: bytes, *, what: str | None = None) -> None:
-    """Create `path` with `data` and fsync it, with no temp file and no folder fsync: only for a
-    folder built under a temporary name, whose caller fsyncs each of its folders once before
-    renaming it into place (ExperimentFolder.create). A half-written file there is never seen."""
-    label = what or path.name
+def write_new_files(files: dict[Path, bytes], *, what: str | None = None) -> None:
+    """Create each file with its data (refusing one that exists) and fsync it, with no temp file and no
+    folder fsync: only for a folder built under a temporary name, whose caller fsyncs each of its
+    folders once before renaming it into place (ExperimentFolder.create); a half-written file there is
+    never seen. All are written first, then fsynced together, and only then does this return, so the
+    caller's folder fsyncs and rename still come after every file is on disk. Together, because the
+    filesystem's journal commits fsyncs that wait at the same time in one commit (ext4's jbd2), where
+    one after another each waits for its own (21 header files under load: ~40-70 ms, ~6-20 ms)."""
+    opened: list[tuple[int, str]] = []
     try:
-        _write_synced(path, os.O_EXCL, data, label)
+        for path, data in files.items():
+            label = what or path.name
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                opened.append((fd, label))
+                _write_all(fd, data, label)
+            except OSError as exc:
+                raise error_from(exc, label) from None
+        _at_once(_fsync_labelled, opened)
+    finally:
+        for fd, _ in opened:
+            os.close(fd)
+
+
+def fsync_dirs(paths) -> None:
+    """fsync_dir for each folder, all at once (see write_new_files); a folder that cannot be opened or
+    synced is skipped, as fsync_dir does."""
+    _at_once(fsync_dir, list(paths))
+
+
+def _fsync_labelled(item: tuple[int, str]) -> None:
+    try:
+        os.fsync(item[0])
     except OSError as exc:
-        raise error_from(exc, label) from None
+        raise error_from(exc, item[1]) from None
+
+
+def _at_once(sync, items: list) -> None:
+    """sync(item) for every item in threads of its own (os.fsync lets go of the GIL); every call has
+    ended when this returns, and the first failure, in the items' order, is raised."""
+    if len(items) < 2:
+        for item in items:
+            sync(item)
+        return
+    with ThreadPoolExecutor(min(len(items), SYNC_THREADS), thread_name_prefix="fsync") as pool:
+        results = list(pool.submit(sync, item) for item in items)
+    for result in results:  # the pool has waited for all of them
+        result.result()
 
 
 def _write_synced(path: Path, mode: int, data: bytes, label: str) -> None:

@@ -28,7 +28,15 @@ from engine.loop.records import TrialGenesis, TrialResult
 from engine.loop.trial import utc_now
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import file_sha256, parse_sums, render_sums
-from sessions.evidence.durable import AppendLog, EvidenceError, error_from, fsync_dir, write_atomic, write_new
+from sessions.evidence.durable import (
+    AppendLog,
+    EvidenceError,
+    error_from,
+    fsync_dir,
+    fsync_dirs,
+    write_atomic,
+    write_new_files,
+)
 from sessions.evidence.recorder import TrialRecorder, sha256_hex
 from sessions.evidence.records import BlindingFile, RunEvent, ScheduleFile, Summary, VoidRecord
 from sessions.evidence.schemas import published as published_schemas
@@ -116,14 +124,16 @@ class ExperimentFolder:
             folder._reserve()
             # Each file is fsynced; each folder once, not once per file (the rename below is what makes
             # the folder appear whole, so no file needs its own temp name and rename).
-            folders = {building}
+            # All files are written first and then fsynced together, then all folders together: the
+            # journal commits waits that overlap at once (durable.write_new_files).
+            folders, files = {building}, {}
             for rel, data in header_files(prepared).items():
                 (building / rel).parent.mkdir(parents=True, exist_ok=True)
                 folders.update(p for p in (building / rel).parents if p.is_relative_to(building))
-                write_new(building / rel, data)
+                files[building / rel] = data
                 folder.sums[rel] = sha256_hex(data)
-            for made in sorted(folders, key=lambda p: len(p.parts), reverse=True):  # deepest first
-                fsync_dir(made)
+            write_new_files(files)
+            fsync_dirs(folders)
             (building / layout.TRIALS).mkdir()
             folder._load_schedule()
             folder._open_log(new=True)

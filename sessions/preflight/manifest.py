@@ -4,7 +4,6 @@ Unknown keys and bad values are rejected with the file and the field named. A ma
 hashed in a canonical form and frozen, with that hash, into the experiment folder.
 """
 
-from __future__ import annotations
 
 import hashlib
 import json
@@ -187,7 +186,7 @@ class MemoryRules(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> MemoryRules:
+    def _consistent(self) -> "MemoryRules":
         if self.guess_cap >= self.confirm_threshold:
             raise ValueError("guess_cap must be below confirm_threshold (a guess carries lower confidence)")
         both = sorted(set(self.exclusive_predicates) & set(self.possession_predicates))
@@ -255,7 +254,7 @@ class AgentSection(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _replies_fit(self) -> AgentSection:
+    def _replies_fit(self) -> "AgentSection":
         # A decision's attempts are one line of responses.jsonl, each keeping at most two copies of
         # a reply of the cap's size (its body and the response taken from it): bounded so the line
         # stays one a reader accepts (sessions.evidence.reader.MAX_LINE, 64 MiB).
@@ -304,7 +303,7 @@ class VariantEntry(_Strict):
                                Field(max_length=256)] | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> VariantEntry:
+    def _one_source(self) -> "VariantEntry":
         if self.seed is not None and self.seed_env is not None:
             raise ValueError("give seed or seed_env, not both")
         if self.seed is None and self.seed_env is None and self.rom_sha256 is None:
@@ -378,7 +377,7 @@ class Condition(_Strict):
     allow_file_and_shell_tools: bool | None = None
 
     @model_validator(mode="after")
-    def _policy_needs(self) -> Condition:
+    def _policy_needs(self) -> "Condition":
         self._check_policy_fields()
         self._check_command()
         model_only = ("provider", "api", "sampling", "base_url", "api_key_env", "pricing", "request",
@@ -524,7 +523,7 @@ class Manifest(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> Manifest:
+    def _consistent(self) -> "Manifest":
         if self.agent.max_actions_per_decision < max(c.actions_per_decision for c in self.conditions):
             raise ValueError("conditions: actions_per_decision exceeds agent.max_actions_per_decision")
         decisions = self.budgets.model_decisions

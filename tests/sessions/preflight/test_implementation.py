@@ -48,3 +48,16 @@ def test_every_result_records_the_implementation(dry_run):
     if (PACKAGE_ROOT / ".git").exists():  # the tests run from a checkout (a worktree's .git is a file)
         assert here["git_commit"] == commit == _git(PACKAGE_ROOT, "rev-parse", "HEAD")
         assert isinstance(here["git_dirty"], bool)
+
+
+def test_no_commit_yet_is_null_and_a_broken_index_keeps_the_commit_with_dirty_unknown(tmp_path):
+    root = tmp_path / "checkout"
+    root.mkdir()
+    _git(root, "init", "-q")
+    assert git_identity(root) == (None, None)  # a repository with no commit names none
+    (root / "module.py").write_text("x = 1\n")
+    _git(root, "add", "module.py")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "first")
+    head = _git(root, "rev-parse", "HEAD")
+    (root / ".git" / "index").write_bytes(b"not an index")  # `git status` fails; the commit is still known
+    assert git_identity(root) == (head, None)
