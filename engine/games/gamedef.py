@@ -236,25 +236,26 @@ def every(tests: list[Callable]) -> Callable:
     return all_of
 
 
-def _single(f: str, c: "Condition") -> Callable[[Sample], bool]:
-    """A condition's only test on field `f`, in one closure (Condition.compile's other tests nest two)."""
-    if c.eq is not None:
-        x = c.eq
-        return lambda s: s[f] == x
-    if c.ne is not None:
-        x = c.ne
-        return lambda s: s[f] != x
-    if c.ge is not None:
-        x = c.ge
-        return lambda s: s[f] >= x
-    if c.le is not None:
-        x = c.le
-        return lambda s: s[f] <= x
-    if c.bit_set is not None:
-        m = 1 << c.bit_set
-        return lambda s: bool(s[f] & m)
-    m = 1 << c.bit_clear
+def _bit_set(f: str, b: int) -> Callable[[Sample], bool]:
+    m = 1 << b
+    return lambda s: bool(s[f] & m)
+
+
+def _bit_clear(f: str, b: int) -> Callable[[Sample], bool]:
+    m = 1 << b
     return lambda s: not s[f] & m
+
+
+# A condition's value tests, each made into one closure on the sample with its operand bound
+# (Condition.compile): the ladder runs them after every action.
+_SAMPLE_TESTS: dict[str, Callable[[str, object], Callable[[Sample], bool]]] = {
+    "eq": lambda f, x: lambda s: s[f] == x,
+    "ne": lambda f, x: lambda s: s[f] != x,
+    "ge": lambda f, x: lambda s: s[f] >= x,
+    "le": lambda f, x: lambda s: s[f] <= x,
+    "bit_set": _bit_set,
+    "bit_clear": _bit_clear,
+}
 
 
 class Condition(_Strict):
@@ -280,26 +281,11 @@ class Condition(_Strict):
     def compile(self) -> Callable[[Sample], bool]:
         """The same test as `holds`, as one closure with the dispatch decided once."""
         f = self.field
-        tests: list[Callable[[int], bool]] = []
         if self.contains is not None or self.lacks is not None:
             contains, lacks = self.contains, self.lacks
             return lambda s: (contains is None or contains in s[f]) and (lacks is None or lacks not in s[f])
-        if self.eq is not None:
-            tests.append(lambda v, x=self.eq: v == x)
-        if self.ne is not None:
-            tests.append(lambda v, x=self.ne: v != x)
-        if self.ge is not None:
-            tests.append(lambda v, x=self.ge: v >= x)
-        if self.le is not None:
-            tests.append(lambda v, x=self.le: v <= x)
-        if self.bit_set is not None:
-            tests.append(lambda v, m=1 << self.bit_set: bool(v & m))
-        if self.bit_clear is not None:
-            tests.append(lambda v, m=1 << self.bit_clear: not v & m)
-        if len(tests) == 1:  # the usual case: one closure, one call per test after every action
-            return _single(f, self)
-        both = every(tests)
-        return lambda s: both(s[f])
+        return every([make(f, value) for key, make in _SAMPLE_TESTS.items()
+                      if (value := getattr(self, key)) is not None])
 
     def holds(self, sample: Sample) -> bool:
         value = sample[self.field]
