@@ -11,7 +11,8 @@ definition) and listed first in the tally, under the machine's load (app.bench.b
   5. an MCP press_keys call beyond the SDK's bare ping and the raw press: app.bench.bench_mcp;
      target <= 0.15 ms;
   8. `oakwatch report`'s peak memory, big trial against small: phase 4 below; flat (<= +16 MB);
-     and with the replay, its rows on the small trial against a tenth of it, at the same slope.
+     and with the replay, its rows on the small trial against a tenth of it, at the same slope; with
+     `--report-decisions N`, a directions-only walk of N decisions against 10,000 (app.bench.bench_report).
 
 Phase 1, the bundled dry-run (its scripted inputs, 16 frames each), median over --runs, each
 timed from restoring the start state:
@@ -691,7 +692,9 @@ def run_bench(runs: int, memory_actions: int, verify_decisions: int, console: bo
               json_path: Path | None = None, mcp_calls: int = 0, gba_actions: int = 0,
               steady_sizes: tuple[int, int] = (0, 0), workers_sizes: tuple[int, int] = PAIR_SIZES,
               report_decisions: int = 0) -> int:
-    problem = json_path_problem(json_path) or sizes_problem(steady_sizes)
+    from app.bench.bench_report import decisions_problem
+
+    problem = json_path_problem(json_path) or sizes_problem(steady_sizes) or decisions_problem(report_decisions)
     if problem:
         print(f"oakwatch: error: {problem}", file=sys.stderr)
         return 2

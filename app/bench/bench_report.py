@@ -19,6 +19,14 @@ SMALL_DECISIONS = 10_000  # the issue's "from 10k"
 WALK_ACTIONS = ["UP", "DOWN", "LEFT", "RIGHT"]  # no A: the walk cannot talk its way to the end
 
 
+def decisions_problem(decisions: int) -> str | None:
+    """Why `--report-decisions N` cannot be measured (0 skips it), or None."""
+    if decisions and decisions <= SMALL_DECISIONS:
+        return (f"--report-decisions {decisions}: needs more than {SMALL_DECISIONS:,} (it is measured against a "
+                f"{SMALL_DECISIONS:,}-decision walk), or 0 to skip")
+    return None
+
+
 def walk_manifest(tmp: Path, name: str, decisions: int) -> Path:
     """The verify phase's random condition, allowed only the four directions."""
     from app.bench.bench import _random_manifest
@@ -34,7 +42,6 @@ def report_scale_figures(decisions: int, tmp: Path, small: int = SMALL_DECISIONS
     """Peak RSS of the report on a `small`-decision walk and a `decisions`-decision one, and the verdict."""
     from app.bench.bench import VERIFY_FLAT_MB, _generate, _report_child
 
-    small = min(small, decisions)
     print(f"report at scale: generating {small:,}- and {decisions:,}-decision walks (directions only) …", flush=True)
     folders = {n: _generate(tmp, f"walk-{n}", n, walk_manifest(tmp, f"walk-{n}", n)) for n in (small, decisions)}
     peaks = {n: _report_child(folder, tmp / f"walk-report-{n}")["peak_rss_mb"] for n, folder in folders.items()}

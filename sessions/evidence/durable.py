@@ -65,7 +65,12 @@ def write_atomic(path: Path, data: bytes, *, what: str | None = None) -> None:
     tmp = path.with_name(path.name + TMP_SUFFIX)
     label = what or path.name
     try:
-        _write_synced(tmp, os.O_TRUNC, data, label)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            _write_all(fd, data, label)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError as exc:
         try:
@@ -125,15 +130,6 @@ def _at_once(sync, items: list) -> None:
     for result in results:  # the pool has waited for all of them
         result.result()
 
-
-def _write_synced(path: Path, mode: int, data: bytes, label: str) -> None:
-    """Open `path` for writing (created; `mode`: O_TRUNC or O_EXCL), write `data` whole, fsync, close."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode | os.O_CLOEXEC, 0o644)
-    try:
-        _write_all(fd, data, label)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 class AppendLog:
     """An append-only file that only ever holds whole records."""

@@ -140,10 +140,9 @@ class TrialRecorder:
                sha256_hex(inputs) if inputs else EMPTY_SHA256, sha256_hex(memory) if memory else EMPTY_SHA256)
         # a trial that is not episodic writes no episode fields: its lines read as they always did
         line = self._scrub(json_line(trace, exclude=trace_line_unwritten(trace) or None))
-        if self.failure is not None:
-            raise self.failure
         logs = self._logs
-        try:  # as _guard(write) would, without a closure a decision
+
+        def write() -> None:
             logs[layout.RESPONSES].append(response_bytes)
             if inputs:
                 logs[layout.INPUTS].append(inputs)
@@ -153,9 +152,8 @@ class TrialRecorder:
             logs[layout.TRACE].append(line)  # last: the commit point
             if trace.milestones_after != trace.milestones_before:
                 self._frames.run_later(self._sync_logs)  # a milestone's evidence to disk, off the loop
-        except EvidenceError as exc:
-            self._fail(exc)
-            raise
+
+        self._guard(write)
         self.head = sha256_hex(line)
         self.decisions = trace.decision_id
         self._committed = {name: log.size for name, log in logs.items()}

@@ -48,6 +48,14 @@ def test_a_steady_state_without_extra_actions_is_not_measured():
     assert row.verdict == "not measured"
 
 
+def test_report_decisions_at_or_under_the_small_walk_are_refused_before_the_bench_runs(capsys):
+    from app.bench.bench import run_bench
+
+    assert run_bench(1, 0, 0, False, report_decisions=10_000) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--report-decisions 10000" in err
+
+
 def test_steady_sizes_are_checked_before_the_bench_runs(capsys):
     assert sizes_problem((20_000, 10_000)) is None and sizes_problem((0, 0)) is None
     assert sizes_problem((100, 100)) and sizes_problem((100, 0))
