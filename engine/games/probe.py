@@ -15,7 +15,9 @@ to garbage never raises (a value read through it is garbage, as it would be in t
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
+from functools import cache
 from operator import itemgetter
 
 from engine.games.gamedef import (
@@ -67,6 +69,12 @@ def _decode(data: Sequence[int], off: int, kind: str, length: int) -> int | list
     if kind in SIGNED and value >> (8 * width - 1):
         value -= 1 << (8 * width)
     return value
+
+
+def _raw(data: Sequence[int], off: int, kind: str, length: int) -> int | Sequence[int]:
+    """A private read (an array the derived fields index into, a flag's byte, a var): as `_decode`,
+    but an array stays the slice it was read as (no list of hundreds of ints built per sample)."""
+    return data[off:off + length] if kind == "bytes" else _decode(data, off, kind, length)
 
 
 def _clipped(read_range: ReadRange, space: int, address: int, length: int) -> Sequence[int]:
@@ -183,21 +191,20 @@ class _FullProbe(Probe):
 
     def _read_rest(self, read_range: ReadRange, sample: Sample) -> None:
         space = self._space
-        raw: dict[str, int | list[int]] = {}
+        raw: dict[str, int | Sequence[int]] = {}
         for ptr, spans in self._based:
             origin = sample[ptr]
             for start, size, members in spans:
                 data = _clipped(read_range, space, origin + start, size)
                 for name, off, kind, length in members:
-                    value = _decode(data, off, kind, length)
                     if name[0] == "\0":
-                        raw[name] = value
+                        raw[name] = _raw(data, off, kind, length)
                     else:
-                        sample[name] = value
+                        sample[name] = _decode(data, off, kind, length)
         for start, size, members in self._derived_absolute:
             data = _clipped(read_range, space, start, size)
             for name, off, kind, length in members:
-                raw[name] = _decode(data, off, kind, length)
+                raw[name] = _raw(data, off, kind, length)
         for name, how, detail in self._derived:
             if how == "flag":
                 key, bit = detail
@@ -219,21 +226,27 @@ def _highest(data: Sequence[int], offset: int, a: RecordArray, sample: Sample) -
     return max((data[i * a.stride + offset] for i in range(used)), default=0)
 
 
+@cache
+def _slot_ids(slots: int, stride: int, wide_id: bool) -> Callable[[bytes], tuple[int, ...]]:
+    """An items array's bytes to the id in each slot, in order (one struct unpack: a C call)."""
+    pad = stride - (2 if wide_id else 1)
+    return struct.Struct("<" + (("H" if wide_id else "B") + (f"{pad}x" if pad else "")) * slots).unpack_from
+
+
 def _item_quantity(data: Sequence[int], item_id: int, a: ItemArray, sample: Sample) -> int:
     """The quantity of `item_id` held in an items array (the first slot with that id), 0 when
-    absent. Only id positions are compared, so a quantity equal to the id never matches."""
+    absent or when the terminator comes first. Only id positions are compared, so a quantity equal
+    to the id never matches."""
     wide_id = a.id == "u16le"
+    ids = _slot_ids(a.slots, a.stride, wide_id)(data if isinstance(data, bytes | bytearray) else bytes(data))
+    if item_id not in ids:
+        return 0
+    slot = ids.index(item_id)
+    if a.terminator is not None and a.terminator in ids[:slot]:  # (an item id is never the terminator)
+        return 0
+    s = slot * a.stride + (2 if wide_id else 1)
     wide_qty = a.quantity == "u16le"
-    qoff = 2 if wide_id else 1
-    term = a.terminator
-    stride = a.stride
-    for s in range(0, a.slots * stride, stride):
-        got = data[s] | data[s + 1] << 8 if wide_id else data[s]
-        if got == term:
-            return 0
-        if got == item_id:
-            q = data[s + qoff] | data[s + qoff + 1] << 8 if wide_qty else data[s + qoff]
-            if a.key is not None:
-                q ^= sample[a.key] & (0xFFFF if wide_qty else 0xFF)
-            return q
-    return 0
+    q = data[s] | data[s + 1] << 8 if wide_qty else data[s]
+    if a.key is not None:
+        q ^= sample[a.key] & (0xFFFF if wide_qty else 0xFF)
+    return q

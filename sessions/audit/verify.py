@@ -69,7 +69,7 @@ def audit(folder: Path, *, deep: bool = False) -> Report:
 
     check_clients(ctx.manifest, ctx.labels, results, report)  # a cli client ran as its condition allowed
     voids = _check_voids(ctx, report, deep)
-    for rel, digest in ctx.deferred.items():  # a stream no trial check read to its end is hashed now
+    for rel, digest in ctx.deferred.items():  # a stream or frame store no trial check read whole is hashed now
         if (ctx.streamed.get(rel) or file_sha256(folder / rel)) != digest:
             report.add(f"{rel}: content differs from its {layout.SUMS} entry")
     _check_sealed(ctx, report, events, results, voids)

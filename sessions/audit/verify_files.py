@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sessions.audit.verify_context import STREAMED, Context, Report
+from sessions.audit.verify_context import DEFERRED, Context, Report
 from sessions.evidence import layout, roots
 from sessions.evidence.checksums import SumsFormatError, file_sha256, parse_sums
 
@@ -88,15 +88,15 @@ def _unlisted_seals(root: Path, listed: dict[str, str]) -> set[str]:
 
 
 def _check_listed(ctx: Context, present: set[str], report: Report) -> None:
-    """Every SHA256SUMS entry names an evidence file on disk with those bytes (big streams are hashed
-    while the trial checks read them: deferred)."""
+    """Every SHA256SUMS entry names an evidence file on disk with those bytes (big streams and the frame
+    store are hashed while the trial checks read them: deferred)."""
     for rel, digest in ctx.sums.items():
         path = ctx.root / rel
         if rel not in present and layout.classify_path(rel) != "evidence":
             report.add(f"{layout.SUMS} lists {rel}, which is not an evidence file")
         elif not path.is_file():
             report.add(f"{rel}: listed in {layout.SUMS} but missing")
-        elif rel.endswith(STREAMED):
+        elif rel.endswith(DEFERRED):
             ctx.deferred[rel] = digest
         elif file_sha256(path) != digest and not (ctx.interrupted and rel == layout.RUN_LOG):
             report.add(f"{rel}: content differs from its {layout.SUMS} entry")

@@ -51,7 +51,7 @@ def verify_trial(folder: Path, ctx: Context, report: Report, *, rel: str, deep: 
     _check_annotations(reader, genesis_sha, result, rel, facts, tally.decisions, report)
     if result is not None:
         _check_result(result, genesis, genesis_sha, head, tally, last, rel, ctx, report)
-        _check_frames(reader, result, frames_seen, rel, report, deep)
+        _check_frames(reader, result, frames_seen, rel, report, deep, ctx)
         _check_provider_failure(reader, result, rel, report)
         _check_client_transcript(reader, result, rel, report,
                                  ctx.manifest.agent.max_reply_bytes if ctx.manifest is not None else None)
@@ -212,7 +212,9 @@ def _check_annotations(reader: TrialReader, genesis_sha: str, result: TrialResul
 
 
 def _check_frames(reader: TrialReader, r: TrialResult, referenced: set[str], rel: str, report: Report,
-                  deep: bool) -> None:
+                  deep: bool, ctx: Context | None = None) -> None:
+    """The frame store against its seal; its digest is also the one its SHA256SUMS entry is checked
+    against (`ctx.streamed`: hashed once)."""
     seal = r.chain.frames if r.chain else None
     path = reader.folder / layout.FRAMES
     if seal is None:
@@ -222,7 +224,10 @@ def _check_frames(reader: TrialReader, r: TrialResult, referenced: set[str], rel
     if not path.is_file():
         report.add(f"{rel}/{layout.FRAMES} is missing")
         return
-    if file_sha256(path) != seal.sha256 or path.stat().st_size != seal.bytes:
+    digest = file_sha256(path)
+    if ctx is not None:
+        ctx.streamed[f"{rel}/{layout.FRAMES}"] = digest
+    if digest != seal.sha256 or path.stat().st_size != seal.bytes:
         report.add(f"{rel}/{layout.FRAMES}: differs from the store sealed in result.json (a frame was changed)")
     frames, _good, problem = scan_store(path)
     if problem:

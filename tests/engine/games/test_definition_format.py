@@ -302,6 +302,39 @@ def test_an_8_bit_quantity_is_decrypted_with_the_key_masked_to_8_bits():
     assert Probe(game)(mem.read_range)["potion"] == 5
 
 
+def _quantity_slot_by_slot(mem: bytes, item_id: int, wide_id: bool, wide_qty: bool, stride: int, slots: int,
+                           terminator: int | None, key: int) -> int:
+    """The definition format's reading of an items array, slot by slot (the oracle for the probe's scan)."""
+    for s in range(0, slots * stride, stride):
+        got = int.from_bytes(mem[s:s + (2 if wide_id else 1)], "little")
+        if got == terminator:
+            return 0
+        if got == item_id:
+            q_at = s + (2 if wide_id else 1)
+            q = int.from_bytes(mem[q_at:q_at + (2 if wide_qty else 1)], "little")
+            return q ^ (key & (0xFFFF if wide_qty else 0xFF))
+    return 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(wide_id=st.booleans(), wide_qty=st.booleans(), extra=st.integers(0, 3), slots=st.integers(1, 12),
+       terminator=st.sampled_from([None, 0x00, 0x01, 0x02]), key=st.integers(0, 0xFFFFFFFF), data=st.data())
+def test_an_items_scan_reads_as_the_slot_by_slot_definition(wide_id, wide_qty, extra, slots, terminator, key, data):
+    # ids drawn from a small alphabet so ids, quantities, pads and the terminator collide often
+    stride = (2 if wide_id else 1) + (2 if wide_qty else 1) + extra
+    image = bytes(data.draw(st.lists(st.sampled_from([0x00, 0x01, 0x02, 0x14, 0x46]), min_size=stride * slots,
+                                     max_size=stride * slots)))
+    game = items_game(id="u16le" if wide_id else "u8", quantity="u16le" if wide_qty else "u8", stride=stride,
+                      slots=slots, terminator=terminator, key="key")
+    mem = Memory()
+    mem.put(0x03000200, image)
+    mem.u32(0x03000010, key)
+    sample = Probe(game)(mem.read_range)
+    for name, item_id in (("potion", 0x14), ("parcel", 0x46)):
+        assert sample[name] == _quantity_slot_by_slot(image, item_id, wide_id, wide_qty, stride, slots, terminator,
+                                                      key), name
+
+
 def test_the_bundled_cartridge_probe_is_unchanged():
     game = load_game_definition(ROOT / "assets" / "games" / "parcel-quest.yaml")
     assert not game.pointers and not game.arrays and game.roms == []
