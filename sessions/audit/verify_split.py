@@ -42,6 +42,7 @@ class _Plan:
     prev: TraceLine
     starts: dict[str, int]  # stream name -> byte offset of the worker's first line
     last_capture: int  # the capture frame of the last input line before the split (-1: none)
+    memory_lines: int  # memory lines before the worker's first (its lines are numbered after them)
 
 
 class _RecordingTally(TraceTally):
@@ -92,8 +93,8 @@ def _plan(folder: Path) -> _Plan | None:
     """The split, or None (a small trial, a memory stream to walk, or streams that do not split cleanly)."""
     try:
         paths = {name: folder / name for name in STREAMS}
-        if os.path.getsize(paths[layout.TRACE]) < SPLIT_BYTES or os.path.getsize(folder / layout.MEMORY) != 0 \
-                or threading.active_count() > 1 or not hasattr(os, "fork"):  # a fork copies no other thread
+        if os.path.getsize(paths[layout.TRACE]) < SPLIT_BYTES or threading.active_count() > 1 \
+                or not hasattr(os, "fork"):  # a fork copies no other thread
             return None
         k, line_k, trace_start = _trace_split(paths[layout.TRACE])
         prev = TraceLine.__pydantic_validator__.validate_json(line_k)
@@ -104,10 +105,26 @@ def _plan(folder: Path) -> _Plan | None:
         if r_before is None or json.loads(r_before)["decision_id"] != k:
             return None
         last_capture = _validate_input(i_before).capture_frame if i_before is not None else -1
+        m_start, memory_lines = _memory_split(folder / layout.MEMORY, k)
     except (OSError, ValueError, KeyError, TypeError, RecursionError, ValidationError, _NoSplit):
         return None
-    return _Plan(k, line_k, prev, {layout.TRACE: trace_start, layout.RESPONSES: r_start, layout.INPUTS: i_start},
-                 last_capture)
+    return _Plan(k, line_k, prev, {layout.TRACE: trace_start, layout.RESPONSES: r_start, layout.INPUTS: i_start,
+                                   layout.MEMORY: m_start}, last_capture, memory_lines)
+
+
+def _memory_split(path: Path, k: int) -> tuple[int, int]:
+    """(offset of the first memory line after decision k, how many lines come before it): a decision
+    may have no memory operation, so the line before may belong to any decision up to k."""
+    if os.path.getsize(path) == 0:
+        return 0, 0
+    start, _ = _first_after(path, k)
+    lines = 0
+    with path.open("rb") as f:
+        left = start
+        while left and (block := f.read(min(1 << 20, left))):
+            lines += block.count(b"\n")
+            left -= len(block)
+    return start, lines
 
 
 class _NoSplit(Exception):
@@ -171,7 +188,10 @@ def _ranged(w: _Walk, folder: Path, plan: _Plan, worker: bool) -> dict[str, hash
         first = {layout.TRACE: plan.k, layout.RESPONSES: plan.k}.get(name, 0) if worker else 0
         stream = _blocks(folder / name, f"{w.rel}/{name}", name, w.digests, start, end, first, digests.get(name))
         setattr(w, {layout.TRACE: "trace", layout.RESPONSES: "responses", layout.INPUTS: "inputs"}[name], stream)
-    w.memory = _Peek(iter(()))
+    # the memory stream's part (its file digest is checked with the experiment's sums, not here)
+    start, end = (plan.starts[layout.MEMORY], None) if worker else (0, plan.starts[layout.MEMORY])
+    w.memory = _Peek(_blocks(folder / layout.MEMORY, f"{w.rel}/{layout.MEMORY}", layout.MEMORY, {}, start, end,
+                             plan.memory_lines if worker else 0))
     return digests
 
 
@@ -184,7 +204,7 @@ def _first_part(start: Callable[[Report], _Walk], folder: Path, plan: _Plan) -> 
         _walk(w)
     except FormatProblem:
         return None, digests
-    ended = next(w.responses, None) is None and next(w.inputs, None) is None
+    ended = next(w.responses, None) is None and next(w.inputs, None) is None and w.memory.peek() is None
     if report.problems or report.interrupted or not ended or w.prev is None or w.prev.decision_id != plan.k \
             or w.tally.decisions != plan.k:
         return None, digests
@@ -226,6 +246,7 @@ def _second_part(start: Callable[[Report], _Walk], folder: Path, plan: _Plan) ->
     _ranged(w, folder, plan, worker=True)
     w.prev, w.head, w.last_capture = plan.prev, hashlib.sha256(plan.line_k).hexdigest(), plan.last_capture
     w.tally = _RecordingTally()
+    w.borrowed = set()  # facts named here that the first part must have created
     _walk(w)
     _check_leftovers(w)
     if report.problems or report.interrupted:
@@ -233,7 +254,7 @@ def _second_part(start: Callable[[Report], _Walk], folder: Path, plan: _Plan) ->
     t = w.tally
     counts = (t.decisions, t.model_calls, t.aborted_calls, t.invalid_outputs, t.accepted_actions, t.paid_calls)
     return ("clean", counts, t.paid, t.cost_sources, t.last, t.award_actions, w.facts, w.frames_seen,
-            w.award_frames, w.steps, w.clients, w.prev, w.head, w.inputs_read, w.last_capture)
+            w.award_frames, w.steps, w.clients, w.prev, w.head, w.inputs_read, w.last_capture, w.borrowed)
 
 
 def _receive(pid: int, read_end: int, rel: str, plan: _Plan) -> tuple | None:
@@ -275,8 +296,10 @@ def _stop(pid: int, read_end: int) -> None:
 def _merge(w: _Walk, message: tuple) -> _Walk | None:
     """The first part's walk continued with the worker's: as if one process had walked both."""
     (_, counts, paid, cost_sources, last, award_actions, facts, frames_seen, award_frames, steps, clients,
-     prev, head, inputs_read, last_capture) = message
+     prev, head, inputs_read, last_capture, borrowed) = message
     if len(w.clients.keys() | clients.keys()) > 1:  # two MCP sessions: the one-process walk reports it
+        return None
+    if borrowed - w.facts or facts & w.facts:  # a fact never created, or created twice: the same
         return None
     t = w.tally
     t.decisions, t.model_calls, t.aborted_calls, t.invalid_outputs, t.accepted_actions, t.paid_calls = (

@@ -147,6 +147,9 @@ class _Walk:
     last_capture: int = -1
     op_item: tuple[int, bytes] | None = None  # the memory line last parsed, and its operation
     op: MemoryOp | None = None
+    # verify_split's worker: facts its part names but did not create (the first part's, or a problem the
+    # merge sends back to the one-process walk); None: every such name is a problem at once
+    borrowed: set[str] | None = None
     digests: dict[str, str] = field(default_factory=dict)  # stream name -> its SHA-256, once read to its end
 
 
@@ -347,12 +350,15 @@ def _check_decision_memory(w: _Walk, t: TraceLine, n: int, line: bytes) -> None:
             break
         mem.append(item[1])
         memory.take()
-        _check_memory_op(op, facts, f"{rel}/{layout.MEMORY}:{item[0]}", w.report)
+        _check_memory_op(op, facts, f"{rel}/{layout.MEMORY}:{item[0]}", w.report, w.borrowed)
     if (hashlib.sha256(b"".join(mem)).hexdigest() if mem else EMPTY) != t.memory_sha256:
         add(f"{rel}/{layout.MEMORY}: decision {n}'s memory operations differ from what it recorded")
     for fid in t.memory_writes:
         if fid is not None and fid not in facts:
-            add(f"{rel}/{layout.TRACE}:{n}: memory_writes names {fid}, which no memory operation created")
+            if w.borrowed is not None:
+                w.borrowed.add(fid)
+            else:
+                add(f"{rel}/{layout.TRACE}:{n}: memory_writes names {fid}, which no memory operation created")
 
 
 def _memory_op(w: _Walk, item: tuple[int, bytes]) -> MemoryOp:
@@ -437,19 +443,29 @@ _validate_response = ResponseLine.__pydantic_validator__.validate_json
 _validate_input = InputLine.__pydantic_validator__.validate_json
 
 
-def _check_memory_op(op: MemoryOp, facts: set[str], where: str, report: Report) -> None:
+# An operation that names facts an earlier write must have created: (the names, the problem if one is unknown).
+_REFERENCES = {
+    **{op: (lambda o: [o.fact_id], lambda o, unknown: f"{o.op} of {o.fact_id}, which no earlier write created")
+       for op in ("update", "complete", "supersede", "evict")},
+    "retrieve": (lambda o: o.fact_ids or [], lambda o, unknown: f"retrieves {unknown}, which no earlier write created"),
+    "read": (lambda o: o.fact_ids or [],
+             lambda o, unknown: f"reads {unknown} as found, but no earlier write created them"),
+}
+
+
+def _check_memory_op(op: MemoryOp, facts: set[str], where: str, report: Report,
+                     borrowed: set[str] | None = None) -> None:
+    """One memory operation against the facts created before it (`borrowed`: see _Walk.borrowed)."""
     if op.op == "write":
         if op.fact_id in facts:
             report.add(f"{where}: writes {op.fact_id} a second time")
         facts.add(op.fact_id)
-    elif op.op in ("update", "complete", "supersede", "evict"):
-        if op.fact_id not in facts:
-            report.add(f"{where}: {op.op} of {op.fact_id}, which no earlier write created")
-    elif op.op in ("retrieve",):
-        unknown = [f for f in op.fact_ids or [] if f not in facts]
-        if unknown:
-            report.add(f"{where}: retrieves {unknown}, which no earlier write created")
-    elif op.op == "read":
-        unknown = [f for f in op.fact_ids or [] if f not in facts]
-        if unknown:
-            report.add(f"{where}: reads {unknown} as found, but no earlier write created them")
+        return
+    if op.op not in _REFERENCES:
+        return
+    names, problem = _REFERENCES[op.op]
+    unknown = [f for f in names(op) if f not in facts]
+    if unknown and borrowed is not None:
+        borrowed.update(unknown)
+    elif unknown:
+        report.add(f"{where}: {problem(op, unknown)}")

@@ -163,3 +163,86 @@ def test_a_worker_that_raises_fails_verify_with_a_clear_problem(trial, monkeypat
     problems = verify_experiment(trial)
     assert len(problems) == 1
     assert problems[0].endswith("were not checked: verify's worker process failed (RuntimeError: disk on fire)")
+
+
+# -- a trial with memory operations (the bundled dry-run's script notes: writes, supersedes, retrieves) ------------
+
+def _memory_lines(root: Path) -> list[dict]:
+    return [json.loads(line) for line in (_trial_dir(root) / layout.MEMORY).read_bytes().splitlines()]
+
+
+def test_a_trial_with_memory_operations_is_walked_in_two_processes(dry_run, monkeypatch):
+    root = dry_run[0]
+    merged = []
+    real_merge = split._merge
+    monkeypatch.setattr(split, "_merge", lambda w, m: merged.append(m) or real_merge(w, m))
+    monkeypatch.setattr(split, "SPLIT_BYTES", 0)
+    plan = split._plan(_trial_dir(root))
+    assert plan is not None and plan.starts[layout.MEMORY] > 0
+    ops = _memory_lines(root)
+    after = [op for op in ops if op["decision_id"] > plan.k]
+    assert after and plan.memory_lines == len(ops) - len(after)
+    # the worker's part names facts only the first part wrote: it borrows them, and the merge finds them
+    written_after = {op["fact_id"] for op in after if op["op"] == "write"}
+    named_after = {f for op in after for f in (op.get("fact_ids") or [op.get("fact_id")])} - written_after
+    assert named_after
+    assert verify_experiment(root) == []
+    assert len(merged) == 1 and merged[0][-1] == named_after
+
+
+def _rewrite_memory(root: Path, edit) -> None:
+    path = _trial_dir(root) / layout.MEMORY
+    lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+    edit(lines)
+    path.write_bytes(b"".join(json.dumps(op, separators=(",", ":")).encode() + b"\n" for op in lines))
+
+
+@pytest.mark.parametrize("how", ["delete", "duplicate", "flip", "torn", "json", "swap", "decision"])
+def test_memory_damage_at_the_split_reports_what_one_process_does(dry_run, monkeypatch, how):
+    monkeypatch.setattr(split, "SPLIT_BYTES", 0)
+    k = split._plan(_trial_dir(dry_run[0])).k
+    for offset in (-1, 0, 1):
+        root = _copy(dry_run[0])
+        path = _trial_dir(root) / layout.MEMORY
+        _edit_line(path, _line_of(path, k) + offset, how)
+        one, two = _both(root)
+        assert one and one == two
+
+
+@pytest.mark.parametrize("change", ["borrows an unwritten fact", "writes a first-part fact again", "nothing"])
+def test_the_merge_sends_a_fact_problem_back_to_the_one_process_walk(dry_run, monkeypatch, change):
+    """A memory line can only be tampered with along with the chain that hashes it, so the worker's side of the
+    seam is changed here: what its part borrowed or wrote as the merge receives it. A borrowed fact the first part
+    never wrote, or a fact both parts wrote, must not be merged: the one-process walk decides (and reports)."""
+    monkeypatch.setattr(split, "SPLIT_BYTES", 0)
+    real_second, real_split = split._second_part, split.split_walk
+    first_fact = next(op["fact_id"] for op in _memory_lines(dry_run[0]) if op["op"] == "write")
+
+    def second_part(*args):
+        message = real_second(*args)
+        if change == "borrows an unwritten fact":
+            message[-1].add("fact-9999")
+        elif change == "writes a first-part fact again":
+            message[6].add(first_fact)  # the worker's facts
+        return message
+
+    taken = []
+    monkeypatch.setattr(split, "_second_part", second_part)
+    monkeypatch.setattr(split, "split_walk", lambda *a: taken.append(real_split(*a)) or taken[-1])
+    assert verify_experiment(dry_run[0]) == []  # the trial is whole: one process finds nothing either way
+    assert len(taken) == 1 and (taken[0] is None) == (change != "nothing")
+
+
+@settings(max_examples=30, deadline=20_000, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(data=st.data())
+def test_damaged_memory_and_trace_report_what_one_process_does(dry_run, data):
+    root = _copy(dry_run[0])
+    name = data.draw(st.sampled_from((layout.MEMORY, layout.TRACE)))
+    kind = data.draw(st.sampled_from(["truncate", "flip", "insert", "line", "duplicate"]))
+    mutate(root, f"{_trial_dir(root).relative_to(root).as_posix()}/{name}", kind,
+           data.draw(st.integers(0, 1 << 20)), data.draw(st.binary(max_size=32)),
+           data.draw(st.none() | st.integers() | st.dictionaries(st.sampled_from(["decision_id", "fact_id", "x"]),
+                                                                 st.integers(-2, 200), max_size=2)))
+    one, two = _both(root)
+    assert one == two
