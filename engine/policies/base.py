@@ -32,4 +32,4 @@ def contract_json(actions: list[str], *, summary: str, observed: dict | None = N
 # Responses that differ only in their actions (random play, key presses): the rest encoded once.
 _PLAIN = {summary: json.dumps({"reasoning_summary": summary, "observed": UNKNOWN_OBSERVATION, "memory_read": [],
                                "memory_write": [], "actions": None}).replace("null", "%s")
-          for summary in ("random", "operator key press")}
+          for summary in ("random", "operator key press", "press_keys tool call")}
