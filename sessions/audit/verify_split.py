@@ -3,8 +3,11 @@ worker walks the second part while this process walks the first (issue 31: two c
 
 Only a clean walk is taken from the split: when either part finds any problem (or the streams do not
 split cleanly: a damaged trial), the caller walks the whole trial again in one process, so the problems
-reported are always the one-process walk's, byte for byte. A worker that dies or fails ends the trial's
-check with one problem that says so (never a pass, never a hang: its pipe closes when it dies).
+reported are always the one-process walk's, byte for byte. The memory stream is split too: a fact the
+worker's part names without having created it is borrowed, and the merge takes the split only if the
+first part created every borrowed fact and no fact was created in both parts. A worker that dies or
+fails ends the trial's check with one problem that says so (never a pass, never a hang: its pipe closes
+when it dies).
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ def split_walk(start: Callable[[Report], _Walk], reader: TrialReader, rel: str) 
 
 
 def _plan(folder: Path) -> _Plan | None:
-    """The split, or None (a small trial, a memory stream to walk, or streams that do not split cleanly)."""
+    """The split, or None (a small trial, another thread running, or streams that do not split cleanly)."""
     try:
         paths = {name: folder / name for name in STREAMS}
         if os.path.getsize(paths[layout.TRACE]) < SPLIT_BYTES or threading.active_count() > 1 \
