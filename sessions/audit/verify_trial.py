@@ -212,7 +212,7 @@ def _check_annotations(reader: TrialReader, genesis_sha: str, result: TrialResul
 
 
 def _check_frames(reader: TrialReader, r: TrialResult, referenced: set[str], rel: str, report: Report,
-                  deep: bool, ctx: Context | None = None) -> None:
+                  deep: bool, ctx: Context) -> None:
     """The frame store against its seal; its digest is also the one its SHA256SUMS entry is checked
     against (`ctx.streamed`: hashed once)."""
     seal = r.chain.frames if r.chain else None
@@ -225,8 +225,7 @@ def _check_frames(reader: TrialReader, r: TrialResult, referenced: set[str], rel
         report.add(f"{rel}/{layout.FRAMES} is missing")
         return
     digest = file_sha256(path)
-    if ctx is not None:
-        ctx.streamed[f"{rel}/{layout.FRAMES}"] = digest
+    ctx.streamed[f"{rel}/{layout.FRAMES}"] = digest
     if digest != seal.sha256 or path.stat().st_size != seal.bytes:
         report.add(f"{rel}/{layout.FRAMES}: differs from the store sealed in result.json (a frame was changed)")
     frames, _good, problem = scan_store(path)
