@@ -12,7 +12,6 @@ which the loop charges as an invalid output. Writes happen when the decision is 
 (engine.loop.trial) and are recorded in its trace line, so replay re-applies them at the same point.
 """
 
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal

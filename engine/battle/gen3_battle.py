@@ -14,7 +14,6 @@ offsets inside `struct BattlePokemon` are facts of the layout, cited here: pret/
 include/pokemon.h (struct BattlePokemon, 0x58 bytes).
 """
 
-
 from dataclasses import replace
 from typing import Annotated, Literal
 

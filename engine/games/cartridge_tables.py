@@ -8,7 +8,6 @@ layout's single definition: `encode` writes a block, `decode` reads one back, an
 ROM byte for byte.
 """
 
-
 import re
 from pathlib import Path
 from typing import Annotated

@@ -32,7 +32,6 @@ instruction: what the agent is told to do when the ladder decides (each goal has
              as the player sees it, sent alike to every condition; one naming a probe field is refused.
 """
 
-
 import re
 from collections.abc import Callable
 from typing import Annotated, Literal

@@ -4,7 +4,6 @@ Validated strictly (types, enums, lengths, ranges). A response with more actions
 manifest allows is rejected, never truncated.
 """
 
-
 import json
 from typing import Annotated, Literal
 

@@ -4,7 +4,6 @@ Unknown keys and bad values are rejected with the file and the field named. A ma
 hashed in a canonical form and frozen, with that hash, into the experiment folder.
 """
 
-
 import hashlib
 import json
 import unicodedata
