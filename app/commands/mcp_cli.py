@@ -239,21 +239,26 @@ class ToolSession:
         return self._report()
 
     async def _serve(self, sock) -> None:
+        interrupted: list[str] = []  # the signal that stops an HTTP server (stdio's serving is cancelled)
         if sock is None:
             from sessions.execute.mcp_server import serve_stdio
 
-            serving, gone = serve_stdio(self.server), "the client closed stdin"  # ends when stdin closes
+            serving, gone = serve_stdio(self.server, self.record, _say), "the client closed stdin"  # ends at EOF
         else:
             from sessions.execute.mcp_server import after_the_trial, serve_http
 
-            stop = after_the_trial(self.desk, self.sessions)
-            serving, gone = serve_http(self.server, sock, self.sessions, stop_when=stop), "the HTTP server stopped"
+            after = after_the_trial(self.desk, self.sessions)
+            serving = serve_http(self.server, sock, self.sessions, stop_when=lambda: bool(interrupted) or after())
+            gone = "the HTTP server stopped"
         server = asyncio.ensure_future(serving)
 
         def interrupt(name: str) -> None:  # the trial ends truthfully (signal:NAME), the serving stops; once-only
             self.control.stop_run("signal", name, f"signal:{name}")
             self.desk.disconnect("the server was interrupted")
-            server.cancel()
+            if sock is None:
+                server.cancel()
+            else:  # uvicorn stops as at a trial's end: cancelled, its lifespan would log a traceback
+                interrupted.append(name)
 
         loop = asyncio.get_running_loop()
         handled = []

@@ -427,10 +427,66 @@ class _PipeWriter:
                 self.gone = True
 
 
-async def serve_stdio(server: MCPServer) -> None:
+class _Malformed:
+    """The stdio read stream, less what is not a JSON-RPC message: the SDK's stdio transport passes a line
+    it cannot parse on as an exception, which its server only logs (no answer: a client waits on nothing,
+    and nothing records it). Each is answered here as JSON-RPC asks (a parse error, or an invalid request,
+    with a null id) and written to the trial's record as a refusal, naming the error's kind, never the
+    line (which may hold anything). Every other item passes through untouched."""
+
+    def __init__(self, read, write, record: dict | None, say: Callable[[str], None] | None):
+        self._read, self._write, self._record, self._say = read, write, record, say
+
+    @property
+    def last_context(self):  # the SDK's dispatcher reads the sender's context off its stream
+        return getattr(self._read, "last_context", None)
+
+    async def receive(self):
+        while isinstance(item := await self._read.receive(), Exception):
+            await self._answer(item)
+        return item
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        while isinstance(item := await self._read.__anext__(), Exception):
+            await self._answer(item)
+        return item
+
+    async def aclose(self) -> None:
+        await self._read.aclose()
+
+    async def __aenter__(self):
+        await self._read.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc) -> bool | None:
+        return await self._read.__aexit__(*exc)
+
+    async def _answer(self, exc: Exception) -> None:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+        from pydantic import ValidationError
+
+        kinds = sorted({e["type"] for e in exc.errors()}) if isinstance(exc, ValidationError) else []
+        unparsed = not kinds or "json_invalid" in kinds
+        what = "not JSON" if unparsed else f"JSON but not a JSON-RPC message ({', '.join(kinds)[:120]})"
+        if self._record is not None:
+            count = note_refusal(self._record, f"a message that is {what}")
+            if self._say is not None and count <= 10:
+                self._say(f"refused a message: it is {what}")
+        error = ErrorData(code=PARSE_ERROR if unparsed else INVALID_REQUEST,
+                          message="Parse error" if unparsed else "Invalid Request")
+        await self._write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
+
+
+async def serve_stdio(server: MCPServer, record: dict | None = None,
+                      say: Callable[[str], None] | None = None) -> None:
     """Serve on this process's stdin and stdout until the client closes stdin. As the SDK's own
     stdio transport does, stray output of ours goes to stderr while serving (fd 1 points there; the
-    wire keeps a private copy of the original stdout) and fd 0 reads nothing."""
+    wire keeps a private copy of the original stdout) and fd 0 reads nothing. `record`: the trial's
+    provenance.tool_server, where a message that is not JSON-RPC is written as a refusal (`_Malformed`)."""
     from mcp.server.stdio import stdio_server
 
     sys.stdout.flush()
@@ -442,7 +498,7 @@ async def serve_stdio(server: MCPServer) -> None:
     try:
         async with stdio_server(stdin=_PipeLines(wire_in), stdout=_PipeWriter(wire_out)) as (read, write):
             low = server._lowlevel_server  # MCPServer.run_stdio_async does exactly this, on the SDK's streams
-            await low.run(read, write, low.create_initialization_options())
+            await low.run(_Malformed(read, write, record, say), write, low.create_initialization_options())
     finally:
         os.close(wire_out)
 
@@ -527,8 +583,9 @@ class HttpSessions:
             session = headers.get(b"mcp-session-id", b"").decode("latin-1") or None
 
             async def noted(message):  # what the SDK refuses before any tool sees it is recorded too
-                if message["type"] == "http.response.start" and message["status"] == 413:
-                    self.refuse("a request body over the SDK's limit (HTTP 413)", session)
+                if message["type"] == "http.response.start" and 400 <= message["status"] < 500:
+                    self.refuse(_SDK_REFUSALS.get(message["status"], "a request the SDK refused") +
+                                f" (HTTP {message['status']})", session)
                 await send(message)
 
             if session is not None:
@@ -562,6 +619,11 @@ class HttpSessions:
         return gated
 
 
+# what the SDK's HTTP transport means by a status it answers with (mcp/server/streamable_http.py)
+_SDK_REFUSALS = {400: "a request the SDK refused as malformed", 406: "a request that accepts neither JSON nor SSE",
+                 413: "a request body over the SDK's limit", 415: "a request body that is not JSON"}
+
+
 async def _refusal(send, status: int, message: str, headers: dict | None = None) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
     await send({"type": "http.response.start", "status": status,
@@ -588,7 +650,8 @@ async def serve_http(server: MCPServer, sock: socket.socket, sessions: HttpSessi
     host = sock.getsockname()[0]
     app = server.streamable_http_app(host=host, session_idle_timeout=600, streamable_http_path=MCP_PATH)
     sessions.watch(server)
-    config = uvicorn.Config(sessions.gate(app), log_level=log_level, lifespan="on")
+    # a client's open stream never holds the stop up for long (stop_when has already ended the trial)
+    config = uvicorn.Config(sessions.gate(app), log_level=log_level, lifespan="on", timeout_graceful_shutdown=5)
     http = uvicorn.Server(config)
 
     async def stopper():

@@ -227,6 +227,42 @@ def test_a_huge_argument_over_stdio_is_kept_as_its_size_and_digest(tmp_path):
     assert verify_experiment(tmp_path / "out") == []
 
 
+def test_a_request_the_sdk_finds_malformed_over_http_is_answered_and_recorded(tmp_path):
+    """A body that is not JSON reaches the SDK (before any client, or from the trial's own client) and
+    is answered 400 with a JSON-RPC parse error; each is a refusal in the result, the second with the
+    hash of the session that sent it, and neither is a decision."""
+    import hashlib
+
+    import httpx
+
+    server, url = serve_http(tmp_path)
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"}}}
+    try:
+        with httpx.Client(timeout=30) as http:
+            first = http.post(url, content=b"{not json", headers=headers)  # no session yet: claims nothing
+            init = http.post(url, json=hello, headers=headers)
+            session = init.headers["mcp-session-id"]
+            own = http.post(url, content=b"[1, 2", headers=headers | {"mcp-session-id": session})
+            http.delete(url, headers=headers | {"mcp-session-id": session})
+        assert server.wait(timeout=60) == 2  # the client left before a decision
+        err = server.stderr.read()
+    finally:
+        server.kill()
+    assert (first.status_code, init.status_code, own.status_code) == (400, 200, 400)
+    assert first.json()["error"]["code"] == -32700 and first.json()["id"] is None
+    result, _ = result_of(tmp_path / "out")
+    record = result["provenance"]["tool_server"]
+    malformed = "a request the SDK refused as malformed (HTTP 400)"
+    assert [(r["reason"], r["session_sha256"]) for r in record["refused"]] == [
+        (malformed, None), (malformed, hashlib.sha256(session.encode()).hexdigest())]
+    assert record["refused_count"] == 2 and result["last_decision"] in (0, None)
+    assert "Traceback" not in err and session not in err
+    assert verify_experiment(tmp_path / "out") == []
+
+
 def test_a_huge_argument_over_http_too_and_a_body_past_the_sdks_limit_is_recorded(tmp_path):
     """3 MB over HTTP (under the SDK's 4 MiB body limit): as over stdio. 5 MB: the SDK refuses the
     request (HTTP 413) before any tool sees it; the refusal is recorded in the result."""

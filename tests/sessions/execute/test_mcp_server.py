@@ -427,8 +427,11 @@ def test_a_signal_ends_a_served_trial_truthfully_and_the_server_exits(tmp_path, 
             time.sleep(0.05)  # the trial has started and waits for a call
         server.send_signal(getattr(signal, name))
         assert server.wait(timeout=60) == 2  # an invalid trial: nobody played it to an end
+        err = server.stderr.read()
     finally:
         server.kill()
+    # the HTTP server stops as it stops at a trial's end, its lifespan shut down, not cancelled mid-wait
+    assert "Traceback" not in err and "CancelledError" not in err, err
     out = tmp_path / "out"
     result, _ = result_of(out)
     assert (result["termination_reason"], result["termination_detail"]) == ("signal", name)

@@ -2,7 +2,8 @@
 unknown methods and tools, arguments of every JSON type, a 10 MB argument, thousands of calls after
 the trial ended, a client that drops mid-call, kill -9 mid-trial then recover and verify. Each ends
 with no traceback, no hang, and every call that reached a tool in the evidence: a decision's attempt,
-or a refusal in provenance.tool_server.
+or a refusal in provenance.tool_server; so is every line that is no JSON-RPC message, which is also
+answered with a JSON-RPC error (id null).
 
 The everyday sweep is sized to a few seconds of examples; `-m slow` runs a longer one."""
 
@@ -56,8 +57,11 @@ def serve(tmp_path, budgets: dict) -> Wire:
 
 
 def sweep(tmp_path, examples: int, after_end: int) -> None:
+    from mcp_types import jsonrpc_message_adapter
+
     wire = serve(tmp_path, {"accepted_actions": 12})
     answers: list[dict] = []  # every tools/call answer the server gave
+    malformed = [0]  # lines that are no JSON-RPC message (the SDK's own parser says which)
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
@@ -68,6 +72,10 @@ def sweep(tmp_path, examples: int, after_end: int) -> None:
             wire._next += 1
             data = data.replace(f'"id": "{ask}"'.encode(), f'"id": {wire._next}'.encode(), 1)
             ask = wire._next
+        try:
+            jsonrpc_message_adapter.validate_json(data)
+        except ValueError:
+            malformed[0] += 1
         wire.send_bytes(data)
         ping = wire.request("ping")
         if ask is not None:
@@ -102,7 +110,12 @@ def sweep(tmp_path, examples: int, after_end: int) -> None:
     assert attempts == decided
     refused = sum(r.get("isError", False) and ("Unknown tool" in t or "validation error" in t)
                   for (_, r), t in zip(answers, texts, strict=True))
-    assert result["provenance"]["tool_server"]["refused_count"] == refused
+    # each line that is no JSON-RPC message is answered as JSON-RPC asks (id null) and refused on the record
+    nulls = [n["error"]["code"] for n in wire.notes if "error" in n and n.get("id") is None]
+    assert len(nulls) == malformed[0] > 0 and set(nulls) <= {-32700, -32600}
+    assert result["provenance"]["tool_server"]["refused_count"] == refused + malformed[0]
+    reasons = {r["reason"] for r in result["provenance"]["tool_server"]["refused"]}
+    assert "a message that is not JSON" in reasons
     assert decided > 0 and refused > 0  # the sweep reached both
 
 
@@ -197,5 +210,6 @@ def test_a_sweep_of_bad_requests_over_http(tmp_path):
     assert "Traceback" not in err, err[-3000:]
     result, _ = result_of(tmp_path / "out")
     assert result["last_decision"] == 2  # no bad request became a decision
-    assert result["provenance"]["tool_server"]["refused_count"] >= sum(s in (401, 403) for s in statuses) > 0
+    assert sum(s in (401, 403) for s in statuses) > 0
+    assert result["provenance"]["tool_server"]["refused_count"] == len(statuses)  # each one, on the record
     assert verify_experiment(tmp_path / "out") == []
