@@ -474,7 +474,7 @@ class _Malformed:
         what = "not JSON" if unparsed else f"JSON but not a JSON-RPC message ({', '.join(kinds)[:120]})"
         if self._record is not None:
             count = note_refusal(self._record, f"a message that is {what}")
-            if self._say is not None and count <= 10:
+            if self._say is not None and count <= REFUSALS_SAID:
                 self._say(f"refused a message: it is {what}")
         error = ErrorData(code=PARSE_ERROR if unparsed else INVALID_REQUEST,
                           message="Parse error" if unparsed else "Invalid Request")
@@ -521,6 +521,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 MCP_PATH = "/mcp"  # the SDK's streamable_http_path, as served
 MAX_REFUSALS_KEPT = 50  # refused requests recorded one by one in the result; beyond, only counted
+REFUSALS_SAID = 10  # the first refusals are also told on stderr; the record counts them all
 
 
 class HttpSessions:
@@ -549,7 +550,7 @@ class HttpSessions:
 
     def refuse(self, reason: str, session: str | None = None) -> None:
         count = note_refusal(self.record, reason, session_hash(session) if session else None)
-        if self.say is not None and count <= 10:
+        if self.say is not None and count <= REFUSALS_SAID:
             self.say(f"refused a connection: {reason}")
 
     def watch(self, server: MCPServer) -> None:
