@@ -314,6 +314,9 @@ def test_walkthrough_is_deterministic(walkthrough_trace):
 
 
 def _mgba_core():
+    """(the core, its video buffer): the binding's set_video_buffer keeps only a pointer into the image, so
+    the caller must hold the image for as long as the core draws (a dropped one is freed, and the next
+    frames are written into freed memory: a crash a few hundred frames later, now and then)."""
     try:
         import mgba.core
         import mgba.image
@@ -327,13 +330,14 @@ def _mgba_core():
     core = mgba.core.load_path(str(ROM))
     assert core is not None
     core.reset()
-    core.set_video_buffer(mgba.image.Image(*core.desired_video_dimensions()))
+    image = mgba.image.Image(*core.desired_video_dimensions())
+    core.set_video_buffer(image)
     core.reset()
-    return core
+    return core, image
 
 
 def test_mgba_boots():
-    core = _mgba_core()
+    core, _image = _mgba_core()  # the image held while the core draws into it
     for _ in range(200):
         core.run_frame()
     assert core.memory[0xD000] == 0x4F
@@ -341,7 +345,7 @@ def test_mgba_boots():
 
 
 def test_mgba_plays_the_walkthrough():
-    core = _mgba_core()
+    core, _image = _mgba_core()  # the image held while the core draws into it
     keys = {
         "A": core.KEY_A,
         "B": core.KEY_B,
