@@ -33,12 +33,13 @@ from tests.sessions.execute.test_faults import (
     wait_for,
 )
 
-# The run, killed for real (SIGKILL from inside, so the point is exact) at one decision of one trial:
-# that decision's response, inputs and memory are written, its frame and trace line are not.
+# `oakwatch <args>`, killed for real (SIGKILL from inside, so the point is exact) at one decision of
+# one trial: that decision's response, inputs and memory are written, its frame and trace line are
+# not. (A kill sent from outside on seeing the trace grow can land after the trial's last decision.)
 DIE_IN_TRIAL = r"""
 import os, signal, sys
 import sessions.evidence.framestore as fs
-key, at = sys.argv[2], int(sys.argv[3])
+key, at = sys.argv[1], int(sys.argv[2])
 add, calls = fs.FrameStoreWriter.add, [0]
 def dying_add(self, *args):
     if self.path.parent.parent.name == key:
@@ -48,7 +49,7 @@ def dying_add(self, *args):
     return add(self, *args)
 fs.FrameStoreWriter.add = dying_add
 from app.cli import main
-sys.exit(main(["run", sys.argv[4], "--headless", "--output", sys.argv[1]]))
+sys.exit(main(sys.argv[3:]))
 """
 
 # `oakwatch recover` killed for real at its `at`-th change to the disk (every write, rename, cut,
@@ -102,7 +103,7 @@ def killed_in_the_last_trial(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("killed")
     manifest = write_manifest(tmp, budgets=budget(60), **RANDOM_TRIALS)
     out = tmp / "exp"
-    done = _run(DIE_IN_TRIAL, str(out), "X-02", "15", str(manifest))
+    done = _run(DIE_IN_TRIAL, "X-02", "15", "run", str(manifest), "--headless", "--output", str(out))
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert sorted(p.name for p in (out / "trials").iterdir()) == sorted(ORDER)
     assert not (out / "trials" / "X-02" / layout.RESULT).exists()
@@ -174,14 +175,10 @@ def test_kill_9_during_resume_then_recover_and_resume_finish(killed_in_the_last_
     assert summary_of(root).missing_positions == [2, 3]
     rng = random.Random(5)
     for key in ("Y-02", "X-02"):
-        proc = oakwatch("run", "--resume", root)
-        trace = root / "trials" / key / layout.TRACE
         when = rng.randint(2, 40)
-        wait_for(lambda p=proc, t=trace, w=when: _lines_in(t) >= w or p.poll() is not None, timeout=120,
-                 what=f"the resumed {key} to reach decision {when}")
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        died = _run(DIE_IN_TRIAL, key, str(when), "run", "--resume", str(root))
+        assert died.returncode == -signal.SIGKILL, (key, when, died.stderr)
+        assert _lines_in(root / "trials" / key / layout.TRACE) == when - 2  # the 1st add is the start frame
         problems = verify_experiment(root)
         assert problems and all("recover" in p or "interrupted" in p or "torn" in p for p in problems), problems
         report = recover(root)
@@ -302,7 +299,7 @@ def test_recover_keeps_the_awards_the_trace_proves_and_the_trial_replays(tmp_pat
     manifest = write_manifest(tmp_path, budgets=budget(400), conditions=[
         {"id": "walk", "policy": "scripted", "script": "bundled:walkthrough.txt"}])
     out = tmp_path / "exp"
-    done = _run(DIE_IN_TRIAL, str(out), "X-01", "40", str(manifest))
+    done = _run(DIE_IN_TRIAL, "X-01", "40", "run", str(manifest), "--headless", "--output", str(out))
     assert done.returncode == -signal.SIGKILL, done.stderr
     recover(out)
     trial = out / "void-1" / "X-01"
