@@ -30,6 +30,9 @@ class Backend:
     install: str  # what to do when it is missing
     _version: Callable[[], str]  # the installed version; raises ImportError/OSError when missing
     _open: Callable[[bytes, str | None, str], object]
+    # Whether its frames run with the GIL released, so another thread (the frame store's encoder)
+    # works while it emulates: it decides where the frame store encodes (sessions/evidence/framestore.py).
+    emulates_without_gil: bool = False
 
     def version(self) -> str | None:
         """The installed version, or None when the package or its native library is missing."""
@@ -93,7 +96,7 @@ BACKENDS: dict[str, Backend] = {
     "mgba": Backend("mgba", "mGBA", ("gb", "gbc", "gba"),
                     "the Python package mgba 0.10.2 (CPython 3.11 on Linux) and Debian's libmgba0.10: "
                     "install with uv sync --extra mgba and apt-get install libmgba0.10",
-                    _mgba_version, _open_mgba),
+                    _mgba_version, _open_mgba, emulates_without_gil=True),  # cffi releases the GIL per call
 }
 
 

@@ -287,9 +287,10 @@ class ExperimentFolder:
     def trial_path(self, key: str) -> Path:
         return self.root / layout.trial_dir(key)
 
-    def trial_recorder(self, genesis: TrialGenesis, secrets: tuple[str, ...] = ()) -> TrialRecorder:
+    def trial_recorder(self, genesis: TrialGenesis, secrets: tuple[str, ...] = (),
+                       encode_aside: bool = False) -> TrialRecorder:
         return TrialRecorder(self.trial_path(genesis.trial_key), genesis, on_disk_full=self.release_reserve,
-                             secrets=secrets)
+                             secrets=secrets, encode_aside=encode_aside)
 
     def seal_trial(self, recorder: TrialRecorder, result: TrialResult) -> None:
         """Log the sealed trial and extend SHA256SUMS with its files."""

@@ -12,7 +12,9 @@ so it overlaps a loop that waits (for a model, an MCP client, pacing), and no su
 it. When frames come fast (a batch fills within MAX_BATCH_AGE: random, scripted or replayed play, the
 loop busy on its own core) and the thread has nothing queued, the batch is encoded in the caller's
 thread instead: there a second busy thread costs more CPU than it saves (a GIL hand-off around every
-zlib call, two threads on a shared 2-core machine; docs/performance.md). Either way the records reach
+zlib call, two threads on a shared 2-core machine; docs/performance.md) - unless the emulator runs its
+frames with the GIL released (mGBA, through cffi): then the thread encodes while the next frames are
+emulated, and a writer made with `encode_aside` hands every batch over. Either way the records reach
 the file in the order the frames were added, so the store's bytes are the same. The store's own
 SHA-256 is computed as it is written and sealed into result.json at trial end.
 """
@@ -65,8 +67,9 @@ def pixel_sha256(rgb: np.ndarray) -> str:
 class FrameStoreWriter:
     """Appends distinct frames to the store from a background thread."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, encode_aside: bool = False):
         self.path = path
+        self._encode_aside = encode_aside
         self._log = AppendLog(path, what="the frame store")
         self._digest = hashlib.sha256()
         self._seen: set[str] = set()
@@ -95,7 +98,7 @@ class FrameStoreWriter:
         if now - self._batch_started >= MAX_BATCH_AGE:
             self._hand_over()
         elif len(self._batch) >= BATCH:
-            if self._handed == self._served:  # filled fast, nothing queued before it: encode it here
+            if self._handed == self._served and not self._encode_aside:  # filled fast, none queued: encode here
                 batch, self._batch = self._batch, []
                 self._write(batch)
                 if self.error is not None:

@@ -65,10 +65,12 @@ def response_ref(decision_id: int) -> str:
 
 class TrialRecorder:
     def __init__(self, folder: Path, genesis: TrialGenesis,
-                 on_disk_full: Callable[[], None] | None = None, secrets: tuple[str, ...] = ()):
+                 on_disk_full: Callable[[], None] | None = None, secrets: tuple[str, ...] = (),
+                 encode_aside: bool = False):
         """Create the trial folder and its genesis. Raises EvidenceError if it cannot. `secrets`
         (API keys) are cut out of anything written, whatever produced it: the last net under the
-        providers' own redaction."""
+        providers' own redaction. `encode_aside`: the frame store encodes on its own thread (an
+        emulator that runs without the GIL; FrameStoreWriter)."""
         self.folder = folder
         self._secrets = tuple(s.encode() for s in secrets if s)
         self.genesis = genesis
@@ -98,7 +100,7 @@ class TrialRecorder:
         try:
             for name in (layout.TRACE, layout.RESPONSES, layout.INPUTS, layout.MEMORY, layout.TRIAL_ANNOTATIONS):
                 self._logs[name] = AppendLog(folder / name, what=f"{folder.name}/{name}")
-            self._frames = FrameStoreWriter(folder / layout.FRAMES)
+            self._frames = FrameStoreWriter(folder / layout.FRAMES, encode_aside)
         except EvidenceError:
             self._close_logs()
             raise

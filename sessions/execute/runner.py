@@ -31,6 +31,7 @@ from sessions.evidence.records import Summary
 from sessions.execute.trial_factory import (
     MODEL_POLICIES,
     PolicyFactory,
+    encodes_frames_aside,
     make_trial,
     parse_key,
     policy_seed,
@@ -246,7 +247,8 @@ class ExperimentRunner:
 
     async def _run_slot(self, position: int) -> TrialResult:
         config, genesis = self.slot(position)
-        recorder = self.folder.trial_recorder(genesis, self.prepared.keys.secrets())
+        recorder = self.folder.trial_recorder(genesis, self.prepared.keys.secrets(),
+                                              encodes_frames_aside(self.prepared))
         gate = None
         result: TrialResult | None = None
         trial: Trial | None = None

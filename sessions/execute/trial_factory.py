@@ -118,6 +118,11 @@ def model_provenance(condition: Condition) -> dict:
         "pricing": condition.pricing.model_dump() if condition.pricing else None}}
 
 
+def encodes_frames_aside(prepared: Prepared) -> bool:
+    """Whether the trial's frame store encodes on its own thread: its emulator runs without the GIL."""
+    return BACKENDS[prepared.manifest.emulator.name].emulates_without_gil
+
+
 def parse_key(key: str) -> tuple[str, int]:
     label, _, number = key.partition("-")
     return label, int(number)

@@ -224,7 +224,7 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the driver stops us; a terminal's Ctrl-C reaches us too
     from sessions.evidence.recorder import TrialRecorder, policy_files
-    from sessions.execute.trial_factory import make_trial
+    from sessions.execute.trial_factory import encodes_frames_aside, make_trial
     from sessions.execute.watchdog import Watchdog
 
     control = RunControl()
@@ -241,7 +241,7 @@ def worker_main(job: TrialJob, conn: Connection) -> None:
 
     try:
         recorder = TrialRecorder(root / layout.trial_dir(key), genesis, on_disk_full=release_reserve,
-                                 secrets=job.prepared.keys.secrets())
+                                 secrets=job.prepared.keys.secrets(), encode_aside=encodes_frames_aside(job.prepared))
     except EvidenceError as exc:
         link.send(("evidence-error", str(exc), exc.cause))
         link.close()

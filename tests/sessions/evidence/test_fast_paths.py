@@ -76,8 +76,8 @@ def _frames(count: int) -> list[np.ndarray]:
     return [rng.integers(0, 4, (144, 160, 3), dtype=np.uint8) * 85 for _ in range(count)]
 
 
-def _store(path, frames, repeat: bool = True):
-    writer = FrameStoreWriter(path)
+def _store(path, frames, repeat: bool = True, encode_aside: bool = False):
+    writer = FrameStoreWriter(path, encode_aside)
     for frame in frames + (frames[:5] if repeat else []):  # repeats are stored once
         writer.add(pixel_sha256(frame), frame)
     served = writer._served
@@ -95,6 +95,34 @@ def test_inline_and_threaded_encoding_write_the_same_store(tmp_path, monkeypatch
         hashlib.sha256((tmp_path / "slow.pack").read_bytes()).hexdigest(), len(frames), slow.bytes)
     stored, _, problem = scan_store(tmp_path / "fast.pack")
     assert problem is None and [s.sha256 for s in stored] == [pixel_sha256(f) for f in frames]
+
+
+def _encoding_threads(monkeypatch) -> list[str]:
+    """The name of the thread that encodes each frame, from now on."""
+    import threading
+
+    names, encode = [], framestore.encode_png
+
+    def encode_png(rgb):
+        names.append(threading.current_thread().name)
+        return encode(rgb)
+
+    monkeypatch.setattr(framestore, "encode_png", encode_png)
+    return names
+
+
+def test_a_store_that_encodes_aside_hands_every_batch_to_its_thread_and_writes_the_same_bytes(tmp_path, monkeypatch):
+    """An emulator that runs without the GIL (mGBA): the thread encodes while it emulates, even when
+    frames come fast and the thread is idle, where the default store encodes in the caller."""
+    frames = _frames(3 * framestore.BATCH + 3)
+    threads = _encoding_threads(monkeypatch)
+    inline, _ = _store(tmp_path / "inline.pack", frames)
+    assert threads.count("frame-store") == 3  # only the short last batch, handed over at the seal
+    del threads[:]
+    aside, _ = _store(tmp_path / "aside.pack", frames, encode_aside=True)
+    assert threads == ["frame-store"] * len(frames)
+    assert (tmp_path / "aside.pack").read_bytes() == (tmp_path / "inline.pack").read_bytes()
+    assert (aside.sha256, aside.frames, aside.bytes) == (inline.sha256, inline.frames, inline.bytes)
 
 
 def test_a_batch_waits_for_the_thread_when_it_has_work_queued(tmp_path, monkeypatch):
@@ -142,3 +170,26 @@ def test_a_short_write_is_finished_by_the_loop(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert (tmp_path / "log.jsonl").read_bytes() == b"0123456789" * 3 and log.size == 30
     assert calls == [30, 23, 16, 9, 2]  # nothing written for the empty record
+
+
+@pytest.mark.parametrize("platform", ["gb", "gba"])
+def test_a_trial_encodes_its_frames_aside_only_on_an_emulator_that_runs_without_the_gil(tmp_path, monkeypatch,
+                                                                                         platform):
+    """End to end on the real emulators: mGBA's frame store encodes every frame on its own thread
+    (overlapping the emulation), PyBoy's (which holds the GIL) encodes the full batches in the loop."""
+    from app.bench.bench_gba import GBA_DRY_RUN, _random_manifest
+    from tests.conftest import run_experiment, write_manifest
+    from tests.gba.conftest import needs_mgba
+
+    if platform == "gba" and needs_mgba.args[0]:
+        pytest.skip(needs_mgba.kwargs["reason"])
+    budgets = {"accepted_actions": 60, "model_decisions": None, "wall_time_minutes": None,
+               "unrecoverable_loop_repeats": None}
+    manifest = (_random_manifest(GBA_DRY_RUN, tmp_path, 60) if platform == "gba" else
+                write_manifest(tmp_path, budgets=budgets, conditions=[{"id": "rnd", "policy": "random", "seed": 3}],
+                               trials={"per_condition": 1}))
+    threads = _encoding_threads(monkeypatch)
+    _folder, _summary, (result,) = run_experiment(manifest, tmp_path / "out")
+    assert result.chain.frames.frames == len(threads) > framestore.BATCH
+    aside = set(threads) == {"frame-store"}
+    assert aside == (platform == "gba"), threads
