@@ -45,7 +45,9 @@ class FolderMirror:
         Sizes are taken commit file first (the trace: the recorder appends a decision's trace
         line after its response, inputs and memory lines), then the rest, and only bytes up to
         those sizes are sent: whatever decision the trace copy holds, the other copies hold its
-        lines too, as a folder on a local disk would after a kill."""
+        lines too, as a folder on a local disk would after a kill. The commit file is sent last,
+        so the driver's copy keeps the same promise while it grows: a trace line there names
+        lines (and a trial.json) that arrived before it."""
         with self._lock:
             if not self.folder.is_dir():
                 return 0
@@ -60,7 +62,8 @@ class FolderMirror:
                         continue  # replaced between the listing and here: the next sync sees it
                     st = os.fstat(fd)  # inode and size of the very file opened
                     opened.append((path.relative_to(self.folder).as_posix(), fd, st.st_ino, st.st_size))
-                return sum(self._send_file(*entry) for entry in opened)
+                last = sorted(opened, key=lambda entry: entry[0].rsplit("/", 1)[-1] in COMMIT_FILES)
+                return sum(self._send_file(*entry) for entry in last)
             finally:
                 for _, fd, _, _ in opened:
                     os.close(fd)

@@ -136,3 +136,27 @@ def test_the_trace_is_measured_before_the_streams_it_commits(tmp_path):
         os.fstat = real_fstat
     got = tree(tmp_path / "dst")
     assert got["trace.jsonl"].count(b"\n") <= got["inputs.jsonl"].count(b"\n")
+
+
+def test_the_trace_arrives_after_what_its_lines_name(tmp_path):
+    """The driver's copy grows with the same promise as the worker's folder: when a trace line
+    arrives, trial.json and the lines it names are there already (a Ray test read a trace with
+    20 lines and found no trial.json beside it)."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    writer = MirrorWriter(dst)
+    seen: list[tuple[bool, int, int]] = []
+
+    def send(message):
+        writer.apply(message)
+        if message[1] == "trace.jsonl":
+            got = tree(dst)
+            seen.append(("trial.json" in got, got["trace.jsonl"].count(b"\n"), got.get("inputs.jsonl", b"").count(b"\n")))
+
+    m = FolderMirror(src, send)
+    apply(src, "replace", "trial.json", b"{}")
+    for n in range(1, 4):
+        apply(src, "append", "inputs.jsonl", b"i%d\n" % n)
+        apply(src, "append", "trace.jsonl", b"t%d\n" % n)
+        m.sync()
+    assert seen == [(True, n, n) for n in range(1, 4)]
