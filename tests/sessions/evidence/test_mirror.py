@@ -151,7 +151,8 @@ def test_the_trace_arrives_after_what_its_lines_name(tmp_path):
         writer.apply(message)
         if message[1] == "trace.jsonl":
             got = tree(dst)
-            seen.append(("trial.json" in got, got["trace.jsonl"].count(b"\n"), got.get("inputs.jsonl", b"").count(b"\n")))
+            lines = [got.get(name, b"").count(b"\n") for name in ("trace.jsonl", "inputs.jsonl")]
+            seen.append(("trial.json" in got, *lines))
 
     m = FolderMirror(src, send)
     apply(src, "replace", "trial.json", b"{}")
