@@ -9,9 +9,13 @@ import numpy as np
 import pytest
 
 import sessions.evidence.framestore as framestore
+from app.bench.bench_gba import GBA_DRY_RUN, _random_manifest
 from engine.loop.records import Attempt, Fact, InputLine, MemoryOp, ResponseLine, TraceLine, Usage, build
 from sessions.evidence.framestore import FrameStoreWriter, pixel_sha256, scan_store
 from sessions.evidence.recorder import _chain, json_line
+from tests.conftest import run_experiment, write_manifest
+from tests.gba.conftest import needs_mgba
+from tests.sessions.execute.test_faults import budget
 
 SHA = "ab" * 32
 
@@ -172,21 +176,13 @@ def test_a_short_write_is_finished_by_the_loop(tmp_path, monkeypatch):
     assert calls == [30, 23, 16, 9, 2]  # nothing written for the empty record
 
 
-@pytest.mark.parametrize("platform", ["gb", "gba"])
+@pytest.mark.parametrize("platform", ["gb", pytest.param("gba", marks=needs_mgba)])
 def test_a_trial_encodes_its_frames_aside_only_on_an_emulator_that_runs_without_the_gil(tmp_path, monkeypatch,
                                                                                          platform):
     """End to end on the real emulators: mGBA's frame store encodes every frame on its own thread
     (overlapping the emulation), PyBoy's (which holds the GIL) encodes the full batches in the loop."""
-    from app.bench.bench_gba import GBA_DRY_RUN, _random_manifest
-    from tests.conftest import run_experiment, write_manifest
-    from tests.gba.conftest import needs_mgba
-
-    if platform == "gba" and needs_mgba.args[0]:
-        pytest.skip(needs_mgba.kwargs["reason"])
-    budgets = {"accepted_actions": 60, "model_decisions": None, "wall_time_minutes": None,
-               "unrecoverable_loop_repeats": None}
     manifest = (_random_manifest(GBA_DRY_RUN, tmp_path, 60) if platform == "gba" else
-                write_manifest(tmp_path, budgets=budgets, conditions=[{"id": "rnd", "policy": "random", "seed": 3}],
+                write_manifest(tmp_path, budgets=budget(60), conditions=[{"id": "rnd", "policy": "random", "seed": 3}],
                                trials={"per_condition": 1}))
     threads = _encoding_threads(monkeypatch)
     _folder, _summary, (result,) = run_experiment(manifest, tmp_path / "out")
